@@ -1,0 +1,106 @@
+"""The ``ares-viewer`` command: list a run's episodes, show an episode or one step, start the app.
+
+Errors go to stderr with a non-zero exit code; data goes to stdout so it can be piped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import orjson
+
+from ares_viewer import display, run, sources
+
+_APP = pathlib.Path(__file__).resolve().parent.parent / "app" / "main.py"
+
+
+def _clean(value: object) -> object:
+    """JSON-safe values: NaN becomes null (JSON has no NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _episodes(args: argparse.Namespace) -> int:
+    opened = run.open_run(args.location)
+    for error in opened.errors:
+        print(f"error: {error}", file=sys.stderr)
+    if not len(opened.episodes):
+        print(f"{args.location}: no episodes found ({len(opened.errors)} unreadable, {opened.skipped} other files)",
+              file=sys.stderr)
+        return 1
+    if args.json:
+        out = sys.stdout.buffer
+        for record in opened.episodes.to_dict(orient="records"):
+            out.write(orjson.dumps({k: _clean(v) for k, v in record.items()}) + b"\n")
+        out.flush()
+    else:
+        frame = opened.episodes[["episode_id", "task_name", "outcome", "total_reward", "num_actions", "duration_s",
+                                 "total_cost"]]
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    episode = run.load_episode(args.file)
+    if args.step is None:
+        print(display.episode_text(episode))
+    else:
+        print(display.step_text(episode, args.step))
+    return 0
+
+
+def _app(args: argparse.Namespace) -> int:
+    command = [sys.executable, "-m", "streamlit", "run", str(_APP), "--server.address", args.address]
+    if args.port:
+        command += ["--server.port", str(args.port)]
+    env = dict(os.environ)
+    if args.location:
+        env["ARES_VIEWER_RUN"] = args.location
+    return subprocess.call(command, env=env)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ares-viewer", description="Inspect ARES agent episodes.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    episodes = commands.add_parser("episodes", help="list a run's episodes")
+    episodes.add_argument("location", help="folder, file, glob or fsspec URL")
+    episodes.add_argument("--json", action="store_true", help="one JSON object per line")
+    episodes.set_defaults(func=_episodes)
+
+    show = commands.add_parser("show", help="show an episode, or one step of it")
+    show.add_argument("file", help="an episode file")
+    show.add_argument("--step", type=int, help="the step index to show")
+    show.set_defaults(func=_show)
+
+    app = commands.add_parser("app", help="start the web app (bound to localhost)")
+    app.add_argument("location", nargs="?", help="the run to open (default: the bundled sample runs)")
+    app.add_argument("--address", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    app.add_argument("--port", type=int, help="port (default: Streamlit's)")
+    app.set_defaults(func=_app)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (sources.LocationError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, IndexError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""ARES episode trajectories (``{episode_id}.json`` from ``JsonTrajectoryCollector``).
+
+Format quirks stay here: the FIRST record that is not an action, cumulative observations, the
+pending request of a truncated LAST record, ``-1`` token counts, end-status fields of newer
+writers, wrong types from hand-edited or foreign writers. Everything else sees ``model.Episode``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model, protocol
+
+NAME = "ares"
+
+_TOP_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_reward", "num_steps", "truncated", "steps")
+_END_STATUS_KEYS = ("end_status", "status", "episode_status", "end_reason", "termination_reason")
+# Words a writer may use for why an episode ended, mapped onto outcomes.
+_END_STATUS_WORDS: tuple[tuple[tuple[str, ...], model.Outcome], ...] = (
+    (("error", "exception", "fail", "crash"), model.Outcome.ERRORED),
+    (("cancel",), model.Outcome.CANCELLED),
+    (("abort", "close", "exit", "kill"), model.Outcome.ABORTED),
+    (("abandon", "reset", "interrupt"), model.Outcome.INTERRUPTED),
+    (("truncat", "limit"), model.Outcome.TRUNCATED),
+    (("complete", "finish", "normal", "done", "success", "submitted"), model.Outcome.COMPLETED),
+    (("incomplete", "running", "active", "progress"), model.Outcome.INCOMPLETE),
+)
+_REQUEST_SETTINGS = ("max_output_tokens", "temperature", "top_p", "top_k", "stream", "tool_choice", "service_tier",
+                     "stop_sequences", "metadata")
+
+
+class FormatError(ValueError):
+    """The document is ARES-shaped but cannot be read as an episode; the message says why."""
+
+
+def sniff(doc: Any) -> bool:
+    """True when a decoded document is an ARES episode (or meant to be one)."""
+    return isinstance(doc, Mapping) and "steps" in doc and ("episode_id" in doc or "task_name" in doc)
+
+
+def _number(value: Any, what: str, warnings: list[str]) -> float | None:
+    """A float from a JSON value; strings of numbers are read with a warning, others dropped."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            warnings.append(f"{what} is the text {value[:40]!r}, not a number; ignored")
+            return None
+        warnings.append(f"{what} is the text {value!r}; read as the number {number}")
+        return number
+    warnings.append(f"{what} is a {type(value).__name__}, not a number; ignored")
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """A token count: negative, missing or non-integer counts are unknown."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or math.isnan(value):
+        return None
+    return int(value)
+
+
+def _text(content: Any) -> str:
+    """Message content as text: strings as they are, content-part lists joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                parts.append(str(part.get("text", part.get("content", ""))))
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+def _tool_calls(raw: Any) -> tuple[model.ToolCall, ...]:
+    if not isinstance(raw, list):
+        return ()
+    calls = []
+    for call in raw:
+        if not isinstance(call, Mapping):
+            continue
+        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        arguments = fn.get("arguments", fn.get("input", ""))
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append(
+            model.ToolCall(
+                call_id=call.get("call_id", call.get("id")), name=str(fn.get("name", "")), arguments=arguments
+            )
+        )
+    return tuple(calls)
+
+
+def message_from_dict(raw: Any) -> model.Message:
+    """A ``model.Message`` from an ARES message dict (tool calls carry no ``role``)."""
+    if not isinstance(raw, Mapping):
+        return model.Message(role="unknown", content=_text(raw))
+    if "role" not in raw and "call_id" in raw:
+        call = model.ToolCall(call_id=raw.get("call_id"), name=str(raw.get("name", "")),
+                              arguments=_text(raw.get("arguments")))
+        return model.Message(role="tool_call", content="", tool_calls=(call,), raw=raw)
+    name = raw.get("name")
+    tool_call_id = raw.get("tool_call_id")
+    return model.Message(
+        role=str(raw.get("role", "unknown")),
+        content=_text(raw.get("content")),
+        name=str(name) if name is not None else None,
+        tool_calls=_tool_calls(raw.get("tool_calls")),
+        tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+        raw=raw,
+    )
+
+
+def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> model.Outcome:
+    for key in _END_STATUS_KEYS:
+        status = doc.get(key)
+        if isinstance(status, Mapping):
+            status = status.get("status", status.get("kind", status.get("type")))
+        if isinstance(status, str) and status.strip():
+            word = status.strip().lower()
+            for needles, outcome in _END_STATUS_WORDS:
+                if any(n in word for n in needles):
+                    if outcome is model.Outcome.COMPLETED and truncated:
+                        return model.Outcome.TRUNCATED
+                    return outcome
+    has_last = bool(records) and isinstance(records[-1], Mapping) and records[-1].get("step_type") == "LAST"
+    if not has_last:
+        return model.Outcome.INCOMPLETE
+    return model.Outcome.TRUNCATED if truncated else model.Outcome.COMPLETED
+
+
+class _ContextBuilder:
+    """Turns cumulative observations into a message pool plus one link per model call."""
+
+    def __init__(self) -> None:
+        self.pool: list[model.Message] = []
+        self.links: list[model.ContextLink] = []
+        self._previous_raw: list[Any] = []
+        self._previous_ids: list[int] = []
+
+    def add(self, raw_messages: list[Any]) -> model.ContextLink:
+        previous = self._previous_raw
+        limit = min(len(previous), len(raw_messages))
+        kept = 0
+        # Equal raw dicts mean the same message; stop at the first difference.
+        while kept < limit and raw_messages[kept] == previous[kept]:
+            kept += 1
+        added = []
+        for raw in raw_messages[kept:]:
+            self.pool.append(message_from_dict(raw))
+            added.append(len(self.pool) - 1)
+        link = model.ContextLink(kept=kept, added=tuple(added), rewritten=kept < len(previous))
+        self.links.append(link)
+        self._previous_raw = raw_messages
+        self._previous_ids = self._previous_ids[:kept] + added
+        return link
+
+    def result_message(self, link: model.ContextLink) -> model.Message | None:
+        """The message that carried the last action's result: the first user/tool message after
+        the last assistant message among the added ones."""
+        added = [self.pool[i] for i in link.added]
+        last_assistant = max((n for n, m in enumerate(added) if m.role == "assistant"), default=-1)
+        for message in added[last_assistant + 1 :]:
+            if message.role in ("user", "tool"):
+                return message
+        return None
+
+
+def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[model.ToolCall, ...], model.Usage,
+                                                                    float | None, dict[str, Any]]:
+    """Text, tool calls, usage, cost and extra fields of an LLM response object."""
+    if not isinstance(raw, Mapping):
+        if raw is not None:
+            warnings.append(f"{where}: action is a {type(raw).__name__}, not a response object; ignored")
+        return "", (), model.Usage(), None, {}
+    texts: list[str] = []
+    calls: list[model.ToolCall] = []
+    data = raw.get("data")
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        if "content" in item:
+            texts.append(_text(item.get("content")))
+        elif "name" in item and ("input" in item or "arguments" in item):
+            calls.extend(_tool_calls([item]))
+    usage_raw = raw.get("usage") if isinstance(raw.get("usage"), Mapping) else {}
+    usage = model.Usage(
+        prompt_tokens=_count(usage_raw.get("prompt_tokens")),
+        generated_tokens=_count(usage_raw.get("generated_tokens")),
+        cached_prompt_tokens=_count(usage_raw.get("cached_prompt_tokens")),
+    )
+    cost = _number(raw.get("cost"), f"{where}: cost", warnings)
+    extra = {k: raw[k] for k in ("id", "model", "stop_reason", "finish_reason", "status") if raw.get(k) is not None}
+    return "\n".join(texts), tuple(calls), usage, cost, extra
+
+
+def parse(doc: Any, path: str) -> model.Episode:
+    """Build an ``Episode`` from a decoded ARES document.
+
+    Raises:
+        FormatError: when the document cannot be an episode (e.g. ``steps`` is not a list).
+    """
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"expected a JSON object at the top level, found a {type(doc).__name__}")
+    records = doc.get("steps")
+    if not isinstance(records, list):
+        raise FormatError(f"'steps' is a {type(records).__name__}, expected a list of step records")
+    warnings: list[str] = []
+    episode_id = doc.get("episode_id")
+    if not isinstance(episode_id, str) or not episode_id:
+        episode_id = pathlib.PurePath(path).stem
+        warnings.append(f"no episode_id; using the file name {episode_id!r}")
+    task_name = doc.get("task_name")
+    if not isinstance(task_name, str):
+        task_name = "" if task_name is None else str(task_name)
+    start_time = _number(doc.get("start_time"), "start_time", warnings)
+    end_time = _number(doc.get("end_time"), "end_time", warnings)
+
+    contexts = _ContextBuilder()
+    steps: list[model.Step] = []
+    system_prompt: str | None = None
+    request_settings: dict[str, Any] = {}
+    tools: list[str] = []
+    previous_time: float | None = None
+    for position, record in enumerate(records):
+        where = f"step {position}"
+        if not isinstance(record, Mapping):
+            warnings.append(f"{where} is a {type(record).__name__}, not a step record; skipped")
+            continue
+        index = record.get("step_index")
+        index = index if isinstance(index, int) and not isinstance(index, bool) else position
+        kind_raw = record.get("step_type")
+        try:
+            kind = model.StepKind(kind_raw)
+        except ValueError:
+            kind = model.StepKind.FIRST if position == 0 else model.StepKind.MID
+            warnings.append(f"{where}: step_type {kind_raw!r} is not FIRST/MID/LAST; read as {kind.value}")
+        timestamp = _number(record.get("timestamp"), f"{where}: timestamp", warnings)
+        dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
+        previous_time = timestamp if timestamp is not None else previous_time
+
+        # Action k answered the context of the latest observation before this record.
+        answered_index = len(contexts.links) - 1 if contexts.links and kind is not model.StepKind.FIRST else None
+        answered = contexts.links[answered_index] if answered_index is not None else None
+        text, calls, usage, cost, extra = _response(record.get("action"), where, warnings)
+        observation = record.get("observation")
+        link = None
+        if isinstance(observation, Mapping):
+            messages = observation.get("messages")
+            if not isinstance(messages, list):
+                warnings.append(f"{where}: observation messages are a {type(messages).__name__}, not a list")
+                messages = []
+            link = contexts.add(messages)
+            if system_prompt is None and isinstance(observation.get("system_prompt"), str):
+                system_prompt = observation["system_prompt"]
+            if not request_settings:
+                request_settings = {k: observation.get(k) for k in _REQUEST_SETTINGS if observation.get(k) is not None}
+                raw_tools = observation.get("tools")
+                if isinstance(raw_tools, list):
+                    tools = [str(t.get("name")) for t in raw_tools if isinstance(t, Mapping)]
+        elif observation is not None:
+            warnings.append(f"{where}: observation is a {type(observation).__name__}, not a request; ignored")
+
+        parsed = protocol.parse_response(text)
+        command = parsed.command
+        if command is None and calls:
+            command = protocol.command_from_tool_call(calls[0].name, calls[0].arguments)
+        if parsed.bash_blocks > 1:
+            extra["bash_blocks"] = parsed.bash_blocks
+        result = contexts.result_message(link) if link is not None and kind is not model.StepKind.FIRST else None
+        outcome = protocol.parse_result(result.content) if result is not None else None
+        if outcome is not None and outcome.timed_out:
+            extra["timed_out"] = True
+        steps.append(
+            model.Step(
+                index=index,
+                kind=kind,
+                reward=_number(record.get("reward"), f"{where}: reward", warnings),
+                discount=_number(record.get("discount"), f"{where}: discount", warnings),
+                timestamp=timestamp,
+                dt=dt,
+                response=text,
+                thought=parsed.thought,
+                command=command,
+                tool_calls=calls,
+                returncode=outcome.returncode if outcome else None,
+                output=outcome.output if outcome else None,
+                output_elided=outcome.elided_chars if outcome else 0,
+                observation_text=result.content if result is not None else None,
+                format_error=outcome.format_error if outcome else False,
+                usage=usage,
+                cost=cost,
+                context_index=answered_index,
+                context_len=answered.kept + len(answered.added) if answered else 0,
+                context_rewritten=answered.rewritten if answered else False,
+                new_message_count=len(answered.added) if answered else 0,
+                extra=extra,
+            )
+        )
+
+    truncated_raw = doc.get("truncated")
+    if isinstance(truncated_raw, bool):
+        truncated = truncated_raw
+    else:
+        last = steps[-1] if steps else None
+        truncated = bool(last and last.kind is model.StepKind.LAST and last.discount == 1.0)
+        if truncated_raw is not None:
+            warnings.append(f"truncated is {truncated_raw!r}, not true/false; inferred {truncated}")
+    total_reward = _number(doc.get("total_reward"), "total_reward", warnings)
+    if total_reward is None and steps and steps[-1].kind is model.StepKind.LAST:
+        total_reward = steps[-1].reward
+    num_steps = doc.get("num_steps")
+    if isinstance(num_steps, int) and num_steps != len(records):
+        warnings.append(f"num_steps says {num_steps} but the file holds {len(records)} step records")
+
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
+    if request_settings:
+        metadata["request"] = request_settings
+    if tools:
+        metadata["tools"] = tools
+    return model.Episode(
+        episode_id=episode_id,
+        task_name=task_name,
+        outcome=_outcome(doc, records, truncated),
+        total_reward=total_reward,
+        start_time=start_time,
+        end_time=end_time,
+        truncated=truncated,
+        system_prompt=system_prompt,
+        steps=tuple(steps),
+        path=path,
+        format=NAME,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(contexts.pool),
+        links=tuple(contexts.links),
+    )

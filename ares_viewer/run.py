@@ -1,0 +1,268 @@
+"""A run: every episode file at a location, indexed into one table, opened on demand.
+
+Building the index parses each file once (on both cores when the run is large enough for that to
+pay) and caches the summary rows; reopening an unchanged run parses nothing. Whole episodes are
+parsed only when asked for, and a bounded cache keeps the recently opened ones.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from ares_viewer import formats, index_cache, model, sources
+
+_LOGGER = logging.getLogger(__name__)
+
+EPISODE_COLUMNS = (
+    "episode_id",
+    "task_name",
+    "outcome",
+    "total_reward",
+    "num_actions",
+    "start_time",
+    "end_time",
+    "duration_s",
+    "total_cost",
+    "prompt_tokens",
+    "generated_tokens",
+    "truncated",
+    "error",
+    "nonzero_returncodes",
+    "context_rewrites",
+    "path",
+    "format",
+)
+# Below this much data, starting worker processes costs more than it saves.
+_PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+_EPISODE_CACHE_SIZE = 16
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoadError:
+    """A file that should hold an episode but cannot be read."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class EmptyRunError(LookupError):
+    """The location exists but holds no episodes."""
+
+
+def load_episode(path: str | os.PathLike) -> model.Episode:
+    """Read one episode file.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: when it is not a readable episode; the message names the file and the reason.
+    """
+    path = os.fspath(path)
+    data = sources.read_bytes(path)
+    result = formats.read_file(path, data)
+    if result.error:
+        raise ValueError(f"{path}: {result.error}")
+    if not result.episodes:
+        raise ValueError(f"{path}: not an episode file of any format this viewer reads")
+    return result.episodes[0]
+
+
+def _index_file(path: str) -> tuple[str, bytes]:
+    """Parse one file into its cache entry: ``(kind, JSON payload)``. Runs in worker processes."""
+    try:
+        data = sources.read_bytes(path)
+    except OSError as exc:
+        return "error", orjson.dumps(f"cannot read the file ({exc.strerror or exc})")
+    try:
+        result = formats.read_file(path, data)
+    except Exception as exc:  # a parser bug must not stop the rest of the run
+        _LOGGER.exception("unexpected failure reading %s", path)
+        return "error", orjson.dumps(f"unexpected failure while reading ({type(exc).__name__}: {exc})")
+    if result.error:
+        return "error", orjson.dumps(result.error)
+    if result.skipped:
+        return "skipped", b"null"
+    rows = [dict(e.summary(), warnings=list(e.warnings)) for e in result.episodes]
+    return "episodes", orjson.dumps(rows)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # forkserver keeps worker start cheap without forking a threaded parent (Streamlit runs threads).
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["ares_viewer.run"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _parse_all(files: list[sources.SourceFile], workers: int | None) -> Iterator[tuple[str, bytes]]:
+    total = sum(f.size for f in files)
+    workers = workers or min(os.cpu_count() or 1, 8)
+    paths = [f.path for f in files]
+    if workers <= 1 or len(files) < 4 or total < _PARALLEL_MIN_BYTES:
+        yield from map(_index_file, paths)
+        return
+    # Big files first, so the last worker does not finish long after the others.
+    order = sorted(range(len(paths)), key=lambda i: -files[i].size)
+    results: list[tuple[str, bytes] | None] = [None] * len(paths)
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        chunk = max(1, min(64, len(paths) // (workers * 8)))
+        for i, result in zip(order, pool.map(_index_file, [paths[i] for i in order], chunksize=chunk), strict=True):
+            results[i] = result
+    yield from (r for r in results if r is not None)
+
+
+class Run:
+    """The episodes at a location (a folder, a file, a glob or an fsspec URL).
+
+    Attributes:
+        location: what was opened.
+        episodes: one row per readable episode (see ``EPISODE_COLUMNS``).
+        errors: files that should hold episodes but cannot be read.
+        skipped: how many files were something else (configs, notes) and were left alone.
+        warnings: ``(path, message)`` for files that loaded with repairs.
+    """
+
+    def __init__(self, location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None) -> None:
+        self.location = os.fspath(location)
+        files = sources.list_files(self.location)
+        cache = index_cache.IndexCache() if use_cache else None
+        cached = cache.lookup((f.path, f.size, f.mtime_ns) for f in files) if cache else {}
+        missing = [f for f in files if f.path not in cached]
+        entries = dict(cached)
+        if missing:
+            fresh = list(_parse_all(missing, workers))
+            entries.update(zip((f.path for f in missing), fresh, strict=True))
+            if cache:
+                cache.store((f.path, f.size, f.mtime_ns, *entry) for f, entry in zip(missing, fresh, strict=True))
+        if cache:
+            cache.close()
+        self.parsed_files = len(missing)
+        rows: list[dict[str, Any]] = []
+        self.errors: list[LoadError] = []
+        self.warnings: list[tuple[str, str]] = []
+        self.skipped = 0
+        for f in files:
+            kind, payload = entries[f.path]
+            if kind == "episodes":
+                for row in orjson.loads(payload):
+                    self.warnings.extend((f.path, w) for w in row.pop("warnings", ()))
+                    rows.append(row)
+            elif kind == "error":
+                self.errors.append(LoadError(f.path, orjson.loads(payload)))
+            else:
+                self.skipped += 1
+        frame = pd.DataFrame.from_records(rows, columns=list(EPISODE_COLUMNS))
+        self.episodes = frame.astype({"num_actions": "int64", "prompt_tokens": "int64", "generated_tokens": "int64",
+                                      "truncated": "bool", "total_reward": "float64"}) if rows else frame
+        duplicates = frame["episode_id"][frame["episode_id"].duplicated()].unique()
+        for episode_id in duplicates:
+            paths = frame.loc[frame["episode_id"] == episode_id, "path"].tolist()
+            self.warnings.append((paths[-1], f"episode id {episode_id} appears in {len(paths)} files: {paths}"))
+        self._paths = dict(zip(frame["episode_id"], frame["path"], strict=True)) if rows else {}
+        self._open: collections.OrderedDict[str, model.Episode] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    # ----- episodes -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def __contains__(self, episode_id: object) -> bool:
+        return episode_id in self._paths
+
+    @property
+    def episode_ids(self) -> list[str]:
+        return list(self._paths)
+
+    def episode(self, episode_id: str) -> model.Episode:
+        """One episode, parsed on demand; recently opened ones are kept (a bounded cache).
+
+        Raises:
+            KeyError: when the run has no such episode.
+        """
+        with self._lock:
+            if episode_id in self._open:
+                self._open.move_to_end(episode_id)
+                return self._open[episode_id]
+        if episode_id not in self._paths:
+            raise KeyError(f"no episode {episode_id!r} in {self.location}")
+        path = self._paths[episode_id]
+        result = formats.read_file(path, sources.read_bytes(path))
+        if result.error:
+            raise ValueError(f"{path}: {result.error}")
+        found = [e for e in result.episodes if e.episode_id == episode_id]
+        if not found:
+            raise KeyError(f"{path} no longer holds episode {episode_id!r}; reopen the run")
+        with self._lock:
+            self._open[episode_id] = found[0]
+            while len(self._open) > _EPISODE_CACHE_SIZE:
+                self._open.popitem(last=False)
+        return found[0]
+
+    def __iter__(self) -> Iterator[model.Episode]:
+        """Every episode, parsed one at a time (nothing is kept beyond the bounded cache)."""
+        for episode_id in self._paths:
+            yield self.episode(episode_id)
+
+    def require_episodes(self) -> Run:
+        """This run, or ``EmptyRunError`` with a message saying what was found instead."""
+        if len(self.episodes):
+            return self
+        found = f"{len(self.errors)} unreadable file(s), {self.skipped} other file(s)"
+        raise EmptyRunError(f"{self.location}: no episodes found ({found})")
+
+    # ----- summaries ----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Headline figures of the run."""
+        frame = self.episodes
+        n = len(frame)
+        rewards = frame["total_reward"]
+        return {
+            "episodes": n,
+            "errors": len(self.errors),
+            "success_rate": float((rewards > 0).mean()) if n else None,
+            "mean_reward": float(rewards.mean()) if n and rewards.notna().any() else None,
+            "mean_actions": float(frame["num_actions"].mean()) if n else None,
+            "total_cost": float(frame["total_cost"].sum()) if n else 0.0,
+            "prompt_tokens": int(frame["prompt_tokens"].sum()) if n else 0,
+            "generated_tokens": int(frame["generated_tokens"].sum()) if n else 0,
+            "outcomes": frame["outcome"].value_counts().to_dict() if n else {},
+        }
+
+    def __repr__(self) -> str:
+        return f"Run({self.location!r}, episodes={len(self.episodes)}, errors={len(self.errors)})"
+
+    def __str__(self) -> str:
+        from ares_viewer import display
+
+        return display.run_text(self)
+
+    def _repr_html_(self) -> str:
+        from ares_viewer import display
+
+        return display.run_html(self)
+
+
+def open_run(location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None) -> Run:
+    """Open the episodes at a location: a folder (searched recursively), a file, a glob or a URL.
+
+    Raises:
+        sources.LocationError: when the location does not exist.
+    """
+    return Run(location, use_cache=use_cache, workers=workers)

@@ -1,0 +1,188 @@
+"""Synthetic ARES episodes that look like the real thing, for tests, benchmarks and demos.
+
+Episodes follow formats.md section 1 exactly: key order, ``json.dump(indent=2)``, cumulative
+observations, FIRST/MID/LAST semantics, the default agent's protocol, usage and cost. Sizes and
+endings are arguments, so a benchmark can ask for 2,000 episodes of 40 steps or one of 250.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from typing import Any
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant that can interact multiple times with a computer shell to solve "
+    "programming tasks.\nYour response must contain exactly ONE bash code block with ONE command (or commands "
+    "connected with && or ||).\n\nInclude a THOUGHT section before your command where you explain your reasoning "
+    "process.\nFormat your response as shown in <format_example>.\n\n<format_example>\nTHOUGHT: Your reasoning "
+    "and analysis here\n\n```bash\nyour_command_here\n```\n</format_example>\n\nFailure to follow these rules "
+    "will cause your response to be rejected."
+)
+_COMMANDS = (
+    "ls -la",
+    "grep -rn 'def parse' src/ | head -20",
+    "cat src/calc/core.py",
+    "python -m pytest -q tests/test_core.py",
+    "sed -n '1,80p' src/calc/core.py",
+    "git status --short",
+    "python - <<'EOF'\nimport calc\nprint(calc.parse('1 + 2'))\nEOF",
+    "sed -i 's/return a - b/return a + b/' src/calc/core.py",
+    "find . -name '*.py' | xargs wc -l | sort -n | tail",
+)
+_SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
+_ELIDED_WARNING = (
+    "<warning>\nThe output of your last command was too long.\nPlease try a different command that produces less "
+    "output.\nIf you're looking at a file you can try use head, tail or sed to view a smaller number of lines "
+    "selectively.\nIf you're using grep or find and it produced too much output, you can use a more selective "
+    "search pattern.\nIf you really need to see something from the full command's output, you can redirect output "
+    "to a file and then search in that file.\n</warning>"
+)
+
+
+def task_message(task_name: str) -> str:
+    """The first user message: the task and the instructions."""
+    return (
+        f"<pr_description>\nConsider the following PR description for {task_name}:\n"
+        "The add() helper returns the wrong result for negative numbers, and parse() fails on "
+        "whitespace.\n</pr_description>\n\n<instructions>\n# Task Instructions\n\nYou're a software engineer "
+        "interacting continuously with a computer by submitting commands.\nWork in /testbed. When done, run "
+        f"`{_SUBMIT}`.\n</instructions>"
+    )
+
+
+def result_message(returncode: int, output: str) -> str:
+    """The user message that carries a command's result, elided as the agent does at 10,000 chars."""
+    if len(output) < 10000:
+        return f"<returncode>{returncode}</returncode>\n<output>\n{output}</output>"
+    return (
+        f"<returncode>{returncode}</returncode>\n{_ELIDED_WARNING}\n<output_head>\n{output[:5000]}\n</output_head>\n"
+        f"<elided_chars>\n{len(output) - 10000} characters elided\n</elided_chars>\n"
+        f"<output_tail>\n{output[-5000:]}\n</output_tail>"
+    )
+
+
+def _request(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "messages": list(messages),
+        "system_prompt": SYSTEM_PROMPT,
+        "max_output_tokens": None,
+        "temperature": 0.0,
+        "top_p": None,
+        "top_k": None,
+        "stream": False,
+        "tools": None,
+        "tool_choice": None,
+        "metadata": None,
+        "service_tier": None,
+        "stop_sequences": None,
+    }
+
+
+def _response(text: str, prompt_chars: int) -> dict[str, Any]:
+    prompt_tokens = prompt_chars // 4
+    generated = max(1, len(text) // 4)
+    return {
+        "data": [{"content": text}],
+        "cost": round(prompt_tokens * 3e-6 + generated * 15e-6, 6),
+        "usage": {"prompt_tokens": prompt_tokens, "generated_tokens": generated},
+    }
+
+
+def episode_dict(
+    *,
+    task_name: str = "calc__calc-1",
+    actions: int = 10,
+    ending: str = "completed",
+    reward: float = 1.0,
+    output_chars: int = 600,
+    seed: int = 0,
+    start_time: float = 1_763_800_000.0,
+    drop_context_at: int | None = None,
+    episode_id: str | None = None,
+) -> dict[str, Any]:
+    """One ARES episode as the collector writes it.
+
+    Args:
+        task_name: the task's name.
+        actions: how many model responses were executed.
+        ending: ``completed`` (LAST with the reward), ``truncated`` (step limit: pending request),
+            ``errored`` (no LAST record, an ``end_status`` of errored) or ``incomplete`` (no LAST).
+        reward: the final reward of a completed episode.
+        output_chars: typical size of a command's output.
+        seed: makes the episode's text and timings reproducible.
+        start_time: unix seconds of the FIRST record.
+        drop_context_at: an action after which the agent drops the old observations from its context.
+        episode_id: the id (a UUID4 from the seed when omitted).
+    """
+    rng = random.Random(seed)
+    episode_id = episode_id or str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task_message(task_name)}]
+    now = start_time
+    steps: list[dict[str, Any]] = [
+        {"step_index": 0, "step_type": "FIRST", "observation": _request(messages), "action": None, "reward": None,
+         "discount": None, "timestamp": now}
+    ]
+    prompt_chars = len(SYSTEM_PROMPT) + len(messages[0]["content"])
+    for k in range(1, actions + 1):
+        final = k == actions and ending == "completed"
+        command = _SUBMIT if final else _COMMANDS[rng.randrange(len(_COMMANDS))]
+        thought = f"THOUGHT: Step {k}. I need to look at the code and check what the tests expect before editing."
+        text = f"{thought}\n\n```bash\n{command}\n```"
+        action = _response(text, prompt_chars)
+        now += rng.uniform(1.5, 9.0)
+        if final:
+            steps.append({"step_index": k, "step_type": "LAST", "observation": None, "action": action,
+                          "reward": reward, "discount": 0.0, "timestamp": now})
+            break
+        returncode = 0 if rng.random() > 0.2 else 1
+        line = f"src/calc/core.py:{k}: def parse(text: str) -> Expr:  # line {k}\n"
+        output = (line * (output_chars // len(line) + 1))[: rng.randint(output_chars // 2, output_chars)]
+        messages.append({"role": "assistant", "content": text})
+        messages.append({"role": "user", "content": result_message(returncode, output)})
+        if drop_context_at == k:
+            # The agent keeps the task and the latest exchange only.
+            messages = [messages[0], *messages[-2:]]
+        prompt_chars += len(text) + len(messages[-1]["content"])
+        kind = "LAST" if k == actions and ending == "truncated" else "MID"
+        steps.append({"step_index": k, "step_type": kind, "observation": _request(messages), "action": action,
+                      "reward": 0.0, "discount": 1.0, "timestamp": now})
+    doc: dict[str, Any] = {
+        "episode_id": episode_id,
+        "task_name": task_name,
+        "start_time": start_time,
+        "end_time": now if ending in ("completed", "truncated") else None,
+        "total_reward": (reward if ending == "completed" else 0.0 if ending == "truncated" else None),
+        "num_steps": len(steps),
+        "truncated": ending == "truncated",
+        "steps": steps,
+    }
+    if ending == "errored":
+        doc["end_status"] = "errored"
+        doc["error"] = {"type": "TimeoutError", "message": "container stopped answering during step execution"}
+    return doc
+
+
+def write_episode(folder: str | os.PathLike, doc: dict[str, Any]) -> str:
+    """Write an episode as ARES does (``{episode_id}.json``, ``indent=2``); returns the path."""
+    path = os.path.join(os.fspath(folder), f"{doc['episode_id']}.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(doc, handle, indent=2)
+    return path
+
+
+def write_run(folder: str | os.PathLike, episodes: int, actions: int = 40, *, output_chars: int = 600,
+              seed: int = 0) -> list[str]:
+    """Write a run of ``episodes`` episodes over a handful of tasks, with mixed endings."""
+    os.makedirs(folder, exist_ok=True)
+    rng = random.Random(seed)
+    paths = []
+    for i in range(episodes):
+        ending = rng.choices(("completed", "truncated", "errored"), weights=(85, 10, 5))[0]
+        doc = episode_dict(task_name=f"calc__calc-{i % 7}", actions=actions, ending=ending,
+                           reward=float(rng.random() < 0.5), output_chars=output_chars, seed=seed * 1_000_003 + i,
+                           start_time=1_763_800_000.0 + 600 * i)
+        paths.append(write_episode(folder, doc))
+    return paths

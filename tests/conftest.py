@@ -1,0 +1,50 @@
+"""Shared fixtures: real Docker engine and real Chromium, failing in CI when missing."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SAMPLE_RUNS = REPO / "sample_runs"
+CHROMIUM = pathlib.Path(os.environ.get("ARES_VIEWER_CHROMIUM", "/usr/bin/chromium"))
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _missing(reason: str) -> None:
+    """Fail in CI (the tests must run there), skip with a one-line reason elsewhere."""
+    if _in_ci():
+        pytest.fail(f"required in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own index cache, so no test sees another's cached rows."""
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A client of a real Docker engine."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:  # any failure to reach the engine
+        _missing(f"no Docker engine reachable ({type(exc).__name__}: {exc})")
+    return client
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    """Path of Debian's Chromium, checked to exist."""
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} not found (apt-get install chromium)")
+    return str(CHROMIUM)

@@ -1,0 +1,44 @@
+"""The ares-viewer command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ares_viewer import cli, synthetic
+
+
+def test_episodes_table_and_json(tmp_path, capsys):
+    synthetic.write_run(tmp_path, 3, actions=4)
+    assert cli.main(["episodes", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "episode_id" in table and "calc__calc-0" in table
+    assert cli.main(["episodes", str(tmp_path), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 3 and {"episode_id", "outcome", "num_actions"} <= set(rows[0])
+
+
+def test_show_episode_and_step(tmp_path, capsys):
+    path = synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=3, seed=5))
+    assert cli.main(["show", path]) == 0
+    assert "outcome: completed" in capsys.readouterr().out
+    assert cli.main(["show", path, "--step", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "THOUGHT:" in out and "returncode:" in out and "$ " in out
+
+
+def test_errors_go_to_stderr_with_nonzero_exit(tmp_path):
+    missing = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "episodes", str(tmp_path / "nope")],
+                             capture_output=True, text=True)
+    assert missing.returncode != 0 and "no such file or folder" in missing.stderr and missing.stdout == ""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    shown = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "show", str(bad)], capture_output=True, text=True)
+    assert shown.returncode == 1 and "bad.json" in shown.stderr and "truncated JSON" in shown.stderr
+
+
+def test_step_out_of_range(tmp_path, capsys):
+    path = synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=2))
+    assert cli.main(["show", path, "--step", "9"]) == 1
+    assert "no step 9" in capsys.readouterr().err

@@ -1,0 +1,154 @@
+"""Opening runs: discovery, the episode table, errors, the index cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+import ares_viewer
+from ares_viewer import synthetic
+
+COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_actions", "start_time", "end_time",
+           "duration_s", "total_cost", "prompt_tokens", "generated_tokens", "truncated", "path", "format"]
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    folder = tmp_path / "run"
+    synthetic.write_run(folder, 6, actions=5)
+    nested = folder / "shard-1"
+    nested.mkdir()
+    synthetic.write_episode(nested, synthetic.episode_dict(actions=4, ending="truncated", seed=42))
+    return folder
+
+
+def _snapshot_tree(folder):
+    return {p: os.stat(p).st_mtime_ns for p in (str(x) for x in folder.rglob("*"))}
+
+
+def test_folder_is_searched_recursively(run_dir):
+    run = ares_viewer.open_run(run_dir)
+    assert len(run) == 7
+    assert list(run.episodes.columns[: len(COLUMNS)]) != []
+    assert set(COLUMNS) <= set(run.episodes.columns)
+    assert run.episodes["outcome"].value_counts().get("truncated", 0) >= 1
+    assert run.errors == []
+
+
+def test_one_file_a_glob_and_a_file_url(run_dir):
+    one = next(run_dir.glob("*.json"))
+    assert len(ares_viewer.open_run(one)) == 1
+    assert len(ares_viewer.open_run(str(run_dir / "*.json"))) == 6
+    assert len(ares_viewer.open_run(str(run_dir / "**" / "*.json"))) == 7
+    assert len(ares_viewer.open_run(f"file://{run_dir}")) == 7
+
+
+def test_episode_row_matches_the_episode(run_dir):
+    run = ares_viewer.open_run(run_dir)
+    row = run.episodes.iloc[0]
+    episode = run.episode(row["episode_id"])
+    assert episode.num_actions == row["num_actions"]
+    assert episode.total_cost == pytest.approx(row["total_cost"])
+    assert episode.prompt_tokens == row["prompt_tokens"]
+    assert run.episode(row["episode_id"]) is episode  # the bounded cache
+
+
+def test_bad_files_are_reported_and_the_rest_loads(run_dir):
+    (run_dir / "truncated.json").write_text('{"episode_id": "a", "task_name": "t", "steps": [{"step_index": 0,')
+    (run_dir / "empty.json").write_text("")
+    (run_dir / "wrong.json").write_text(json.dumps({"episode_id": "b", "task_name": "t", "steps": {"no": 1}}))
+    (run_dir / "config.json").write_text(json.dumps({"model": "x", "lr": 1e-5}))
+    (run_dir / "notes.txt").write_text("remember to rerun")
+    (run_dir / "plot.png").write_bytes(b"\x89PNG\r\n")
+    (run_dir / "6f1c1d0e-3a44-4c1e-9a0e-8c2d2f1b7e11.json").write_text(json.dumps([1, 2, 3]))
+    run = ares_viewer.open_run(run_dir)
+    assert len(run) == 7
+    reasons = {os.path.basename(e.path): e.reason for e in run.errors}
+    assert set(reasons) == {"truncated.json", "empty.json", "wrong.json", "6f1c1d0e-3a44-4c1e-9a0e-8c2d2f1b7e11.json"}
+    assert "truncated JSON" in reasons["truncated.json"]
+    assert reasons["empty.json"] == "empty file"
+    assert "'steps' is a dict" in reasons["wrong.json"]
+    assert "named like an episode" in reasons["6f1c1d0e-3a44-4c1e-9a0e-8c2d2f1b7e11.json"]
+    assert run.skipped == 1  # config.json; .txt and .png are not even candidates
+
+
+def test_folder_with_no_episodes_says_so(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    run = ares_viewer.open_run(tmp_path)
+    assert len(run) == 0
+    with pytest.raises(ares_viewer.EmptyRunError, match="no episodes found"):
+        run.require_episodes()
+
+
+def test_missing_location_is_a_clear_error(tmp_path):
+    with pytest.raises(ares_viewer.LocationError, match="no such file or folder"):
+        ares_viewer.open_run(tmp_path / "nope")
+
+
+def test_reopening_an_unchanged_run_parses_nothing(run_dir):
+    first = ares_viewer.open_run(run_dir)
+    assert first.parsed_files == 7
+    again = ares_viewer.open_run(run_dir)
+    assert again.parsed_files == 0
+    assert again.episodes.equals(first.episodes)
+
+
+def test_a_changed_or_new_file_is_read_again(run_dir):
+    ares_viewer.open_run(run_dir)
+    path = next(run_dir.glob("*.json"))
+    doc = json.loads(path.read_text())
+    doc["total_reward"] = 0.25
+    path.write_text(json.dumps(doc, indent=2))
+    synthetic.write_episode(run_dir, synthetic.episode_dict(actions=2, seed=777))
+    run = ares_viewer.open_run(run_dir)
+    assert run.parsed_files == 2
+    assert run.episodes.set_index("episode_id").loc[doc["episode_id"], "total_reward"] == 0.25
+
+
+def test_the_run_folder_is_never_written(run_dir, monkeypatch, tmp_path):
+    cache = tmp_path / "cache-here"
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(cache))
+    before = _snapshot_tree(run_dir)
+    run = ares_viewer.open_run(run_dir)
+    run.episode(run.episodes.episode_id.iloc[0])
+    assert _snapshot_tree(run_dir) == before
+    assert any(cache.iterdir())
+
+
+def test_large_runs_are_indexed_in_worker_processes(tmp_path):
+    folder = tmp_path / "big"
+    synthetic.write_run(folder, 12, actions=40, output_chars=4000)
+    serial = ares_viewer.open_run(folder, use_cache=False, workers=1)
+    from ares_viewer import run as run_module
+
+    old = run_module._PARALLEL_MIN_BYTES
+    run_module._PARALLEL_MIN_BYTES = 0
+    try:
+        parallel = ares_viewer.open_run(folder, use_cache=False, workers=2)
+    finally:
+        run_module._PARALLEL_MIN_BYTES = old
+    assert parallel.episodes.equals(serial.episodes)
+
+
+def test_unreadable_cache_falls_back_to_parsing(run_dir, monkeypatch, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(blocker / "sub"))
+    assert len(ares_viewer.open_run(run_dir)) == 7
+
+
+def test_run_renders_for_notebooks_and_terminals(run_dir):
+    run = ares_viewer.open_run(run_dir)
+    assert "7</b> episodes" in run._repr_html_()
+    assert "episodes: 7" in str(run)
+
+
+def test_library_does_not_import_streamlit():
+    import subprocess
+
+    code = "import sys, ares_viewer, ares_viewer.run, ares_viewer.cli; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -28,6 +28,14 @@ class Outcome(enum.StrEnum):
     INCOMPLETE = "incomplete"
 
 
+def describe_error(err: Any) -> str | None:
+    """An episode's recorded error (a string, or a dict with type and message) in one line."""
+    if isinstance(err, Mapping):
+        parts = [str(err.get(k)) for k in ("type", "message") if err.get(k)]
+        return ": ".join(parts) or None
+    return str(err) if err else None
+
+
 class StepKind(enum.StrEnum):
     """ARES's step types: the first request, the steps in between, and the last one."""
 
@@ -232,8 +240,8 @@ class Episode:
     def duration_s(self) -> float | None:
         """Wall time from start to end (or to the last step when the end is unknown)."""
         end = self.end_time
-        if end is None and self.steps:
-            end = self.steps[-1].timestamp
+        if end is None:
+            end = next((s.timestamp for s in reversed(self.steps) if s.timestamp is not None), None)
         if end is None or self.start_time is None:
             return None
         return end - self.start_time
@@ -258,11 +266,7 @@ class Episode:
     @property
     def error(self) -> str | None:
         """The error message that ended the episode, if the file records one."""
-        err = self.metadata.get("error")
-        if isinstance(err, Mapping):
-            parts = [str(err.get(k)) for k in ("type", "message") if err.get(k)]
-            return ": ".join(parts) or None
-        return str(err) if err else None
+        return describe_error(self.metadata.get("error"))
 
     # ----- contexts -----------------------------------------------------------------------------
 

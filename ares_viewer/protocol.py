@@ -85,6 +85,12 @@ def _between(text: str, open_tag: str, close_tag: str) -> str | None:
     return body
 
 
+def returncode(text: str) -> int | None:
+    """Just the return code of an observation message (None when it records none)."""
+    match = _RETURNCODE.search(text, 0, 200)
+    return int(match.group(1)) if match else None
+
+
 def parse_result(text: str) -> ParsedResult:
     """Read the return code and output out of an observation message.
 
@@ -92,8 +98,7 @@ def parse_result(text: str) -> ParsedResult:
     (``<output_head>``/``<elided_chars>``/``<output_tail>``), and marks format errors (no return
     code) and timeouts.
     """
-    match = _RETURNCODE.search(text)
-    returncode = int(match.group(1)) if match else None
+    code = returncode(text)
     elided = 0
     head = _between(text, "<output_head>", "</output_head>")
     if head is not None:
@@ -104,11 +109,11 @@ def parse_result(text: str) -> ParsedResult:
         output: str | None = f"{head.removesuffix(chr(10))}\n[... {elided} characters elided ...]\n{tail}"
     else:
         output = _between(text, "<output>", "</output>")
-    timed_out = "timed out" in text[:400] and returncode is None
-    format_error = returncode is None and output is None and not timed_out
+    timed_out = "timed out" in text[:400] and code is None
+    format_error = code is None and output is None and not timed_out
     submitted = output is not None and output.lstrip().startswith(_SUBMIT_MARKERS)
     return ParsedResult(
-        returncode=returncode,
+        returncode=code,
         output=output,
         elided_chars=elided,
         format_error=format_error,

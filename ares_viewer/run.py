@@ -87,7 +87,7 @@ def _index_file(path: str) -> tuple[str, bytes]:
     except OSError as exc:
         return "error", orjson.dumps(f"cannot read the file ({exc.strerror or exc})")
     try:
-        result = formats.read_file(path, data)
+        result = formats.summarize_file(path, data)
     except Exception as exc:  # a parser bug must not stop the rest of the run
         _LOGGER.exception("unexpected failure reading %s", path)
         return "error", orjson.dumps(f"unexpected failure while reading ({type(exc).__name__}: {exc})")
@@ -95,17 +95,14 @@ def _index_file(path: str) -> tuple[str, bytes]:
         return "error", orjson.dumps(result.error)
     if result.skipped:
         return "skipped", b"null"
-    rows = [dict(e.summary(), warnings=list(e.warnings)) for e in result.episodes]
-    return "episodes", orjson.dumps(rows)
+    return "episodes", orjson.dumps(result.rows)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
-    # forkserver keeps worker start cheap without forking a threaded parent (Streamlit runs threads).
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["ares_viewer.run"])
-        return ctx
+    # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a
+    # Streamlit script); the workers only read files and parse, so the parent's threads do not matter.
+    if "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
 
 

@@ -152,3 +152,27 @@ def test_library_does_not_import_streamlit():
     code = "import sys, ares_viewer, ares_viewer.run, ares_viewer.cli; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"actions": 6},
+        {"actions": 5, "ending": "truncated"},
+        {"actions": 4, "ending": "errored"},
+        {"actions": 4, "ending": "incomplete"},
+        {"actions": 9, "drop_context_at": 3},
+        {"actions": 3, "output_chars": 20_000},
+    ],
+)
+def test_index_row_agrees_with_the_parsed_episode(tmp_path, kwargs):
+    path = synthetic.write_episode(tmp_path, synthetic.episode_dict(seed=11, **kwargs))
+    row = ares_viewer.open_run(path).episodes.iloc[0].to_dict()
+    expected = ares_viewer.load_episode(path).summary()
+    for key, value in expected.items():
+        if value is None or (isinstance(value, float) and value != value):  # NaN in a float column
+            assert row[key] is None or row[key] != row[key], key
+        elif isinstance(value, float):
+            assert row[key] == pytest.approx(value), key
+        else:
+            assert row[key] == value, key

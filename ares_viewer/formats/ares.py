@@ -7,6 +7,7 @@ writers, wrong types from hand-edited or foreign writers. Everything else sees `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -141,6 +142,31 @@ def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> mod
     return model.Outcome.TRUNCATED if truncated else model.Outcome.COMPLETED
 
 
+def _kept(previous: list[Any], current: list[Any]) -> int:
+    """How many leading messages of the previous context the current one keeps unchanged."""
+    n = len(previous)
+    # The common case, a pure extension, is one list comparison done in C.
+    if len(current) >= n and current[:n] == previous:
+        return n
+    kept = 0
+    while kept < n and kept < len(current) and current[kept] == previous[kept]:
+        kept += 1
+    return kept
+
+
+def _result_raw(added: list[Any]) -> Mapping[str, Any] | None:
+    """The message that carried the last action's result: the first user/tool message after the
+    last assistant message among the newly added ones."""
+    start = 0
+    for n, raw in enumerate(added):
+        if isinstance(raw, Mapping) and raw.get("role") == "assistant":
+            start = n + 1
+    for raw in added[start:]:
+        if isinstance(raw, Mapping) and raw.get("role") in ("user", "tool"):
+            return raw
+    return None
+
+
 class _ContextBuilder:
     """Turns cumulative observations into a message pool plus one link per model call."""
 
@@ -148,34 +174,18 @@ class _ContextBuilder:
         self.pool: list[model.Message] = []
         self.links: list[model.ContextLink] = []
         self._previous_raw: list[Any] = []
-        self._previous_ids: list[int] = []
 
-    def add(self, raw_messages: list[Any]) -> model.ContextLink:
-        previous = self._previous_raw
-        limit = min(len(previous), len(raw_messages))
-        kept = 0
-        # Equal raw dicts mean the same message; stop at the first difference.
-        while kept < limit and raw_messages[kept] == previous[kept]:
-            kept += 1
-        added = []
-        for raw in raw_messages[kept:]:
-            self.pool.append(message_from_dict(raw))
-            added.append(len(self.pool) - 1)
-        link = model.ContextLink(kept=kept, added=tuple(added), rewritten=kept < len(previous))
+    def add(self, raw_messages: list[Any]) -> Mapping[str, Any] | None:
+        """Record one observation's messages; returns the raw message carrying the last result."""
+        kept = _kept(self._previous_raw, raw_messages)
+        added_raw = raw_messages[kept:]
+        start = len(self.pool)
+        self.pool.extend(message_from_dict(raw) for raw in added_raw)
+        link = model.ContextLink(kept=kept, added=tuple(range(start, len(self.pool))),
+                                 rewritten=kept < len(self._previous_raw))
         self.links.append(link)
         self._previous_raw = raw_messages
-        self._previous_ids = self._previous_ids[:kept] + added
-        return link
-
-    def result_message(self, link: model.ContextLink) -> model.Message | None:
-        """The message that carried the last action's result: the first user/tool message after
-        the last assistant message among the added ones."""
-        added = [self.pool[i] for i in link.added]
-        last_assistant = max((n for n, m in enumerate(added) if m.role == "assistant"), default=-1)
-        for message in added[last_assistant + 1 :]:
-            if message.role in ("user", "tool"):
-                return message
-        return None
+        return _result_raw(added_raw)
 
 
 def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[model.ToolCall, ...], model.Usage,
@@ -206,18 +216,29 @@ def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[mod
     return "\n".join(texts), tuple(calls), usage, cost, extra
 
 
-def parse(doc: Any, path: str) -> model.Episode:
-    """Build an ``Episode`` from a decoded ARES document.
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Header:
+    """The episode-level fields, read the same way for the index row and the full episode."""
 
-    Raises:
-        FormatError: when the document cannot be an episode (e.g. ``steps`` is not a list).
-    """
+    episode_id: str
+    task_name: str
+    start_time: float | None
+    end_time: float | None
+    truncated: bool
+    total_reward: float | None
+    outcome: model.Outcome
+
+
+def _records(doc: Any) -> list[Any]:
     if not isinstance(doc, Mapping):
         raise FormatError(f"expected a JSON object at the top level, found a {type(doc).__name__}")
     records = doc.get("steps")
     if not isinstance(records, list):
         raise FormatError(f"'steps' is a {type(records).__name__}, expected a list of step records")
-    warnings: list[str] = []
+    return records
+
+
+def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: list[str]) -> _Header:
     episode_id = doc.get("episode_id")
     if not isinstance(episode_id, str) or not episode_id:
         episode_id = pathlib.PurePath(path).stem
@@ -225,8 +246,112 @@ def parse(doc: Any, path: str) -> model.Episode:
     task_name = doc.get("task_name")
     if not isinstance(task_name, str):
         task_name = "" if task_name is None else str(task_name)
-    start_time = _number(doc.get("start_time"), "start_time", warnings)
-    end_time = _number(doc.get("end_time"), "end_time", warnings)
+    last = records[-1] if records and isinstance(records[-1], Mapping) else {}
+    ends_with_last = last.get("step_type") == "LAST"
+    truncated_raw = doc.get("truncated")
+    if isinstance(truncated_raw, bool):
+        truncated = truncated_raw
+    else:
+        # Without the flag, a LAST record that still discounts is the step limit's.
+        truncated = ends_with_last and last.get("discount") == 1.0
+        if truncated_raw is not None:
+            warnings.append(f"truncated is {truncated_raw!r}, not true/false; inferred {truncated}")
+    total_reward = _number(doc.get("total_reward"), "total_reward", warnings)
+    if total_reward is None and ends_with_last:
+        total_reward = _number(last.get("reward"), "the last step's reward", [])
+    num_steps = doc.get("num_steps")
+    if isinstance(num_steps, int) and num_steps != len(records):
+        warnings.append(f"num_steps says {num_steps} but the file holds {len(records)} step records")
+    return _Header(
+        episode_id=episode_id,
+        task_name=task_name,
+        start_time=_number(doc.get("start_time"), "start_time", warnings),
+        end_time=_number(doc.get("end_time"), "end_time", warnings),
+        truncated=truncated,
+        total_reward=total_reward,
+        outcome=_outcome(doc, records, truncated),
+    )
+
+
+def summarize(doc: Any, path: str) -> dict[str, Any]:
+    """The episode's index row, read without building the episode (the index's fast path).
+
+    Agrees with ``parse(doc, path).summary()``; it only skips what the row does not need. Context
+    rewrites are detected at the boundary (a shorter context, or a changed last message of the
+    previous one) instead of message by message.
+
+    Raises:
+        FormatError: when the document cannot be an episode.
+    """
+    records = _records(doc)
+    warnings: list[str] = []
+    head = _header(doc, records, path, warnings)
+    actions = prompt = generated = nonzero = rewrites = 0
+    cost = 0.0
+    previous: list[Any] = []
+    first_time = last_time = None
+    for position, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            warnings.append(f"step {position} is a {type(record).__name__}, not a step record; skipped")
+            continue
+        timestamp = record.get("timestamp")
+        if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
+            first_time = timestamp if first_time is None else first_time
+            last_time = timestamp
+        is_action = record.get("step_type") != "FIRST" and not (position == 0 and record.get("step_type") is None)
+        if is_action:
+            actions += 1
+            action = record.get("action")
+            if isinstance(action, Mapping):
+                usage = action.get("usage") if isinstance(action.get("usage"), Mapping) else {}
+                prompt += _count(usage.get("prompt_tokens")) or 0
+                generated += _count(usage.get("generated_tokens")) or 0
+                step_cost = _number(action.get("cost"), "cost", [])
+                cost += step_cost if step_cost and step_cost > 0 else 0.0
+        observation = record.get("observation")
+        messages = observation.get("messages") if isinstance(observation, Mapping) else None
+        if not isinstance(messages, list):
+            continue
+        if previous and (len(messages) < len(previous) or messages[len(previous) - 1] != previous[-1]):
+            rewrites += 1
+        if is_action and messages:
+            result = messages[-1]
+            if isinstance(result, Mapping) and result.get("role") in ("user", "tool"):
+                returncode = protocol.returncode(_text(result.get("content")))
+                nonzero += returncode not in (None, 0)
+        previous = messages
+    end = head.end_time if head.end_time is not None else last_time
+    return {
+        "episode_id": head.episode_id,
+        "task_name": head.task_name,
+        "outcome": head.outcome.value,
+        "total_reward": head.total_reward,
+        "num_actions": actions,
+        "start_time": head.start_time,
+        "end_time": head.end_time,
+        "duration_s": end - head.start_time if end is not None and head.start_time is not None else None,
+        "total_cost": cost,
+        "prompt_tokens": prompt,
+        "generated_tokens": generated,
+        "truncated": head.truncated,
+        "error": model.describe_error(doc.get("error")),
+        "nonzero_returncodes": nonzero,
+        "context_rewrites": rewrites,
+        "path": path,
+        "format": NAME,
+        "warnings": warnings,
+    }
+
+
+def parse(doc: Any, path: str) -> model.Episode:
+    """Build an ``Episode`` from a decoded ARES document.
+
+    Raises:
+        FormatError: when the document cannot be an episode (e.g. ``steps`` is not a list).
+    """
+    records = _records(doc)
+    warnings: list[str] = []
+    head = _header(doc, records, path, warnings)
 
     contexts = _ContextBuilder()
     steps: list[model.Step] = []
@@ -256,13 +381,13 @@ def parse(doc: Any, path: str) -> model.Episode:
         answered = contexts.links[answered_index] if answered_index is not None else None
         text, calls, usage, cost, extra = _response(record.get("action"), where, warnings)
         observation = record.get("observation")
-        link = None
+        result = None
         if isinstance(observation, Mapping):
             messages = observation.get("messages")
             if not isinstance(messages, list):
                 warnings.append(f"{where}: observation messages are a {type(messages).__name__}, not a list")
                 messages = []
-            link = contexts.add(messages)
+            result = contexts.add(messages)
             if system_prompt is None and isinstance(observation.get("system_prompt"), str):
                 system_prompt = observation["system_prompt"]
             if not request_settings:
@@ -279,8 +404,8 @@ def parse(doc: Any, path: str) -> model.Episode:
             command = protocol.command_from_tool_call(calls[0].name, calls[0].arguments)
         if parsed.bash_blocks > 1:
             extra["bash_blocks"] = parsed.bash_blocks
-        result = contexts.result_message(link) if link is not None and kind is not model.StepKind.FIRST else None
-        outcome = protocol.parse_result(result.content) if result is not None else None
+        result_text = _text(result.get("content")) if result is not None and answered is not None else None
+        outcome = protocol.parse_result(result_text) if result_text is not None else None
         if outcome is not None and outcome.timed_out:
             extra["timed_out"] = True
         steps.append(
@@ -298,7 +423,7 @@ def parse(doc: Any, path: str) -> model.Episode:
                 returncode=outcome.returncode if outcome else None,
                 output=outcome.output if outcome else None,
                 output_elided=outcome.elided_chars if outcome else 0,
-                observation_text=result.content if result is not None else None,
+                observation_text=result_text,
                 format_error=outcome.format_error if outcome else False,
                 usage=usage,
                 cost=cost,
@@ -310,20 +435,6 @@ def parse(doc: Any, path: str) -> model.Episode:
             )
         )
 
-    truncated_raw = doc.get("truncated")
-    if isinstance(truncated_raw, bool):
-        truncated = truncated_raw
-    else:
-        last = steps[-1] if steps else None
-        truncated = bool(last and last.kind is model.StepKind.LAST and last.discount == 1.0)
-        if truncated_raw is not None:
-            warnings.append(f"truncated is {truncated_raw!r}, not true/false; inferred {truncated}")
-    total_reward = _number(doc.get("total_reward"), "total_reward", warnings)
-    if total_reward is None and steps and steps[-1].kind is model.StepKind.LAST:
-        total_reward = steps[-1].reward
-    num_steps = doc.get("num_steps")
-    if isinstance(num_steps, int) and num_steps != len(records):
-        warnings.append(f"num_steps says {num_steps} but the file holds {len(records)} step records")
 
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
     if request_settings:
@@ -331,13 +442,13 @@ def parse(doc: Any, path: str) -> model.Episode:
     if tools:
         metadata["tools"] = tools
     return model.Episode(
-        episode_id=episode_id,
-        task_name=task_name,
-        outcome=_outcome(doc, records, truncated),
-        total_reward=total_reward,
-        start_time=start_time,
-        end_time=end_time,
-        truncated=truncated,
+        episode_id=head.episode_id,
+        task_name=head.task_name,
+        outcome=head.outcome,
+        total_reward=head.total_reward,
+        start_time=head.start_time,
+        end_time=head.end_time,
+        truncated=head.truncated,
         system_prompt=system_prompt,
         steps=tuple(steps),
         path=path,

@@ -1,0 +1,146 @@
+"""Speed and memory of the library foundation, as ratios against baselines measured in the same run.
+
+    python benchmarks/bench_index.py                  # 2,000 x 40-step episodes (~1.7 GB), 10,000 warm, 250 steps
+    python benchmarks/bench_index.py --episodes 200   # a quick look
+
+Prints:
+- cold index throughput / single-core ``read + orjson.loads`` throughput over the same files (target >= 1.5);
+- warm reopen of 10,000 episodes, seconds (target < 0.5) and vs a bare listing + stat of the files;
+- opening a 250-step episode / bare ``orjson.loads`` of it (target <= 2);
+- peak RSS while indexing the cold run, parent and largest worker (target < 600 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import orjson
+
+from ares_viewer import synthetic
+
+_TEMPLATES = 16
+
+
+def _replicate(folder: pathlib.Path, count: int, actions: int, output_chars: int) -> int:
+    """Write ``count`` episodes from a few distinct templates (fresh ids), fast. Returns total bytes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    templates = []
+    for i in range(min(_TEMPLATES, count)):
+        ending = ("completed", "completed", "truncated", "errored")[i % 4]
+        doc = synthetic.episode_dict(task_name=f"calc__calc-{i % 5}", actions=actions, ending=ending,
+                                     reward=float(i % 2), output_chars=output_chars, seed=i)
+        templates.append((doc["episode_id"], json.dumps(doc, indent=2).encode()))
+    total = 0
+    for n in range(count):
+        old_id, data = templates[n % len(templates)]
+        new_id = str(uuid.UUID(int=n + 1, version=4))
+        data = data.replace(old_id.encode(), new_id.encode(), 1)
+        (folder / f"{new_id}.json").write_bytes(data)
+        total += len(data)
+    return total
+
+
+def _orjson_baseline(folder: pathlib.Path) -> float:
+    """Seconds for one core to read and ``orjson.loads`` every file."""
+    start = time.perf_counter()
+    for path in sorted(folder.iterdir()):
+        orjson.loads(path.read_bytes())
+    return time.perf_counter() - start
+
+
+_COLD = """
+import json, resource, sys, time, ares_viewer
+start = time.perf_counter()
+run = ares_viewer.open_run(sys.argv[1])
+elapsed = time.perf_counter() - start
+print(json.dumps({"seconds": elapsed, "episodes": len(run), "errors": len(run.errors),
+                  "self_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "children_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+"""
+
+
+def _cold_index(folder: pathlib.Path, cache: pathlib.Path) -> dict:
+    shutil.rmtree(cache, ignore_errors=True)
+    env = dict(os.environ, ARES_VIEWER_CACHE=str(cache))
+    out = subprocess.run([sys.executable, "-c", _COLD, str(folder)], env=env, capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _best_of(n: int, fn) -> float:
+    best = float("inf")
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=2000, help="episodes in the cold-index run")
+    parser.add_argument("--steps", type=int, default=40, help="actions per episode in the cold-index run")
+    parser.add_argument("--output-chars", type=int, default=700, help="typical command output size")
+    parser.add_argument("--warm", type=int, default=10_000, help="episodes in the warm-reopen run")
+    parser.add_argument("--long", type=int, default=250, help="actions of the long episode")
+    parser.add_argument("--keep", help="keep the generated data in this folder")
+    args = parser.parse_args()
+
+    root = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="ares-viewer-bench-"))
+    cache = root / "cache"
+    os.environ["ARES_VIEWER_CACHE"] = str(cache)
+    import ares_viewer  # after the cache folder is set
+
+    print(f"data in {root}")
+    # 1. cold index vs single-core orjson.
+    cold_dir = root / "cold"
+    total = _replicate(cold_dir, args.episodes, args.steps, args.output_chars)
+    baseline = _orjson_baseline(cold_dir)  # also warms the page cache for both
+    cold = _cold_index(cold_dir, cache)
+    ours_mb_s = total / cold["seconds"] / 1e6
+    base_mb_s = total / baseline / 1e6
+    print(f"cold index: {cold['episodes']} episodes, {total / 1e9:.2f} GB in {cold['seconds']:.2f} s "
+          f"= {ours_mb_s:.0f} MB/s; single-core read+orjson.loads: {baseline:.2f} s = {base_mb_s:.0f} MB/s")
+    print(f"  RATIO cold index throughput / orjson throughput = {ours_mb_s / base_mb_s:.2f}  (target >= 1.5)")
+    print(f"  peak RSS while indexing: parent {cold['self_kb'] / 1024:.0f} MB, "
+          f"largest worker {cold['children_kb'] / 1024:.0f} MB  (target < 600 MB)")
+
+    # 2. warm reopen of many episodes.
+    warm_dir = root / "warm"
+    _replicate(warm_dir, args.warm, 3, 200)
+    ares_viewer.open_run(warm_dir)  # fills the cache
+    warm = _best_of(3, lambda: ares_viewer.open_run(warm_dir))
+    listing = _best_of(3, lambda: [e.stat() for e in os.scandir(warm_dir)])
+    reopened = ares_viewer.open_run(warm_dir)
+    assert reopened.parsed_files == 0 and len(reopened) == args.warm
+    print(f"warm reopen of {args.warm} episodes: {warm:.3f} s (target < 0.5 s); "
+          f"bare scandir+stat: {listing:.3f} s; RATIO {warm / listing:.1f}x the bare listing")
+
+    # 3. one long episode vs bare orjson.loads.
+    long_doc = synthetic.episode_dict(actions=args.long, output_chars=args.output_chars, seed=99, ending="truncated")
+    long_path = synthetic.write_episode(root, long_doc)
+    data = pathlib.Path(long_path).read_bytes()
+    bare = _best_of(5, lambda: orjson.loads(data))
+    opened = _best_of(5, lambda: ares_viewer.load_episode(long_path))
+    print(f"open {args.long}-step episode ({len(data) / 1e6:.1f} MB): {opened:.3f} s; bare orjson.loads {bare:.3f} s; "
+          f"RATIO {opened / bare:.2f}x  (target <= 2)")
+    episode = ares_viewer.load_episode(long_path)
+    in_file = sum(len(s["observation"]["messages"]) for s in long_doc["steps"] if s["observation"])
+    print(f"  distinct messages kept: {len(episode.messages)} (vs {in_file} in the file's cumulative observations)")
+    print(f"benchmark process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 _LOGGER = logging.getLogger(__name__)
 
 # Bump when the row layout or the parsing rules change, so old rows are not reused.
-SCHEMA = 3
+SCHEMA = 4
 
 
 def cache_dir() -> pathlib.Path:
@@ -31,7 +31,7 @@ def cache_dir() -> pathlib.Path:
 
 
 class IndexCache:
-    """Cached per-file results: ``(kind, payload)``, kind ``episodes``, ``error`` or ``skipped``, payload JSON."""
+    """Cached per-file results: ``(kind, payload)`` as ``run`` makes them, the payload JSON bytes."""
 
     def __init__(self, folder: pathlib.Path | None = None) -> None:
         self.folder = folder or cache_dir()

@@ -73,29 +73,28 @@ def load_episode(path: str | os.PathLike) -> model.Episode:
     path = os.fspath(path)
     data = sources.read_bytes(path)
     result = formats.read_file(path, data)
-    if result.error:
-        raise ValueError(f"{path}: {result.error}")
     if not result.episodes:
-        raise ValueError(f"{path}: not an episode file of any format this viewer reads")
+        reason = result.errors[0] if result.errors else "not an episode file of any format this viewer reads"
+        raise ValueError(f"{path}: {reason}")
     return result.episodes[0]
 
 
 def _index_file(path: str) -> tuple[str, bytes]:
-    """Parse one file into its cache entry: ``(kind, JSON payload)``. Runs in worker processes."""
+    """Parse one file into its cache entry: ``(kind, JSON payload)``. Runs in worker processes.
+
+    Kinds: ``skipped`` (something else), or ``read`` with ``{"rows": [...], "errors": [...]}``.
+    """
     try:
         data = sources.read_bytes(path)
-    except OSError as exc:
-        return "error", orjson.dumps(f"cannot read the file ({exc.strerror or exc})")
-    try:
         result = formats.summarize_file(path, data)
+    except OSError as exc:
+        result = formats.FileResult(errors=(f"cannot read the file ({exc.strerror or exc})",))
     except Exception as exc:  # a parser bug must not stop the rest of the run
         _LOGGER.exception("unexpected failure reading %s", path)
-        return "error", orjson.dumps(f"unexpected failure while reading ({type(exc).__name__}: {exc})")
-    if result.error:
-        return "error", orjson.dumps(result.error)
+        result = formats.FileResult(errors=(f"unexpected failure while reading ({type(exc).__name__}: {exc})",))
     if result.skipped:
         return "skipped", b"null"
-    return "episodes", orjson.dumps(result.rows)
+    return "read", orjson.dumps({"rows": result.rows, "errors": result.errors})
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -155,14 +154,14 @@ class Run:
         self.skipped = 0
         for f in files:
             kind, payload = entries[f.path]
-            if kind == "episodes":
-                for row in orjson.loads(payload):
-                    self.warnings.extend((f.path, w) for w in row.pop("warnings", ()))
-                    rows.append(row)
-            elif kind == "error":
-                self.errors.append(LoadError(f.path, orjson.loads(payload)))
-            else:
+            if kind == "skipped":
                 self.skipped += 1
+                continue
+            read = orjson.loads(payload)
+            for row in read["rows"]:
+                self.warnings.extend((f.path, w) for w in row.pop("warnings", ()))
+                rows.append(row)
+            self.errors.extend(LoadError(f.path, reason) for reason in read["errors"])
         frame = pd.DataFrame.from_records(rows, columns=list(EPISODE_COLUMNS))
         self.episodes = frame.astype({"num_actions": "int64", "prompt_tokens": "int64", "generated_tokens": "int64",
                                       "truncated": "bool", "total_reward": "float64"}) if rows else frame
@@ -200,8 +199,6 @@ class Run:
             raise KeyError(f"no episode {episode_id!r} in {self.location}")
         path = self._paths[episode_id]
         result = formats.read_file(path, sources.read_bytes(path))
-        if result.error:
-            raise ValueError(f"{path}: {result.error}")
         found = [e for e in result.episodes if e.episode_id == episode_id]
         if not found:
             raise KeyError(f"{path} no longer holds episode {episode_id!r}; reopen the run")

@@ -1,7 +1,16 @@
 """Format adapters: detect what a file holds by its content and read it into ``model.Episode``.
 
-Each adapter module offers ``NAME``, ``sniff(doc) -> bool`` and ``parse(doc, path) -> Episode``.
-``read_file`` is the one entry point: bytes in, episodes or a plain-words reason out.
+An adapter is a module with:
+
+- ``NAME``: the value of the ``format`` column;
+- ``JSONL``: True when its files hold one document per line (the adapter then sees the list of
+  decoded lines), False for one JSON document per file;
+- ``sniff(doc) -> bool``: whether a decoded document (for JSONL: the first readable line) is its;
+- ``parse(doc, path) -> list[Episode]`` and ``summarize(doc, path) -> list[dict]``: the episodes,
+  or just their index rows (the columns of ``run.EPISODE_COLUMNS`` plus ``warnings``).
+
+Both may raise ``ValueError`` with a plain-words reason. ``read_file`` and ``summarize_file`` are
+the entry points: bytes in, episodes (or rows), per-file errors, or "something else" out.
 """
 
 from __future__ import annotations
@@ -16,54 +25,78 @@ from ares_viewer.formats import ares
 
 ADAPTERS = (ares,)
 
-# Files a run folder holds beside its episodes; valid JSON that is not an episode is skipped too.
-_EPISODE_SUFFIXES = (".json",)
+_JSON_SUFFIXES = (".json",)
+_JSONL_SUFFIXES = (".jsonl",)
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FileResult:
-    """What one file yielded: episodes (or their index rows), an error, or nothing: it is something else."""
+    """What one file yielded: episodes (or their index rows), errors, or nothing: it is something else.
+
+    A file can yield both: a JSONL file with one corrupt line loads every other line and reports
+    the bad line in ``errors``.
+    """
 
     episodes: tuple[model.Episode, ...] = ()
     rows: tuple[dict[str, Any], ...] = ()
-    error: str | None = None
+    errors: tuple[str, ...] = ()
     skipped: bool = False
-    warnings: tuple[str, ...] = ()
 
 
 def is_candidate(path: str) -> bool:
     """True for files that may hold episodes (judged by name; content decides)."""
-    return path.lower().endswith(_EPISODE_SUFFIXES)
+    return path.lower().endswith(_JSON_SUFFIXES + _JSONL_SUFFIXES)
 
 
 def _looks_like_episode_name(path: str) -> bool:
     return bool(_UUID.match(pathlib.PurePath(path).stem))
 
 
+def _decode(path: str, data: bytes) -> tuple[Any, bool, list[str], list[str]]:
+    """The decoded document, whether it is JSONL, decoding warnings and per-line errors.
+
+    Raises:
+        jsondecode.DecodeError: when nothing in the file is readable.
+    """
+    if path.lower().endswith(_JSONL_SUFFIXES):
+        values, warnings, errors = [], [], []
+        for _, item in jsondecode.decode_lines(data):
+            if isinstance(item, jsondecode.DecodeError):
+                errors.append(str(item))
+            else:
+                values.append(item.value)
+                warnings.extend(item.warnings)
+        if not values:
+            raise jsondecode.DecodeError(errors[0] if errors else "empty file")
+        return values, True, warnings, errors
+    decoded = jsondecode.decode(data)
+    return decoded.value, False, list(decoded.warnings), []
+
+
 def _read(path: str, data: bytes, summaries: bool) -> FileResult:
     try:
-        decoded = jsondecode.decode(data)
+        doc, is_lines, warnings, errors = _decode(path, data)
     except jsondecode.DecodeError as exc:
-        return FileResult(error=str(exc))
+        return FileResult(errors=(str(exc),))
     for adapter in ADAPTERS:
-        if not adapter.sniff(decoded.value):
+        if is_lines != adapter.JSONL or not adapter.sniff(doc[0] if is_lines else doc):
             continue
         try:
             if summaries:
-                row = adapter.summarize(decoded.value, path)
-                row["warnings"] = [*decoded.warnings, *row["warnings"]]
-                return FileResult(rows=(row,), warnings=tuple(row["warnings"]))
-            episode = adapter.parse(decoded.value, path)
+                rows = adapter.summarize(doc, path)
+                for row in rows:
+                    row["warnings"] = [*warnings, *row["warnings"]]
+                return FileResult(rows=tuple(rows), errors=tuple(errors))
+            episodes = adapter.parse(doc, path)
         except ValueError as exc:
-            return FileResult(error=f"not a readable {adapter.NAME} episode: {exc}")
-        if decoded.warnings:
-            episode = dataclasses.replace(episode, warnings=decoded.warnings + episode.warnings)
-        return FileResult(episodes=(episode,), warnings=episode.warnings)
+            return FileResult(errors=(f"not a readable {adapter.NAME} episode: {exc}", *errors))
+        if warnings:
+            episodes = [dataclasses.replace(e, warnings=(*warnings, *e.warnings)) for e in episodes]
+        return FileResult(episodes=tuple(episodes), errors=tuple(errors))
     if _looks_like_episode_name(path):
-        kind = type(decoded.value).__name__
-        keys = ", ".join(list(decoded.value)[:6]) if isinstance(decoded.value, dict) else kind
-        return FileResult(error=f"named like an episode but not one: no 'steps' and 'episode_id' (found: {keys})")
+        found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
+        return FileResult(errors=(f"named like an episode but not one: no 'steps' and 'episode_id' (found: {found})",))
     return FileResult(skipped=True)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from ares_viewer import model, protocol
 
 NAME = "ares"
+JSONL = False
 
 _TOP_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_reward", "num_steps", "truncated", "steps")
 _END_STATUS_KEYS = ("end_status", "status", "episode_status", "end_reason", "termination_reason")
@@ -273,10 +274,10 @@ def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: lis
     )
 
 
-def summarize(doc: Any, path: str) -> dict[str, Any]:
+def summarize(doc: Any, path: str) -> list[dict[str, Any]]:
     """The episode's index row, read without building the episode (the index's fast path).
 
-    Agrees with ``parse(doc, path).summary()``; it only skips what the row does not need. Context
+    Agrees with ``parse(doc, path)[0].summary()``; it only skips what the row does not need. Context
     rewrites are detected at the boundary (a shorter context, or a changed last message of the
     previous one) instead of message by message.
 
@@ -321,7 +322,7 @@ def summarize(doc: Any, path: str) -> dict[str, Any]:
                 nonzero += returncode not in (None, 0)
         previous = messages
     end = head.end_time if head.end_time is not None else last_time
-    return {
+    return [{
         "episode_id": head.episode_id,
         "task_name": head.task_name,
         "outcome": head.outcome.value,
@@ -340,10 +341,14 @@ def summarize(doc: Any, path: str) -> dict[str, Any]:
         "path": path,
         "format": NAME,
         "warnings": warnings,
-    }
+    }]
 
 
-def parse(doc: Any, path: str) -> model.Episode:
+def parse(doc: Any, path: str) -> list[model.Episode]:
+    return [parse_episode(doc, path)]
+
+
+def parse_episode(doc: Any, path: str) -> model.Episode:
     """Build an ``Episode`` from a decoded ARES document.
 
     Raises:

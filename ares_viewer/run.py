@@ -162,7 +162,9 @@ class Run:
                 self.warnings.extend((f.path, w) for w in row.pop("warnings", ()))
                 rows.append(row)
             self.errors.extend(LoadError(f.path, reason) for reason in read["errors"])
-        frame = pd.DataFrame.from_records(rows, columns=list(EPISODE_COLUMNS))
+        # Adapters may add columns of their own (a training iteration, a group); they follow the common ones.
+        extra = sorted({key for row in rows for key in row} - set(EPISODE_COLUMNS))
+        frame = pd.DataFrame.from_records(rows, columns=[*EPISODE_COLUMNS, *extra])
         self.episodes = frame.astype({"num_actions": "int64", "prompt_tokens": "int64", "generated_tokens": "int64",
                                       "truncated": "bool", "total_reward": "float64"}) if rows else frame
         duplicates = frame["episode_id"][frame["episode_id"].duplicated()].unique()

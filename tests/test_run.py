@@ -176,3 +176,23 @@ def test_index_row_agrees_with_the_parsed_episode(tmp_path, kwargs):
             assert row[key] == pytest.approx(value), key
         else:
             assert row[key] == value, key
+
+
+def test_fsspec_url_of_a_remote_filesystem():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    doc = synthetic.episode_dict(actions=3, seed=8)
+    fs.pipe(f"/remote-run/{doc['episode_id']}.json", json.dumps(doc, indent=2).encode())
+    fs.pipe("/remote-run/config.json", b'{"lr": 1}')
+    fs.pipe("/remote-run/broken.json", b'{"steps": [')
+    try:
+        run = ares_viewer.open_run("memory://remote-run")
+        assert len(run) == 1 and run.skipped == 1
+        assert [os.path.basename(e.path) for e in run.errors] == ["broken.json"]
+        episode = run.episode(doc["episode_id"])
+        assert episode.num_actions == 3 and episode.path.startswith("memory://")
+        with pytest.raises(ares_viewer.LocationError, match="no such file or folder"):
+            ares_viewer.open_run("memory://nowhere")
+    finally:
+        fs.rm("/remote-run", recursive=True)

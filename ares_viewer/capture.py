@@ -1,0 +1,419 @@
+"""Capture a per-step snapshot from a running Docker container (the writer side of :mod:`ares_viewer.snapshots`).
+
+Only what differs from the base image is stored: the engine's own change list (``container.diff()``) says
+which paths were modified, added or deleted, and only those are fetched, through the archive API, straight
+into memory (nothing is ever extracted onto the host). The base image's versions of the touched paths are
+read from a helper container that is created from the base image but never started, and recorded once per
+episode. Usable by anyone recording ARES episodes::
+
+    import docker
+    from ares_viewer import capture
+
+    container = docker.from_env().containers.run(image, "sleep infinity", detach=True, network_mode="none")
+    capture.capture_snapshot(container, image, episode_id, step_index=0, out_dir="runs/my-run")
+
+The Docker SDK is used only through the container object it is given (and that container's client), so
+importing this module does not need a daemon.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import fnmatch
+import hashlib
+import io
+import json
+import logging
+import os
+import pathlib
+import posixpath
+import tarfile
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ares_viewer import snapshots
+
+_LOGGER = logging.getLogger(__name__)
+
+# Paths whose changes are noise for someone reading an agent's work: kernel and device trees, scratch
+# space, caches and byte-compiled files. Patterns match a whole path (fnmatch) or any of its parents.
+DEFAULT_IGNORE: tuple[str, ...] = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/tmp",
+    "/var/tmp",
+    "/var/cache",
+    "/var/log",
+    "/root/.cache",
+    "*/__pycache__",
+    "*.pyc",
+    "*/.pytest_cache",
+)
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
+
+LABEL_PROJECT = "ares-viewer.project"
+LABEL_ROLE = "ares-viewer.role"
+LABEL_EPISODE = "ares-viewer.episode"
+
+# Go's os.FileMode bits, as the engine reports them in X-Docker-Container-Path-Stat.
+_GO_DIR = 1 << 31
+_GO_SYMLINK = 1 << 27
+_GO_SPECIAL = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21)  # device, named pipe, socket, char device
+_GO_SETUID, _GO_SETGID, _GO_STICKY = 1 << 23, 1 << 22, 1 << 20
+
+_KINDS = {0: "modified", 1: "added", 2: "deleted"}
+
+
+class CaptureError(Exception):
+    """The engine refused or returned something unusable while capturing a snapshot."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fetched:
+    """A path's state read from a container: its entry (without storage info) and its content if a file."""
+
+    entry: snapshots.Entry
+    content: bytes | None
+
+
+def capture_snapshot(
+    container: Any,
+    base_image: str,
+    episode_id: str,
+    step_index: int,
+    out_dir: str | os.PathLike[str],
+    workdir: str = "/testbed",
+    *,
+    ignore: Iterable[str] = DEFAULT_IGNORE,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    created_at: float | None = None,
+) -> pathlib.Path:
+    """Record how ``container`` differs from ``base_image`` now, as step ``step_index`` of an episode.
+
+    Args:
+        container: A ``docker.models.containers.Container`` created from ``base_image`` (running or stopped).
+        base_image: The image reference the container was created from.
+        episode_id: The episode the snapshot belongs to (a UUID4 string).
+        step_index: 0 for the initial state, k after action k ran.
+        out_dir: The run folder: where the episode's ``{episode_id}.json`` goes. Snapshots are written to
+            ``<out_dir>/snapshots/<episode_id>/step_NNNN/``.
+        workdir: The task's working directory, recorded for readers and restorers.
+        ignore: Path patterns whose changes are not recorded (see ``DEFAULT_IGNORE``).
+        max_file_bytes: Files larger than this are recorded (type, size, mode) without content.
+        created_at: Unix time to record as the capture time; now when omitted.
+
+    Returns:
+        The step folder written.
+
+    Raises:
+        CaptureError: When the container was not created from ``base_image`` or the engine misbehaves.
+    """
+    client = container.client
+    image = client.images.get(base_image)
+    container.reload()
+    if container.attrs.get("Image") != image.id:
+        raise CaptureError(f"container {container.short_id} was not created from {base_image} ({image.id})")
+    episode_dir = snapshots.episode_snapshots_dir(out_dir, episode_id)
+    episode_dir.mkdir(parents=True, exist_ok=True)
+    patterns = tuple(ignore)
+
+    changes = {
+        item["Path"]: _KINDS[item["Kind"]]
+        for item in container.diff() or []
+        if item.get("Kind") in _KINDS and not _ignored(item["Path"], patterns)
+    }
+    fetched = _fetch_changes(container, changes, max_file_bytes)
+
+    # Content already stored by an earlier step or in the base is referenced, not stored again.
+    known = _known_blobs(episode_dir, step_index)
+    base_entries = _update_base(
+        client, episode_dir, episode_id, base_image, image.id, sorted(changes), max_file_bytes, created_at
+    )
+    for entry in base_entries.values():
+        if entry.stored_in is not None and entry.sha256 is not None:
+            known.setdefault(entry.sha256, entry.stored_in)
+    folder = snapshots.step_dirname(step_index)
+    entries, blobs = [], {}
+    for path, change in sorted(changes.items()):
+        if change == "deleted":
+            entries.append(snapshots.Entry(path=path, type=snapshots.DELETED, change="deleted"))
+            continue
+        item = fetched.get(path)
+        if item is None:  # changed again while we looked (or vanished): nothing reliable to record
+            _LOGGER.warning("capture %s step %d: %s disappeared during capture", episode_id, step_index, path)
+            continue
+        entry = dataclasses.replace(item.entry, change=change)
+        if item.content is not None and entry.sha256 is not None:
+            stored_in = known.get(entry.sha256)
+            if stored_in is None:
+                blobs[entry.sha256] = item.content
+                stored_in = known[entry.sha256] = folder
+            entry = dataclasses.replace(entry, stored_in=stored_in)
+        entries.append(entry)
+    return snapshots.write_step(
+        episode_dir,
+        episode_id=episode_id,
+        step_index=step_index,
+        base_image=base_image,
+        image_id=image.id,
+        workdir=workdir,
+        entries=entries,
+        blobs=blobs,
+        created_at=snapshots.utc_now(created_at),
+    )
+
+
+def restore_container(client: Any, snapshot: snapshots.Snapshot, **run_kwargs: Any) -> Any:
+    """Start a container from the snapshot's base image with the step's changes and deletions applied.
+
+    The container has no network, labels naming the project and episode, and modest resource limits unless
+    ``run_kwargs`` says otherwise. The caller removes it (``container.remove(force=True)``).
+    """
+    options: dict[str, Any] = {
+        "command": ["sleep", "infinity"],
+        "detach": True,
+        "network_mode": "none",
+        "working_dir": snapshot.workdir,
+        "mem_limit": "512m",
+        "nano_cpus": 1_000_000_000,
+        "pids_limit": 256,
+        "labels": {LABEL_PROJECT: "1", LABEL_ROLE: "restore", LABEL_EPISODE: snapshot.episode_id},
+    }
+    options.update(run_kwargs)
+    image = client.images.get(snapshot.base_image)
+    if snapshot.image_id and image.id != snapshot.image_id:
+        # Same tag, another build (e.g. the base image rebuilt from newer packages): usually fine for the
+        # task's files, but the untouched parts of the filesystem may differ from what the agent saw.
+        _LOGGER.warning("%s is %s here, the snapshot was taken on %s", snapshot.base_image, image.id, snapshot.image_id)
+    container = client.containers.run(snapshot.base_image, **options)
+    try:
+        deleted = snapshot.deleted_paths()
+        if deleted:
+            result = container.exec_run(["rm", "-rf", "--", *deleted])
+            if result.exit_code != 0:
+                raise CaptureError(f"could not apply deletions: {result.output[-500:]!r}")
+        if not container.put_archive("/", snapshot.to_archive()):
+            raise CaptureError("the engine refused the restored files")
+    except Exception:
+        container.remove(force=True)
+        raise
+    return container
+
+
+# ----- internals -------------------------------------------------------------------------------------------------
+
+
+def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
+    candidates = [path]
+    parent = posixpath.dirname(path)
+    while parent not in {"/", ""}:
+        candidates.append(parent)
+        parent = posixpath.dirname(parent)
+    return any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates for pattern in patterns)
+
+
+def _fetch_changes(container: Any, changes: dict[str, str], max_file_bytes: int) -> dict[str, _Fetched]:
+    """Read every added or modified path, fetching each added folder tree in one archive request."""
+    present = {path for path, change in changes.items() if change != "deleted"}
+    fetched: dict[str, _Fetched] = {}
+    trees: set[str] = set()  # added folders fetched whole: their contents need no request of their own
+    for path in sorted(present):
+        if any(parent in trees for parent in _parents(path)):
+            continue
+        stat = _stat(container, path)
+        if stat is None:
+            continue
+        mode = _perm(stat["mode"])
+        if stat["mode"] & _GO_DIR and changes[path] != "added":
+            # A modified folder only says that something inside changed; its children are listed on their own.
+            fetched[path] = _Fetched(snapshots.Entry(path=path, type=snapshots.DIR, mode=mode), None)
+            continue
+        if stat["mode"] & _GO_SPECIAL:
+            fetched[path] = _Fetched(snapshots.Entry(path=path, type=snapshots.OTHER, mode=mode), None)
+            continue
+        if not stat["mode"] & (_GO_DIR | _GO_SYMLINK) and stat["size"] > max_file_bytes:
+            fetched[path] = _Fetched(_too_large(path, stat), None)
+            continue
+        if stat["mode"] & _GO_DIR:
+            trees.add(path)
+        for item in _archive_items(container, path, max_file_bytes):
+            if item.entry.path in present:
+                fetched[item.entry.path] = item
+    return fetched
+
+
+def _update_base(
+    client: Any,
+    episode_dir: pathlib.Path,
+    episode_id: str,
+    base_image: str,
+    image_id: str,
+    paths: list[str],
+    max_file_bytes: int,
+    created_at: float | None,
+) -> dict[str, snapshots.Entry]:
+    """Record the base image's versions of paths not yet in the episode's base manifest; return all of them."""
+    base_dir = episode_dir / snapshots.BASE_DIRNAME
+    entries = snapshots.read_manifest_entries(base_dir)
+    missing = [path for path in paths if path not in entries]
+    if not missing and (base_dir / snapshots.MANIFEST_NAME).exists():
+        return entries
+    blobs = _read_blobs(base_dir / snapshots.BLOBS_NAME)
+    helper = None
+    try:
+        for path in missing:  # sorted: parents come before their children
+            parent_entry = next((entries[p] for p in _parents(path) if p in entries), None)
+            if parent_entry is not None and parent_entry.type in {snapshots.ABSENT, snapshots.FILE, snapshots.SYMLINK}:
+                # Nothing can live under a path that is absent or not a folder in the base image.
+                entries[path] = snapshots.Entry(path=path, type=snapshots.ABSENT)
+                continue
+            if helper is None:
+                helper = client.containers.create(
+                    base_image,
+                    command=["true"],
+                    network_disabled=True,
+                    labels={LABEL_PROJECT: "1", LABEL_ROLE: "base-reader", LABEL_EPISODE: episode_id},
+                )
+            entries[path] = _read_base_path(helper, path, max_file_bytes, blobs)
+    finally:
+        if helper is not None:
+            helper.remove(force=True)
+    snapshots.write_base(
+        episode_dir,
+        episode_id=episode_id,
+        base_image=base_image,
+        image_id=image_id,
+        entries=entries.values(),
+        blobs=blobs,
+        created_at=snapshots.utc_now(created_at),
+    )
+    return entries
+
+
+def _read_base_path(helper: Any, path: str, max_file_bytes: int, blobs: dict[str, bytes]) -> snapshots.Entry:
+    stat = _stat(helper, path)
+    if stat is None:
+        return snapshots.Entry(path=path, type=snapshots.ABSENT)
+    if stat["mode"] & _GO_DIR:
+        return snapshots.Entry(path=path, type=snapshots.DIR, mode=_perm(stat["mode"]))
+    if stat["mode"] & _GO_SPECIAL:
+        return snapshots.Entry(path=path, type=snapshots.OTHER, mode=_perm(stat["mode"]))
+    if not stat["mode"] & _GO_SYMLINK and stat["size"] > max_file_bytes:
+        return _too_large(path, stat)
+    for item in _archive_items(helper, path, max_file_bytes):
+        if item.entry.path == path:
+            entry = item.entry
+            if item.content is not None and entry.sha256 is not None:
+                blobs[entry.sha256] = item.content
+                entry = dataclasses.replace(entry, stored_in=snapshots.BASE_DIRNAME)
+            return entry
+    raise CaptureError(f"the engine's archive of {path} did not contain it")
+
+
+def _stat(container: Any, path: str) -> dict[str, Any] | None:
+    """The engine's stat of a path (HEAD on the archive endpoint: no content is sent), None if absent."""
+    api = container.client.api
+    # docker-py has no public call for this HEAD request; the endpoint is the documented archive API.
+    response = api.head(api._url("/containers/{0}/archive", container.id), params={"path": path})
+    if response.status_code == 404:
+        return None
+    if response.status_code != 200:
+        raise CaptureError(f"stat of {path} in {container.short_id} failed: HTTP {response.status_code}")
+    header = response.headers.get("X-Docker-Container-Path-Stat")
+    if not header:
+        raise CaptureError(f"stat of {path} in {container.short_id} returned no stat header")
+    return json.loads(base64.b64decode(header))
+
+
+def _archive_items(container: Any, path: str, max_file_bytes: int) -> Iterator[_Fetched]:
+    """The entries of ``path``'s archive (the path itself and, for a folder, everything under it)."""
+    chunks, _ = container.get_archive(path)
+    buffer = io.BytesIO()
+    for chunk in chunks:
+        buffer.write(chunk)
+        if buffer.tell() > MAX_ARCHIVE_BYTES:
+            raise CaptureError(f"archive of {path} exceeds {MAX_ARCHIVE_BYTES} bytes")
+    buffer.seek(0)
+    parent = posixpath.dirname(path)
+    contents: dict[str, bytes] = {}
+    with tarfile.open(fileobj=buffer, mode="r:") as tar:
+        for member in tar:
+            name = member.name.rstrip("/")
+            if name.startswith("/") or ".." in name.split("/"):
+                raise CaptureError(f"archive of {path} holds an unsafe member name {member.name!r}")
+            full = posixpath.join(parent, name)
+            mode = member.mode & 0o7777
+            if member.isdir():
+                yield _Fetched(snapshots.Entry(path=full, type=snapshots.DIR, mode=mode), None)
+            elif member.issym():
+                entry = snapshots.Entry(path=full, type=snapshots.SYMLINK, mode=mode, link_target=member.linkname)
+                yield _Fetched(entry, None)
+            elif member.islnk():
+                # A hard link repeats an earlier member of this archive: same content, its own path.
+                data = contents.get(posixpath.join(parent, member.linkname.rstrip("/")))
+                yield _file(full, mode, data, len(data) if data is not None else member.size, max_file_bytes)
+            elif member.isreg():
+                handle = tar.extractfile(member)
+                data = handle.read() if handle is not None and member.size <= max_file_bytes else None
+                if data is not None:
+                    contents[full] = data
+                yield _file(full, mode, data, member.size, max_file_bytes)
+            else:
+                yield _Fetched(snapshots.Entry(path=full, type=snapshots.OTHER, mode=mode), None)
+
+
+def _file(path: str, mode: int, data: bytes | None, size: int, max_file_bytes: int) -> _Fetched:
+    if data is None or size > max_file_bytes:
+        note = f"content not stored: {size} bytes is over the {max_file_bytes} byte limit"
+        return _Fetched(snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=size, note=note), None)
+    digest = hashlib.sha256(data).hexdigest()
+    return _Fetched(snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=len(data), sha256=digest), data)
+
+
+def _too_large(path: str, stat: dict[str, Any]) -> snapshots.Entry:
+    note = f"content not stored: {stat['size']} bytes is over the capture limit"
+    return snapshots.Entry(path=path, type=snapshots.FILE, mode=_perm(stat["mode"]), size=stat["size"], note=note)
+
+
+def _perm(go_mode: int) -> int:
+    mode = go_mode & 0o777
+    if go_mode & _GO_SETUID:
+        mode |= 0o4000
+    if go_mode & _GO_SETGID:
+        mode |= 0o2000
+    if go_mode & _GO_STICKY:
+        mode |= 0o1000
+    return mode
+
+
+def _parents(path: str) -> Iterator[str]:
+    parent = posixpath.dirname(path)
+    while parent not in {"/", ""}:
+        yield parent
+        parent = posixpath.dirname(parent)
+
+
+def _known_blobs(episode_dir: pathlib.Path, step_index: int) -> dict[str, str]:
+    """sha256 -> folder for the content the closest earlier step references."""
+    earlier = [ref for ref in snapshots.list_steps(episode_dir) if ref.step_index < step_index]
+    if not earlier:
+        return {}
+    entries = snapshots.read_manifest_entries(earlier[-1].path)
+    return {e.sha256: e.stored_in for e in entries.values() if e.sha256 and e.stored_in}
+
+
+def _read_blobs(path: pathlib.Path) -> dict[str, bytes]:
+    """The blobs of an archive this process wrote earlier (so the base archive can be rewritten with more)."""
+    if not path.is_file():
+        return {}
+    blobs = {}
+    with tarfile.open(path, "r:*") as tar:
+        for member in tar:
+            handle = tar.extractfile(member) if member.isreg() else None
+            if handle is not None:
+                blobs[member.name] = handle.read()
+    return blobs

@@ -1,0 +1,733 @@
+"""Per-step container snapshots: the on-disk layout, a safe reader and the writer the capture helper uses.
+
+A snapshot records how a task container's filesystem differs from its base image after one step of an
+episode, plus the base image's own versions of every touched path, so that the files at any step (and at
+the base) can be read and diffed without a Docker daemon. The layout is documented in ``docs/snapshots.md``::
+
+    <run>/<episode_id>.json                     the episode file
+    <run>/snapshots/<episode_id>/base/          manifest.json + blobs.tar.gz: base versions of touched paths
+    <run>/snapshots/<episode_id>/step_0000/     manifest.json + blobs.tar.gz: state after step 0
+    <run>/snapshots/<episode_id>/step_0001/     ...
+
+Every input is untrusted. Archives are never extracted onto the filesystem: members are read into memory
+with ``tarfile.extractfile``, and anything that is not a plain content blob (absolute names, ``..``,
+links, device files, duplicates, enormous declared sizes, truncation) raises :class:`SnapshotError`
+naming the snapshot and the reason. This module imports no Docker code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import gzip
+import hashlib
+import io
+import json
+import logging
+import os
+import pathlib
+import posixpath
+import re
+import shutil
+import tarfile
+import types
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_LOGGER = logging.getLogger(__name__)
+
+SNAPSHOTS_DIRNAME = "snapshots"
+BASE_DIRNAME = "base"
+MANIFEST_NAME = "manifest.json"
+BLOBS_NAME = "blobs.tar.gz"
+STEP_FORMAT = "ares-viewer.step-snapshot/1"
+BASE_FORMAT = "ares-viewer.base-snapshot/1"
+
+# Entry types. "absent" only appears in the base manifest: the path does not exist in the base image.
+FILE = "file"
+DIR = "dir"
+SYMLINK = "symlink"
+DELETED = "deleted"
+ABSENT = "absent"
+OTHER = "other"  # fifo, socket or device node inside the container: recorded, never stored
+ENTRY_TYPES = frozenset({FILE, DIR, SYMLINK, DELETED, ABSENT, OTHER})
+CHANGES = frozenset({"added", "modified", "deleted"})
+
+# Bounds that keep a hostile or broken snapshot from exhausting memory.
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_MEMBER_BYTES = 256 * 1024 * 1024
+MAX_MEMBERS = 200_000
+MAX_PATH_CHARS = 4096
+# End-of-archive padding: two zero blocks, rounded up to tar's 20-block record by most writers.
+_MAX_TAIL_BYTES = 64 * 1024
+
+_STEP_DIR_RE = re.compile(r"^step_(\d{1,9})$")
+_STORED_IN_RE = re.compile(r"^(base|step_\d{1,9})$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+# Episode ids come from untrusted files and become folder names: keep them to one plain path component.
+_EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be read safely or is inconsistent.
+
+    Attributes:
+        path: The snapshot folder (or file) at fault.
+        reason: What is wrong with it, in words a user can act on.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"snapshot {self.path}: {reason}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One path of a snapshot.
+
+    Attributes:
+        path: Absolute, normalized path inside the container.
+        type: One of ``file``, ``dir``, ``symlink``, ``deleted``, ``absent`` (base only) or ``other``.
+        mode: Permission bits (``st_mode & 0o7777``), or None for deleted/absent paths.
+        size: Content size in bytes for files.
+        sha256: Hex digest of a file's content.
+        link_target: The symlink's target, verbatim (may be relative or point anywhere in the container).
+        change: The engine's change kind relative to the base image: ``added``, ``modified`` or ``deleted``;
+            None in the base manifest.
+        stored_in: Folder of the episode's snapshot directory whose ``blobs.tar.gz`` holds the content
+            (``base`` or ``step_NNNN``); None when the content was not stored.
+        note: Why content is missing, when it is (for example a file over the capture size limit).
+    """
+
+    path: str
+    type: str
+    mode: int | None = None
+    size: int | None = None
+    sha256: str | None = None
+    link_target: str | None = None
+    change: str | None = None
+    stored_in: str | None = None
+    note: str | None = None
+
+    def same_state(self, other: Entry | None) -> bool:
+        """Whether two entries describe the same filesystem state (ignoring where content is stored)."""
+        if other is None:
+            return False
+        return (self.type, self.mode, self.sha256, self.link_target) == (
+            other.type,
+            other.mode,
+            other.sha256,
+            other.link_target,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest form: None fields and the path (the manifest key) are left out."""
+        out = dataclasses.asdict(self)
+        del out["path"]
+        return {key: value for key, value in out.items() if value is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotRef:
+    """Where a step snapshot lives, found without opening it.
+
+    Attributes:
+        path: The step folder (``.../snapshots/<episode_id>/step_NNNN``).
+        episode_id: The episode it belongs to.
+        step_index: The step it records (0 = the initial state, k = after action k ran).
+    """
+
+    path: str
+    episode_id: str
+    step_index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Archive:
+    path: str
+    members: Mapping[str, tarfile.TarInfo]
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """A validated, opened step snapshot. Reading content never needs a Docker daemon.
+
+    Attributes:
+        path: The step folder.
+        episode_id: The episode it belongs to.
+        step_index: The step it records.
+        base_image: The image reference the container was created from.
+        image_id: The base image's content id (``sha256:...``).
+        workdir: The task's working directory inside the container.
+        created_at: ISO-8601 UTC time of the capture.
+        entries: Every path that differs from the base image at this step (cumulative, not relative to
+            the previous step), keyed by absolute path.
+        base_entries: The base image's versions of every path touched anywhere in the episode.
+    """
+
+    path: str
+    episode_id: str
+    step_index: int
+    base_image: str
+    image_id: str | None
+    workdir: str
+    created_at: str | None
+    entries: Mapping[str, Entry]
+    base_entries: Mapping[str, Entry]
+    _archives: Mapping[str, _Archive] = dataclasses.field(repr=False, compare=False)
+
+    def stat(self, path: str) -> Entry | None:
+        """The state of ``path`` at this step.
+
+        Args:
+            path: Absolute container path, or a path relative to :attr:`workdir`.
+
+        Returns:
+            The step's entry when the path changed; a synthesized ``deleted`` entry when a parent folder was
+            deleted; else the base entry (``absent`` when the base image has no such path); None when the
+            path is unchanged from the base image and its base version was not recorded.
+        """
+        path = self._absolute(path)
+        entry = self.entries.get(path)
+        if entry is not None:
+            return entry
+        for parent in _parents(path):
+            parent_entry = self.entries.get(parent)
+            if parent_entry is not None and parent_entry.type == DELETED:
+                return Entry(path=path, type=DELETED, change="deleted")
+        return self.base_entries.get(path)
+
+    def read(self, path: str) -> bytes | None:
+        """The content of a regular file at this step.
+
+        Returns:
+            The bytes when ``path`` is a regular file whose content is known at this step (changed content,
+            or the recorded base version when unchanged). None otherwise: see :meth:`stat` for why (not a
+            file, deleted, absent, unchanged and not recorded, or too large to have been stored).
+        """
+        return self._content(self.stat(path))
+
+    def read_base(self, path: str) -> bytes | None:
+        """The base image's content of ``path``, or None when it is not a recorded regular file there."""
+        return self._content(self.base_entries.get(self._absolute(path)))
+
+    def changed_paths(self, *, include_dirs: bool = False) -> list[str]:
+        """Sorted paths added or modified relative to the base image (folders only on request)."""
+        return sorted(
+            path
+            for path, entry in self.entries.items()
+            if entry.type != DELETED and (include_dirs or entry.type != DIR)
+        )
+
+    def deleted_paths(self) -> list[str]:
+        """Sorted paths deleted relative to the base image (a deleted folder stands for its contents)."""
+        return sorted(path for path, entry in self.entries.items() if entry.type == DELETED)
+
+    def to_archive(self) -> bytes:
+        """A tar (in memory) of this step's added and modified paths, named relative to ``/``.
+
+        Together with :meth:`deleted_paths` it restores the step onto a container of :attr:`base_image`
+        (``container.put_archive("/", data)`` after removing the deleted paths).
+        """
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            # Folders first, so their modes apply before their contents land.
+            ordered = sorted(self.entries.values(), key=lambda e: (e.type != DIR, e.path))
+            for entry in ordered:
+                info = tarfile.TarInfo(entry.path.lstrip("/"))
+                info.mode = entry.mode if entry.mode is not None else 0o644
+                if entry.type == DIR:
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                elif entry.type == SYMLINK:
+                    info.type = tarfile.SYMTYPE
+                    info.linkname = entry.link_target or ""
+                    tar.addfile(info)
+                elif entry.type == FILE:
+                    data = self._content(entry)
+                    if data is None:
+                        _LOGGER.warning("%s: %s has no stored content; not restored", self.path, entry.path)
+                        continue
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
+
+    def _absolute(self, path: str) -> str:
+        if not path.startswith("/"):
+            path = posixpath.join(self.workdir, path)
+        return posixpath.normpath(path)
+
+    def _content(self, entry: Entry | None) -> bytes | None:
+        if entry is None or entry.type != FILE or entry.stored_in is None or entry.sha256 is None:
+            return None
+        archive = self._archives[entry.stored_in]
+        member = archive.members[entry.sha256]
+        try:
+            with tarfile.open(archive.path, "r:*") as tar:
+                handle = tar.extractfile(member)
+                data = handle.read(member.size + 1) if handle is not None else b""
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise SnapshotError(self.path, f"cannot read {entry.path} from {archive.path}: {exc}") from exc
+        if len(data) != member.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise SnapshotError(self.path, f"content of {entry.path} in {archive.path} does not match its sha256")
+        return data
+
+
+# ----- discovery and opening ------------------------------------------------------------------------------------
+
+
+def episode_snapshots_dir(run_dir: str | os.PathLike[str], episode_id: str) -> pathlib.Path:
+    """The folder holding an episode's snapshots: ``<run_dir>/snapshots/<episode_id>``.
+
+    Raises:
+        ValueError: When ``episode_id`` is not a single safe path component.
+    """
+    if not _EPISODE_ID_RE.match(episode_id or "") or episode_id in {".", ".."}:
+        raise ValueError(f"episode id {episode_id!r} cannot name a snapshot folder")
+    return pathlib.Path(run_dir) / SNAPSHOTS_DIRNAME / episode_id
+
+
+def step_dirname(step_index: int) -> str:
+    """The folder name of step ``step_index``'s snapshot."""
+    return f"step_{step_index:04d}"
+
+
+def find_for_episode(episode_path: str | os.PathLike[str], episode_id: str) -> list[SnapshotRef]:
+    """The step snapshots recorded for an episode, sorted by step (empty when there are none).
+
+    Looks in ``snapshots/<episode_id>/`` beside the episode file. Only folder names are read here; open a
+    reference with :func:`open_snapshot` to validate and read it.
+
+    Args:
+        episode_path: The episode file (``<run>/<episode_id>.json``).
+        episode_id: The episode's id as written inside the file.
+    """
+    try:
+        folder = episode_snapshots_dir(pathlib.Path(episode_path).parent, episode_id)
+    except ValueError:
+        _LOGGER.warning("episode %r: id is not usable as a folder name; no snapshots looked up", episode_id)
+        return []
+    return list_steps(folder)
+
+
+def list_steps(episode_dir: str | os.PathLike[str]) -> list[SnapshotRef]:
+    """The step snapshots in one episode's snapshot folder (``<run>/snapshots/<episode_id>``), sorted by step."""
+    folder = pathlib.Path(episode_dir)
+    episode_id = folder.name
+    if not folder.is_dir():
+        return []
+    refs: dict[int, SnapshotRef] = {}
+    for child in sorted(folder.iterdir()):
+        match = _STEP_DIR_RE.match(child.name)
+        if match is None or not child.is_dir() or child.is_symlink():
+            continue
+        index = int(match.group(1))
+        if index in refs:
+            _LOGGER.warning("%s: two folders for step %d; keeping %s", folder, index, refs[index].path)
+            continue
+        refs[index] = SnapshotRef(path=str(child), episode_id=episode_id, step_index=index)
+    return [refs[index] for index in sorted(refs)]
+
+
+def open_snapshot(ref_or_path: SnapshotRef | str | os.PathLike[str]) -> Snapshot:
+    """Open and validate one step snapshot.
+
+    Args:
+        ref_or_path: A :class:`SnapshotRef` or the step folder's path.
+
+    Raises:
+        SnapshotError: When a piece is missing, a manifest is malformed, or an archive is corrupt, truncated
+            or holds anything other than plain content blobs.
+    """
+    if isinstance(ref_or_path, SnapshotRef):
+        step_dir = pathlib.Path(ref_or_path.path)
+        expected: tuple[str, int] | None = (ref_or_path.episode_id, ref_or_path.step_index)
+    else:
+        step_dir = pathlib.Path(ref_or_path)
+        expected = None
+    if not step_dir.is_dir():
+        raise SnapshotError(step_dir, "the snapshot folder does not exist")
+    episode_dir = step_dir.parent
+
+    manifest = _load_manifest(step_dir, step_dir / MANIFEST_NAME, STEP_FORMAT)
+    episode_id = _field(step_dir, manifest, "episode_id", str)
+    step_index = _field(step_dir, manifest, "step_index", int)
+    base_image = _field(step_dir, manifest, "base_image", str)
+    image_id = _field(step_dir, manifest, "image_id", str, optional=True)
+    workdir = _field(step_dir, manifest, "workdir", str)
+    created_at = _field(step_dir, manifest, "created_at", str, optional=True)
+    match = _STEP_DIR_RE.match(step_dir.name)
+    if match is None or int(match.group(1)) != step_index:
+        raise SnapshotError(step_dir, f"manifest says step {step_index} but the folder is named {step_dir.name!r}")
+    if episode_dir.name != episode_id:
+        raise SnapshotError(
+            step_dir, f"manifest says episode {episode_id!r} but it is filed under {episode_dir.name!r}"
+        )
+    if expected is not None and expected != (episode_id, step_index):
+        raise SnapshotError(step_dir, f"expected episode {expected[0]!r} step {expected[1]}")
+    if not _is_clean_path(workdir):
+        raise SnapshotError(step_dir, f"workdir {workdir!r} is not an absolute normalized path")
+    entries = _parse_entries(step_dir, manifest, base=False)
+
+    base_dir = episode_dir / BASE_DIRNAME
+    base_manifest = _load_manifest(step_dir, base_dir / MANIFEST_NAME, BASE_FORMAT)
+    if _field(step_dir, base_manifest, "episode_id", str) != episode_id:
+        raise SnapshotError(step_dir, "base/manifest.json belongs to another episode")
+    if _field(step_dir, base_manifest, "base_image", str) != base_image or (
+        image_id is not None and _field(step_dir, base_manifest, "image_id", str, optional=True) != image_id
+    ):
+        raise SnapshotError(step_dir, "base/manifest.json records another base image")
+    base_entries = _parse_entries(step_dir, base_manifest, base=True)
+
+    # Every folder whose archive holds content this snapshot can read, plus the step's own archive.
+    needed = {e.stored_in for e in (*entries.values(), *base_entries.values()) if e.stored_in is not None}
+    if (step_dir / BLOBS_NAME).exists():
+        needed.add(step_dir.name)
+    archives = {}
+    for folder in sorted(needed):
+        archive_path = episode_dir / folder / BLOBS_NAME
+        if not archive_path.is_file():
+            raise SnapshotError(step_dir, f"missing {folder}/{BLOBS_NAME}")
+        archives[folder] = _Archive(path=str(archive_path), members=_scan_archive(step_dir, archive_path))
+    for entry in (*entries.values(), *base_entries.values()):
+        if entry.stored_in is None:
+            continue
+        member = archives[entry.stored_in].members.get(entry.sha256 or "")
+        if member is None:
+            raise SnapshotError(step_dir, f"content of {entry.path} is missing from {entry.stored_in}/{BLOBS_NAME}")
+        if member.size != entry.size:
+            raise SnapshotError(
+                step_dir, f"content of {entry.path} has {member.size} bytes, manifest says {entry.size}"
+            )
+
+    return Snapshot(
+        path=str(step_dir),
+        episode_id=episode_id,
+        step_index=step_index,
+        base_image=base_image,
+        image_id=image_id,
+        workdir=workdir,
+        created_at=created_at,
+        entries=types.MappingProxyType(entries),
+        base_entries=types.MappingProxyType(base_entries),
+        _archives=types.MappingProxyType(archives),
+    )
+
+
+def changed_between(before: Snapshot | None, after: Snapshot) -> list[str]:
+    """Sorted paths whose state differs between two steps of one episode (``before=None``: the base image).
+
+    Folders are included only when their type or mode differs, never just because their contents changed.
+    """
+    paths = set(after.entries)
+    if before is not None:
+        paths |= set(before.entries)
+    changed = []
+    for path in paths:
+        old = before.stat(path) if before is not None else after.base_entries.get(path)
+        new = after.stat(path)
+        if new is None or not new.same_state(old):
+            if old is None and new is not None and new.type == DIR:
+                continue
+            changed.append(path)
+    return sorted(changed)
+
+
+# ----- writing (used by the capture helper and by tests) --------------------------------------------------------
+
+
+def read_manifest_entries(folder: str | os.PathLike[str]) -> dict[str, Entry]:
+    """The entries of a manifest this process wrote (``{}`` when there is none). For writers, not readers."""
+    path = pathlib.Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        return {}
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return {key: Entry(path=key, **value) for key, value in manifest.get("entries", {}).items()}
+
+
+def write_base(
+    episode_dir: str | os.PathLike[str],
+    *,
+    episode_id: str,
+    base_image: str,
+    image_id: str | None,
+    entries: Iterable[Entry],
+    blobs: Mapping[str, bytes],
+    created_at: str | None = None,
+) -> pathlib.Path:
+    """Write (or replace) an episode's base manifest and base content archive, atomically per file.
+
+    Args:
+        episode_dir: ``<run>/snapshots/<episode_id>``.
+        episode_id: The episode's id.
+        base_image: Image reference the episode's container was created from.
+        image_id: That image's content id.
+        entries: The base versions of every touched path (``stored_in="base"`` for stored content).
+        blobs: sha256 hex -> content for every entry stored in ``base``.
+        created_at: ISO-8601 UTC time; now when omitted.
+    """
+    folder = pathlib.Path(episode_dir) / BASE_DIRNAME
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "format": BASE_FORMAT,
+        "episode_id": episode_id,
+        "base_image": base_image,
+        "image_id": image_id,
+        "created_at": created_at or utc_now(),
+        "entries": {e.path: e.to_json() for e in sorted(entries, key=lambda e: e.path)},
+    }
+    _atomic_write(folder / BLOBS_NAME, _blobs_archive(blobs))
+    _atomic_write(folder / MANIFEST_NAME, _manifest_bytes(manifest))
+    return folder
+
+
+def write_step(
+    episode_dir: str | os.PathLike[str],
+    *,
+    episode_id: str,
+    step_index: int,
+    base_image: str,
+    image_id: str | None,
+    workdir: str,
+    entries: Iterable[Entry],
+    blobs: Mapping[str, bytes],
+    created_at: str | None = None,
+) -> pathlib.Path:
+    """Write one step's snapshot folder, replacing an earlier capture of the same step.
+
+    The folder is assembled under a temporary name and renamed into place, so a reader never sees half of it.
+
+    Args:
+        episode_dir: ``<run>/snapshots/<episode_id>``.
+        episode_id: The episode's id.
+        step_index: The step it records.
+        base_image: Image reference the container was created from.
+        image_id: That image's content id.
+        workdir: The task's working directory.
+        entries: Every path differing from the base image at this step.
+        blobs: sha256 hex -> content for the entries whose ``stored_in`` is this step's folder.
+        created_at: ISO-8601 UTC time; now when omitted.
+
+    Returns:
+        The step folder.
+    """
+    episode_dir = pathlib.Path(episode_dir)
+    final = episode_dir / step_dirname(step_index)
+    staging = episode_dir / f".{final.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    manifest = {
+        "format": STEP_FORMAT,
+        "episode_id": episode_id,
+        "step_index": step_index,
+        "base_image": base_image,
+        "image_id": image_id,
+        "workdir": workdir,
+        "created_at": created_at or utc_now(),
+        "entries": {e.path: e.to_json() for e in sorted(entries, key=lambda e: e.path)},
+    }
+    if blobs:
+        (staging / BLOBS_NAME).write_bytes(_blobs_archive(blobs))
+    (staging / MANIFEST_NAME).write_bytes(_manifest_bytes(manifest))
+    if final.exists():
+        shutil.rmtree(final)
+    staging.rename(final)
+    return final
+
+
+def utc_now(timestamp: float | None = None) -> str:
+    """ISO-8601 UTC (``...Z``) for a unix time, or for now."""
+    moment = (
+        datetime.datetime.now(datetime.UTC)
+        if timestamp is None
+        else datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    )
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ----- internals -------------------------------------------------------------------------------------------------
+
+
+def _parents(path: str) -> Iterable[str]:
+    parent = posixpath.dirname(path)
+    while parent not in {"/", ""}:
+        yield parent
+        parent = posixpath.dirname(parent)
+
+
+def _is_clean_path(path: str) -> bool:
+    return (
+        isinstance(path, str)
+        and path.startswith("/")
+        and len(path) <= MAX_PATH_CHARS
+        and "\x00" not in path
+        and posixpath.normpath(path) == path
+        and not path.startswith("//")
+    )
+
+
+def _load_manifest(snapshot: pathlib.Path, path: pathlib.Path, expected_format: str) -> dict[str, Any]:
+    where = path.relative_to(snapshot.parent) if path.is_relative_to(snapshot.parent) else path
+    if not path.is_file():
+        raise SnapshotError(snapshot, f"missing {where}")
+    size = path.stat().st_size
+    if size > MAX_MANIFEST_BYTES:
+        raise SnapshotError(snapshot, f"{where} is {size} bytes, over the {MAX_MANIFEST_BYTES} byte limit")
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SnapshotError(snapshot, f"{where} is not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise SnapshotError(snapshot, f"{where} is not a JSON object")
+    if manifest.get("format") != expected_format:
+        raise SnapshotError(snapshot, f"{where} has format {manifest.get('format')!r}, expected {expected_format!r}")
+    return manifest
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in a manifest")
+
+
+def _field(snapshot: pathlib.Path, manifest: Mapping[str, Any], key: str, kind: type, *, optional: bool = False) -> Any:
+    value = manifest.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SnapshotError(snapshot, f"manifest field {key!r} should be {kind.__name__}, got {value!r:.80}")
+    return value
+
+
+def _parse_entries(snapshot: pathlib.Path, manifest: Mapping[str, Any], *, base: bool) -> dict[str, Entry]:
+    raw = manifest.get("entries")
+    which = "base manifest" if base else "manifest"
+    if not isinstance(raw, dict):
+        raise SnapshotError(snapshot, f"{which} has no 'entries' object")
+    entries = {}
+    for path, fields in raw.items():
+        if not _is_clean_path(path):
+            raise SnapshotError(snapshot, f"{which} entry {path!r:.200} is not an absolute normalized path")
+        if not isinstance(fields, dict) or not set(fields) <= {f.name for f in dataclasses.fields(Entry)} - {"path"}:
+            raise SnapshotError(snapshot, f"{which} entry {path} is malformed")
+        try:
+            entry = Entry(path=path, **fields)
+        except TypeError as exc:
+            raise SnapshotError(snapshot, f"{which} entry {path} is malformed ({exc})") from exc
+        problem = _entry_problem(entry, base=base)
+        if problem:
+            raise SnapshotError(snapshot, f"{which} entry {path}: {problem}")
+        entries[path] = entry
+    return entries
+
+
+def _entry_problem(entry: Entry, *, base: bool) -> str | None:
+    if entry.type not in ENTRY_TYPES:
+        return f"unknown type {entry.type!r:.40}"
+    if entry.type == ABSENT and not base:
+        return "only the base manifest can hold absent paths"
+    if base and entry.type == DELETED:
+        return "the base cannot hold deleted paths"
+    if entry.mode is not None and (not isinstance(entry.mode, int) or not 0 <= entry.mode <= 0o7777):
+        return f"bad mode {entry.mode!r}"
+    if entry.size is not None and (not isinstance(entry.size, int) or entry.size < 0):
+        return f"bad size {entry.size!r}"
+    if entry.sha256 is not None and not (isinstance(entry.sha256, str) and _SHA256_RE.match(entry.sha256)):
+        return "bad sha256"
+    if entry.link_target is not None and not isinstance(entry.link_target, str):
+        return "bad link target"
+    if entry.type == SYMLINK and entry.link_target is None:
+        return "symlink without a target"
+    if entry.change is not None and entry.change not in CHANGES:
+        return f"unknown change {entry.change!r}"
+    if entry.stored_in is not None:
+        if not (isinstance(entry.stored_in, str) and _STORED_IN_RE.match(entry.stored_in)):
+            return f"stored_in {entry.stored_in!r:.80} is not 'base' or a step folder"
+        if entry.type != FILE or entry.sha256 is None or entry.size is None:
+            return "stored content needs type file, a size and a sha256"
+    return None
+
+
+def _scan_archive(snapshot: pathlib.Path, archive_path: pathlib.Path) -> dict[str, tarfile.TarInfo]:
+    """Index a blob archive's members by name, rejecting anything but plain, bounded content blobs."""
+    where = f"{archive_path.parent.name}/{archive_path.name}"
+    members: dict[str, tarfile.TarInfo] = {}
+    try:
+        with tarfile.open(archive_path, "r:*") as tar:
+            for count, member in enumerate(tar, start=1):
+                if count > MAX_MEMBERS:
+                    raise SnapshotError(snapshot, f"{where} has more than {MAX_MEMBERS} members")
+                problem = _member_problem(member)
+                if problem:
+                    raise SnapshotError(snapshot, f"{where}: {problem}")
+                if member.name in members:
+                    raise SnapshotError(snapshot, f"{where}: duplicate member {member.name!r}")
+                members[member.name] = member
+            # tarfile stops quietly at a cut-off header: require the end-of-archive marker (zero blocks) after
+            # the last member, and check that every member's data is really there.
+            tail_start = tar.offset
+            tar.fileobj.seek(tail_start)
+            tail = tar.fileobj.read(_MAX_TAIL_BYTES + 1)
+            end = tar.fileobj.seek(0, io.SEEK_END)
+    except SnapshotError:
+        raise
+    except (tarfile.TarError, OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise SnapshotError(snapshot, f"{where} is corrupt or truncated ({type(exc).__name__}: {exc})") from exc
+    if len(tail) < 2 * tarfile.BLOCKSIZE or len(tail) > _MAX_TAIL_BYTES or tail.count(0) != len(tail):
+        raise SnapshotError(snapshot, f"{where} is truncated or has trailing data after member {len(members)}")
+    for member in members.values():
+        if member.offset_data + member.size > end:
+            raise SnapshotError(snapshot, f"{where} is truncated: member {member.name!r} runs past its end")
+    return members
+
+
+def _member_problem(member: tarfile.TarInfo) -> str | None:
+    name = member.name
+    if name.startswith("/"):
+        return f"member {name!r} has an absolute path"
+    if ".." in name.split("/"):
+        return f"member {name!r} has a '..' component"
+    if member.issym() or member.islnk():
+        target = member.linkname
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+            return f"member {name!r} is a link pointing outside the archive ({target!r})"
+        return f"member {name!r} is a link; blob archives hold only regular files"
+    if member.ischr() or member.isblk():
+        kind = "character" if member.ischr() else "block"
+        return f"member {name!r} is a {kind} device file"
+    if member.isfifo():
+        return f"member {name!r} is a FIFO"
+    if not member.isreg():
+        return f"member {name!r} is not a regular file"
+    if member.size > MAX_MEMBER_BYTES:
+        return f"member {name!r} declares {member.size} bytes, over the {MAX_MEMBER_BYTES} byte limit"
+    if not _SHA256_RE.match(name):
+        return f"member {name!r} is not a content blob (its name should be a sha256)"
+    return None
+
+
+def _blobs_archive(blobs: Mapping[str, bytes]) -> bytes:
+    """A deterministic gzip tar of content blobs named by their sha256 (same input, same bytes)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for digest in sorted(blobs):
+            data = blobs[digest]
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise ValueError(f"blob {digest} does not match its content")
+            info = tarfile.TarInfo(digest)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
+
+
+def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    staging.write_bytes(data)
+    staging.replace(path)

@@ -1,0 +1,324 @@
+"""What the agent changed on disk: filesystem diffs between two steps, and one file's history.
+
+Everything here reads recorded snapshots (``ares_viewer.snapshots``) and never needs a Docker
+daemon. Listing changes only compares manifest entries; file contents are read, and diffed, only
+for the file a user looks at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ares_viewer import snapshots, textdiff
+
+if TYPE_CHECKING:
+    from ares_viewer import model
+
+# Past this size a side is not diffed line by line: reported by size and hash instead.
+MAX_DIFF_BYTES = 2 * 1024 * 1024
+_SNIFF_BYTES = 8192
+
+ADDED = "added"
+MODIFIED = "modified"
+DELETED = "deleted"
+TYPE_CHANGED = "type_changed"
+CHANGE_KINDS = (ADDED, MODIFIED, DELETED, TYPE_CHANGED)
+_ABSENT = (snapshots.DELETED, snapshots.ABSENT)
+
+
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\b\x1b")
+
+
+def is_binary(data: bytes) -> bool:
+    """True when content is not text: a NUL byte near the start (git's rule), or mostly control bytes.
+
+    Text in another encoding than UTF-8 (Latin-1, say) is still text: ``as_text`` shows it safely.
+    """
+    head = data[:_SNIFF_BYTES]
+    if b"\x00" in head:
+        return True
+    controls = sum(1 for b in head if (b < 0x20 and b not in _TEXT_CONTROLS) or b == 0x7F)
+    return controls > len(head) * 0.1
+
+
+def as_text(data: bytes) -> str:
+    """Content shown as text: invalid UTF-8 bytes become visible ``\\xNN`` escapes, never lost."""
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileChange:
+    """One path whose state differs between the two sides of a ``FsDiff``.
+
+    Attributes:
+        path: absolute path in the container.
+        kind: ``added``, ``modified``, ``deleted`` or ``type_changed`` (file <-> symlink <-> folder).
+        old, new: the path's entries on each side (None or an absent/deleted entry when missing).
+    """
+
+    path: str
+    kind: str
+    old: snapshots.Entry | None
+    new: snapshots.Entry | None
+
+    @property
+    def old_type(self) -> str | None:
+        return None if self.old is None or self.old.type in _ABSENT else self.old.type
+
+    @property
+    def new_type(self) -> str | None:
+        return None if self.new is None or self.new.type in _ABSENT else self.new.type
+
+    @property
+    def mode_changed(self) -> bool:
+        return bool(self.old_type and self.new_type and self.old.mode != self.new.mode)
+
+    def describe(self) -> str:
+        """One line: kind, path, sizes, modes and link targets."""
+        parts = [f"{self.kind:<12} {self.path}"]
+        for side, entry in (("old", self.old), ("new", self.new)):
+            if entry is None or entry.type in _ABSENT:
+                continue
+            bits = [entry.type]
+            if entry.size is not None:
+                bits.append(f"{entry.size} B")
+            if entry.mode is not None:
+                bits.append(f"mode {entry.mode:o}")
+            if entry.link_target is not None:
+                bits.append(f"-> {entry.link_target}")
+            parts.append(f"{side}: {', '.join(bits)}")
+        return "  ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileDiff:
+    """The content diff of one path.
+
+    Attributes:
+        path: the path.
+        binary: True when either side is not text (then ``unified`` is empty).
+        unified: the unified diff of the text (empty when equal or binary).
+        note: why a diff is missing or partial (binary, too large, content not recorded), else None.
+        old_text, new_text: each side's text (None when absent, binary or too large).
+        old_size, new_size, old_sha256, new_sha256: each side's size and hash when it is a file.
+    """
+
+    path: str
+    binary: bool
+    unified: str
+    note: str | None
+    old_text: str | None
+    new_text: str | None
+    old_size: int | None
+    new_size: int | None
+    old_sha256: str | None
+    new_sha256: str | None
+
+    def _repr_html_(self) -> str:
+        note = f"<div style='color:#9a6700'>{html.escape(self.note)}</div>" if self.note else ""
+        if self.binary or (self.old_text is None and self.new_text is None):
+            return f"<div><code>{html.escape(self.path)}</code>{note}</div>"
+        body = textdiff.to_html(self.old_text, self.new_text, a_name=f"a{self.path}", b_name=f"b{self.path}",
+                                limit=MAX_DIFF_BYTES)
+        return f"<div><code>{html.escape(self.path)}</code>{note}{body}</div>"
+
+
+def _side_label(step: int | None) -> str:
+    return "base image" if step is None else f"step {step}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FsDiff:
+    """The filesystem changes of one episode between two steps (or the base image and a step).
+
+    Attributes:
+        episode_id: the episode.
+        old_step, new_step: the two sides (``old_step`` None = the base image).
+        changes: one entry per path whose state differs, sorted by path.
+    """
+
+    episode_id: str
+    old_step: int | None
+    new_step: int
+    changes: tuple[FileChange, ...]
+    _old: snapshots.Snapshot | None = dataclasses.field(repr=False, compare=False)
+    _new: snapshots.Snapshot = dataclasses.field(repr=False, compare=False)
+
+    def counts(self) -> dict[str, int]:
+        """How many paths were added, modified, deleted and type-changed."""
+        counts = dict.fromkeys(CHANGE_KINDS, 0)
+        for change in self.changes:
+            counts[change.kind] += 1
+        return counts
+
+    def paths(self) -> list[str]:
+        return [c.path for c in self.changes]
+
+    def change(self, path: str) -> FileChange:
+        for change in self.changes:
+            if change.path == path:
+                return change
+        raise KeyError(f"{path} did not change between {_side_label(self.old_step)} and step {self.new_step}")
+
+    def read_old(self, path: str) -> bytes | None:
+        """The content of ``path`` on the old side (None when not a recorded file there)."""
+        if self._old is None:
+            return self._new.read_base(path)
+        return self._old.read(path)
+
+    def read_new(self, path: str) -> bytes | None:
+        """The content of ``path`` on the new side (None when not a recorded file there)."""
+        return self._new.read(path)
+
+    def file_diff(self, path: str, *, max_bytes: int = MAX_DIFF_BYTES) -> FileDiff:
+        """The content diff of one changed path (also works for any path, changed or not)."""
+        old_entry = self._old.stat(path) if self._old is not None else self._new.base_entries.get(path)
+        new_entry = self._new.stat(path)
+        return _file_diff(path, old_entry, new_entry, self.read_old, self.read_new, max_bytes)
+
+    def summary(self) -> str:
+        """The change list as text, one path a line."""
+        counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in self.counts().items() if n)
+        head = f"{_side_label(self.old_step)} -> step {self.new_step}: {counts or 'no changes'}"
+        return "\n".join([head, *(c.describe() for c in self.changes)])
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        counts = " · ".join(f"{n} {k.replace('_', ' ')}" for k, n in self.counts().items() if n) or "no changes"
+        rows = "".join(
+            f"<tr><td style='padding:1px 6px'>{html.escape(c.kind)}</td>"
+            f"<td style='padding:1px 6px'><code>{html.escape(c.path)}</code></td>"
+            f"<td style='padding:1px 6px'>{html.escape(c.describe().split('  ', 1)[-1])}</td></tr>"
+            for c in self.changes[:200]
+        )
+        diffs = "".join(self.file_diff(c.path)._repr_html_() for c in self.changes[:20]
+                        if c.new_type == snapshots.FILE or c.old_type == snapshots.FILE)
+        return (f"<div style='font-family:system-ui,sans-serif;font-size:13px'>"
+                f"<b>{html.escape(_side_label(self.old_step))} → step {self.new_step}</b>: {counts}"
+                f"<table>{rows}</table>{diffs}</div>")
+
+
+def _kind(old: snapshots.Entry | None, new: snapshots.Entry | None) -> str:
+    old_type = None if old is None or old.type in _ABSENT else old.type
+    new_type = None if new is None or new.type in _ABSENT else new.type
+    if old_type is None:
+        return ADDED
+    if new_type is None:
+        return DELETED
+    return MODIFIED if old_type == new_type else TYPE_CHANGED
+
+
+def _file_diff(path, old_entry, new_entry, read_old, read_new, max_bytes: int) -> FileDiff:
+    def side(entry, read):
+        if entry is None or entry.type != snapshots.FILE:
+            return None, None, None, None
+        if entry.size is not None and entry.size > max_bytes:
+            return None, entry.size, entry.sha256, f"{entry.size} bytes: larger than {max_bytes}, not diffed"
+        data = read(path)
+        if data is None:
+            return None, entry.size, entry.sha256, entry.note or "content not recorded in the snapshot"
+        return data, len(data), entry.sha256 or hashlib.sha256(data).hexdigest(), None
+
+    old_data, old_size, old_sha, old_note = side(old_entry, read_old)
+    new_data, new_size, new_sha, new_note = side(new_entry, read_new)
+    notes = [n for n in (old_note, new_note) if n]
+    binary = any(d is not None and is_binary(d) for d in (old_data, new_data))
+    old_text = new_text = None
+    unified = ""
+    if binary:
+        notes.append(f"binary content: {old_size or 0} -> {new_size or 0} bytes, "
+                     f"sha256 {(old_sha or '-')[:12]} -> {(new_sha or '-')[:12]}")
+    else:
+        old_text = as_text(old_data) if old_data is not None else None
+        new_text = as_text(new_data) if new_data is not None else None
+        if not notes:
+            unified = textdiff.unified(old_text, new_text, a_name=f"a{path}", b_name=f"b{path}", limit=max_bytes)
+    return FileDiff(path=path, binary=binary, unified=unified, note="; ".join(notes) or None, old_text=old_text,
+                    new_text=new_text, old_size=old_size, new_size=new_size, old_sha256=old_sha, new_sha256=new_sha)
+
+
+def _snapshot_map(episode: model.Episode) -> dict[int, snapshots.SnapshotRef]:
+    refs = {ref.step_index: ref for ref in episode.snapshots()}
+    if not refs:
+        raise LookupError(f"episode {episode.episode_id} has no recorded snapshots")
+    return refs
+
+
+def _open(refs: dict[int, snapshots.SnapshotRef], step: int, episode_id: str) -> snapshots.Snapshot:
+    if step not in refs:
+        raise LookupError(f"episode {episode_id} has no snapshot for step {step} (recorded: {sorted(refs)})")
+    return snapshots.open_snapshot(refs[step])
+
+
+def diff_snapshots(old: snapshots.Snapshot | None, new: snapshots.Snapshot) -> FsDiff:
+    """The changes from ``old`` (None: the base image) to ``new``, two snapshots of one episode."""
+    changes = []
+    for path in snapshots.changed_between(old, new):
+        old_entry = old.stat(path) if old is not None else new.base_entries.get(path)
+        new_entry = new.stat(path)
+        changes.append(FileChange(path=path, kind=_kind(old_entry, new_entry), old=old_entry, new=new_entry))
+    return FsDiff(episode_id=new.episode_id, old_step=old.step_index if old is not None else None,
+                  new_step=new.step_index, changes=tuple(changes), _old=old, _new=new)
+
+
+def compare(episode: model.Episode, old_step: int | None, new_step: int) -> FsDiff:
+    """The filesystem changes of ``episode`` from ``old_step`` (None: the base image) to ``new_step``.
+
+    Raises:
+        LookupError: when the episode has no snapshot for one of the steps.
+        snapshots.SnapshotError: when a snapshot is corrupt (the message names it and why).
+    """
+    refs = _snapshot_map(episode)
+    new = _open(refs, new_step, episode.episode_id)
+    old = _open(refs, old_step, episode.episode_id) if old_step is not None else None
+    return diff_snapshots(old, new)
+
+
+def step_changes(episode: model.Episode, step: int) -> FsDiff:
+    """What action ``step`` changed: the step before it against the step itself (step 0: vs the base)."""
+    return compare(episode, step - 1 if step > 0 else None, step)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistoryPoint:
+    """One step at which a path's state changed, with the diff from its previous state."""
+
+    step: int
+    kind: str
+    entry: snapshots.Entry | None
+    diff: FileDiff
+
+
+def file_history(episode: model.Episode, path: str, *, steps: Sequence[int] | None = None) -> list[HistoryPoint]:
+    """The steps at which ``path`` changed (against the previous recorded step; the first against the base).
+
+    A corrupt snapshot is skipped rather than ending the history; its error is raised only when no
+    snapshot can be read at all.
+    """
+    refs = _snapshot_map(episode)
+    points: list[HistoryPoint] = []
+    previous: snapshots.Snapshot | None = None
+    errors: list[str] = []
+    for step in sorted(steps if steps is not None else refs):
+        try:
+            current = snapshots.open_snapshot(refs[step])
+        except snapshots.SnapshotError as exc:
+            errors.append(str(exc))
+            continue
+        old_entry = previous.stat(path) if previous is not None else current.base_entries.get(path)
+        new_entry = current.stat(path)
+        same = (old_entry is None and new_entry is None) or (new_entry is not None and new_entry.same_state(old_entry))
+        if not same:
+            read_old = previous.read if previous is not None else current.read_base
+            diff = _file_diff(path, old_entry, new_entry, read_old, current.read, MAX_DIFF_BYTES)
+            points.append(HistoryPoint(step=step, kind=_kind(old_entry, new_entry), entry=new_entry, diff=diff))
+        previous = current
+    if errors and len(errors) == len(refs):
+        raise snapshots.SnapshotError(refs[min(refs)].path, "; ".join(errors))
+    return points

@@ -1,0 +1,143 @@
+"""Filesystem diffs between steps, read from recorded snapshots without Docker."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+import ares_viewer
+from ares_viewer import fsdiff, snapshots, synthetic
+
+APP_V0 = "".join(f"line {i}\n" for i in range(1, 21)).encode()
+APP_V1 = APP_V0.replace(b"line 5\n", b"line five, fixed\n")
+PNG_V0 = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+PNG_V1 = PNG_V0 + b"\x00more"
+LATIN = "café déjà vu\n".encode("latin-1")
+
+
+def _file(path, data, mode=0o644, change="modified", stored_in="base"):
+    return snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=len(data),
+                           sha256=hashlib.sha256(data).hexdigest(), change=change, stored_in=stored_in)
+
+
+def _blobs(*datas):
+    return {hashlib.sha256(d).hexdigest(): d for d in datas}
+
+
+@pytest.fixture
+def episode(tmp_path):
+    """An episode of 3 actions with a snapshot per step: edit, add/delete/link/chmod, binary + type change."""
+    doc = synthetic.episode_dict(actions=3, seed=4)
+    path = synthetic.write_episode(tmp_path, doc)
+    eid = doc["episode_id"]
+    folder = snapshots.episode_snapshots_dir(tmp_path, eid)
+    common = {"episode_id": eid, "base_image": "ares-viewer/sample-base:1", "image_id": None}
+    snapshots.write_base(folder, entries=[
+        dataclasses.replace(_file("/testbed/app.py", APP_V0), change=None),
+        dataclasses.replace(_file("/testbed/logo.png", PNG_V0), change=None),
+        dataclasses.replace(_file("/testbed/old.txt", b"old\n"), change=None),
+        snapshots.Entry(path="/testbed/new.py", type=snapshots.ABSENT),
+        snapshots.Entry(path="/testbed/link", type=snapshots.ABSENT),
+        snapshots.Entry(path="/testbed/notes.txt", type=snapshots.ABSENT),
+    ], blobs=_blobs(APP_V0, PNG_V0, b"old\n"), **common)
+
+    def step(k, entries, blobs):
+        snapshots.write_step(folder, step_index=k, workdir="/testbed", entries=entries, blobs=blobs, **common)
+
+    step(0, [], {})
+    app1 = _file("/testbed/app.py", APP_V1, stored_in="step_0001")
+    step(1, [app1], _blobs(APP_V1))
+    app2 = dataclasses.replace(app1, mode=0o755)
+    new = _file("/testbed/new.py", b"print('hi')\n", change="added", stored_in="step_0002")
+    gone = snapshots.Entry(path="/testbed/old.txt", type=snapshots.DELETED, change="deleted")
+    link = snapshots.Entry(path="/testbed/link", type=snapshots.SYMLINK, mode=0o777, link_target="app.py",
+                           change="added")
+    step(2, [app2, new, gone, link], _blobs(b"print('hi')\n"))
+    app3 = snapshots.Entry(path="/testbed/app.py", type=snapshots.SYMLINK, mode=0o777, link_target="new.py",
+                           change="modified")
+    logo = _file("/testbed/logo.png", PNG_V1, stored_in="step_0003")
+    notes = _file("/testbed/notes.txt", LATIN, change="added", stored_in="step_0003")
+    step(3, [app3, new, gone, link, logo, notes], _blobs(PNG_V1, LATIN))
+    return ares_viewer.load_episode(path)
+
+
+def test_edit_at_one_step_shows_a_unified_diff(episode):
+    diff = fsdiff.step_changes(episode, 1)
+    assert diff.paths() == ["/testbed/app.py"]
+    assert diff.counts()["modified"] == 1
+    file_diff = diff.file_diff("/testbed/app.py")
+    assert "-line 5" in file_diff.unified and "+line five, fixed" in file_diff.unified
+    assert not file_diff.binary and file_diff.note is None
+
+
+def test_added_deleted_symlink_and_mode_changes(episode):
+    diff = fsdiff.compare(episode, 1, 2)
+    kinds = {c.path: c.kind for c in diff.changes}
+    assert kinds == {"/testbed/app.py": "modified", "/testbed/new.py": "added", "/testbed/old.txt": "deleted",
+                     "/testbed/link": "added"}
+    assert diff.change("/testbed/app.py").mode_changed
+    assert diff.change("/testbed/link").new.link_target == "app.py"
+    assert diff.file_diff("/testbed/new.py").new_text == "print('hi')\n"
+    assert diff.file_diff("/testbed/old.txt").old_text == "old\n"
+
+
+def test_against_the_base_image(episode):
+    diff = fsdiff.compare(episode, None, 3)
+    kinds = {c.path: c.kind for c in diff.changes}
+    assert kinds["/testbed/app.py"] == "type_changed"
+    assert kinds["/testbed/old.txt"] == "deleted"
+    assert kinds["/testbed/notes.txt"] == "added"
+    assert "base image -> step 3" in diff.summary()
+
+
+def test_binary_files_are_reported_by_size_and_hash(episode):
+    file_diff = fsdiff.compare(episode, 2, 3).file_diff("/testbed/logo.png")
+    assert file_diff.binary and file_diff.unified == ""
+    assert file_diff.old_size == len(PNG_V0) and file_diff.new_size == len(PNG_V1)
+    assert hashlib.sha256(PNG_V1).hexdigest()[:12] in file_diff.note
+
+
+def test_non_utf8_text_is_shown_safely(episode):
+    file_diff = fsdiff.compare(episode, 2, 3).file_diff("/testbed/notes.txt")
+    assert file_diff.binary is False
+    assert file_diff.new_text == "caf\\xe9 d\\xe9j\\xe0 vu\n"
+
+
+def test_large_files_are_capped_with_a_note(episode):
+    file_diff = fsdiff.step_changes(episode, 1).file_diff("/testbed/app.py", max_bytes=50)
+    assert file_diff.unified == "" and "larger than 50" in file_diff.note
+
+
+def test_file_history(episode):
+    history = fsdiff.file_history(episode, "/testbed/app.py")
+    assert [(p.step, p.kind) for p in history] == [(1, "modified"), (2, "modified"), (3, "type_changed")]
+    assert "+line five, fixed" in history[0].diff.unified
+    assert fsdiff.file_history(episode, "/testbed/never-touched") == []
+
+
+def test_diff_renders_in_a_notebook(episode):
+    page = fsdiff.step_changes(episode, 1)._repr_html_()
+    assert "/testbed/app.py" in page and "line five, fixed" in page and "<script" not in page
+
+
+def test_missing_step_is_a_clear_error(episode):
+    with pytest.raises(LookupError, match="no snapshot for step 9"):
+        fsdiff.compare(episode, 1, 9)
+
+
+def test_corrupt_snapshot_is_named_and_the_rest_works(episode):
+    refs = {r.step_index: r for r in episode.snapshots()}
+    (snapshots.pathlib.Path(refs[2].path) / snapshots.MANIFEST_NAME).write_text("{ not json")
+    with pytest.raises(snapshots.SnapshotError, match="step_0002"):
+        fsdiff.compare(episode, 1, 2)
+    assert fsdiff.compare(episode, 0, 1).paths() == ["/testbed/app.py"]
+    assert [p.step for p in fsdiff.file_history(episode, "/testbed/app.py")] == [1, 3]
+
+
+@pytest.mark.parametrize("binary", [b"\x00\x01\x02", b"\x01\x02\x03\x7f" * 10])
+def test_binary_detection(binary):
+    assert fsdiff.is_binary(binary)
+    assert not fsdiff.is_binary("naïve text ✓\n".encode() * 3000)
+    assert not fsdiff.is_binary(LATIN)

@@ -1,0 +1,95 @@
+"""Line diffs of prompts, responses, commands and outputs: unified text for terminals, HTML for pages.
+
+Built on ``difflib``. Inputs are clipped before diffing, because a diff of two 30 MB contexts is
+neither readable nor cheap; the clip is reported in the output rather than hidden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import html
+
+# Past this many characters a side is clipped before diffing (the diff would be unreadable anyway).
+MAX_CHARS = 60_000
+_STYLES = {
+    "+": "background:#e6ffec;color:#116329",
+    "-": "background:#ffebe9;color:#82071e",
+    "@": "color:#8250df",
+    " ": "color:#24292f",
+}
+_PRE = (
+    "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px;line-height:1.45;"
+    "white-space:pre-wrap;word-break:break-word;margin:0;padding:6px;border:1px solid #d0d7de;border-radius:6px"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DiffStats:
+    """How much two texts differ."""
+
+    added: int
+    removed: int
+    ratio: float
+
+    @property
+    def identical(self) -> bool:
+        return self.added == 0 and self.removed == 0
+
+
+def _clip(text: str | None, limit: int) -> str:
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters not compared]"
+
+
+def _lines(text: str | None, limit: int) -> list[str]:
+    return _clip(text, limit).splitlines()
+
+
+def unified(a: str | None, b: str | None, *, a_name: str = "before", b_name: str = "after", context: int = 3,
+            limit: int = MAX_CHARS) -> str:
+    """A unified diff of two texts (empty string when they are equal).
+
+    Args:
+        a, b: the texts; ``None`` counts as empty.
+        a_name, b_name: the labels of the two sides in the ``---``/``+++`` header.
+        context: lines of unchanged context around each change.
+        limit: characters of each side that are compared.
+    """
+    lines = difflib.unified_diff(_lines(a, limit), _lines(b, limit), fromfile=a_name, tofile=b_name, n=context,
+                                 lineterm="")
+    return "\n".join(lines)
+
+
+def stats(a: str | None, b: str | None, *, limit: int = MAX_CHARS) -> DiffStats:
+    """Lines added and removed going from ``a`` to ``b``, and their similarity ratio (1.0 = equal)."""
+    a_lines, b_lines = _lines(a, limit), _lines(b, limit)
+    matcher = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
+    added = removed = 0
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "delete"):
+            removed += i2 - i1
+        if tag in ("replace", "insert"):
+            added += j2 - j1
+    return DiffStats(added=added, removed=removed, ratio=matcher.ratio())
+
+
+def to_html(a: str | None, b: str | None, *, a_name: str = "before", b_name: str = "after", context: int = 3,
+            limit: int = MAX_CHARS) -> str:
+    """The unified diff as a self-contained HTML block (inline styles, no scripts).
+
+    Equal texts give a short "identical" note instead of an empty box.
+    """
+    text = unified(a, b, a_name=a_name, b_name=b_name, context=context, limit=limit)
+    if not text:
+        names = f"{html.escape(a_name)} and {html.escape(b_name)}"
+        return f"<div style='color:#57606a;font-size:13px'>{names} are identical</div>"
+    rows = []
+    for line in text.splitlines():
+        kind = line[:1] if line[:1] in _STYLES else " "
+        if line.startswith(("+++", "---")):
+            kind = "@"
+        rows.append(f"<span style='display:block;{_STYLES[kind]}'>{html.escape(line) or '&nbsp;'}</span>")
+    return f"<pre style='{_PRE}'>{''.join(rows)}</pre>"

@@ -1,0 +1,43 @@
+"""Text diffs of responses, commands and outputs."""
+
+from __future__ import annotations
+
+from ares_viewer import textdiff
+
+BEFORE = "THOUGHT: look at the code\n\n```bash\ncat src/calc/core.py\n```"
+AFTER = "THOUGHT: fix the sign\n\n```bash\nsed -i 's/a - b/a + b/' src/calc/core.py\n```"
+
+
+def test_unified_names_sides_and_marks_changed_lines():
+    diff = textdiff.unified(BEFORE, AFTER, a_name="step 1", b_name="step 2")
+    lines = diff.splitlines()
+    assert lines[0] == "--- step 1" and lines[1] == "+++ step 2"
+    assert "-cat src/calc/core.py" in lines
+    assert "+sed -i 's/a - b/a + b/' src/calc/core.py" in lines
+    assert " ```bash" in lines  # unchanged context
+
+
+def test_equal_texts_have_no_diff():
+    assert textdiff.unified(BEFORE, BEFORE) == ""
+    assert "identical" in textdiff.to_html(BEFORE, BEFORE, a_name="A", b_name="B")
+    assert textdiff.stats(BEFORE, BEFORE).identical
+
+
+def test_stats_count_lines():
+    stats = textdiff.stats("a\nb\nc", "a\nB\nc\nd")
+    assert (stats.added, stats.removed) == (2, 1)
+    assert 0 < stats.ratio < 1
+
+
+def test_html_escapes_and_colours():
+    html = textdiff.to_html("<script>alert(1)</script>", "<b>bold</b>")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "#ffebe9" in html and "#e6ffec" in html  # removed and added lines are coloured
+
+
+def test_none_is_empty_and_huge_inputs_are_clipped():
+    assert "+only after" in textdiff.unified(None, "only after")
+    huge = "x\n" * 100_000
+    diff = textdiff.unified(huge, huge + "y", limit=1_000)
+    assert "more characters not compared" in diff or diff == ""
+    assert len(diff) < 5_000

@@ -1,0 +1,192 @@
+"""Plotly figures of runs and episodes, shared by the app and notebooks.
+
+Every function takes the library's tables (``Run.episodes``, ``Episode.steps_frame()``) and returns
+a ``plotly.graph_objects.Figure``. Points that stand for an episode carry its id as ``customdata``
+and points that stand for a step carry its index, so a click in the app opens what was clicked.
+
+>>> from ares_viewer import plots
+>>> plots.reward_over_time(run.episodes).show()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+# One colour per outcome, the same in every figure; failures are warm, success green.
+OUTCOME_COLOURS = {
+    "completed": "#2da44e",
+    "truncated": "#bf8700",
+    "errored": "#cf222e",
+    "aborted": "#8250df",
+    "interrupted": "#6e7781",
+    "cancelled": "#6e7781",
+    "incomplete": "#57606a",
+}
+RUN_COLOURS = ("#0969da", "#d4640a")
+_NONZERO_RC = "#cf222e"
+_ZERO_RC = "#8c959f"
+_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.2}}
+
+
+def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
+    fig.update_layout(title=title, **_LAYOUT, **kwargs)
+    return fig
+
+
+def _episode_hover(frame: pd.DataFrame) -> list[str]:
+    return [
+        f"{row.task_name}<br>{row.outcome} · reward {row.total_reward:.3g} · {row.num_actions} actions<br>"
+        f"{row.episode_id[:8]}"
+        if pd.notna(row.total_reward)
+        else f"{row.task_name}<br>{row.outcome} · no reward · {row.num_actions} actions<br>{row.episode_id[:8]}"
+        for row in frame.itertuples()
+    ]
+
+
+def _by_outcome(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    order = [o for o in OUTCOME_COLOURS if o in set(frame["outcome"])]
+    order += sorted(set(frame["outcome"]) - set(order))
+    return [(outcome, frame[frame["outcome"] == outcome]) for outcome in order]
+
+
+def _rewarded(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Episodes with a reward; errored ones without one are plotted at 0 so they stay clickable."""
+    frame = episodes.copy()
+    frame["reward_plotted"] = frame["total_reward"].fillna(0.0)
+    return frame
+
+
+def reward_distribution(episodes: pd.DataFrame, *, bins: int = 20) -> go.Figure:
+    """A histogram of episode rewards, stacked by outcome (episodes without a reward count as 0)."""
+    frame = _rewarded(episodes)
+    fig = go.Figure()
+    for outcome, part in _by_outcome(frame):
+        fig.add_trace(go.Histogram(x=part["reward_plotted"], name=outcome, nbinsx=bins,
+                                   marker_color=OUTCOME_COLOURS.get(outcome, "#57606a")))
+    fig.update_layout(barmode="stack")
+    return _layout(fig, "Reward distribution", xaxis_title="reward", yaxis_title="episodes")
+
+
+def success_by_task(episodes: pd.DataFrame) -> go.Figure:
+    """Per task, the share of attempts with a positive reward (bar) and the number of attempts (hover)."""
+    frame = _rewarded(episodes)
+    grouped = frame.groupby("task_name").agg(
+        attempts=("episode_id", "size"), successes=("reward_plotted", lambda r: int((r > 0).sum()))
+    )
+    grouped["rate"] = grouped["successes"] / grouped["attempts"]
+    grouped = grouped.sort_values(["rate", "attempts"], ascending=[True, False])
+    fig = go.Figure(go.Bar(
+        x=grouped["rate"], y=grouped.index, orientation="h", marker_color="#2da44e",
+        customdata=grouped.index, text=[f"{s}/{a}" for s, a in zip(grouped["successes"], grouped["attempts"],
+                                                                   strict=True)],
+        textposition="auto", hovertemplate="%{y}: %{x:.0%} success (%{text})<extra></extra>",
+    ))
+    fig.update_xaxes(range=[0, 1], tickformat=".0%")
+    return _layout(fig, "Success rate per task", xaxis_title="success rate",
+                   height=max(240, 60 + 28 * len(grouped)))
+
+
+def reward_over_time(episodes: pd.DataFrame, *, window: int = 5) -> go.Figure:
+    """Each episode's reward at its start time (one trace per outcome) and a rolling mean of the reward.
+
+    Args:
+        episodes: a run's episode table.
+        window: how many consecutive episodes the rolling mean averages.
+    """
+    frame = _rewarded(episodes).dropna(subset=["start_time"]).sort_values("start_time")
+    frame["started"] = pd.to_datetime(frame["start_time"], unit="s", utc=True)
+    fig = go.Figure()
+    for outcome, part in _by_outcome(frame):
+        fig.add_trace(go.Scatter(
+            x=part["started"], y=part["reward_plotted"], mode="markers", name=outcome,
+            marker={"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 9},
+            customdata=part["episode_id"], hovertext=_episode_hover(part), hoverinfo="text",
+        ))
+    rolling = frame["reward_plotted"].rolling(window, min_periods=1).mean()
+    fig.add_trace(go.Scatter(x=frame["started"], y=rolling, mode="lines", name=f"rolling mean ({window})",
+                             line={"color": "#0969da", "width": 2}, hoverinfo="skip"))
+    return _layout(fig, "Reward over time", xaxis_title="episode start (UTC)", yaxis_title="reward")
+
+
+def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
+    """Each episode's reward against its number of actions, one trace per outcome."""
+    frame = _rewarded(episodes)
+    fig = go.Figure()
+    for outcome, part in _by_outcome(frame):
+        fig.add_trace(go.Scatter(
+            x=part["num_actions"], y=part["reward_plotted"], mode="markers", name=outcome,
+            marker={"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 9},
+            customdata=part["episode_id"], hovertext=_episode_hover(part), hoverinfo="text",
+        ))
+    return _layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
+
+
+def step_timeline(steps: pd.DataFrame, *, selected: int | None = None) -> go.Figure:
+    """An episode's steps: seconds taken (bars, red for a non-zero return code) over tokens per call.
+
+    Context rewrites are marked with a dashed line and rewards with a star; every bar and marker
+    carries its step index as ``customdata``.
+
+    Args:
+        steps: ``Episode.steps_frame()``.
+        selected: a step index to outline.
+    """
+    frame = steps[steps["kind"] != "FIRST"]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.06)
+    nonzero = frame["returncode"].fillna(0).astype(int) != 0
+    colours = [_NONZERO_RC if bad else _ZERO_RC for bad in nonzero]
+    outlines = [2.5 if i == selected else 0 for i in frame["index"]]
+    hover = [
+        f"step {row.index}{f': {row.dt:.1f} s' if pd.notna(row.dt) else ''} · rc {row.returncode}<br>"
+        f"{row.command[:80] if isinstance(row.command, str) else '(no command)'}"
+        for row in frame.itertuples()
+    ]
+    fig.add_trace(go.Bar(x=frame["index"], y=frame["dt"].fillna(0), name="seconds", marker_color=colours,
+                         marker_line={"width": outlines, "color": "#0969da"}, customdata=frame["index"],
+                         hovertext=hover, hoverinfo="text"), row=1, col=1)
+    rewarded = frame[frame["reward"].fillna(0) != 0]
+    if len(rewarded):
+        fig.add_trace(go.Scatter(x=rewarded["index"], y=[0] * len(rewarded), mode="markers+text", name="reward",
+                                 marker={"symbol": "star", "size": 14, "color": "#bf8700"},
+                                 text=[f"{r:g}" for r in rewarded["reward"]], textposition="top center",
+                                 customdata=rewarded["index"]), row=1, col=1)
+    for name, column, colour in (("prompt tokens", "prompt_tokens", "#0969da"),
+                                 ("generated tokens", "generated_tokens", "#8250df")):
+        values = pd.to_numeric(frame[column], errors="coerce").astype("float64")
+        fig.add_trace(go.Scatter(x=frame["index"], y=values.where(values >= 0), mode="lines+markers", name=name,
+                                 line={"color": colour, "width": 1.5}, marker={"size": 4},
+                                 customdata=frame["index"]), row=2, col=1)
+    for index in frame.loc[frame["context_rewritten"].astype(bool), "index"]:
+        fig.add_vline(x=index, line={"color": "#bf8700", "dash": "dash", "width": 1.5})
+    fig.update_yaxes(title_text="seconds", row=1, col=1)
+    fig.update_yaxes(title_text="tokens", row=2, col=1)
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    if len(frame) <= 40:
+        fig.update_xaxes(dtick=1)  # whole steps only; plotly would label 1.5 on short episodes
+    return _layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten",
+                   height=320, showlegend=True, bargap=0.15)
+
+
+def compare_reward_distributions(runs: Sequence[tuple[str, pd.DataFrame]], *, bins: int = 20) -> go.Figure:
+    """Reward histograms of several runs, overlaid and normalized to the share of each run's episodes."""
+    fig = go.Figure()
+    for (label, episodes), colour in zip(runs, RUN_COLOURS * len(runs), strict=False):
+        fig.add_trace(go.Histogram(x=episodes["total_reward"].fillna(0.0), name=label, nbinsx=bins,
+                                   histnorm="percent", opacity=0.6, marker_color=colour))
+    fig.update_layout(barmode="overlay")
+    return _layout(fig, "Reward distribution per run", xaxis_title="reward", yaxis_title="% of episodes")
+
+
+def compare_success_by_task(runs: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """Per task, each run's success rate as grouped bars."""
+    fig = go.Figure()
+    for (label, episodes), colour in zip(runs, RUN_COLOURS * len(runs), strict=False):
+        rates = (episodes["total_reward"].fillna(0.0) > 0).groupby(episodes["task_name"]).mean().sort_index()
+        fig.add_trace(go.Bar(x=rates.index, y=rates.values, name=label, marker_color=colour))
+    fig.update_yaxes(range=[0, 1], tickformat=".0%")
+    fig.update_layout(barmode="group")
+    return _layout(fig, "Success rate per task, per run", yaxis_title="success rate")

@@ -1,0 +1,85 @@
+"""Figures for runs and episodes: the traces a reader sees, and ids a click opens."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import ares_viewer
+from ares_viewer import plots, synthetic
+
+
+@pytest.fixture
+def run(tmp_path):
+    plan = [("calc__calc-1", "completed", 1.0), ("calc__calc-1", "completed", 0.0), ("calc__calc-2", "truncated", 0.0),
+            ("calc__calc-2", "completed", 1.0), ("calc__calc-3", "errored", 0.0)]
+    for i, (task, ending, reward) in enumerate(plan):
+        synthetic.write_episode(tmp_path, synthetic.episode_dict(task_name=task, ending=ending, reward=reward, seed=i,
+                                                                 actions=4 + i, start_time=1.7e9 + 60 * i))
+    return ares_viewer.open_run(tmp_path)
+
+
+def scatter_ids(fig) -> set[str]:
+    return {c for t in fig.data if t.type == "scatter" and t.customdata is not None for c in t.customdata}
+
+
+@pytest.mark.parametrize("make", [plots.reward_over_time, plots.reward_vs_actions])
+def test_every_episode_is_a_clickable_point(run, make):
+    fig = make(run.episodes)
+    assert scatter_ids(fig) == set(run.episodes["episode_id"])
+    names = {t.name for t in fig.data}
+    assert {"completed", "truncated", "errored"} <= names
+
+
+def test_points_sit_at_the_episode_values(run):
+    fig = plots.reward_vs_actions(run.episodes)
+    frame = run.episodes.set_index("episode_id")
+    for trace in fig.data:
+        for x, y, episode_id in zip(trace.x, trace.y, trace.customdata, strict=True):
+            assert x == frame.loc[episode_id, "num_actions"]
+            assert y == (frame.loc[episode_id, "total_reward"] if pd.notna(frame.loc[episode_id, "total_reward"])
+                         else 0.0)
+
+
+def test_reward_over_time_has_a_rolling_mean(run):
+    fig = plots.reward_over_time(run.episodes, window=2)
+    mean = next(t for t in fig.data if t.name.startswith("rolling mean"))
+    assert list(mean.y) == pytest.approx([1.0, 0.5, 0.0, 0.5, 0.5])  # in start order; errored counts as 0
+
+
+def test_success_rate_per_task(run):
+    fig = plots.success_by_task(run.episodes)
+    (bar,) = fig.data
+    rates = dict(zip(bar.y, bar.x, strict=True))
+    assert rates == {"calc__calc-1": 0.5, "calc__calc-2": 0.5, "calc__calc-3": 0.0}
+
+
+def test_reward_distribution_counts_every_episode(run):
+    fig = plots.reward_distribution(run.episodes)
+    assert sum(len(t.x) for t in fig.data) == len(run)
+
+
+def test_step_timeline_marks_failures_and_rewrites(tmp_path):
+    doc = synthetic.episode_dict(actions=12, drop_context_at=5, seed=3)
+    episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, doc))
+    frame = episode.steps_frame()
+    fig = plots.step_timeline(frame)
+    bars = fig.data[0]
+    assert list(bars.customdata) == list(range(1, 13))  # one bar per action, FIRST excluded
+    failed = set(frame.loc[frame["returncode"].fillna(0) != 0, "index"])
+    assert failed  # the synthetic episode has failing commands
+    for index, colour in zip(bars.customdata, bars.marker.color, strict=True):
+        assert (colour == plots._NONZERO_RC) == (index in failed)
+    rewritten = set(frame.loc[frame["context_rewritten"], "index"])
+    assert rewritten
+    assert {shape.x0 for shape in fig.layout.shapes} == rewritten
+    assert any(t.name == "reward" and list(t.customdata) == [12] for t in fig.data)
+
+
+def test_two_runs_side_by_side(run):
+    only_first_task = run.episodes[run.episodes["task_name"] == "calc__calc-1"]
+    both = [("a", run.episodes), ("b", only_first_task)]
+    dist = plots.compare_reward_distributions(both)
+    assert [t.name for t in dist.data] == ["a", "b"]
+    tasks = plots.compare_success_by_task(both)
+    assert list(tasks.data[1].x) == ["calc__calc-1"]

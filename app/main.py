@@ -1,0 +1,36 @@
+"""ares-viewer's Streamlit app: ``streamlit run app/main.py``.
+
+The entrypoint sets up what every page shares (the view state from the URL, the run picker) and
+hands over to the page the URL names: /overview, /episode, /compare or /search.
+The page modules live in ``app/views/``: a folder named ``pages/`` beside the entrypoint makes
+AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+# Pages import their shared modules (state, loaders, widgets) by name, also under AppTest.
+_HERE = str(pathlib.Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+import state  # noqa: E402
+import streamlit as st  # noqa: E402
+import widgets  # noqa: E402
+
+st.set_page_config(page_title="ares-viewer", page_icon=":material/troubleshoot:", layout="wide")
+
+PAGES = [
+    st.Page("views/overview.py", title="Run overview", icon=":material/monitoring:", url_path="overview",
+            default=True),
+    st.Page("views/episode.py", title="Episode", icon=":material/timeline:", url_path="episode"),
+    st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
+    st.Page("views/search.py", title="Search", icon=":material/search:", url_path="search"),
+]
+
+state.sync_from_url()
+page = st.navigation(PAGES)
+widgets.run_picker()
+page.run()

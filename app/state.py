@@ -1,0 +1,57 @@
+"""App-wide view state, mirrored in the URL so every view is a deep link.
+
+The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_run``);
+the session keeps a copy, because moving between pages in the sidebar drops the parameters.
+Reads come from the session; every change goes to both, so a reload or a shared link restores it.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+KEYS = ("run", "episode", "step", "other", "other_run")
+_PREFIX = "app."
+
+
+def sync_from_url() -> None:
+    """Adopt what the URL names (a deep link, a reload, a link to a step); then put the rest back in it."""
+    for key in KEYS:
+        if key in st.query_params:
+            st.session_state[_PREFIX + key] = st.query_params[key]
+    for key, value in params().items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+
+
+def get(key: str) -> str | None:
+    """The current value of a view parameter."""
+    return st.session_state.get(_PREFIX + key)
+
+
+def get_int(key: str, default: int) -> int:
+    """A view parameter read as an integer (``default`` when missing or malformed)."""
+    try:
+        return int(get(key))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+def update(**values: str | int | None) -> None:
+    """Change view parameters (None removes one), in the session and in the URL."""
+    for key, value in values.items():
+        if key not in KEYS:
+            raise KeyError(f"unknown view parameter {key!r}")
+        if value is None:
+            st.session_state.pop(_PREFIX + key, None)
+            if key in st.query_params:
+                del st.query_params[key]
+        else:
+            st.session_state[_PREFIX + key] = str(value)
+            st.query_params[key] = str(value)
+
+
+def params(**overrides: str | int | None) -> dict[str, str]:
+    """The view parameters as a link carries them, with some changed (None drops one)."""
+    values = {key: get(key) for key in KEYS}
+    values.update({k: None if v is None else str(v) for k, v in overrides.items()})
+    return {k: v for k, v in values.items() if v is not None}

@@ -1,0 +1,109 @@
+"""Run overview: headline figures, reward plots and the episode table; a click opens an episode."""
+
+from __future__ import annotations
+
+import pandas as pd
+import state
+import streamlit as st
+import widgets
+
+from ares_viewer import plots
+
+_TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
+                  "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
+                  "episode_id"]
+
+
+def open_episode(episode_id: str) -> None:
+    """Go to the episode page at the episode's first action."""
+    state.update(episode=episode_id, step=1)
+    st.switch_page("views/episode.py", query_params=state.params())
+
+
+def clicked_episode(event) -> str | None:
+    """The episode id of the point clicked in a chart, if any."""
+    for point in (event or {}).get("selection", {}).get("points", []):
+        custom = point.get("customdata")
+        if isinstance(custom, list):
+            custom = custom[0] if custom else None
+        if isinstance(custom, str):
+            return custom
+    return None
+
+
+def headline(run) -> None:
+    stats = run.stats()
+    cols = st.columns(6)
+    cols[0].metric("Episodes", stats["episodes"])
+    cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"))
+    cols[2].metric("Mean reward", widgets.fmt(stats["mean_reward"]))
+    cols[3].metric("Mean actions", widgets.fmt(stats["mean_actions"], ".1f"))
+    cols[4].metric("Cost", f"${stats['total_cost']:.2f}")
+    cols[5].metric("Tokens (prompt / gen.)",
+                   f"{widgets.compact(stats['prompt_tokens'])} / {widgets.compact(stats['generated_tokens'])}",
+                   help=f"{stats['prompt_tokens']:,} prompt / {stats['generated_tokens']:,} generated tokens")
+    st.markdown("Outcomes: " + " ".join(f"{widgets.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
+
+
+def charts(episodes: pd.DataFrame) -> None:
+    left, right = st.columns(2)
+    left.plotly_chart(plots.reward_distribution(episodes), key="overview.dist")
+    right.plotly_chart(plots.success_by_task(episodes), key="overview.tasks")
+    for column, figure, key in ((left, plots.reward_over_time(episodes), "overview.time"),
+                                (right, plots.reward_vs_actions(episodes), "overview.actions")):
+        event = column.plotly_chart(figure, key=key, on_select="rerun", selection_mode="points")
+        episode_id = clicked_episode(event)
+        if episode_id:
+            open_episode(episode_id)
+    st.caption("Click a point to open its episode.")
+
+
+def filtered(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The episodes that pass the filters above the table."""
+    cols = st.columns([2, 2, 2, 3])
+    tasks = cols[0].multiselect("Task", sorted(episodes["task_name"].unique()), key="overview.tasks_filter")
+    outcomes = cols[1].multiselect("Outcome", sorted(episodes["outcome"].unique()), key="overview.outcomes")
+    rewards = episodes["total_reward"].dropna()
+    low, high = (float(rewards.min()), float(rewards.max())) if len(rewards) else (0.0, 0.0)
+    if low < high:
+        low, high = cols[2].slider("Reward", low, high, (low, high), key="overview.reward")
+    text = cols[3].text_input("Contains", key="overview.text", placeholder="id, task or error text")
+    keep = pd.Series(True, index=episodes.index)
+    if tasks:
+        keep &= episodes["task_name"].isin(tasks)
+    if outcomes:
+        keep &= episodes["outcome"].isin(outcomes)
+    if low < high:
+        keep &= episodes["total_reward"].between(low, high) | episodes["total_reward"].isna()
+    if text:
+        haystack = episodes["episode_id"] + " " + episodes["task_name"] + " " + episodes["error"].fillna("")
+        keep &= haystack.str.contains(text, case=False, regex=False)
+    return episodes[keep]
+
+
+def table(episodes: pd.DataFrame) -> None:
+    shown = filtered(episodes)[_TABLE_COLUMNS].reset_index(drop=True)
+    st.caption(f"{len(shown)} of {len(episodes)} episodes · select a row to open it")
+    event = st.dataframe(
+        shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
+        column_config={
+            "task_name": "task", "total_reward": st.column_config.NumberColumn("reward", format="%.3g"),
+            "num_actions": "actions", "duration_s": st.column_config.NumberColumn("duration (s)", format="%.0f"),
+            "total_cost": st.column_config.NumberColumn("cost ($)", format="%.4f"),
+            "prompt_tokens": "prompt tok.", "generated_tokens": "gen. tok.",
+            "nonzero_returncodes": "rc≠0", "context_rewrites": "ctx rewrites",
+        },
+    )
+    rows = event.selection.rows if event else []
+    if rows:
+        open_episode(shown.loc[rows[0], "episode_id"])
+
+
+run = widgets.current_run()
+st.title("Run overview")
+st.caption(f"`{run.location}`")
+headline(run)
+widgets.load_errors(run)
+charts(run.episodes)
+st.subheader("Episodes")
+table(run.episodes)

@@ -1,0 +1,39 @@
+"""AppTest fixtures: the app pointed at small synthetic runs shaped like the real ones."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import demo_runs
+
+MAIN = str(pathlib.Path(__file__).resolve().parents[2] / "app" / "main.py")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch) -> dict[str, dict[str, str]]:
+    """run-a and run-b under a fresh runs folder the app lists; returns their episode ids by label."""
+    root = tmp_path / "runs"
+    ids = demo_runs.write(root)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
+    ids["root"] = {"path": str(root)}
+    return ids
+
+
+@pytest.fixture
+def app():
+    """A factory of AppTests of the app, optionally on a page and with URL parameters."""
+    from streamlit.testing.v1 import AppTest
+
+    def make(page: str | None = None, **params: str):
+        at = AppTest.from_file(MAIN, default_timeout=60)
+        for key, value in params.items():
+            at.query_params[key] = value
+        if page:
+            at.switch_page(f"views/{page}.py")
+        return at.run()
+
+    return make

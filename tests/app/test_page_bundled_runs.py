@@ -1,0 +1,38 @@
+"""Every page opens on the bundled sample runs (the app's default) without an exception."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+import ares_viewer
+
+SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
+
+
+@pytest.fixture
+def bundled(monkeypatch):
+    monkeypatch.delenv("ARES_VIEWER_RUNS", raising=False)
+    runs = sorted(p for p in SAMPLES.iterdir() if p.is_dir() and any(p.glob("*.json"))) if SAMPLES.is_dir() else []
+    if not runs:
+        pytest.skip("no sample runs bundled yet")
+    return ares_viewer.open_run(runs[0])
+
+
+@pytest.mark.parametrize("page", [None, "episode", "compare", "search"])
+def test_page_opens_on_the_bundled_run(bundled, app, page):
+    at = app(page)
+    assert not at.exception
+    assert not at.error
+    assert at.query_params["run"] == pathlib.Path(bundled.location).name
+
+
+def test_every_step_of_every_bundled_episode_renders(bundled, app):
+    """Walk each episode's steps once through deep links: real data, every kind of step."""
+    for episode_id in bundled.episode_ids:
+        episode = bundled.episode(episode_id)
+        for k in sorted({0, 1, len(episode.steps) // 2, len(episode.steps) - 1}):
+            at = app("episode", episode=episode_id, step=str(k))
+            assert not at.exception, (episode_id, k, at.exception)
+            assert any(c.value.startswith(f"step {k} (") for c in at.caption)

@@ -1,0 +1,37 @@
+"""The compare page in AppTest: a failed and a solved attempt aligned; two runs side by side."""
+
+from __future__ import annotations
+
+import page_text
+
+
+def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
+    at = app("compare", run="run-a")
+    assert not at.exception
+    a, b = at.selectbox(key="compare.a").value, at.selectbox(key="compare.b").value
+    assert a == runs["run-a"]["failed"]
+    assert b in {runs["run-a"]["solved"], runs["run-a"]["solved2"]}
+    frame = at.dataframe(key="compare.pairs").value
+    # Every action of both episodes appears once, in order (gaps where one has no counterpart).
+    assert frame["A step"].dropna().tolist() == list(range(1, 7))
+    assert frame["B step"].dropna().tolist() == sorted(frame["B step"].dropna().tolist())
+    assert "They diverge at row" in page_text.of(at)
+    assert any(v == "◀ diverged" for v in frame[""])
+    # The picked row (the divergence point) shows command and output diffs.
+    assert any("Command diff" in m.value for m in at.markdown)
+    assert at.get("page_link")
+
+
+def test_episode_a_follows_the_episode_view(runs, app):
+    at = app("compare", run="run-a", episode=runs["run-a"]["solved"], other=runs["run-a"]["solved2"])
+    assert at.selectbox(key="compare.a").value == runs["run-a"]["solved"]
+    assert at.selectbox(key="compare.b").value == runs["run-a"]["solved2"]
+    at.selectbox(key="compare.b").select(runs["run-a"]["failed"]).run()
+    assert at.query_params["other"] == runs["run-a"]["failed"]
+
+
+def test_two_runs_side_by_side(runs, app):
+    at = app("compare", run="run-a")
+    assert at.selectbox(key="compare.other_run").value == "run-b"
+    keys = {c.key for c in at.get("plotly_chart")}
+    assert {"compare.dist", "compare.tasks"} <= keys

@@ -1,0 +1,116 @@
+"""The episode page in AppTest: deep links, stepping, the prompt diff, lazy context, response diffs."""
+
+from __future__ import annotations
+
+import page_text
+
+
+def open_step(app, runs, label="failed", step=3, run="run-a"):
+    return app("episode", run=run, episode=runs[run][label], step=str(step))
+
+
+def caption_of_step(at) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("step "))
+
+
+def test_deep_link_opens_that_step(runs, app):
+    at = open_step(app, runs, step=3)
+    assert not at.exception
+    assert caption_of_step(at).startswith("step 3 (MID)")
+    assert at.query_params["episode"] == runs["run-a"]["failed"]
+    assert at.query_params["step"] == "3"
+    assert at.selectbox(key="episode.pick").value == runs["run-a"]["failed"]
+    assert at.slider(key="episode.slider").value == 3
+
+
+def test_prompt_diff_shows_the_messages_new_since_the_previous_call(runs, app):
+    at = open_step(app, runs, step=3)
+    shown = page_text.of(at)
+    # Action 3 answered a context that grew by action 2's response and its result.
+    assert "**assistant** · " in shown and "**user** · " in shown
+    assert "THOUGHT: Step 2." in shown
+    assert "<returncode>" in shown
+    assert "THOUGHT: Step 1." not in shown  # older context is not repeated
+    assert "Earlier context was dropped" not in shown
+
+
+def test_stepping_with_buttons_and_slider_updates_view_and_url(runs, app):
+    at = open_step(app, runs, step=3)
+    at.button(key="episode_next").click().run()
+    assert caption_of_step(at).startswith("step 4")
+    assert at.query_params["step"] == "4"
+    at.button(key="episode_prev").click().run()
+    at.button(key="episode_prev").click().run()
+    assert at.query_params["step"] == "2"
+    at.button(key="episode_last").click().run()
+    assert caption_of_step(at).startswith("step 6 (LAST)")
+    assert at.button(key="episode_next").disabled
+    at.slider(key="episode.slider").set_value(1).run()
+    assert at.query_params["step"] == "1"
+    at.button(key="episode_first").click().run()
+    assert caption_of_step(at).startswith("step 0 (FIRST)")
+    assert "First request" in page_text.of(at)
+
+
+def test_dropped_context_is_marked_and_shown_on_request(runs, app):
+    at = open_step(app, runs, label="truncated", step=9)
+    warning = next(w.value for w in at.warning if "dropped or rewritten" in w.value)
+    assert "message(s) of the previous context are gone" in warning
+    before = len(at.code)
+    at.toggle(key="episode.show_dropped").set_value(True).run()
+    assert len(at.code) > before
+    assert "THOUGHT: Step 1." in page_text.of(at)  # the old exchange that was dropped
+
+
+def test_full_context_and_system_prompt_are_sent_only_when_asked(runs, app):
+    at = open_step(app, runs, step=5)
+    assert "THOUGHT: Step 1." not in page_text.of(at)
+    assert "You are a helpful assistant" not in page_text.of(at)
+    at.toggle(key="episode.show_context").set_value(True).run()
+    assert "THOUGHT: Step 1." in page_text.of(at)
+    at.toggle(key="episode.show_system").set_value(True).run()
+    assert "You are a helpful assistant" in page_text.of(at)
+
+
+def test_response_diff_against_previous_step_and_another_episode(runs, app):
+    at = open_step(app, runs, step=3)
+    diffs = [h.proto.body for h in at.get("html") if "step 3" in h.proto.body]
+    assert diffs and "step 2" in diffs[0]
+    at.radio(key="episode.diff_against").set_value("another episode").run()
+    # Successful attempts at the same task come first: the comparison that explains a failure.
+    assert at.selectbox(key="episode.other").value in {runs["run-a"]["solved"], runs["run-a"]["solved2"]}
+    at.selectbox(key="episode.other").select(runs["run-a"]["solved"]).run()
+    assert at.query_params["other"] == runs["run-a"]["solved"]
+    diffs = [h.proto.body for h in at.get("html") if f"{runs['run-a']['solved'][:8]} step 3" in h.proto.body]
+    assert diffs
+
+
+def test_errored_episode_shows_its_error(runs, app):
+    at = open_step(app, runs, label="errored", step=1)
+    assert any("TimeoutError" in e.value for e in at.error)
+
+
+def test_out_of_range_step_and_unknown_episode_fall_back(runs, app):
+    at = open_step(app, runs, step=999)
+    assert not at.exception
+    assert caption_of_step(at).startswith("step 6")
+    at = app("episode", run="run-a", episode="no-such-episode", step="2")
+    assert not at.exception
+    assert at.query_params["episode"] in runs["run-a"].values()
+
+
+def test_page_change_keeps_the_view_in_the_url(runs, app):
+    at = open_step(app, runs, step=4)
+    at.switch_page("views/overview.py").run()
+    assert at.query_params["episode"] == runs["run-a"]["failed"]
+    at.switch_page("views/episode.py").run()
+    assert caption_of_step(at).startswith("step 4")
+
+
+def test_episode_file_broken_after_indexing_is_a_message(runs, app, tmp_path):
+    at = open_step(app, runs, label="solved", step=2)
+    path = next((tmp_path / "runs" / "run-a").glob(f"{runs['run-a']['solved2']}.json"))
+    path.write_text("{ truncated")
+    at = open_step(app, runs, label="solved2", step=2)
+    assert not at.exception
+    assert any("Cannot read this episode" in e.value for e in at.error)

@@ -1,0 +1,92 @@
+"""The run overview in AppTest: figures, charts, filters, load errors, run picker."""
+
+from __future__ import annotations
+
+import demo_runs
+import page_text
+
+from ares_viewer import synthetic
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_opens_on_the_first_run_with_its_figures(runs, app):
+    at = app()
+    assert not at.exception
+    shown = metrics(at)
+    assert shown["Episodes"] == "5"
+    assert shown["Success rate"] == "40%"  # 2 solved of 5
+    assert at.query_params["run"] == "run-a"
+    assert at.selectbox(key="app.run_choice").options == ["run-a", "run-b", "Other folder or URL…"]
+    # Four reward figures, two of them clickable scatter plots.
+    assert len(at.get("plotly_chart")) == 4
+    assert "5 of 5 episodes" in page_text.of(at)
+
+
+def test_filters_narrow_the_table(runs, app):
+    at = app()
+    at.multiselect(key="overview.outcomes").select("errored").run()
+    assert "1 of 5 episodes" in page_text.of(at)
+    at.multiselect(key="overview.outcomes").unselect("errored").run()
+    at.text_input(key="overview.text").input(runs["run-a"]["failed"][:8]).run()
+    assert "1 of 5 episodes" in page_text.of(at)
+    at.text_input(key="overview.text").input("calc__calc-1").run()
+    assert "3 of 5 episodes" in page_text.of(at)
+
+
+def test_run_picker_switches_run_and_url(runs, app):
+    at = app()
+    at.selectbox(key="app.run_choice").select("run-b").run()
+    assert metrics(at)["Episodes"] == "3"
+    assert at.query_params["run"] == "run-b"
+
+
+def test_corrupt_file_is_listed_and_the_rest_still_loads(runs, app, tmp_path):
+    bad = demo_runs.write_corrupt(tmp_path / "runs" / "run-a")
+    at = app()
+    assert not at.exception
+    assert metrics(at)["Episodes"] == "5"
+    assert any("could not be read" in e.label for e in at.expander)
+    assert bad in page_text.of(at)
+
+
+def test_nonexistent_folder_gives_a_message_not_a_traceback(runs, app, tmp_path):
+    at = app(run=str(tmp_path / "no-such-run"))
+    assert not at.exception
+    assert any("Cannot open the run" in e.value and "no such file or folder" in e.value for e in at.error)
+
+
+def test_folder_without_episodes_says_so(runs, app, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.json").write_text('{"note": "not an episode"}')
+    at = app(run=str(empty))
+    assert not at.exception
+    assert any("No episodes found" in w.value for w in at.warning)
+
+
+def test_typed_location_opens_that_run(runs, app):
+    at = app()
+    at.selectbox(key="app.run_choice").select("Other folder or URL…").run()
+    at.text_input(key="app.run_typed").input(runs["root"]["path"] + "/run-b").run()
+    assert metrics(at)["Episodes"] == "3"
+    assert at.query_params["run"] == runs["root"]["path"] + "/run-b"
+
+
+def test_reload_picks_up_new_episodes(runs, app, tmp_path):
+    at = app()
+    assert metrics(at)["Episodes"] == "5"
+    synthetic.write_episode(tmp_path / "runs" / "run-a", synthetic.episode_dict(seed=99, task_name="calc__calc-9"))
+    at.run()
+    assert metrics(at)["Episodes"] == "5"  # the opened run is cached...
+    at.button(key="app.reload").click().run()
+    assert metrics(at)["Episodes"] == "6"  # ...until the reader asks for the files again
+
+
+def test_location_given_on_the_command_line_opens_first(runs, app, monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_RUN", runs["root"]["path"] + "/run-b")  # set by `ares-viewer app LOCATION`
+    at = app()
+    assert metrics(at)["Episodes"] == "3"
+    assert at.text_input(key="app.run_typed").value == runs["root"]["path"] + "/run-b"

@@ -1,0 +1,106 @@
+"""A real Streamlit server and a real Chromium (Debian's, through Playwright) for the browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "app"))
+import demo_runs  # noqa: E402
+
+_CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"]
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _has_runs(root: pathlib.Path) -> bool:
+    return root.is_dir() and any(p.is_dir() and any(p.rglob("*.json")) for p in root.iterdir())
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory) -> pathlib.Path:
+    """The bundled sample runs when they are there, else small synthetic runs of the same shape."""
+    bundled = REPO / "sample_runs"
+    if _has_runs(bundled):
+        return bundled
+    root = tmp_path_factory.mktemp("runs")
+    demo_runs.write(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def app_url(runs_root, tmp_path_factory):
+    """``streamlit run app/main.py`` on a free localhost port, until the session ends."""
+    port = _free_port()
+    env = dict(os.environ, ARES_VIEWER_RUNS=str(runs_root),
+               ARES_VIEWER_CACHE=str(tmp_path_factory.mktemp("server-cache")))
+    log = open(tmp_path_factory.mktemp("server") / "streamlit.log", "w+b")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            log.seek(0)
+            pytest.fail(f"streamlit did not start:\n{log.read().decode(errors='replace')[-3000:]}")
+        time.sleep(0.3)
+    yield url
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    """Debian's Chromium, headless (never a downloaded one)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        try:
+            instance = p.chromium.launch(executable_path=chromium_path, args=_CHROMIUM_ARGS)
+        except Exception as exc:
+            if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+                pytest.fail(f"Chromium did not start: {exc}", pytrace=False)
+            pytest.skip(f"Chromium did not start: {exc}")
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser):
+    from playwright.sync_api import expect
+
+    # The first page of a fresh server takes seconds (imports, indexing); later ones are quick.
+    expect.set_options(timeout=30_000)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    yield page
+    context.close()

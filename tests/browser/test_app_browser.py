@@ -1,0 +1,177 @@
+"""The app in a real browser: Debian's Chromium drives a real Streamlit server.
+
+The flow a researcher follows: the run's figures -> a failed episode -> step with the keyboard ->
+the prompt diff -> reload the deep link -> compare with a successful attempt.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+import ares_viewer
+
+pytestmark = pytest.mark.browser
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "screenshot-episode.png"
+
+
+def first_run(runs_root: pathlib.Path) -> ares_viewer.Run:
+    name = sorted(p.name for p in runs_root.iterdir() if p.is_dir() and any(p.rglob("*.json")))[0]
+    return ares_viewer.open_run(runs_root / name)
+
+
+def failed_episode(run: ares_viewer.Run) -> str:
+    """A finished attempt that failed, at a task that some other attempt solved (the best case to inspect)."""
+    frame = run.episodes
+    solved = set(frame.loc[frame["total_reward"] > 0, "task_name"])
+    failed = frame[(frame["total_reward"] <= 0) & (frame["num_actions"] >= 2)]
+    preferred = failed[failed["task_name"].isin(solved)]
+    return (preferred if len(preferred) else failed).sort_values("num_actions")["episode_id"].iloc[0]
+
+
+def metric(page, label: str):
+    return page.locator('[data-testid="stMetric"]', has_text=label).locator('[data-testid="stMetricValue"]')
+
+
+def step_caption(page):
+    return page.locator('[data-testid="stCaptionContainer"]', has_text=re.compile(r"^step \d+ \("))
+
+
+def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url, runs_root):
+    run = first_run(runs_root)
+    stats = run.stats()
+    episode_id = failed_episode(run)
+    episode = run.episode(episode_id)
+
+    # The run overview shows the run's headline figures and its plots.
+    page.goto(app_url)
+    expect(metric(page, "Episodes")).to_have_text(str(stats["episodes"]))
+    expect(metric(page, "Success rate")).to_have_text(f"{stats['success_rate']:.0%}")
+    expect(page.locator(".js-plotly-plot")).to_have_count(4)
+
+    # Narrow the table to the failed episode and select its row: the episode opens.
+    contains = page.get_by_label("Contains")
+    contains.fill(episode_id)
+    contains.press("Enter")
+    expect(page.get_by_text(f"1 of {stats['episodes']} episodes")).to_be_visible()
+    grid = page.locator('[data-testid="stDataFrame"]')
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell, below the header
+    expect(page).to_have_url(re.compile(rf"/episode\?.*episode={episode_id}"))
+    expect(step_caption(page)).to_contain_text("step 1 (")
+
+    # Step forward with the keyboard; the prompt diff shows what entered the context since step 1.
+    page.wait_for_function("window.__aresViewerKeys === true")  # the key script has run
+    page.evaluate("document.activeElement && document.activeElement.blur()")  # keys go to the page, not a widget
+    page.keyboard.press("j")
+    expect(page).to_have_url(re.compile(r"step=2"))
+    expect(step_caption(page)).to_contain_text("step 2 (")
+    new = episode.new_messages(2)
+    assert [m.role for m in new] == ["assistant", "user"]
+    expect(page.get_by_text("Prompt: new since the previous call")).to_be_visible()
+    first_line = new[0].content.splitlines()[0]
+    expect(page.locator('[data-testid="stCode"]', has_text=first_line).first).to_be_visible()
+    page.keyboard.press("ArrowRight")
+    expect(page).to_have_url(re.compile(r"step=3"))
+    page.keyboard.press("k")
+    expect(page).to_have_url(re.compile(r"step=2"))
+    expect(step_caption(page)).to_contain_text("step 2 (")
+
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 1250})
+    page.screenshot(path=str(SCREENSHOT))
+    assert SCREENSHOT.stat().st_size < 300_000
+
+    # Reloading the deep link lands on the same episode and step (a new session, same view).
+    link = page.url
+    page.reload()
+    expect(step_caption(page)).to_contain_text("step 2 (")
+    assert page.url == link
+    expect(page.get_by_text(episode.task_name).first).to_be_visible()
+
+    # The compare page aligns this failure with an attempt at the same task.
+    page.get_by_role("link", name="Compare").click()
+    expect(page).to_have_url(re.compile(r"/compare"))
+    expect(page.get_by_text(re.compile(r"aligned (rows|steps)")).first).to_be_visible()
+    expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
+    assert f"episode={episode_id}" in page.url
+
+
+def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root):
+    run = first_run(runs_root)
+    page.goto(app_url)
+    expect(page.locator(".js-plotly-plot")).to_have_count(4)
+    # "Reward vs number of actions": every marker is one episode.
+    plot = page.locator(".js-plotly-plot").nth(3)
+    plot.scroll_into_view_if_needed()
+    plot.locator(".scatterlayer .point").first.click(force=True)
+    expect(page).to_have_url(re.compile(r"/episode\?.*episode="))
+    opened = re.search(r"episode=([^&]+)", page.url).group(1)
+    assert opened in run
+    expect(step_caption(page)).to_contain_text("step 1 (")
+
+    # A bar of the step timeline selects that step.
+    timeline = page.locator(".js-plotly-plot").first
+    bars = timeline.locator(".barlayer .point")
+    expect(bars).to_have_count(run.episode(opened).num_actions)
+    bars.nth(2).click(force=True)
+    expect(step_caption(page)).to_contain_text("step 3 (")
+    expect(page).to_have_url(re.compile(r"step=3"))
+    # Step away with the keyboard, then click the same bar again: it selects that step again.
+    page.keyboard.press("j")
+    expect(step_caption(page)).to_contain_text("step 4 (")
+    for _ in range(2):  # the first click may only clear plotly's selection of that bar
+        bars.nth(2).click(force=True)
+        page.wait_for_timeout(700)
+        if "step=3" in page.url:
+            break
+    expect(step_caption(page)).to_contain_text("step 3 (")
+
+    # Back on the overview, the earlier click does not bounce the reader to the episode again.
+    page.get_by_role("link", name="Run overview").click()
+    expect(metric(page, "Episodes")).to_have_text(str(len(run)))
+    page.wait_for_timeout(1500)
+    assert "/episode" not in page.url
+
+
+def test_a_step_sends_little_to_the_browser(page, app_url, runs_root):
+    """Stepping ships the step on screen, not the episode: websocket bytes per step stay far under 1 MB."""
+    run = first_run(runs_root)
+    longest = run.episodes.sort_values("num_actions")["episode_id"].iloc[-1]
+    received: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(len(frame))))
+    page.goto(f"{app_url}/episode?run={pathlib.Path(run.location).name}&episode={longest}&step=1")
+    expect(step_caption(page)).to_contain_text("step 1 (")
+    page.wait_for_function("window.__aresViewerKeys === true")
+    page.wait_for_timeout(500)
+    opened = sum(received)
+    received.clear()
+    page.keyboard.press("End")
+    expect(step_caption(page)).to_contain_text(f"step {run.episode(longest).num_actions} (")
+    page.wait_for_timeout(500)
+    stepped = sum(received)
+    print(f"websocket bytes: opening the episode {opened:,}, jumping to its last step {stepped:,}")
+    assert 0 < stepped < 1_000_000, stepped
+    assert opened < 1_000_000, opened
+
+
+def test_a_search_hit_opens_its_step(page, app_url, runs_root):
+    run = first_run(runs_root)
+    page.goto(f"{app_url}/search?run={pathlib.Path(run.location).name}")
+    box = page.get_by_label("Text or regular expression")
+    box.fill("COMPLETE_TASK_AND_SUBMIT")
+    box.press("Enter")
+    expect(page.get_by_text(re.compile(r"\d+ hit\(s\)"))).to_be_visible()
+    hit = page.locator('[data-testid="stPageLink"] a').first
+    label = hit.inner_text()
+    step = int(re.search(r"step (\d+)", label).group(1))
+    hit.click()
+    expect(page).to_have_url(re.compile(rf"/episode\?.*step={step}"))
+    expect(step_caption(page)).to_contain_text(f"step {step} (")
+    expect(page.locator('[data-testid="stCode"]', has_text="COMPLETE_TASK_AND_SUBMIT").first).to_be_visible()

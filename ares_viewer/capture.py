@@ -19,6 +19,7 @@ importing this module does not need a daemon.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import dataclasses
 import fnmatch
 import hashlib
@@ -54,6 +55,8 @@ DEFAULT_IGNORE: tuple[str, ...] = (
 )
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 1024 * 1024 * 1024
+# Archive requests in flight at once while reading a capture's changed paths.
+_FETCH_WORKERS = 4
 
 LABEL_PROJECT = "ares-viewer.project"
 LABEL_ROLE = "ares-viewer.role"
@@ -137,23 +140,7 @@ def capture_snapshot(
         if entry.stored_in is not None and entry.sha256 is not None:
             known.setdefault(entry.sha256, entry.stored_in)
     folder = snapshots.step_dirname(step_index)
-    entries, blobs = [], {}
-    for path, change in sorted(changes.items()):
-        if change == "deleted":
-            entries.append(snapshots.Entry(path=path, type=snapshots.DELETED, change="deleted"))
-            continue
-        item = fetched.get(path)
-        if item is None:  # changed again while we looked (or vanished): nothing reliable to record
-            _LOGGER.warning("capture %s step %d: %s disappeared during capture", episode_id, step_index, path)
-            continue
-        entry = dataclasses.replace(item.entry, change=change)
-        if item.content is not None and entry.sha256 is not None:
-            stored_in = known.get(entry.sha256)
-            if stored_in is None:
-                blobs[entry.sha256] = item.content
-                stored_in = known[entry.sha256] = folder
-            entry = dataclasses.replace(entry, stored_in=stored_in)
-        entries.append(entry)
+    entries, blobs = _entries(changes, fetched, known, folder, f"capture {episode_id} step {step_index}")
     return snapshots.write_step(
         episode_dir,
         episode_id=episode_id,
@@ -167,12 +154,48 @@ def capture_snapshot(
     )
 
 
+def capture_live(
+    container: Any,
+    recorded: snapshots.Snapshot,
+    *,
+    ignore: Iterable[str] = DEFAULT_IGNORE,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> snapshots.Snapshot:
+    """How ``container`` differs from its base image now, as an in-memory snapshot comparable with ``recorded``.
+
+    The same reading as :func:`capture_snapshot` (the engine's change list, then the changed paths through the
+    archive API), but nothing is written: the content stays in memory, and the base versions are the ones
+    ``recorded``'s episode already holds. Compare with ``fsdiff.diff_snapshots(recorded, live)``.
+
+    Args:
+        container: A running or stopped container created from ``recorded.base_image``.
+        recorded: A snapshot of the episode the container's state belongs to.
+        ignore: Path patterns whose changes are not read (the capture's defaults, so both sides match).
+        max_file_bytes: Files larger than this are listed without content.
+    """
+    patterns = tuple(ignore)
+    changes = {
+        item["Path"]: _KINDS[item["Kind"]]
+        for item in container.diff() or []
+        if item.get("Kind") in _KINDS and not _ignored(item["Path"], patterns)
+    }
+    fetched = _fetch_changes(container, changes, max_file_bytes)
+    entries, blobs = _entries(changes, fetched, {}, snapshots.LIVE_FOLDER, f"live {container.short_id}")
+    return snapshots.live_snapshot(recorded, entries, blobs)
+
+
 def restore_container(client: Any, snapshot: snapshots.Snapshot, **run_kwargs: Any) -> Any:
     """Start a container from the snapshot's base image with the step's changes and deletions applied.
 
     The container has no network, labels naming the project and episode, and modest resource limits unless
     ``run_kwargs`` says otherwise. The caller removes it (``container.remove(force=True)``).
+
+    Raises:
+        snapshots.SnapshotError: When the snapshot cannot be read safely; raised before the engine is contacted.
     """
+    # Read (and so validate) every byte to restore first: a bad snapshot must never reach the engine.
+    archive = snapshot.to_archive()
+    deleted = snapshot.deleted_paths()
     options: dict[str, Any] = {
         "command": ["sleep", "infinity"],
         "detach": True,
@@ -191,12 +214,11 @@ def restore_container(client: Any, snapshot: snapshots.Snapshot, **run_kwargs: A
         _LOGGER.warning("%s is %s here, the snapshot was taken on %s", snapshot.base_image, image.id, snapshot.image_id)
     container = client.containers.run(snapshot.base_image, **options)
     try:
-        deleted = snapshot.deleted_paths()
         if deleted:
             result = container.exec_run(["rm", "-rf", "--", *deleted])
             if result.exit_code != 0:
                 raise CaptureError(f"could not apply deletions: {result.output[-500:]!r}")
-        if not container.put_archive("/", snapshot.to_archive()):
+        if not container.put_archive("/", archive):
             raise CaptureError("the engine refused the restored files")
     except Exception:
         container.remove(force=True)
@@ -205,6 +227,30 @@ def restore_container(client: Any, snapshot: snapshots.Snapshot, **run_kwargs: A
 
 
 # ----- internals -------------------------------------------------------------------------------------------------
+
+
+def _entries(
+    changes: dict[str, str], fetched: dict[str, _Fetched], known: dict[str, str], folder: str, what: str
+) -> tuple[list[snapshots.Entry], dict[str, bytes]]:
+    """The entries of a capture and the new content to store in ``folder`` (``known``: content stored already)."""
+    entries, blobs = [], {}
+    for path, change in sorted(changes.items()):
+        if change == "deleted":
+            entries.append(snapshots.Entry(path=path, type=snapshots.DELETED, change="deleted"))
+            continue
+        item = fetched.get(path)
+        if item is None:  # changed again while we looked (or vanished): nothing reliable to record
+            _LOGGER.warning("%s: %s disappeared during capture", what, path)
+            continue
+        entry = dataclasses.replace(item.entry, change=change)
+        if item.content is not None and entry.sha256 is not None:
+            stored_in = known.get(entry.sha256)
+            if stored_in is None:
+                blobs[entry.sha256] = item.content
+                stored_in = known[entry.sha256] = folder
+            entry = dataclasses.replace(entry, stored_in=stored_in)
+        entries.append(entry)
+    return entries, blobs
 
 
 def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
@@ -217,32 +263,41 @@ def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
 
 
 def _fetch_changes(container: Any, changes: dict[str, str], max_file_bytes: int) -> dict[str, _Fetched]:
-    """Read every added or modified path, fetching each added folder tree in one archive request."""
+    """Read every added or modified path, fetching each added folder tree in one archive request.
+
+    The requests are independent (one per path not under an added folder, which is fetched whole), so a few
+    run at once: each is a round trip to the engine, and the engine answers them in parallel.
+    """
     present = {path for path, change in changes.items() if change != "deleted"}
+    # A path under an added path comes with that path's archive: an added path with children is a folder.
+    roots = [
+        path for path in sorted(present)
+        if not any(parent in present and changes[parent] == "added" for parent in _parents(path))
+    ]
     fetched: dict[str, _Fetched] = {}
-    trees: set[str] = set()  # added folders fetched whole: their contents need no request of their own
-    for path in sorted(present):
-        if any(parent in trees for parent in _parents(path)):
-            continue
+
+    def fetch(path: str) -> list[_Fetched]:
         stat = _stat(container, path)
         if stat is None:
-            continue
+            return []
         mode = _perm(stat["mode"])
         if stat["mode"] & _GO_DIR and changes[path] != "added":
             # A modified folder only says that something inside changed; its children are listed on their own.
-            fetched[path] = _Fetched(snapshots.Entry(path=path, type=snapshots.DIR, mode=mode), None)
-            continue
+            return [_Fetched(snapshots.Entry(path=path, type=snapshots.DIR, mode=mode), None)]
         if stat["mode"] & _GO_SPECIAL:
-            fetched[path] = _Fetched(snapshots.Entry(path=path, type=snapshots.OTHER, mode=mode), None)
-            continue
+            return [_Fetched(snapshots.Entry(path=path, type=snapshots.OTHER, mode=mode), None)]
         if not stat["mode"] & (_GO_DIR | _GO_SYMLINK) and stat["size"] > max_file_bytes:
-            fetched[path] = _Fetched(_too_large(path, stat), None)
-            continue
-        if stat["mode"] & _GO_DIR:
-            trees.add(path)
-        for item in _archive_items(container, path, max_file_bytes):
-            if item.entry.path in present:
-                fetched[item.entry.path] = item
+            return [_Fetched(_too_large(path, stat), None)]
+        return [item for item in _archive_items(container, path, max_file_bytes) if item.entry.path in present]
+
+    if len(roots) <= 1:
+        results = [fetch(path) for path in roots]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(_FETCH_WORKERS, len(roots))) as pool:
+            results = list(pool.map(fetch, roots))
+    for items in results:
+        for item in items:
+            fetched[item.entry.path] = item
     return fetched
 
 
@@ -347,31 +402,39 @@ def _archive_items(container: Any, path: str, max_file_bytes: int) -> Iterator[_
                 raise CaptureError(f"archive of {path} holds an unsafe member name {member.name!r}")
             full = posixpath.join(parent, name)
             mode = member.mode & 0o7777
+            mtime = int(member.mtime) if member.mtime and member.mtime > 0 else None
             if member.isdir():
-                yield _Fetched(snapshots.Entry(path=full, type=snapshots.DIR, mode=mode), None)
+                yield _Fetched(snapshots.Entry(path=full, type=snapshots.DIR, mode=mode, mtime=mtime), None)
             elif member.issym():
-                entry = snapshots.Entry(path=full, type=snapshots.SYMLINK, mode=mode, link_target=member.linkname)
+                entry = snapshots.Entry(
+                    path=full, type=snapshots.SYMLINK, mode=mode, link_target=member.linkname, mtime=mtime
+                )
                 yield _Fetched(entry, None)
             elif member.islnk():
                 # A hard link repeats an earlier member of this archive: same content, its own path.
                 data = contents.get(posixpath.join(parent, member.linkname.rstrip("/")))
-                yield _file(full, mode, data, len(data) if data is not None else member.size, max_file_bytes)
+                size = len(data) if data is not None else member.size
+                yield _file(full, mode, data, size, max_file_bytes, mtime)
             elif member.isreg():
                 handle = tar.extractfile(member)
                 data = handle.read() if handle is not None and member.size <= max_file_bytes else None
                 if data is not None:
                     contents[full] = data
-                yield _file(full, mode, data, member.size, max_file_bytes)
+                yield _file(full, mode, data, member.size, max_file_bytes, mtime)
             else:
                 yield _Fetched(snapshots.Entry(path=full, type=snapshots.OTHER, mode=mode), None)
 
 
-def _file(path: str, mode: int, data: bytes | None, size: int, max_file_bytes: int) -> _Fetched:
+def _file(
+    path: str, mode: int, data: bytes | None, size: int, max_file_bytes: int, mtime: int | None = None
+) -> _Fetched:
     if data is None or size > max_file_bytes:
         note = f"content not stored: {size} bytes is over the {max_file_bytes} byte limit"
-        return _Fetched(snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=size, note=note), None)
+        entry = snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=size, note=note, mtime=mtime)
+        return _Fetched(entry, None)
     digest = hashlib.sha256(data).hexdigest()
-    return _Fetched(snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=len(data), sha256=digest), data)
+    entry = snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=len(data), sha256=digest, mtime=mtime)
+    return _Fetched(entry, data)
 
 
 def _too_large(path: str, stat: dict[str, Any]) -> snapshots.Entry:

@@ -66,6 +66,38 @@ def _app(args: argparse.Namespace) -> int:
     return subprocess.call(command, env=env)
 
 
+def _sandbox_list(args: argparse.Namespace) -> int:
+    from ares_viewer import sandbox
+
+    found = sandbox.list_sandboxes(session=args.session)
+    if args.json:
+        for info in found:
+            print(orjson.dumps({"id": info.container_id, "name": info.name, "image": info.image, "state": info.state,
+                                "role": info.role, "episode_id": info.episode_id, "step": info.step,
+                                "session": info.session, "created_at": info.created_at,
+                                "age_s": round(info.age_s(), 1)}).decode())
+        return 0
+    if not found:
+        print("no ares-viewer containers", file=sys.stderr)
+        return 0
+    print(f"{'ID':<12}  {'STATE':<8}  {'ROLE':<12}  {'AGE':>7}  {'SESSION':<16}  {'STEP':>4}  EPISODE")
+    for info in found:
+        print(f"{info.short_id:<12}  {info.state:<8}  {info.role or '-':<12}  {info.age_s():>6.0f}s  "
+              f"{info.session or '-':<16}  {info.step if info.step is not None else '-':>4}  {info.episode_id or '-'}")
+    return 0
+
+
+def _sandbox_cleanup(args: argparse.Namespace) -> int:
+    from ares_viewer import sandbox
+
+    older = sandbox.parse_duration(args.older_than) if args.older_than else None
+    removed = sandbox.cleanup(older_than_s=older, session=args.session)
+    for container_id in removed:
+        print(container_id[:12])
+    print(f"removed {len(removed)} container(s)", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ares-viewer", description="Inspect ARES agent episodes.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -85,6 +117,17 @@ def build_parser() -> argparse.ArgumentParser:
     app.add_argument("--address", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     app.add_argument("--port", type=int, help="port (default: Streamlit's)")
     app.set_defaults(func=_app)
+
+    box = commands.add_parser("sandbox", help="the project's live containers (restored steps)")
+    box_commands = box.add_subparsers(dest="sandbox_command", required=True)
+    box_list = box_commands.add_parser("list", help="list every ares-viewer container, found by label")
+    box_list.add_argument("--session", help="only this session's containers")
+    box_list.add_argument("--json", action="store_true", help="one JSON object per line")
+    box_list.set_defaults(func=_sandbox_list)
+    box_cleanup = box_commands.add_parser("cleanup", help="remove ares-viewer containers")
+    box_cleanup.add_argument("--older-than", metavar="AGE", help="only those older than AGE (90s, 30m, 2h, 1d)")
+    box_cleanup.add_argument("--session", help="only this session's containers")
+    box_cleanup.set_defaults(func=_sandbox_cleanup)
     return parser
 
 
@@ -95,11 +138,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (sources.LocationError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except _sandbox_error() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, IndexError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
+
+
+def _sandbox_error() -> type[Exception]:
+    # The sandbox module imports no Docker code at import time, so this stays cheap for the other commands.
+    from ares_viewer import sandbox
+
+    return sandbox.SandboxError
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import posixpath
 import re
 import shutil
 import tarfile
+import threading
 import types
 import zlib
 from collections.abc import Iterable, Mapping
@@ -59,6 +60,10 @@ MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_MEMBER_BYTES = 256 * 1024 * 1024
 MAX_MEMBERS = 200_000
 MAX_PATH_CHARS = 4096
+# Decompressed archives up to this size are kept in memory once scanned, so reads need no gzip reopening.
+MAX_CACHED_ARCHIVE_BYTES = 32 * 1024 * 1024
+# The folder name of content held in memory (a live container's state), never a folder on disk.
+LIVE_FOLDER = "live"
 # End-of-archive padding: two zero blocks, rounded up to tar's 20-block record by most writers.
 _MAX_TAIL_BYTES = 64 * 1024
 
@@ -99,6 +104,8 @@ class Entry:
         stored_in: Folder of the episode's snapshot directory whose ``blobs.tar.gz`` holds the content
             (``base`` or ``step_NNNN``); None when the content was not stored.
         note: Why content is missing, when it is (for example a file over the capture size limit).
+        mtime: Modification time (unix seconds) when the capture recorded it; older snapshots have none, and a
+            restore then uses the snapshot's capture time.
     """
 
     path: str
@@ -110,6 +117,7 @@ class Entry:
     change: str | None = None
     stored_in: str | None = None
     note: str | None = None
+    mtime: int | None = None
 
     def same_state(self, other: Entry | None) -> bool:
         """Whether two entries describe the same filesystem state (ignoring where content is stored)."""
@@ -144,10 +152,54 @@ class SnapshotRef:
     step_index: int
 
 
-@dataclasses.dataclass(frozen=True)
 class _Archive:
-    path: str
-    members: Mapping[str, tarfile.TarInfo]
+    """One blob archive, indexed and validated lazily: on the first content read, never at open.
+
+    Opening a snapshot only checks that its archives exist; the first read scans every member (rejecting
+    anything but plain, bounded content blobs, and truncation) before any content is returned. The member
+    index is kept, and so is the decompressed archive when it is small, so later reads need no reopening.
+    """
+
+    def __init__(self, path: str, folder: str) -> None:
+        self.path = path
+        self.folder = folder
+        self._lock = threading.Lock()
+        self._members: dict[str, tarfile.TarInfo] | None = None
+        self._data: bytes | None = None
+
+    def members(self, snapshot: str) -> Mapping[str, tarfile.TarInfo]:
+        """The validated member index (scanned on first use; ``snapshot`` names the culprit in errors)."""
+        with self._lock:
+            if self._members is None:
+                self._members, self._data = _scan_archive(pathlib.Path(snapshot), pathlib.Path(self.path))
+            return self._members
+
+    def read(self, snapshot: str, member: tarfile.TarInfo) -> bytes:
+        if self._data is not None:
+            return self._data[member.offset_data : member.offset_data + member.size]
+        with tarfile.open(self.path, "r:*") as tar:
+            handle = tar.extractfile(member)
+            return handle.read(member.size + 1) if handle is not None else b""
+
+
+class _MemoryArchive:
+    """Content held in memory (a live container's state read by the capture helper): nothing to validate."""
+
+    def __init__(self, blobs: Mapping[str, bytes]) -> None:
+        self.path = "<memory>"
+        self.folder = LIVE_FOLDER
+        self._blobs = dict(blobs)
+        self._members = {}
+        for digest, data in self._blobs.items():
+            info = tarfile.TarInfo(digest)
+            info.size = len(data)
+            self._members[digest] = info
+
+    def members(self, snapshot: str) -> Mapping[str, tarfile.TarInfo]:
+        return self._members
+
+    def read(self, snapshot: str, member: tarfile.TarInfo) -> bytes:
+        return self._blobs[member.name]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +228,8 @@ class Snapshot:
     created_at: str | None
     entries: Mapping[str, Entry]
     base_entries: Mapping[str, Entry]
-    _archives: Mapping[str, _Archive] = dataclasses.field(repr=False, compare=False)
+    _archives: Mapping[str, _Archive | _MemoryArchive] = dataclasses.field(repr=False, compare=False)
+    _checked: set[str] = dataclasses.field(default_factory=set, repr=False, compare=False)
 
     def stat(self, path: str) -> Entry | None:
         """The state of ``path`` at this step.
@@ -232,12 +285,16 @@ class Snapshot:
         (``container.put_archive("/", data)`` after removing the deleted paths).
         """
         buffer = io.BytesIO()
+        # Paths whose modification time was not recorded get the capture time: closer to what the agent saw
+        # (``ls -l``, make, gzip headers) than the epoch.
+        fallback_mtime = _unix_time(self.created_at)
         with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
             # Folders first, so their modes apply before their contents land.
             ordered = sorted(self.entries.values(), key=lambda e: (e.type != DIR, e.path))
             for entry in ordered:
                 info = tarfile.TarInfo(entry.path.lstrip("/"))
                 info.mode = entry.mode if entry.mode is not None else 0o644
+                info.mtime = entry.mtime if entry.mtime is not None else fallback_mtime
                 if entry.type == DIR:
                     info.type = tarfile.DIRTYPE
                     tar.addfile(info)
@@ -259,15 +316,43 @@ class Snapshot:
             path = posixpath.join(self.workdir, path)
         return posixpath.normpath(path)
 
+    def validate(self) -> None:
+        """Scan every archive this snapshot reads now, rather than on first read.
+
+        Raises:
+            SnapshotError: When an archive is corrupt, truncated, holds anything but plain content blobs, or
+                lacks content the manifests point at.
+        """
+        for folder in self._archives:
+            self._members(folder)
+
+    def _members(self, folder: str) -> Mapping[str, tarfile.TarInfo]:
+        members = self._archives[folder].members(self.path)
+        if folder not in self._checked:
+            # Every entry pointing into this archive must find its blob there, with the size the manifest says:
+            # checked once per archive, so a missing blob is reported whichever file is read first.
+            for entry in (*self.entries.values(), *self.base_entries.values()):
+                if entry.stored_in != folder:
+                    continue
+                member = members.get(entry.sha256 or "")
+                if member is None:
+                    raise SnapshotError(self.path, f"content of {entry.path} is missing from {folder}/{BLOBS_NAME}")
+                if member.size != entry.size:
+                    raise SnapshotError(
+                        self.path, f"content of {entry.path} has {member.size} bytes, manifest says {entry.size}"
+                    )
+            self._checked.add(folder)
+        return members
+
     def _content(self, entry: Entry | None) -> bytes | None:
         if entry is None or entry.type != FILE or entry.stored_in is None or entry.sha256 is None:
             return None
-        archive = self._archives[entry.stored_in]
-        member = archive.members[entry.sha256]
+        archive = self._archives.get(entry.stored_in)
+        if archive is None:
+            raise SnapshotError(self.path, f"{entry.path} is stored in {entry.stored_in!r}, which it cannot read")
+        member = self._members(entry.stored_in)[entry.sha256]
         try:
-            with tarfile.open(archive.path, "r:*") as tar:
-                handle = tar.extractfile(member)
-                data = handle.read(member.size + 1) if handle is not None else b""
+            data = archive.read(self.path, member)
         except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
             raise SnapshotError(self.path, f"cannot read {entry.path} from {archive.path}: {exc}") from exc
         if len(data) != member.size or hashlib.sha256(data).hexdigest() != entry.sha256:
@@ -372,35 +457,25 @@ def open_snapshot(ref_or_path: SnapshotRef | str | os.PathLike[str]) -> Snapshot
     entries = _parse_entries(step_dir, manifest, base=False)
 
     base_dir = episode_dir / BASE_DIRNAME
-    base_manifest = _load_manifest(step_dir, base_dir / MANIFEST_NAME, BASE_FORMAT)
+    base_manifest, base_entries = _load_base(step_dir, base_dir / MANIFEST_NAME)
     if _field(step_dir, base_manifest, "episode_id", str) != episode_id:
         raise SnapshotError(step_dir, "base/manifest.json belongs to another episode")
     if _field(step_dir, base_manifest, "base_image", str) != base_image or (
         image_id is not None and _field(step_dir, base_manifest, "image_id", str, optional=True) != image_id
     ):
         raise SnapshotError(step_dir, "base/manifest.json records another base image")
-    base_entries = _parse_entries(step_dir, base_manifest, base=True)
 
     # Every folder whose archive holds content this snapshot can read, plus the step's own archive.
     needed = {e.stored_in for e in (*entries.values(), *base_entries.values()) if e.stored_in is not None}
     if (step_dir / BLOBS_NAME).exists():
         needed.add(step_dir.name)
-    archives = {}
+    # Archives are only located here; their members are scanned on first read (see _Archive).
+    archives: dict[str, _Archive | _MemoryArchive] = {}
     for folder in sorted(needed):
         archive_path = episode_dir / folder / BLOBS_NAME
         if not archive_path.is_file():
             raise SnapshotError(step_dir, f"missing {folder}/{BLOBS_NAME}")
-        archives[folder] = _Archive(path=str(archive_path), members=_scan_archive(step_dir, archive_path))
-    for entry in (*entries.values(), *base_entries.values()):
-        if entry.stored_in is None:
-            continue
-        member = archives[entry.stored_in].members.get(entry.sha256 or "")
-        if member is None:
-            raise SnapshotError(step_dir, f"content of {entry.path} is missing from {entry.stored_in}/{BLOBS_NAME}")
-        if member.size != entry.size:
-            raise SnapshotError(
-                step_dir, f"content of {entry.path} has {member.size} bytes, manifest says {entry.size}"
-            )
+        archives[folder] = _Archive(str(archive_path), folder)
 
     return Snapshot(
         path=str(step_dir),
@@ -411,7 +486,44 @@ def open_snapshot(ref_or_path: SnapshotRef | str | os.PathLike[str]) -> Snapshot
         workdir=workdir,
         created_at=created_at,
         entries=types.MappingProxyType(entries),
-        base_entries=types.MappingProxyType(base_entries),
+        base_entries=base_entries,
+        _archives=types.MappingProxyType(archives),
+    )
+
+
+def live_snapshot(
+    recorded: Snapshot,
+    entries: Iterable[Entry],
+    blobs: Mapping[str, bytes],
+    *,
+    step_index: int | None = None,
+    created_at: str | None = None,
+) -> Snapshot:
+    """A snapshot held in memory: a live container's state, comparable with the recorded steps of its episode.
+
+    It shares ``recorded``'s base image, base entries and archives (so base versions stay readable) and keeps
+    its own content in memory; nothing is written anywhere. ``fsdiff.diff_snapshots(recorded, live)`` then
+    lists where the live container differs from the recording.
+
+    Args:
+        recorded: Any opened step snapshot of the same episode.
+        entries: Every path differing from the base image now; stored content has ``stored_in=LIVE_FOLDER``.
+        blobs: sha256 hex -> content for those entries.
+        step_index: The step this state stands for (default: ``recorded``'s).
+        created_at: ISO-8601 UTC time of the capture (default: now).
+    """
+    archives = dict(recorded._archives)
+    archives[LIVE_FOLDER] = _MemoryArchive(blobs)
+    return Snapshot(
+        path=f"{recorded.path} (live)",
+        episode_id=recorded.episode_id,
+        step_index=recorded.step_index if step_index is None else step_index,
+        base_image=recorded.base_image,
+        image_id=recorded.image_id,
+        workdir=recorded.workdir,
+        created_at=created_at or utc_now(),
+        entries=types.MappingProxyType({entry.path: entry for entry in entries}),
+        base_entries=recorded.base_entries,
         _archives=types.MappingProxyType(archives),
     )
 
@@ -537,6 +649,19 @@ def write_step(
     return final
 
 
+def _unix_time(iso: str | None) -> int:
+    """Unix seconds of an ISO-8601 time (UTC when it names no zone); 0 when missing or unreadable."""
+    if not iso:
+        return 0
+    try:
+        moment = datetime.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return max(0, int(moment.timestamp()))
+
+
 def utc_now(timestamp: float | None = None) -> str:
     """ISO-8601 UTC (``...Z``) for a unix time, or for now."""
     moment = (
@@ -586,6 +711,37 @@ def _load_manifest(snapshot: pathlib.Path, path: pathlib.Path, expected_format: 
     return manifest
 
 
+def _load_base(snapshot: pathlib.Path, path: pathlib.Path) -> tuple[dict[str, Any], Mapping[str, Entry]]:
+    """The base manifest's header fields and parsed entries, shared by every step of an episode.
+
+    Every step snapshot reads the same base manifest, so a parse is reused while the file is unchanged (same
+    inode, size and modification time); entries are immutable, so sharing them is safe.
+    """
+    try:
+        info = path.stat()
+        key: tuple[Any, ...] | None = (str(path), info.st_ino, info.st_size, info.st_mtime_ns)
+    except OSError:
+        key = None  # _load_manifest reports the missing file
+    with _BASE_CACHE_LOCK:
+        cached = _BASE_CACHE.get(key) if key is not None else None
+    if cached is not None:
+        return cached
+    manifest = _load_manifest(snapshot, path, BASE_FORMAT)
+    entries = types.MappingProxyType(_parse_entries(snapshot, manifest, base=True))
+    header = {k: v for k, v in manifest.items() if k != "entries"}
+    if key is not None:
+        with _BASE_CACHE_LOCK:
+            _BASE_CACHE[key] = (header, entries)
+            while len(_BASE_CACHE) > _BASE_CACHE_SIZE:
+                _BASE_CACHE.pop(next(iter(_BASE_CACHE)))
+    return header, entries
+
+
+_BASE_CACHE: dict[tuple[Any, ...], tuple[dict[str, Any], Mapping[str, Entry]]] = {}
+_BASE_CACHE_SIZE = 8
+_BASE_CACHE_LOCK = threading.Lock()
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in a manifest")
 
@@ -605,20 +761,32 @@ def _parse_entries(snapshot: pathlib.Path, manifest: Mapping[str, Any], *, base:
     if not isinstance(raw, dict):
         raise SnapshotError(snapshot, f"{which} has no 'entries' object")
     entries = {}
+    # Manifests hold tens of thousands of entries: keep the per-entry work to set and dict operations.
+    fields_ok = _ENTRY_FIELDS.issuperset
+    new_entry = object.__new__
     for path, fields in raw.items():
         if not _is_clean_path(path):
             raise SnapshotError(snapshot, f"{which} entry {path!r:.200} is not an absolute normalized path")
-        if not isinstance(fields, dict) or not set(fields) <= {f.name for f in dataclasses.fields(Entry)} - {"path"}:
+        if type(fields) is not dict or not fields_ok(fields) or "type" not in fields:
             raise SnapshotError(snapshot, f"{which} entry {path} is malformed")
-        try:
-            entry = Entry(path=path, **fields)
-        except TypeError as exc:
-            raise SnapshotError(snapshot, f"{which} entry {path} is malformed ({exc})") from exc
+        # Entry's generated __init__ sets each field through object.__setattr__ (it is frozen); filling the
+        # instance dict directly gives the same object at a fraction of the cost. Fields were checked above.
+        entry = new_entry(Entry)
+        state = entry.__dict__
+        state.update(_ENTRY_DEFAULTS)
+        state.update(fields)
+        state["path"] = path
         problem = _entry_problem(entry, base=base)
         if problem:
             raise SnapshotError(snapshot, f"{which} entry {path}: {problem}")
         entries[path] = entry
     return entries
+
+
+_ENTRY_FIELDS = frozenset(field.name for field in dataclasses.fields(Entry)) - {"path"}
+_ENTRY_DEFAULTS = {
+    field.name: field.default for field in dataclasses.fields(Entry) if field.name not in {"path", "type"}
+}
 
 
 def _entry_problem(entry: Entry, *, base: bool) -> str | None:
@@ -628,12 +796,16 @@ def _entry_problem(entry: Entry, *, base: bool) -> str | None:
         return "only the base manifest can hold absent paths"
     if base and entry.type == DELETED:
         return "the base cannot hold deleted paths"
+    if entry.path == "/" and entry.type != DIR:
+        return "the root folder can only be a folder"
     if entry.mode is not None and (not isinstance(entry.mode, int) or not 0 <= entry.mode <= 0o7777):
         return f"bad mode {entry.mode!r}"
     if entry.size is not None and (not isinstance(entry.size, int) or entry.size < 0):
         return f"bad size {entry.size!r}"
     if entry.sha256 is not None and not (isinstance(entry.sha256, str) and _SHA256_RE.match(entry.sha256)):
         return "bad sha256"
+    if entry.mtime is not None and (type(entry.mtime) is not int or entry.mtime < 0):
+        return f"bad mtime {entry.mtime!r:.40}"
     if entry.link_target is not None and not isinstance(entry.link_target, str):
         return "bad link target"
     if entry.type == SYMLINK and entry.link_target is None:
@@ -648,12 +820,30 @@ def _entry_problem(entry: Entry, *, base: bool) -> str | None:
     return None
 
 
-def _scan_archive(snapshot: pathlib.Path, archive_path: pathlib.Path) -> dict[str, tarfile.TarInfo]:
-    """Index a blob archive's members by name, rejecting anything but plain, bounded content blobs."""
+def _scan_archive(
+    snapshot: pathlib.Path, archive_path: pathlib.Path
+) -> tuple[dict[str, tarfile.TarInfo], bytes | None]:
+    """Index a blob archive's members by name, rejecting anything but plain, bounded content blobs.
+
+    Returns:
+        The member index and, when the archive's tar stream is at most ``MAX_CACHED_ARCHIVE_BYTES``, the whole
+        decompressed stream (members are then sliced out of it instead of reopening the gzip per read).
+    """
     where = f"{archive_path.parent.name}/{archive_path.name}"
     members: dict[str, tarfile.TarInfo] = {}
+    data: bytes | None = None
     try:
-        with tarfile.open(archive_path, "r:*") as tar:
+        with open(archive_path, "rb") as raw:
+            compressed = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+            data = stream.read(MAX_CACHED_ARCHIVE_BYTES + 1)
+        if len(data) > MAX_CACHED_ARCHIVE_BYTES:
+            data = None  # too big to keep: scan it as a stream, and reopen it for each read
+        source = io.BytesIO(data) if data is not None else None
+        with (
+            tarfile.open(fileobj=source, mode="r:") if source is not None else tarfile.open(archive_path, "r:*")
+        ) as tar:
             for count, member in enumerate(tar, start=1):
                 if count > MAX_MEMBERS:
                     raise SnapshotError(snapshot, f"{where} has more than {MAX_MEMBERS} members")
@@ -678,7 +868,7 @@ def _scan_archive(snapshot: pathlib.Path, archive_path: pathlib.Path) -> dict[st
     for member in members.values():
         if member.offset_data + member.size > end:
             raise SnapshotError(snapshot, f"{where} is truncated: member {member.name!r} runs past its end")
-    return members
+    return members, data
 
 
 def _member_problem(member: tarfile.TarInfo) -> str | None:

@@ -198,7 +198,9 @@ def _replace_archive(run: pathlib.Path, data: bytes) -> None:
 def _expect_error(run: pathlib.Path, *fragments: str) -> snapshots.SnapshotError:
     before = _tree(run.parent)
     with pytest.raises(snapshots.SnapshotError) as caught:
-        snapshots.open_snapshot(_step_dir(run))
+        # Archives are scanned on the first content read, not at open: read a file of the broken step.
+        snap = snapshots.open_snapshot(_step_dir(run))
+        snap.read("/testbed/statskit/core.py")
     error = caught.value
     assert error.path == str(_step_dir(run))
     assert str(_step_dir(run)) in str(error)
@@ -310,6 +312,16 @@ def test_blob_missing_from_archive(run_dir):
     _expect_error(run_dir, "/testbed/data/blob.bin", "missing")
 
 
+def test_archive_errors_come_before_any_content(run_dir):
+    """Opening is lazy, but no content of a broken archive is ever returned: the first read scans it whole."""
+    _replace_archive(run_dir, _tar_bytes(lambda tar: (_good_members(tar), _blob(tar, "../../evil.sh", b"x"))))
+    snap = snapshots.open_snapshot(_step_dir(run_dir))
+    assert snap.read("notes.txt") == NOTES  # stored in step_0000's archive, which is fine
+    for read in (lambda: snap.read("/testbed/data/blob.bin"), snap.validate, snap.to_archive):
+        with pytest.raises(snapshots.SnapshotError, match=r"'\.\.' component"):
+            read()
+
+
 def test_blob_content_tampered(run_dir):
     # Same names and sizes, different bytes: caught when the content is read.
     _replace_archive(
@@ -387,4 +399,4 @@ def test_errors_name_only_the_bad_snapshot(run_dir):
     refs = snapshots.find_for_episode(run_dir / f"{EPISODE_ID}.json", EPISODE_ID)
     assert snapshots.open_snapshot(refs[0]).read("notes.txt") == NOTES
     with pytest.raises(snapshots.SnapshotError):
-        snapshots.open_snapshot(refs[1])
+        snapshots.open_snapshot(refs[1]).read("/testbed/statskit/core.py")

@@ -1,0 +1,133 @@
+"""The Sandbox page in a real browser, against the real Docker engine: restore a step, replay, remove.
+
+Uses the app's own server when ``app/main.py`` registers the page; until then, a tiny entry script that
+registers only this page (the same shared state and widgets as the app) is served instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from playwright.sync_api import expect
+
+from ares_viewer import sandbox
+
+pytestmark = pytest.mark.browser
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SOLVED = "48d3a704-23f6-46b7-aed6-fa19b678c0a6"  # slugify-solved: 7 actions, every one reproducible
+
+_ENTRY = '''
+import pathlib, sys
+APP = pathlib.Path({app!r})
+sys.path.insert(0, str(APP))
+import state, widgets
+import streamlit as st
+st.set_page_config(page_title="ares-viewer", layout="wide")
+state.sync_from_url()
+page = st.navigation([st.Page(str(APP / "views" / "sandbox.py"), title="Sandbox", url_path="sandbox", default=True)])
+widgets.run_picker()
+page.run()
+'''
+
+
+def _registered() -> bool:
+    return "views/sandbox.py" in (REPO / "app" / "main.py").read_text()
+
+
+def _serve(script: pathlib.Path, runs_root: pathlib.Path, workdir: pathlib.Path):
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, ARES_VIEWER_RUNS=str(runs_root), ARES_VIEWER_CACHE=str(workdir / "cache"))
+    log = open(workdir / "streamlit.log", "w+b")  # noqa: SIM115 - closed by the caller
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port), "--server.address",
+         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
+            if answer.status == 200:
+                return server, log, url
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            log.seek(0)
+            pytest.fail(f"streamlit did not start:\n{log.read().decode(errors='replace')[-3000:]}")
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def sandbox_url(request, runs_root, tmp_path, docker_client):
+    """The URL of the Sandbox page on a server (the app's own once it registers the page)."""
+    if _registered():
+        yield f"{request.getfixturevalue('app_url')}/sandbox"
+        return
+    script = tmp_path / "sandbox_entry.py"
+    script.write_text(_ENTRY.format(app=str(REPO / "app")))
+    server, log, url = _serve(script, runs_root, tmp_path)
+    try:
+        yield url  # the only page of the entry script, so the default one: served at the root
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture
+def started_after(docker_client):
+    """Remove any sandbox of the replayed episode made during the test, whatever happens in the browser."""
+    began = time.time() - 1
+    yield began
+    for info in sandbox.list_sandboxes(docker_client, role=sandbox.ROLE):
+        if info.episode_id == SOLVED and info.created_at >= began:
+            docker_client.api.remove_container(info.container_id, force=True)
+
+
+def _metric(page, label: str):
+    return page.locator('[data-testid="stMetric"]', has_text=label).locator('[data-testid="stMetricValue"]')
+
+
+def test_restore_and_replay_from_the_sandbox_page(page, sandbox_url, runs_root, docker_client, started_after):
+    run_name = "demo-run" if (runs_root / "demo-run").is_dir() else None
+    if run_name is None:
+        pytest.skip("the bundled sample runs (with snapshots) are not there")
+    page.goto(f"{sandbox_url}?run={run_name}&episode={SOLVED}&step=0")
+    expect(page.get_by_text("Sandbox", exact=True).first).to_be_visible()
+
+    page.get_by_role("button", name="Restore").click()
+    expect(page.get_by_text("Restored step 0 into")).to_be_visible(timeout=60_000)
+    expect(_metric(page, "State")).to_have_text("running")
+    container = _metric(page, "Container").inner_text().strip()
+    mine = [i for i in sandbox.list_sandboxes(docker_client, role=sandbox.ROLE) if i.short_id == container]
+    assert len(mine) == 1 and mine[0].episode_id == SOLVED and mine[0].step == 0 and mine[0].session
+
+    page.get_by_role("button", name="Replay steps 1–7").click()
+    expect(page.get_by_text("Replay: 7 reproduced")).to_be_visible(timeout=120_000)
+    expect(_metric(page, "Filesystem")).to_have_text("step 7 (from 0)")
+
+    # A command of our own, in the same container.
+    page.get_by_role("tab", name="Command").click()
+    page.get_by_label("Command (bash -lc").fill("git log --oneline | wc -l && echo from-the-browser")
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text("from-the-browser").first).to_be_visible()
+
+    page.get_by_role("button", name="Stop & remove").click()
+    expect(page.get_by_role("button", name="Stop & remove")).to_have_count(0)
+    deadline = time.monotonic() + 10
+    while any(i.short_id == container for i in sandbox.list_sandboxes(docker_client)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(i.short_id == container for i in sandbox.list_sandboxes(docker_client))

@@ -1,7 +1,7 @@
 """ares-viewer's Streamlit app: ``streamlit run app/main.py``.
 
 The entrypoint sets up what every page shares (the view state from the URL, the run picker) and
-hands over to the page the URL names: /overview, /episode, /compare or /search.
+hands over to the page the URL names: /overview, /episode, /compare, /search or /sandbox.
 The page modules live in ``app/views/``: a folder named ``pages/`` beside the entrypoint makes
 AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
@@ -28,6 +28,7 @@ PAGES = [
     st.Page("views/episode.py", title="Episode", icon=":material/timeline:", url_path="episode"),
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("views/search.py", title="Search", icon=":material/search:", url_path="search"),
+    st.Page("views/sandbox.py", title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),
 ]
 
 state.sync_from_url()

@@ -183,6 +183,9 @@ def step_viewer(where: str, episode_id: str) -> None:
     navigation(episode, k)
     step = episode.step(k)
     st.caption(step_caption(step))
+    if any(ref.step_index == k for ref in episode.snapshots()):
+        st.page_link("views/sandbox.py", label=f"Restore step {k} into a live container", icon=":material/restore:",
+                     query_params=state.params(step=k))
     full = st.toggle("Show long texts in full", key="episode.full")
     if k == 0:
         st.markdown("#### First request")

@@ -36,3 +36,15 @@ def test_every_step_of_every_bundled_episode_renders(bundled, app):
             at = app("episode", episode=episode_id, step=str(k))
             assert not at.exception, (episode_id, k, at.exception)
             assert any(c.value.startswith(f"step {k} (") for c in at.caption)
+
+
+def test_a_step_with_a_snapshot_links_to_its_sandbox(bundled, app):
+    """The step viewer offers to restore the step it shows, with the same run, episode and step."""
+    episode = next(bundled.episode(i) for i in bundled.episode_ids if bundled.episode(i).snapshots())
+    k = episode.snapshots()[-1].step_index
+    at = app("episode", episode=episode.episode_id, step=str(k))
+    links = [link for link in at.get("page_link") if link.proto.page == "sandbox"]
+    assert len(links) == 1
+    assert links[0].proto.label == f"Restore step {k} into a live container"
+    query = dict(part.split("=", 1) for part in links[0].proto.query_string.split("&"))
+    assert query["episode"] == episode.episode_id and query["step"] == str(k)

@@ -1,19 +1,12 @@
 """The Sandbox page in a real browser, against the real Docker engine: restore a step, replay, remove.
 
-Uses the app's own server when ``app/main.py`` registers the page; until then, a tiny entry script that
-registers only this page (the same shared state and widgets as the app) is served instead.
+Uses the app's own server (``streamlit run app/main.py``), the same one the other browser tests use.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pathlib
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 from playwright.sync_api import expect
@@ -25,66 +18,10 @@ pytestmark = pytest.mark.browser
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SOLVED = "48d3a704-23f6-46b7-aed6-fa19b678c0a6"  # slugify-solved: 7 actions, every one reproducible
 
-_ENTRY = '''
-import pathlib, sys
-APP = pathlib.Path({app!r})
-sys.path.insert(0, str(APP))
-import state, widgets
-import streamlit as st
-st.set_page_config(page_title="ares-viewer", layout="wide")
-state.sync_from_url()
-page = st.navigation([st.Page(str(APP / "views" / "sandbox.py"), title="Sandbox", url_path="sandbox", default=True)])
-widgets.run_picker()
-page.run()
-'''
-
-
-def _registered() -> bool:
-    return "views/sandbox.py" in (REPO / "app" / "main.py").read_text()
-
-
-def _serve(script: pathlib.Path, runs_root: pathlib.Path, workdir: pathlib.Path):
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = dict(os.environ, ARES_VIEWER_RUNS=str(runs_root), ARES_VIEWER_CACHE=str(workdir / "cache"))
-    log = open(workdir / "streamlit.log", "w+b")  # noqa: SIM115 - closed by the caller
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-            if answer.status == 200:
-                return server, log, url
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            log.seek(0)
-            pytest.fail(f"streamlit did not start:\n{log.read().decode(errors='replace')[-3000:]}")
-        time.sleep(0.3)
-
-
 @pytest.fixture
-def sandbox_url(request, runs_root, tmp_path, docker_client):
-    """The URL of the Sandbox page on a server (the app's own once it registers the page)."""
-    if _registered():
-        yield f"{request.getfixturevalue('app_url')}/sandbox"
-        return
-    script = tmp_path / "sandbox_entry.py"
-    script.write_text(_ENTRY.format(app=str(REPO / "app")))
-    server, log, url = _serve(script, runs_root, tmp_path)
-    try:
-        yield url  # the only page of the entry script, so the default one: served at the root
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+def sandbox_url(app_url, docker_client):
+    """The URL of the app's Sandbox page (the engine must answer first)."""
+    return f"{app_url}/sandbox"
 
 
 @pytest.fixture

@@ -66,6 +66,30 @@ def _app(args: argparse.Namespace) -> int:
     return subprocess.call(command, env=env)
 
 
+def _export(args: argparse.Namespace) -> int:
+    from ares_viewer import review
+
+    review.export_format(args.out)  # a bad suffix fails before any work
+    opened = run.open_run(args.location)
+    store = review.open_store(args.db, read_only=True)
+    if store.problem:
+        print(f"warning: {store.problem}", file=sys.stderr)
+    elif not store.path.exists():
+        print(f"warning: no review database at {store.path} (set --db or ${review.DB_ENV})", file=sys.stderr)
+    try:
+        with store:
+            records = list(review.export_records(opened, store, labels=args.label))
+    except review.ReviewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    count = review.write_export(records, args.out)
+    orphaned = sum(1 for r in records if r["orphaned"])
+    gone = f" ({orphaned} of them orphaned: their step is gone, no prompt)" if orphaned else ""
+    what = f"labelled {', '.join(args.label)}" if args.label else "with notes or labels"
+    print(f"wrote {count} step(s) {what} to {args.out}{gone}", file=sys.stderr)
+    return 0
+
+
 def _sandbox_list(args: argparse.Namespace) -> int:
     from ares_viewer import sandbox
 
@@ -117,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     app.add_argument("--address", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     app.add_argument("--port", type=int, help="port (default: Streamlit's)")
     app.set_defaults(func=_app)
+
+    export = commands.add_parser("export", help="export reviewed steps with their exact prompts (JSONL/Parquet)")
+    export.add_argument("location", help="the run: folder, file, glob or fsspec URL")
+    export.add_argument("--label", action="append", default=[], help="only steps with this label (repeatable)")
+    export.add_argument("--out", required=True, help="the file to write: *.jsonl or *.parquet")
+    export.add_argument("--db", help="the review database (default: $ARES_VIEWER_REVIEW_DB or beside the cache)")
+    export.set_defaults(func=_export)
 
     box = commands.add_parser("sandbox", help="the project's live containers (restored steps)")
     box_commands = box.add_subparsers(dest="sandbox_command", required=True)

@@ -10,7 +10,7 @@ and points that stand for a step carry its index, so a click in the app opens wh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -29,6 +29,7 @@ OUTCOME_COLOURS = {
 RUN_COLOURS = ("#0969da", "#d4640a")
 _NONZERO_RC = "#cf222e"
 _ZERO_RC = "#8c959f"
+_LABEL = "#bc4c00"
 _LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.2}}
 
 
@@ -125,7 +126,8 @@ def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
     return _layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
 
 
-def step_timeline(steps: pd.DataFrame, *, selected: int | None = None) -> go.Figure:
+def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
+                  labels: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
     """An episode's steps: seconds taken (bars, red for a non-zero return code) over tokens per call.
 
     Context rewrites are marked with a dashed line and rewards with a star; every bar and marker
@@ -134,6 +136,7 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None) -> go.Fig
     Args:
         steps: ``Episode.steps_frame()``.
         selected: a step index to outline.
+        labels: step index -> review labels on that step, marked above its bar with their names.
     """
     frame = steps[steps["kind"] != "FIRST"]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.06)
@@ -154,6 +157,14 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None) -> go.Fig
                                  marker={"symbol": "star", "size": 14, "color": "#bf8700"},
                                  text=[f"{r:g}" for r in rewarded["reward"]], textposition="top center",
                                  customdata=rewarded["index"]), row=1, col=1)
+    if labels:
+        marked = sorted(k for k, names in labels.items() if names)
+        heights = dict(zip(frame["index"], frame["dt"].fillna(0), strict=True))
+        fig.add_trace(go.Scatter(x=marked, y=[heights.get(k, 0) for k in marked], mode="markers+text",
+                                 name="review label", marker={"symbol": "triangle-down", "size": 12,
+                                                              "color": _LABEL},
+                                 text=[", ".join(labels[k]) for k in marked], textposition="top center",
+                                 textfont={"color": _LABEL}, customdata=marked, cliponaxis=False), row=1, col=1)
     for name, column, colour in (("prompt tokens", "prompt_tokens", "#0969da"),
                                  ("generated tokens", "generated_tokens", "#8250df")):
         values = pd.to_numeric(frame[column], errors="coerce").astype("float64")

@@ -1,0 +1,655 @@
+"""Review sessions: notes and labels on steps, kept in SQLite, and exports of the marked steps.
+
+A *note* is attached to one step of one episode of one run (optionally to a file path of that
+step) and carries a label (a short tag such as ``reward hacking``), a free text, or both. Several
+reviewers (several app sessions, notebooks, scripts) may write at once:
+
+- the database is SQLite in WAL mode with a busy timeout, every write one short ``BEGIN IMMEDIATE``
+  transaction, so concurrent writers wait for each other instead of failing or losing rows;
+- nothing is overwritten: every change appends a revision (a delete appends a tombstone), so the
+  whole history of every note stays readable;
+- an edit names the revision it was based on; when someone else changed the note since, the edit
+  is refused with ``ConflictError`` instead of silently replacing their words.
+
+Runs are identified by ``run_key(location)``: the run's resolved location (an absolute local path with
+symlinks resolved, or a URL as given without a trailing slash). Notes follow the files, not the
+name of a folder in the picker: opening the same folder by another relative path finds the same notes.
+
+The database lives at ``ARES_VIEWER_REVIEW_DB`` when set, else ``review.sqlite`` in the index cache
+folder (``ARES_VIEWER_CACHE``); never in a run folder unless a user points it there. A file that is
+not a readable database, or one that another program keeps locked, gives a clear message: the store
+then opens read-only (empty when unreadable) and the viewer keeps working.
+
+>>> from ares_viewer import review
+>>> store = review.open_store()
+>>> store.notes(run="sample_runs/demo-run")          # DataFrame: one row per live note
+>>> review.write_export(review.export_records(run, store, labels=["reward hacking"]), "marked.jsonl")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib.util
+import io
+import json
+import logging
+import os
+import pathlib
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ares_viewer import index_cache
+from ares_viewer import run as run_module
+
+_LOGGER = logging.getLogger(__name__)
+
+DB_ENV = "ARES_VIEWER_REVIEW_DB"
+SCHEMA = 1
+MAX_LABEL = 100
+MAX_TEXT = 100_000
+NOTE_COLUMNS = ("note_id", "run", "episode_id", "step", "path", "label", "text", "author", "updated_at",
+                "revision", "deleted", "created_by", "created_at")
+EXPORT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS notes (
+    note_id TEXT PRIMARY KEY,
+    run TEXT NOT NULL,
+    episode_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    path TEXT,
+    created_by TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS notes_by_step ON notes (run, episode_id, step);
+CREATE TABLE IF NOT EXISTS revisions (
+    note_id TEXT NOT NULL REFERENCES notes (note_id),
+    revision INTEGER NOT NULL,
+    label TEXT,
+    text TEXT NOT NULL,
+    author TEXT NOT NULL,
+    at REAL NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (note_id, revision)
+);
+"""
+# The latest revision of each note: the note as it reads now.
+_CURRENT = """
+SELECT n.note_id, n.run, n.episode_id, n.step, n.path, r.label, r.text, r.author, r.at, r.revision, r.deleted,
+       n.created_by, n.created_at
+FROM notes n JOIN revisions r ON r.note_id = n.note_id
+WHERE r.revision = (SELECT MAX(revision) FROM revisions WHERE note_id = n.note_id)
+"""
+
+
+class ReviewError(Exception):
+    """The review database cannot be read or written (the message says why and what still works)."""
+
+
+class ConflictError(ReviewError):
+    """An edit was based on a revision that is no longer the latest: someone else changed the note first."""
+
+
+class ExportError(ValueError):
+    """An export cannot be written (unknown format, missing optional dependency)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Note:
+    """One note as it reads at one revision.
+
+    Attributes:
+        note_id: the note's id (stable across edits).
+        run: the run key (``run_key``) of the run it belongs to.
+        episode_id: the episode.
+        step: the step index.
+        path: a file path of that step the note is about, or None.
+        label: the label (a short tag), or None for a plain note.
+        text: the free text (may be empty for a bare label).
+        author: who wrote this revision.
+        updated_at: unix seconds of this revision.
+        revision: 1 for the first version, +1 per edit.
+        deleted: True when this revision is a delete (a tombstone).
+        created_by: who wrote the first revision.
+        created_at: unix seconds of the first revision.
+    """
+
+    note_id: str
+    run: str
+    episode_id: str
+    step: int
+    path: str | None
+    label: str | None
+    text: str
+    author: str
+    updated_at: float
+    revision: int
+    deleted: bool
+    created_by: str
+    created_at: float
+
+
+def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
+    """Where the review database is: ``path``, else ``ARES_VIEWER_REVIEW_DB``, else beside the index cache."""
+    chosen = path or os.environ.get(DB_ENV)
+    if chosen:
+        return pathlib.Path(chosen).expanduser()
+    return index_cache.cache_dir() / "review.sqlite"
+
+
+def run_key(location: str | os.PathLike | run_module.Run) -> str:
+    """The key notes are stored under: the run's resolved location.
+
+    A local path becomes absolute with symlinks resolved; a URL (``s3://...``) is kept as given,
+    without a trailing slash.
+    """
+    if isinstance(location, run_module.Run):
+        location = location.location
+    text = os.fspath(location)
+    if "://" in text:
+        return text.rstrip("/")
+    return os.path.realpath(os.path.expanduser(text))
+
+
+def _clean_label(label: str | None) -> str | None:
+    if label is None:
+        return None
+    label = " ".join(str(label).split())
+    if len(label) > MAX_LABEL:
+        raise ValueError(f"a label has at most {MAX_LABEL} characters; this one has {len(label)}")
+    return label or None
+
+
+def _clean_text(text: str | None) -> str:
+    text = (text or "").strip()
+    if len(text) > MAX_TEXT:
+        raise ValueError(f"a note has at most {MAX_TEXT:,} characters; this one has {len(text):,}")
+    return text
+
+
+def _clean_author(author: str | None) -> str:
+    author = " ".join(str(author or "").split())
+    if not author:
+        raise ValueError("a note needs an author: say who you are")
+    return author
+
+
+def format_time(seconds: float) -> str:
+    """Unix seconds as a UTC time a reader can compare across reviewers."""
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _explain(exc: sqlite3.Error, path: pathlib.Path, doing: str) -> str:
+    """An sqlite error in words a reviewer can act on."""
+    message = str(exc)
+    if "locked" in message or "busy" in message:
+        return (f"The review database {path} is locked by another program, so {doing} failed; notes stay "
+                f"read-only until it is released ({message}).")
+    if "not a database" in message or "malformed" in message or "corrupt" in message:
+        return (f"The review database {path} is damaged or is not an SQLite database ({message}); notes are "
+                f"read-only. Move the file away (it is left untouched) or set {DB_ENV} to another path.")
+    if "readonly" in message or "read-only" in message or "unable to open" in message:
+        return f"The review database {path} cannot be written ({message}), so {doing} failed; notes are read-only."
+    return f"The review database {path}: {doing} failed ({type(exc).__name__}: {message})."
+
+
+class ReviewStore:
+    """Notes and labels on steps, in an SQLite database shared by every reviewer.
+
+    Attributes:
+        path: the database file.
+        problem: why the store is read-only (a damaged, locked or unwritable database), else None.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, read_only: bool = False,
+                 timeout: float = 10.0) -> None:
+        self.path = db_path(path)
+        self.timeout = timeout
+        self.problem: str | None = None
+        self._read_only = read_only
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        try:
+            self._db = self._connect(read_only)
+        except (OSError, sqlite3.Error, ReviewError) as exc:
+            self._fail_open(exc)
+
+    # ----- opening ------------------------------------------------------------------------------
+
+    def _connect(self, read_only: bool) -> sqlite3.Connection | None:
+        if read_only:
+            if not self.path.exists():
+                return None  # nothing written yet: an empty store
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self.timeout,
+                                 check_same_thread=False, isolation_level=None)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a damaged file fails here
+            return db
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False, isolation_level=None)
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]  # a damaged file fails here
+            if version > SCHEMA:
+                raise ReviewError(f"The review database {self.path} was written by a newer ares-viewer (schema "
+                                  f"{version}, this one reads {SCHEMA}); notes are read-only.")
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                db.execute("PRAGMA journal_mode=WAL")  # readers never wait for writers
+            if version < SCHEMA:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in filter(str.strip, _DDL.split(";")):
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version = {SCHEMA}")
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _fail_open(self, exc: Exception) -> None:
+        """After a failure to open for writing: open read-only if the file can be read, keeping the reason."""
+        if isinstance(exc, ReviewError):
+            self.problem = str(exc)
+        elif isinstance(exc, sqlite3.Error):
+            self.problem = _explain(exc, self.path, "opening it for writing")
+        else:
+            self.problem = f"The review database {self.path} cannot be created ({exc}); notes are read-only."
+        self._read_only = True
+        if not isinstance(exc, OSError):
+            try:
+                self._db = self._connect(read_only=True)
+            except sqlite3.Error as again:
+                self.problem += f" Its notes cannot be read either ({again})."
+        _LOGGER.warning("%s", self.problem)
+
+    @property
+    def writable(self) -> bool:
+        """True when notes can be added and edited."""
+        return not self._read_only
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __enter__(self) -> ReviewStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-write" if self.writable else "read-only"
+        return f"ReviewStore({str(self.path)!r}, {mode})"
+
+    # ----- writing ------------------------------------------------------------------------------
+
+    def _write(self, doing: str, body) -> Any:
+        """Run ``body(db)`` in one immediate transaction (waits up to ``timeout`` for other writers)."""
+        if not self.writable or self._db is None:
+            raise ReviewError(self.problem or f"The review database {self.path} is open read-only.")
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise ReviewError(_explain(exc, self.path, doing)) from exc
+            try:
+                result = body(db)
+                db.execute("COMMIT")
+            except BaseException as exc:
+                db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise ReviewError(_explain(exc, self.path, doing)) from exc
+                raise
+            return result
+
+    def add(self, run: str | os.PathLike | run_module.Run, episode_id: str, step: int, *, author: str,
+            label: str | None = None, text: str | None = None, path: str | None = None) -> Note:
+        """Attach a new note or label to a step.
+
+        Args:
+            run: the run (a location, or an opened ``Run``).
+            episode_id: the episode.
+            step: the step index.
+            author: who writes it.
+            label: a short tag (``reward hacking``); None for a plain note.
+            text: free text; may be empty when a label is given.
+            path: a file path of that step the note is about.
+
+        Raises:
+            ValueError: when the note is empty or has no author.
+            ReviewError: when the database cannot be written.
+        """
+        label, text, author = _clean_label(label), _clean_text(text), _clean_author(author)
+        if label is None and not text:
+            raise ValueError("a note needs a label or some text")
+        if not isinstance(step, int) or step < 0:
+            raise ValueError(f"a step index is a whole number >= 0, not {step!r}")
+        note_id = uuid.uuid4().hex
+        now = time.time()
+        key = run_key(run)
+        path = (path or "").strip() or None
+
+        def insert(db: sqlite3.Connection) -> None:
+            db.execute("INSERT INTO notes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (note_id, key, str(episode_id), step, path, author, now))
+            db.execute("INSERT INTO revisions VALUES (?, 1, ?, ?, ?, ?, 0)", (note_id, label, text, author, now))
+
+        self._write("adding a note", insert)
+        return Note(note_id, key, str(episode_id), step, path, label, text, author, now, 1, False, author, now)
+
+    def _revise(self, note_id: str, revision: int, author: str, label: str | None, text: str, deleted: bool,
+                doing: str) -> Note:
+        author = _clean_author(author)
+        now = time.time()
+
+        def append(db: sqlite3.Connection) -> None:
+            head = db.execute("SELECT revision, author, at FROM revisions WHERE note_id = ? ORDER BY revision DESC "
+                              "LIMIT 1", (note_id,)).fetchone()
+            if head is None:
+                raise KeyError(f"no note {note_id!r} in {self.path}")
+            if head[0] != revision:
+                raise ConflictError(
+                    f"Not saved: this note was changed by {head[1]} at {format_time(head[2])} (now revision {head[0]}) "
+                    f"after the revision {revision} you edited. Reload it, then apply your change again.")
+            db.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (note_id, revision + 1, label, text, author, now, int(deleted)))
+
+        self._write(doing, append)
+        return self.get(note_id)
+
+    def edit(self, note_id: str, *, revision: int, author: str, label: str | None = None,
+             text: str | None = None) -> Note:
+        """Change a note's label and text; ``revision`` is the revision the change was based on.
+
+        Editing a deleted note (at its tombstone's revision) restores it.
+
+        Raises:
+            ConflictError: when the note has a newer revision than ``revision`` (nothing is written).
+            KeyError: when there is no such note.
+            ValueError: when the result would be empty.
+        """
+        label, text = _clean_label(label), _clean_text(text)
+        if label is None and not text:
+            raise ValueError("a note needs a label or some text (delete it instead)")
+        return self._revise(note_id, revision, author, label, text, False, "saving the edit")
+
+    def delete(self, note_id: str, *, revision: int, author: str) -> Note:
+        """Delete a note: appends a tombstone revision (the history stays readable).
+
+        Raises:
+            ConflictError: when the note has a newer revision than ``revision``.
+            KeyError: when there is no such note.
+        """
+        current = self.get(note_id)
+        return self._revise(note_id, revision, author, current.label, current.text, True, "deleting the note")
+
+    # ----- reading ------------------------------------------------------------------------------
+
+    def _read(self, query: str, params: Sequence[Any]) -> list[tuple]:
+        if self._db is None:
+            return []
+        with self._lock:
+            try:
+                return self._db.execute(query, params).fetchall()
+            except sqlite3.Error as exc:
+                raise ReviewError(_explain(exc, self.path, "reading notes")) from exc
+
+    def find(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
+             step: int | None = None, labels: Iterable[str] | None = None,
+             include_deleted: bool = False) -> list[Note]:
+        """The notes as they read now, oldest first, narrowed by run, episode, step and labels."""
+        query, params = _CURRENT, []
+        for column, value in (("n.run", None if run is None else run_key(run)), ("n.episode_id", episode_id),
+                              ("n.step", step)):
+            if value is not None:
+                query += f" AND {column} = ?"
+                params.append(value)
+        wanted = [label for label in (labels or ()) if label]
+        if wanted:
+            query += f" AND r.label IN ({', '.join('?' * len(wanted))})"
+            params.extend(wanted)
+        if not include_deleted:
+            query += " AND r.deleted = 0"
+        query += " ORDER BY n.created_at, n.note_id"
+        return [_note(row) for row in self._read(query, params)]
+
+    def notes(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
+              step: int | None = None, labels: Iterable[str] | None = None,
+              include_deleted: bool = False) -> pd.DataFrame:
+        """The notes as a DataFrame (``NOTE_COLUMNS``; times as UTC timestamps), one row per note."""
+        found = self.find(run, episode_id=episode_id, step=step, labels=labels, include_deleted=include_deleted)
+        return notes_frame(found)
+
+    def get(self, note_id: str) -> Note:
+        """A note as it reads now (its latest revision, which may be a tombstone).
+
+        Raises:
+            KeyError: when there is no such note.
+        """
+        rows = self._read(_CURRENT + " AND n.note_id = ?", [note_id])
+        if not rows:
+            raise KeyError(f"no note {note_id!r} in {self.path}")
+        return _note(rows[0])
+
+    def history(self, note_id: str) -> pd.DataFrame:
+        """Every revision of a note, oldest first (``NOTE_COLUMNS``)."""
+        rows = self._read(
+            "SELECT n.note_id, n.run, n.episode_id, n.step, n.path, r.label, r.text, r.author, r.at, r.revision, "
+            "r.deleted, n.created_by, n.created_at FROM notes n JOIN revisions r ON r.note_id = n.note_id "
+            "WHERE n.note_id = ? ORDER BY r.revision", [note_id])
+        return notes_frame([_note(row) for row in rows])
+
+    def labels(self, run: str | os.PathLike | run_module.Run | None = None) -> list[str]:
+        """The labels in use on live notes (of one run, or of all), sorted."""
+        return sorted({n.label for n in self.find(run) if n.label})
+
+    def step_labels(self, run: str | os.PathLike | run_module.Run, episode_id: str) -> dict[int, list[str]]:
+        """Step index -> the labels on that step of one episode."""
+        found: dict[int, list[str]] = {}
+        for note in self.find(run, episode_id=episode_id):
+            if note.label and note.label not in found.setdefault(note.step, []):
+                found[note.step].append(note.label)
+        return {step: labels for step, labels in found.items() if labels}
+
+    def episode_labels(self, run: str | os.PathLike | run_module.Run) -> dict[str, list[str]]:
+        """Episode id -> the labels on any of its steps, sorted."""
+        found: dict[str, set[str]] = {}
+        for note in self.find(run):
+            if note.label:
+                found.setdefault(note.episode_id, set()).add(note.label)
+        return {episode_id: sorted(labels) for episode_id, labels in found.items()}
+
+
+def _note(row: tuple) -> Note:
+    (note_id, run, episode_id, step, path, label, text, author, at, revision, deleted, created_by, created_at) = row
+    return Note(note_id, run, episode_id, int(step), path, label, text, author, at, int(revision), bool(deleted),
+                created_by, created_at)
+
+
+def notes_frame(notes: Sequence[Note]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records([dataclasses.astuple(n) for n in notes], columns=list(NOTE_COLUMNS))
+    for column in ("updated_at", "created_at"):
+        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
+    return frame.astype({"step": "int64", "revision": "int64", "deleted": "bool"})
+
+
+def open_store(path: str | os.PathLike | None = None, *, read_only: bool = False,
+               timeout: float = 10.0) -> ReviewStore:
+    """The review database (``db_path(path)``); read-only with ``problem`` set when it cannot be written."""
+    return ReviewStore(path, read_only=read_only, timeout=timeout)
+
+
+# ----- orphans ----------------------------------------------------------------------------------
+
+
+class _StepRange:
+    """Which steps a run's episodes have, read from the index (an episode is parsed only to confirm a doubt)."""
+
+    def __init__(self, run: run_module.Run) -> None:
+        self.run = run
+        self.actions = dict(zip(run.episodes["episode_id"], run.episodes["num_actions"], strict=True))
+
+    def reason(self, episode_id: str, step: int) -> str | None:
+        if episode_id not in self.actions:
+            return "episode not in this run"
+        if 0 <= step <= int(self.actions[episode_id]):  # step 0 (the first request) .. one per action
+            return None
+        try:
+            steps = len(self.run.episode(episode_id).steps)
+        except (KeyError, ValueError, OSError) as exc:
+            return f"episode unreadable ({exc})"
+        return None if 0 <= step < steps else f"step beyond the end (the episode has steps 0..{steps - 1})"
+
+
+def orphan_reason(run: run_module.Run, episode_id: str, step: int) -> str | None:
+    """Why a step a note names is not in the run any more, or None when it is there."""
+    return _StepRange(run).reason(episode_id, step)
+
+
+def with_status(frame: pd.DataFrame, run: run_module.Run) -> pd.DataFrame:
+    """Notes with an ``orphaned`` column: why their step is gone, or None (notes are kept either way)."""
+    steps = _StepRange(run)
+    reasons = [steps.reason(e, int(s)) for e, s in zip(frame["episode_id"], frame["step"], strict=True)]
+    return frame.assign(orphaned=pd.Series(reasons, index=frame.index, dtype="object"))
+
+
+# ----- exports ----------------------------------------------------------------------------------
+
+
+def _note_record(note: Note) -> dict[str, Any]:
+    return {"note_id": note.note_id, "label": note.label, "text": note.text, "author": note.author,
+            "updated_at": format_time(note.updated_at), "revision": note.revision, "path": note.path}
+
+
+def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[str] | None = None,
+                   steps: Iterable[tuple[str, int]] | None = None) -> Iterator[dict[str, Any]]:
+    """One record per marked step, with the exact model input of that step.
+
+    Which steps: those given in ``steps`` (``(episode_id, step)``), else those carrying any of
+    ``labels``, else every step with a live note or label.
+
+    Each record: ``run`` (the run key), ``episode_id``, ``task_name``, ``step``, ``labels``,
+    ``notes`` (dicts), ``orphaned`` (why the step is gone, else None), ``system_prompt``,
+    ``messages`` (``[m.to_dict() for m in episode.context(step)]``: the file's own message dicts, so
+    ``system_prompt`` + ``messages`` rebuild the model input byte for byte), ``request`` (sampling
+    settings of the request) and ``response`` (the model's answer). Step 0 (FIRST) has no answer:
+    its ``messages`` are the first request and its ``response`` is None.
+    """
+    notes = store.find(run)
+    wanted = [label for label in (labels or ()) if label]
+    if steps is not None:
+        chosen = list(dict.fromkeys((str(e), int(s)) for e, s in steps))
+    else:
+        marked = [n for n in notes if not wanted or n.label in wanted]
+        chosen = list(dict.fromkeys((n.episode_id, n.step) for n in marked))
+    by_step: dict[tuple[str, int], list[Note]] = {}
+    for note in notes:
+        by_step.setdefault((note.episode_id, note.step), []).append(note)
+    key = run_key(run)
+    step_range = _StepRange(run)
+    for episode_id, step in chosen:
+        attached = by_step.get((episode_id, step), [])
+        record: dict[str, Any] = {
+            "run": key, "episode_id": episode_id, "task_name": None, "step": step,
+            "labels": sorted({n.label for n in attached if n.label}),
+            "notes": [_note_record(n) for n in attached],
+            "orphaned": step_range.reason(episode_id, step),
+            "system_prompt": None, "messages": None, "request": None, "response": None,
+        }
+        if record["orphaned"] is None:
+            episode = run.episode(episode_id)
+            action = step if step >= 1 else 1
+            context = episode.context(action) if action < len(episode.steps) else []
+            record.update(task_name=episode.task_name, system_prompt=episode.system_prompt,
+                          messages=[m.to_dict() for m in context], request=episode.metadata.get("request"),
+                          response=episode.step(step).response if step >= 1 else None)
+        yield record
+
+
+def parquet_available() -> bool:
+    """True when pyarrow is installed, so Parquet exports can be written."""
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def export_format(out: str | os.PathLike) -> str:
+    """``jsonl`` or ``parquet``, from a file name's suffix."""
+    suffix = pathlib.Path(out).suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        raise ExportError(f"cannot tell the export format from {os.fspath(out)!r}: name it *.jsonl or *.parquet")
+    return EXPORT_FORMATS[suffix]
+
+
+def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
+    """Records as a JSONL or Parquet file's bytes.
+
+    JSONL: one JSON object per line, written with Python's ``json`` (ASCII-escaped, so any string
+    round-trips). Parquet (needs pyarrow) has the same columns, with ``notes``, ``messages`` and
+    ``request`` held as JSON text in ``notes_json``, ``messages_json`` and ``request_json``.
+
+    Raises:
+        ExportError: for an unknown format, or Parquet without pyarrow.
+    """
+    records = list(records)
+    if fmt == "jsonl":
+        return b"".join(json.dumps(r).encode("ascii") + b"\n" for r in records)
+    if fmt != "parquet":
+        raise ExportError(f"unknown export format {fmt!r}: jsonl or parquet")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ExportError("writing Parquet needs pyarrow: pip install 'ares-viewer[parquet]' "
+                          "(or export to a .jsonl file)") from exc
+    columns: dict[str, list[Any]] = {name: [] for name in (
+        "run", "episode_id", "task_name", "step", "labels", "orphaned", "system_prompt", "response",
+        "notes_json", "messages_json", "request_json")}
+    for record in records:
+        for name in columns:
+            if name.endswith("_json"):
+                value = record.get(name.removesuffix("_json"))
+                columns[name].append(None if value is None else json.dumps(value))
+            else:
+                columns[name].append(record.get(name))
+    schema = pa.schema([("run", pa.string()), ("episode_id", pa.string()), ("task_name", pa.string()),
+                        ("step", pa.int64()), ("labels", pa.list_(pa.string())), ("orphaned", pa.string()),
+                        ("system_prompt", pa.string()), ("response", pa.string()), ("notes_json", pa.string()),
+                        ("messages_json", pa.string()), ("request_json", pa.string())])
+    sink = io.BytesIO()
+    pq.write_table(pa.table(columns, schema=schema), sink)
+    return sink.getvalue()
+
+
+def write_export(records: Iterable[Mapping[str, Any]], out: str | os.PathLike) -> int:
+    """Write records to ``out`` (format from its suffix); returns how many were written."""
+    records = list(records)
+    data = export_bytes(records, export_format(out))
+    pathlib.Path(out).write_bytes(data)
+    return len(records)
+
+
+def read_export(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """An export read back as the records ``export_records`` made (Parquet's JSON columns decoded)."""
+    if export_format(path) == "jsonl":
+        with open(path, encoding="ascii") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+    import pyarrow.parquet as pq
+
+    out = []
+    for row in pq.read_table(path).to_pylist():
+        for name in [n for n in row if n.endswith("_json")]:
+            value = row.pop(name)
+            row[name.removesuffix("_json")] = None if value is None else json.loads(value)
+        out.append(row)
+    return out

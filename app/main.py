@@ -2,7 +2,7 @@
 
 The entrypoint sets up what every page shares (the view state from the URL, the run picker) and
 hands over to the page the URL names: / (the run overview, the default page), /episode, /compare, /search
-or /sandbox.
+, /sandbox or /review (notes and labels on steps).
 The page modules live in ``app/views/``: a folder named ``pages/`` beside the entrypoint makes
 AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
@@ -30,6 +30,7 @@ PAGES = [
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("views/search.py", title="Search", icon=":material/search:", url_path="search"),
     st.Page("views/sandbox.py", title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),
+    st.Page("views/review.py", title="Review", icon=":material/rate_review:", url_path="review"),
 ]
 
 state.sync_from_url()

@@ -7,6 +7,7 @@ when their toggles are on. The step viewer is a fragment, so stepping reruns onl
 from __future__ import annotations
 
 import loaders
+import review_panel
 import state
 import streamlit as st
 import widgets
@@ -58,8 +59,9 @@ def header(episode: model.Episode) -> None:
 
 def timeline(episode: model.Episode) -> None:
     """The step chart; a click on a step selects it (each new click once, so stepping later is not undone)."""
-    event = st.plotly_chart(plots.step_timeline(episode.steps_frame()), key="episode.timeline", on_select="rerun",
-                            selection_mode="points")
+    labels = review_panel.step_labels(loaders.location(state.get("run")), episode.episode_id)
+    event = st.plotly_chart(plots.step_timeline(episode.steps_frame(), labels=labels), key="episode.timeline",
+                            on_select="rerun", selection_mode="points")
     points = (event or {}).get("selection", {}).get("points", [])
     clicked = [p.get("customdata") for p in points if p.get("customdata") is not None]
     # A selection outlives its click; act on each new one only, and forget it once cleared so the
@@ -203,6 +205,7 @@ def step_viewer(where: str, episode_id: str) -> None:
             widgets.messages(context[-_CONTEXT_MESSAGES:], full=full)
     if st.toggle("System prompt", key="episode.show_system"):
         st.code(episode.system_prompt or "(none)", language=None, wrap_lines=True)
+    review_panel.step_panel(where, episode, k)
 
 
 run = widgets.current_run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import review_panel
 import state
 import streamlit as st
 import widgets
@@ -11,7 +12,7 @@ from ares_viewer import plots
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
-                  "episode_id"]
+                  "labels", "episode_id"]
 
 
 def open_episode(episode_id: str) -> None:
@@ -82,7 +83,7 @@ def filtered(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(episodes: pd.DataFrame) -> None:
-    shown = filtered(episodes)[_TABLE_COLUMNS].reset_index(drop=True)
+    shown = review_panel.label_filter(filtered(episodes))[_TABLE_COLUMNS].reset_index(drop=True)
     st.caption(f"{len(shown)} of {len(episodes)} episodes · select a row to open it")
     event = st.dataframe(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
@@ -106,4 +107,4 @@ headline(run)
 widgets.load_errors(run)
 charts(run.episodes)
 st.subheader("Episodes")
-table(run.episodes)
+table(review_panel.with_labels(run))

@@ -1,0 +1,179 @@
+"""Review notes in AppTest: the step view's panel, labels on the timeline and in the episode table, the Review page."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import page_text
+import pytest
+
+from ares_viewer import review
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "review.sqlite"
+    monkeypatch.setenv(review.DB_ENV, str(path))
+    return path
+
+
+def run_location(runs, run="run-a") -> str:
+    return runs["root"]["path"] + "/" + run
+
+
+def open_step(app, runs, label="failed", step=3):
+    return app("episode", run="run-a", episode=runs["run-a"][label], step=str(step))
+
+
+def submit(at, prefix: str):
+    next(b for b in at.button if b.label.startswith(prefix)).click().run()
+    return at
+
+
+def add(at, *, label="", text="", author="Ada"):
+    at.text_input(key="review.author").input(author).run()
+    at.text_input(key="review.add_label").input(label)
+    at.text_area(key="review.add_text").input(text)
+    return submit(at, "Add to step")
+
+
+def timeline_labels(at) -> list[str]:
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    traces = [t for t in spec["data"] if t.get("name") == "review label"]
+    return [text for t in traces for text in t["text"]]
+
+
+def test_a_label_added_in_the_step_view_is_stored_shown_and_on_the_timeline(runs, app, db):
+    at = open_step(app, runs)
+    assert timeline_labels(at) == []
+    add(at, label="edits the tests", text="rewrites tests/test_core.py to pass")
+    assert not at.exception
+    assert any("Added to step 3" in s.value for s in at.success)
+    shown = page_text.of(at)
+    assert ":orange-badge[edits the tests] rewrites tests/test_core.py to pass" in shown
+    assert "Ada · " in shown and "revision 1" in shown
+    assert timeline_labels(at) == ["edits the tests"]
+    assert at.text_input(key="review.add_label").value == ""  # the form is ready for the next note
+    (note,) = review.open_store(db).find(run_location(runs), episode_id=runs["run-a"]["failed"])
+    assert (note.step, note.label, note.author) == (3, "edits the tests", "Ada")
+    # The labelled step is listed under the panel; from another step its button goes back there.
+    at.button(key="episode_next").click().run()
+    at.button(key="review.goto.3").click().run()
+    assert at.query_params["step"] == "3"
+
+
+def test_a_note_without_author_is_refused_and_keeps_its_text(runs, app, db):
+    at = open_step(app, runs)
+    add(at, text="the model misreads the traceback", author="")
+    assert any("needs an author" in e.value for e in at.error)
+    assert at.text_area(key="review.add_text").value == "the model misreads the traceback"
+    assert review.open_store(db).find(run_location(runs)) == []
+
+
+def test_edit_delete_and_a_conflicting_edit(runs, app, db):
+    store = review.open_store(db)
+    note = store.add(run_location(runs), runs["run-a"]["failed"], 3, author="Bob", label="misreads the error")
+    at = open_step(app, runs)
+    at.text_input(key="review.author").input("Ada").run()
+    at.text_area(key=f"review.edit.{note.note_id}.text").input("reads rc 1 as success")
+    submit(at, "Save")
+    assert any("Note saved" in s.value for s in at.success)
+    assert store.get(note.note_id).text == "reads rc 1 as success" and store.get(note.note_id).author == "Ada"
+
+    # Someone else saves while Ada's form is open: her next save is refused, nothing is overwritten.
+    store.edit(note.note_id, revision=2, author="Bob", label="misreads the error", text="Bob's version")
+    at.text_area(key=f"review.edit.{note.note_id}.text").input("Ada's second version")
+    submit(at, "Save")
+    assert any("Not saved: this note was changed by Bob" in e.value for e in at.error)
+    assert store.get(note.note_id).text == "Bob's version"
+    at.button(key=f"review.edit.{note.note_id}.reload").click().run()
+    assert at.text_area(key=f"review.edit.{note.note_id}.text").value == "Bob's version"
+
+    submit(at, "Delete")
+    assert any("Note deleted" in s.value for s in at.success)
+    assert store.find(run_location(runs)) == []
+    assert list(store.history(note.note_id)["deleted"]) == [False, False, False, True]
+    assert timeline_labels(at) == []
+
+
+def test_labels_column_and_label_filter_on_the_overview(runs, app, db):
+    store = review.open_store(db)
+    store.add(run_location(runs), runs["run-a"]["solved"], 2, author="Ada", label="reward hacking")
+    store.add(run_location(runs), runs["run-a"]["solved"], 4, author="Bob", label="edits the tests")
+    store.add(run_location(runs), runs["run-a"]["failed"], 1, author="Bob", label="edits the tests")
+    at = app()
+    table = at.dataframe(key="overview.table").value
+    labels = dict(zip(table["episode_id"], table["labels"], strict=True))
+    assert labels[runs["run-a"]["solved"]] == "edits the tests, reward hacking"
+    assert labels[runs["run-a"]["truncated"]] == ""
+    at.multiselect(key="overview.labels").select("reward hacking").run()
+    assert "1 of 5 episodes" in page_text.of(at)
+    at.multiselect(key="overview.labels").select("edits the tests").run()
+    assert "2 of 5 episodes" in page_text.of(at)
+
+
+def test_review_page_lists_notes_with_links_orphans_and_filters(runs, app, db):
+    store = review.open_store(db)
+    where = run_location(runs)
+    store.add(where, runs["run-a"]["failed"], 3, author="Ada", label="edits the tests", text="rewrites the test")
+    store.add(where, runs["run-a"]["solved"], 2, author="Bob", text="a clean fix")
+    store.add(where, runs["run-a"]["solved"], 99, author="Bob", label="late", text="step beyond the end")
+    store.add(where, "0000dead-0000-4000-8000-000000000000", 1, author="Bob", label="gone", text="file removed")
+    store.add(runs["root"]["path"] + "/run-b", runs["run-b"]["solved"], 1, author="Cy", text="other run")
+    at = app("review", run="run-a")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "4 of 4 notes · 2 orphaned" in shown
+    assert "other run" not in shown
+    assert "orphaned: step beyond the end (the episode has steps 0..5)" in shown
+    assert "orphaned: episode not in this run" in shown
+    links = list(at.get("page_link"))
+    assert len(links) == 2
+    failed_link = next(e.proto for e in links if "step 3" in e.proto.label)
+    assert f"episode={runs['run-a']['failed']}" in failed_link.query_string and "step=3" in failed_link.query_string
+    assert "edits the tests: rewrites the test" in failed_link.label
+    at.multiselect(key="review.labels").select("edits the tests").run()
+    assert "1 of 4 notes" in page_text.of(at)
+    at.multiselect(key="review.labels").unselect("edits the tests").run()
+    at.toggle(key="review.orphaned").set_value(True).run()
+    assert "2 of 4 notes" in page_text.of(at)
+    download = at.get("download_button")
+    assert download and "Download 0 step(s)" in download[0].proto.label  # orphans have no prompt to export
+
+
+def test_author_is_remembered_across_pages(runs, app, db):
+    at = open_step(app, runs)
+    at.text_input(key="review.author").input("Ada Lovelace").run()
+    at.switch_page("views/review.py").run()
+    assert at.text_input(key="review.author").value == "Ada Lovelace"
+    at.switch_page("views/episode.py").run()
+    assert at.text_input(key="review.author").value == "Ada Lovelace"
+
+
+def test_a_damaged_database_warns_and_every_page_still_renders(runs, app, db):
+    db.write_bytes(b"not a database at all\x00" * 200)
+    for page in ("overview", "episode", "review"):
+        at = app(page, run="run-a", episode=runs["run-a"]["failed"], step="3")
+        assert not at.exception, page
+        if page != "overview":
+            assert any("damaged or is not an SQLite database" in w.value for w in at.warning), page
+    assert "Prompt: new since the previous call" in page_text.of(app("episode", run="run-a", step="3"))
+    at = app("episode", run="run-a", episode=runs["run-a"]["failed"], step="3")
+    assert not [b for b in at.button if b.label.startswith("Add to step")]  # read-only: no form to lose text in
+
+
+def test_a_locked_database_refuses_the_write_with_a_message(runs, app, db):
+    review.open_store(db).add(run_location(runs), runs["run-a"]["failed"], 3, author="Bob", label="seen before")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        at = open_step(app, runs)
+        assert ":orange-badge[seen before]" in page_text.of(at)  # reading still works
+        add(at, label="during the lock")
+        assert not at.exception
+        assert any("locked by another program" in e.value for e in at.error)
+        assert at.text_input(key="review.add_label").value == "during the lock"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

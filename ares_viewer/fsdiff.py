@@ -1,8 +1,10 @@
 """What the agent changed on disk: filesystem diffs between two steps, and one file's history.
 
-Everything here reads recorded snapshots (``ares_viewer.snapshots``) and never needs a Docker
-daemon. Listing changes only compares manifest entries; file contents are read, and diffed, only
-for the file a user looks at.
+Everything here reads recorded snapshots and never needs a Docker daemon: ares-viewer's per-step
+snapshots (``ares_viewer.snapshots``) or upstream episode-boundary snapshots (``ares_viewer.boundary``).
+Listing changes only compares manifest entries (for boundary snapshots: sizes and modification times,
+and content only where those disagree); file contents are read, and diffed, only for the file a user
+looks at.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ares_viewer import snapshots, textdiff
+from ares_viewer import boundary, snapshots, textdiff
 
 if TYPE_CHECKING:
     from ares_viewer import model
@@ -257,9 +259,17 @@ def _open(refs: dict[int, snapshots.SnapshotRef], step: int, episode_id: str) ->
 
 
 def diff_snapshots(old: snapshots.Snapshot | None, new: snapshots.Snapshot) -> FsDiff:
-    """The changes from ``old`` (None: the base image) to ``new``, two snapshots of one episode."""
+    """The changes from ``old`` (None: the base image) to ``new``, two snapshots of one episode.
+
+    Raises:
+        LookupError: When ``old`` is None and ``new`` is an episode-boundary snapshot (it records no base image).
+    """
+    if isinstance(new, boundary.BoundarySnapshot) or isinstance(old, boundary.BoundarySnapshot):
+        paths = boundary.changed_between(old, new)
+    else:
+        paths = snapshots.changed_between(old, new)
     changes = []
-    for path in snapshots.changed_between(old, new):
+    for path in paths:
         old_entry = old.stat(path) if old is not None else new.base_entries.get(path)
         new_entry = new.stat(path)
         changes.append(FileChange(path=path, kind=_kind(old_entry, new_entry), old=old_entry, new=new_entry))
@@ -271,7 +281,8 @@ def compare(episode: model.Episode, old_step: int | None, new_step: int) -> FsDi
     """The filesystem changes of ``episode`` from ``old_step`` (None: the base image) to ``new_step``.
 
     Raises:
-        LookupError: when the episode has no snapshot for one of the steps.
+        LookupError: when the episode has no snapshot for one of the steps, or when ``old_step`` is None and
+            its snapshots are episode-boundary ones (they record no base image).
         snapshots.SnapshotError: when a snapshot is corrupt (the message names it and why).
     """
     refs = _snapshot_map(episode)
@@ -280,9 +291,19 @@ def compare(episode: model.Episode, old_step: int | None, new_step: int) -> FsDi
     return diff_snapshots(old, new)
 
 
+def previous_step(episode: model.Episode, step: int) -> int | None:
+    """The latest step before ``step`` that has a snapshot (None: none has, compare with the base image)."""
+    earlier = [ref.step_index for ref in episode.snapshots() if ref.step_index < step]
+    return max(earlier) if earlier else None
+
+
 def step_changes(episode: model.Episode, step: int) -> FsDiff:
-    """What action ``step`` changed: the step before it against the step itself (step 0: vs the base)."""
-    return compare(episode, step - 1 if step > 0 else None, step)
+    """What action ``step`` changed: the previous recorded step against the step itself.
+
+    With a snapshot per step that is step ``step - 1``; step 0 (or the first recorded step) is compared with the
+    base image. Raises like :func:`compare`.
+    """
+    return compare(episode, previous_step(episode, step), step)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -298,8 +319,9 @@ class HistoryPoint:
 def file_history(episode: model.Episode, path: str, *, steps: Sequence[int] | None = None) -> list[HistoryPoint]:
     """The steps at which ``path`` changed (against the previous recorded step; the first against the base).
 
-    A corrupt snapshot is skipped rather than ending the history; its error is raised only when no
-    snapshot can be read at all.
+    Episode-boundary snapshots record no base image: their history starts at the first readable snapshot,
+    which is the starting point rather than a change. A corrupt snapshot is skipped rather than ending the
+    history; its error is raised only when no snapshot can be read at all.
     """
     refs = _snapshot_map(episode)
     points: list[HistoryPoint] = []
@@ -311,9 +333,16 @@ def file_history(episode: model.Episode, path: str, *, steps: Sequence[int] | No
         except snapshots.SnapshotError as exc:
             errors.append(str(exc))
             continue
+        if previous is None and isinstance(current, boundary.BoundarySnapshot):
+            previous = current
+            continue
         old_entry = previous.stat(path) if previous is not None else current.base_entries.get(path)
         new_entry = current.stat(path)
-        same = (old_entry is None and new_entry is None) or (new_entry is not None and new_entry.same_state(old_entry))
+        if isinstance(current, boundary.BoundarySnapshot):
+            same = boundary.same_state(previous, current, path)
+        else:
+            same = (old_entry is None and new_entry is None) or (
+                new_entry is not None and new_entry.same_state(old_entry))
         if not same:
             read_old = previous.read if previous is not None else current.read_base
             diff = _file_diff(path, old_entry, new_entry, read_old, current.read, MAX_DIFF_BYTES)

@@ -292,6 +292,23 @@ class Episode:
         call = self._call(k)
         return [] if call is None else [self.messages[i] for i in self._context_ids(call)]
 
+    def observation(self, k: int) -> list[Message] | None:
+        """The messages of step ``k``'s own observation: the request sent after action ``k`` ran.
+
+        Step 0's is the first request; for ``k >= 1`` it is ``context(k + 1)``, the conversation right after
+        action ``k`` and its result. A LAST step on a normal finish records none (None); a truncated one
+        records the pending request.
+        """
+        self.step(k)  # range check
+        if k + 1 < len(self.steps):
+            call = self.steps[k + 1].context_index
+            if call is not None and k >= 1 and self.steps[k].context_index == call:
+                call = None  # step k recorded no observation: action k + 1 answered an older one
+        else:
+            referenced = max((s.context_index for s in self.steps if s.context_index is not None), default=-1)
+            call = len(self.links) - 1 if len(self.links) - 1 > referenced else None
+        return None if call is None else [self.messages[i] for i in self._context_ids(call)]
+
     def new_messages(self, k: int) -> list[Message]:
         """The messages that entered the context since the previous model call (all of it for k=1)."""
         call = self._call(k)
@@ -382,10 +399,15 @@ class Episode:
     # ----- snapshots ----------------------------------------------------------------------------
 
     def snapshots(self) -> list[Any]:
-        """The per-step container snapshots recorded for this episode, sorted by step."""
-        from ares_viewer import snapshots
+        """The container snapshots recorded for this episode, sorted by step.
 
-        return snapshots.find_for_episode(self.path, self.episode_id)
+        ares-viewer's per-step snapshots (``snapshots.SnapshotRef``) when the run has them for this episode; else
+        the upstream episode-boundary snapshots whose conversation matches one of its steps
+        (``boundary.BoundaryRef``). ``snapshot(k)`` opens either kind.
+        """
+        from ares_viewer import boundary, snapshots
+
+        return snapshots.find_for_episode(self.path, self.episode_id) or boundary.find_for_episode(self)
 
     def snapshot(self, k: int) -> Any:
         """The opened snapshot of step ``k`` (raises LookupError when none was recorded)."""

@@ -420,12 +420,17 @@ def open_snapshot(ref_or_path: SnapshotRef | str | os.PathLike[str]) -> Snapshot
     """Open and validate one step snapshot.
 
     Args:
-        ref_or_path: A :class:`SnapshotRef` or the step folder's path.
+        ref_or_path: A :class:`SnapshotRef` or the step folder's path. A ``boundary.BoundaryRef`` (an upstream
+            episode-boundary snapshot) opens a ``boundary.BoundarySnapshot`` instead.
 
     Raises:
         SnapshotError: When a piece is missing, a manifest is malformed, or an archive is corrupt, truncated
             or holds anything other than plain content blobs.
     """
+    from ares_viewer import boundary  # it builds on this module
+
+    if isinstance(ref_or_path, boundary.BoundaryRef):
+        return boundary.open_boundary(ref_or_path)  # type: ignore[return-value]
     if isinstance(ref_or_path, SnapshotRef):
         step_dir = pathlib.Path(ref_or_path.path)
         expected: tuple[str, int] | None = (ref_or_path.episode_id, ref_or_path.step_index)
@@ -821,9 +826,16 @@ def _entry_problem(entry: Entry, *, base: bool) -> str | None:
 
 
 def _scan_archive(
-    snapshot: pathlib.Path, archive_path: pathlib.Path
+    snapshot: pathlib.Path, archive_path: pathlib.Path, *, tree: bool = False
 ) -> tuple[dict[str, tarfile.TarInfo], bytes | None]:
     """Index a blob archive's members by name, rejecting anything but plain, bounded content blobs.
+
+    Args:
+        snapshot: The snapshot the archive belongs to (named in errors).
+        archive_path: The archive.
+        tree: Read a filesystem tarball instead (an episode-boundary snapshot's ``container_fs.tar.gz``): folders,
+            regular files and links staying inside it are allowed, members are keyed by their absolute container
+            path (``./usr/bin/x`` -> ``/usr/bin/x``), and the archive's root folder (``.``) is left out.
 
     Returns:
         The member index and, when the archive's tar stream is at most ``MAX_CACHED_ARCHIVE_BYTES``, the whole
@@ -847,12 +859,15 @@ def _scan_archive(
             for count, member in enumerate(tar, start=1):
                 if count > MAX_MEMBERS:
                     raise SnapshotError(snapshot, f"{where} has more than {MAX_MEMBERS} members")
-                problem = _member_problem(member)
+                problem = _member_problem(member, tree=tree)
                 if problem:
                     raise SnapshotError(snapshot, f"{where}: {problem}")
-                if member.name in members:
+                key = _tree_path(member.name) if tree else member.name
+                if key == "/":
+                    continue  # the archive's own root folder
+                if key in members:
                     raise SnapshotError(snapshot, f"{where}: duplicate member {member.name!r}")
-                members[member.name] = member
+                members[key] = member
             # tarfile stops quietly at a cut-off header: require the end-of-archive marker (zero blocks) after
             # the last member, and check that every member's data is really there.
             tail_start = tar.offset
@@ -871,7 +886,20 @@ def _scan_archive(
     return members, data
 
 
-def _member_problem(member: tarfile.TarInfo) -> str | None:
+def _tree_path(name: str) -> str:
+    """A filesystem tarball's member name as an absolute container path (``./a/b/`` -> ``/a/b``)."""
+    return posixpath.normpath("/" + name)
+
+
+def _member_problem(member: tarfile.TarInfo, *, tree: bool = False) -> str | None:
+    """Why a tar member is unsafe or unexpected (None when it is fine).
+
+    Both kinds of archive refuse absolute names, ``..`` components, links whose target leaves the archive,
+    device files, FIFOs and enormous declared sizes. A blob archive (``tree=False``) holds only regular files
+    named by their sha256. A filesystem tarball (``tree=True``) also holds folders and links; its symlinks
+    are a container's own, so an absolute target names a path inside that container (``/usr/bin/python3``):
+    recorded verbatim, never followed, never extracted.
+    """
     name = member.name
     if name.startswith("/"):
         return f"member {name!r} has an absolute path"
@@ -879,19 +907,28 @@ def _member_problem(member: tarfile.TarInfo) -> str | None:
         return f"member {name!r} has a '..' component"
     if member.issym() or member.islnk():
         target = member.linkname
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+        # A symlink's target is relative to its folder, a hard link's to the archive's root.
+        start = posixpath.dirname(name) if member.issym() else ""
+        resolved = posixpath.normpath(posixpath.join(start, target))
+        container_absolute = tree and member.issym() and target.startswith("/")
+        if (target.startswith("/") and not container_absolute) or resolved == ".." or resolved.startswith("../"):
             return f"member {name!r} is a link pointing outside the archive ({target!r})"
+        if tree:
+            return None
         return f"member {name!r} is a link; blob archives hold only regular files"
     if member.ischr() or member.isblk():
         kind = "character" if member.ischr() else "block"
         return f"member {name!r} is a {kind} device file"
     if member.isfifo():
         return f"member {name!r} is a FIFO"
+    if tree and member.isdir():
+        return None
     if not member.isreg():
         return f"member {name!r} is not a regular file"
     if member.size > MAX_MEMBER_BYTES:
         return f"member {name!r} declares {member.size} bytes, over the {MAX_MEMBER_BYTES} byte limit"
+    if tree:
+        return None
     if not _SHA256_RE.match(name):
         return f"member {name!r} is not a content blob (its name should be a sha256)"
     return None

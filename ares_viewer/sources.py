@@ -15,8 +15,10 @@ import fsspec
 
 from ares_viewer import formats
 
-# Folders that hold other things than episodes: per-step snapshots, VCS and caches.
-_SKIP_DIRS = frozenset({"snapshots", ".git", "__pycache__", ".ipynb_checkpoints", "node_modules"})
+# Folders that hold other things than episodes: per-step snapshots, VCS and caches, and the filesystem copy
+# of an episode-boundary snapshot (a folder despite its name, holding a whole container's files).
+_SKIP_DIRS = frozenset({"snapshots", ".git", "__pycache__", ".ipynb_checkpoints", "node_modules",
+                        "container_fs.tar.gz"})
 
 
 class LocationError(FileNotFoundError):

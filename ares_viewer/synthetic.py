@@ -186,3 +186,117 @@ def write_run(folder: str | os.PathLike, episodes: int, actions: int = 40, *, ou
                            start_time=1_763_800_000.0 + 600 * i)
         paths.append(write_episode(folder, doc))
     return paths
+
+
+def boundary_messages(doc: dict[str, Any], k: int) -> list[dict[str, Any]]:
+    """The conversation right after action ``k`` of an episode dict ran: what a boundary snapshot records.
+
+    Step ``k``'s observation messages; for a LAST step without one, the conversation it answered plus its
+    response (the agent's message list after the final action).
+    """
+    step = doc["steps"][k]
+    if step.get("observation") is not None:
+        return [dict(m) for m in step["observation"]["messages"]]
+    answered = doc["steps"][k - 1]["observation"]["messages"]
+    return [*(dict(m) for m in answered), {"role": "assistant", "content": step["action"]["data"][0]["content"]}]
+
+
+def write_boundary_snapshot(
+    output_dir: str | os.PathLike,
+    agent_messages: list[dict[str, Any]],
+    files: dict[str, bytes],
+    *,
+    links: dict[str, str] | None = None,
+    modes: dict[str, int] | None = None,
+    snapshot_id: str | None = None,
+    step_count: int = 0,
+    tarball: bool = False,
+    created_at: str = "2026-11-20T14:05:00.000000",
+    mtime: float = 1_763_800_000.0,
+) -> str:
+    """Write an episode-boundary snapshot as ARES's proposed writer does (formats.md section 2).
+
+    ``{output_dir}/{snapshot_id}/snapshot.json`` plus ``container_fs.tar.gz``: a folder holding a copy of the
+    files (the writer's real behaviour) or, with ``tarball=True``, a gzip tar of them (what test doubles write).
+
+    Args:
+        output_dir: The snapshot writer's output folder.
+        agent_messages: The conversation at the snapshot (see :func:`boundary_messages`).
+        files: Absolute container path -> content.
+        links: Absolute container path -> symlink target (verbatim).
+        modes: Absolute container path -> permission bits (default 0o644).
+        snapshot_id: The folder name (a UUID4 from the messages when omitted).
+        step_count: The environment's step count at the snapshot.
+        tarball: Write ``container_fs.tar.gz`` as a real gzip tarball instead of a folder.
+        created_at: ISO-8601 local time, no zone.
+        mtime: Modification time given to every file (a copy keeps the original times).
+
+    Returns:
+        The snapshot folder.
+    """
+    import gzip
+    import hashlib
+    import io
+    import tarfile
+
+    links = links or {}
+    modes = modes or {}
+    digest = hashlib.sha256(json.dumps(agent_messages, sort_keys=True).encode()).digest()
+    snapshot_id = snapshot_id or str(uuid.UUID(bytes=digest[:16], version=4))
+    folder = os.path.join(os.fspath(output_dir), snapshot_id)
+    os.makedirs(folder, exist_ok=True)
+    header = {
+        "snapshot_id": snapshot_id,
+        "created_at": created_at,
+        "snapshot_dir": folder,
+        "step_count": step_count,
+        "step_limit": 250,
+        "requires_reset": False,
+        "task_type": "swebench",
+        "task_data": {"instance_id": "calc__calc-1"},
+        "container_type": "docker",
+        "container_image": "swebench/sweb.eval.x86_64.calc_1:latest",
+        "container_dockerfile_path": "None",
+        "container_resources": None,
+        "agent_messages": agent_messages,
+    }
+    with open(os.path.join(folder, "snapshot.json"), "w", encoding="utf-8") as handle:
+        json.dump(header, handle, indent=2)
+    fs = os.path.join(folder, "container_fs.tar.gz")
+    if tarball:
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            folders = sorted({p for path in [*files, *links] for p in _parents(path)})
+            for name in folders:
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(mtime)
+                tar.addfile(info)
+            for path, data in sorted(files.items()):
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size, info.mode, info.mtime = len(data), modes.get(path, 0o644), int(mtime)
+                tar.addfile(info, io.BytesIO(data))
+            for path, target in sorted(links.items()):
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.type, info.linkname, info.mode, info.mtime = tarfile.SYMTYPE, target, 0o777, int(mtime)
+                tar.addfile(info)
+        with open(fs, "wb") as handle:
+            handle.write(gzip.compress(raw.getvalue(), mtime=0))
+        return folder
+    os.makedirs(fs, exist_ok=True)
+    for path, data in files.items():
+        target = os.path.join(fs, path.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as handle:
+            handle.write(data)
+        os.chmod(target, modes.get(path, 0o644))
+        os.utime(target, (mtime, mtime))
+    for path, link_target in links.items():
+        target = os.path.join(fs, path.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(link_target, target)
+    return folder
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]

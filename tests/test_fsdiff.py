@@ -122,6 +122,16 @@ def test_diff_renders_in_a_notebook(episode):
     assert "/testbed/app.py" in page and "line five, fixed" in page and "<script" not in page
 
 
+def test_notebook_html_shows_the_edited_lines_of_a_file(episode):
+    """In Jupyter, an FsDiff and a FileDiff render the edit itself: the removed and the added line."""
+    diff = fsdiff.step_changes(episode, 1)
+    for page in (diff._repr_html_(), diff.file_diff("/testbed/app.py")._repr_html_()):
+        assert "-line 5" in page and "+line five, fixed" in page
+        assert "a/testbed/app.py" in page and "b/testbed/app.py" in page
+    binary = fsdiff.compare(episode, 2, 3).file_diff("/testbed/logo.png")._repr_html_()
+    assert "binary content" in binary and hashlib.sha256(PNG_V1).hexdigest()[:12] in binary
+
+
 def test_missing_step_is_a_clear_error(episode):
     with pytest.raises(LookupError, match="no snapshot for step 9"):
         fsdiff.compare(episode, 1, 9)

@@ -193,13 +193,24 @@ class Sandbox:
             return "unreachable"
 
     def capture(self, recorded: snapshots.Snapshot) -> snapshots.Snapshot:
-        """The container's filesystem now, in memory, comparable with ``recorded`` (a step of its episode)."""
+        """The container's filesystem now, in memory, comparable with ``recorded`` (a step of its episode).
+
+        The first capture of a sandbox this process did not restore reads the engine's change list; after that
+        (and from a restore on) a ``capture.ChangeTracker`` reads only what changed since the previous look.
+        """
         touch(self.container_id)
-        return capture.capture_live(self.container(), recorded)
+        with _REGISTRY_LOCK:
+            tracker = _TRACKERS.get(self.container_id)
+        if tracker is not None:
+            return tracker.snapshot(recorded)
+        container = self.container()
+        state = capture.capture_live(container, recorded)
+        _follow(container, state)
+        return state
 
     def remove(self) -> None:
         """Stop and remove the container (nothing happens when it is already gone)."""
-        _REGISTRY.pop(self.container_id, None)
+        _forget_container(self.container_id)
         docker_errors = _docker_errors()
         with contextlib.suppress(docker_errors.NotFound):
             self.client.api.remove_container(self.container_id, force=True)
@@ -339,6 +350,7 @@ def restore(
     except Exception as exc:
         raise SandboxError(f"the engine could not start the sandbox ({type(exc).__name__}: {exc})") from exc
     touch(container.id, created)
+    _follow(container, snapshot)
     say(f"Container {container.short_id} is ready")
     return Sandbox(
         container_id=container.id,
@@ -929,7 +941,23 @@ def fork(
 # container is created, so use is tracked here; containers this process never touched (a crashed app's) fall
 # back to their creation time, so nothing escapes reap_idle or cleanup.
 _REGISTRY: dict[str, float] = {}
+# The change tracker of each sandbox whose filesystem state this process knows (container id -> tracker).
+_TRACKERS: dict[str, capture.ChangeTracker] = {}
 _REGISTRY_LOCK = threading.Lock()
+
+
+def _follow(container: Any, state: snapshots.Snapshot) -> None:
+    """Start following a container whose filesystem is ``state`` now (its later captures read only changes)."""
+    tracker = capture.ChangeTracker.start(container, state)
+    if tracker is not None:
+        with _REGISTRY_LOCK:
+            _TRACKERS[container.id] = tracker
+
+
+def _forget_container(container_id: str) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY.pop(container_id, None)
+        _TRACKERS.pop(container_id, None)
 
 
 def touch(container_id: str, when: float | None = None) -> None:
@@ -991,8 +1019,7 @@ def cleanup(
             client.api.remove_container(info.container_id, force=True)
         except docker_errors.NotFound:
             continue
-        with _REGISTRY_LOCK:
-            _REGISTRY.pop(info.container_id, None)
+        _forget_container(info.container_id)
         removed.append(info.container_id)
         _LOGGER.info("removed %s (%s, episode %s, session %s)", info.short_id, info.role, info.episode_id,
                      info.session)
@@ -1026,8 +1053,7 @@ def reap_idle(
             continue
         with contextlib.suppress(docker_errors.NotFound):
             client.api.remove_container(info.container_id, force=True)
-        with _REGISTRY_LOCK:
-            _REGISTRY.pop(info.container_id, None)
+        _forget_container(info.container_id)
         removed.append(info.container_id)
     return removed
 

@@ -503,6 +503,7 @@ def live_snapshot(
     *,
     step_index: int | None = None,
     created_at: str | None = None,
+    also: Iterable[Snapshot] = (),
 ) -> Snapshot:
     """A snapshot held in memory: a live container's state, comparable with the recorded steps of its episode.
 
@@ -516,8 +517,11 @@ def live_snapshot(
         blobs: sha256 hex -> content for those entries.
         step_index: The step this state stands for (default: ``recorded``'s).
         created_at: ISO-8601 UTC time of the capture (default: now).
+        also: Other snapshots of the episode whose stored content ``entries`` may refer to.
     """
-    archives = dict(recorded._archives)
+    archives = {}
+    for source in (*also, recorded):
+        archives.update(source._archives)
     archives[LIVE_FOLDER] = _MemoryArchive(blobs)
     return Snapshot(
         path=f"{recorded.path} (live)",

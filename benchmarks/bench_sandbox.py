@@ -7,7 +7,8 @@
 - the per-step overhead of a replay beyond the command's own run time (target < 0.3 s): each replayed step
   (run + output comparison, and with the filesystem check: in-memory capture + fsdiff) vs the same command
   run bare with ``exec_run(["bash", "-lc", ...])`` in an identical container; printed with the engine's own
-  change listing (``container.diff()`` of an unchanged container), the floor of any filesystem check.
+  change listing (``container.diff()`` of an unchanged container): what one check would cost if it asked the
+  engine, which a replay after a restore does not (``capture.ChangeTracker`` reads only what each step changed).
 
 Every container made here is labelled with a benchmark session and removed at the end.
 """
@@ -94,7 +95,7 @@ def main() -> None:
                 diffs.append(time.perf_counter() - began)
         finally:
             box.remove()
-        print(f"engine floor of a filesystem check: container.diff() of a restored container {min(diffs):.3f} s")
+        print(f"for reference, the engine's change list: container.diff() of a restored container {min(diffs):.3f} s")
     finally:
         sandbox.cleanup(client, session=session)
         for container in client.containers.list(all=True, filters={"label": f"{sandbox.LABEL_SESSION}={session}"}):

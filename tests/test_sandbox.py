@@ -26,7 +26,7 @@ import uuid
 
 import pytest
 
-from ares_viewer import model, run, sandbox, snapshots
+from ares_viewer import capture, fsdiff, model, run, sandbox, snapshots
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEMO = REPO / "sample_runs" / "demo-run"
@@ -205,6 +205,31 @@ def test_replaying_the_solved_episode_reproduces_every_step(restore):
     assert results[2].result.returncode == 1 == results[2].recorded_returncode  # the failing test run, again
     assert _tree_hash(folder) == before, "replay must never modify snapshot files"
     assert not list(folder.parent.parent.glob("**/*.tmp-*"))
+
+
+def test_following_changes_sees_what_the_engines_change_list_sees(restore):
+    """After each command, the tracker's capture and a full capture from ``container.diff()`` agree on every path."""
+    episode = _episode(EXPLORER)
+    box = restore(EXPLORER, 12)  # deletions, a binary file, a symlink, base-image files touched
+    recorded = episode.snapshot(12)
+    assert box.container_id in sandbox._TRACKERS  # the restore started following it: the fast path is tested
+    commands = [
+        "printf 'new\\n' > notes.txt && mkdir -p deep/er && echo x > deep/er/f && chmod 700 deep",
+        "mv notes.txt renamed.txt && ln -sf renamed.txt link && rm -rf deep",
+        "rm -f tests/data && mkdir tests/data && echo csv > tests/data/a.csv && chmod 4755 README.md",
+        "git add -A && git -c user.email=a@b -c user.name=n commit -qm wip && rm /etc/debian_version",
+        "printf 'caf\\xc3\\xa9 \\x00\\x01' > bin.dat && touch -d 2001-01-01 bin.dat && echo 2 >> renamed.txt",
+    ]
+    for command in commands:
+        assert box.run(command).returncode == 0, command
+        followed = box.capture(recorded)
+        full = capture.capture_live(box.container(), recorded)
+        differ = fsdiff.diff_snapshots(full, followed)
+        assert not differ.changes, (command, [c.describe() for c in differ.changes])
+    assert followed.read("/testbed/renamed.txt") == b"new\n2\n"
+    assert followed.stat("/testbed/link").link_target == "renamed.txt"
+    assert followed.stat("/testbed/deep") is None  # added, then removed: no trace, as in the engine's list
+    assert followed.stat("/etc/debian_version").type == snapshots.DELETED
 
 
 def test_divergence_is_reported_with_diffs_and_can_stop_the_replay(restore):

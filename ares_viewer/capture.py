@@ -301,7 +301,12 @@ class ChangeTracker:
             if path != "/":
                 self._children.setdefault(posixpath.dirname(path), set()).add(path)
         self._entries: dict[str, snapshots.Entry] = dict(start.entries)
+        # Content held in memory (a start state read from a live container) moves to this tracker's own store.
         self._blobs: dict[str, bytes] = {}
+        for path, entry in start.entries.items():
+            content = start.read(path) if entry.stored_in == snapshots.LIVE_FOLDER and entry.sha256 else None
+            if content is not None:
+                self._blobs[entry.sha256] = content
         # Whether a path exists in the base image: what the start state changed or deleted, and every listed
         # path it did not add.
         self._base = {p for p, e in start.entries.items() if e.change in ("modified", "deleted")}

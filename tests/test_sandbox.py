@@ -232,6 +232,22 @@ def test_following_changes_sees_what_the_engines_change_list_sees(restore):
     assert followed.stat("/etc/debian_version").type == snapshots.DELETED
 
 
+def test_a_sandbox_this_process_did_not_restore_is_followed_after_one_full_capture(restore):
+    episode = _episode(SOLVED)
+    box = restore(SOLVED, 2)
+    box.run("echo before > before.txt")
+    sandbox._forget_container(box.container_id)  # as after an app restart: the state is not known here
+    recorded = episode.snapshot(2)
+    first = box.capture(recorded)  # the engine's change list, then following from that state
+    assert first.read("/testbed/before.txt") == b"before\n"
+    assert box.container_id in sandbox._TRACKERS
+    box.run("echo after > after.txt")
+    second = box.capture(recorded)
+    assert second.read("/testbed/before.txt") == b"before\n"  # content read before the tracker started
+    assert second.read("/testbed/after.txt") == b"after\n"
+    assert not fsdiff.diff_snapshots(capture.capture_live(box.container(), recorded), second).changes
+
+
 def test_divergence_is_reported_with_diffs_and_can_stop_the_replay(restore):
     episode = _episode(SOLVED)
     box = restore(SOLVED, 5)  # the fix is in place; break it before the tests run again

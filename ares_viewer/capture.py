@@ -69,6 +69,8 @@ _GO_SPECIAL = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21)  # device, named pip
 _GO_SETUID, _GO_SETGID, _GO_STICKY = 1 << 23, 1 << 22, 1 << 20
 
 _KINDS = {0: "modified", 1: "added", 2: "deleted"}
+# (image here, image of the snapshot) pairs already warned about.
+_WARNED_IMAGES: set[tuple[str, str]] = set()
 
 
 class CaptureError(Exception):
@@ -208,9 +210,11 @@ def restore_container(client: Any, snapshot: snapshots.Snapshot, **run_kwargs: A
     }
     options.update(run_kwargs)
     image = client.images.get(snapshot.base_image)
-    if snapshot.image_id and image.id != snapshot.image_id:
+    if snapshot.image_id and image.id != snapshot.image_id and (image.id, snapshot.image_id) not in _WARNED_IMAGES:
         # Same tag, another build (e.g. the base image rebuilt from newer packages): usually fine for the
-        # task's files, but the untouched parts of the filesystem may differ from what the agent saw.
+        # task's files, but the untouched parts of the filesystem may differ from what the agent saw. Said once
+        # per pair of builds: a replay restores many times.
+        _WARNED_IMAGES.add((image.id, snapshot.image_id))
         _LOGGER.warning("%s is %s here, the snapshot was taken on %s", snapshot.base_image, image.id, snapshot.image_id)
     container = client.containers.run(snapshot.base_image, **options)
     try:

@@ -1,8 +1,8 @@
 """ares-viewer's Streamlit app: ``streamlit run app/main.py``.
 
 The entrypoint sets up what every page shares (the view state from the URL, the run picker) and
-hands over to the page the URL names: / (the run overview, the default page), /episode, /compare, /search
-, /sandbox or /review (notes and labels on steps).
+hands over to the page the URL names: / (the run overview, the default page), /episode, /compare, /search,
+/sandbox or /review (notes and labels on steps).
 The page modules live in ``app/views/``: a folder named ``pages/`` beside the entrypoint makes
 AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """

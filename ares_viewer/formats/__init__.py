@@ -3,31 +3,35 @@
 An adapter is a module with:
 
 - ``NAME``: the value of the ``format`` column;
-- ``JSONL``: True when its files hold one document per line (the adapter then sees the list of
-  decoded lines), False for one JSON document per file;
-- ``sniff(doc) -> bool``: whether a decoded document (for JSONL: the first readable line) is its;
-- ``parse(doc, path) -> list[Episode]`` and ``summarize(doc, path) -> list[dict]``: the episodes,
-  or just their index rows (the columns of ``run.EPISODE_COLUMNS`` plus ``warnings``).
+- ``sniff(doc) -> bool``: whether a decoded record is its (judged by content, never by file name);
+- ``parse(doc, path, record=None) -> list[Episode]`` and ``summarize(doc, path, record=None) -> list[dict]``:
+  the episodes of one record, or just their index rows (the columns of ``run.EPISODE_COLUMNS``, any
+  columns of the adapter's own, and ``warnings``);
+- ``episode_id(doc, path, record=None) -> str``: the id ``parse`` would give, read cheaply, so a
+  file of many records is parsed only where the wanted episode is;
+- optionally ``misnamed(path) -> str | None``: the error for a file named like the format's files
+  that holds something else (such a file is then an error, not "something else").
 
-Both may raise ``ValueError`` with a plain-words reason. ``read_file`` and ``summarize_file`` are
-the entry points: bytes in, episodes (or rows), per-file errors, or "something else" out.
+A file holds one record, or several: one per line (JSON Lines, whatever the file is called) or one
+per item of a top-level JSON array. ``record`` is then the 1-based line or item number, and an
+unreadable line or record is an error of its own while every other one loads. All of them may raise
+``ValueError`` with a plain-words reason. ``read_file`` and ``summarize_file`` are the entry points:
+bytes in, episodes (or rows), per-file errors, or "something else" out.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pathlib
-import re
 from typing import Any
 
 from ares_viewer import jsondecode, model
-from ares_viewer.formats import ares
+from ares_viewer.formats import ares, mini_swe_agent, ray_runner, tinker
 
-ADAPTERS = (ares,)
+# Sniffed in this order; each sniff is strict enough that no two claim the same record.
+ADAPTERS = (ares, mini_swe_agent, ray_runner, tinker)
 
 _JSON_SUFFIXES = (".json",)
-_JSONL_SUFFIXES = (".jsonl",)
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+_JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,64 +53,117 @@ def is_candidate(path: str) -> bool:
     return path.lower().endswith(_JSON_SUFFIXES + _JSONL_SUFFIXES)
 
 
-def _looks_like_episode_name(path: str) -> bool:
-    return bool(_UUID.match(pathlib.PurePath(path).stem))
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Record:
+    """One decoded record and where it sits: ``number`` is its line or item (None for a whole file)."""
+
+    value: Any
+    number: int | None
+    unit: str
+    warnings: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return "" if self.number is None else f"{self.unit} {self.number}: "
 
 
-def _decode(path: str, data: bytes) -> tuple[Any, bool, list[str], list[str]]:
-    """The decoded document, whether it is JSONL, decoding warnings and per-line errors.
+def _lines(data: bytes) -> tuple[list[_Record], list[str]]:
+    records, errors = [], []
+    for number, item in jsondecode.decode_lines(data):
+        if isinstance(item, jsondecode.DecodeError):
+            errors.append(str(item))
+        else:
+            records.append(_Record(item.value, number, "line", item.warnings))
+    return records, errors
+
+
+def _decode(path: str, data: bytes) -> tuple[list[_Record], list[str]]:
+    """The file's records and its per-line decoding errors; the content decides JSON vs JSON Lines.
 
     Raises:
         jsondecode.DecodeError: when nothing in the file is readable.
     """
     if path.lower().endswith(_JSONL_SUFFIXES):
-        values, warnings, errors = [], [], []
-        for _, item in jsondecode.decode_lines(data):
-            if isinstance(item, jsondecode.DecodeError):
-                errors.append(str(item))
-            else:
-                values.append(item.value)
-                warnings.extend(item.warnings)
-        if not values:
-            raise jsondecode.DecodeError(errors[0] if errors else "empty file")
-        return values, True, warnings, errors
-    decoded = jsondecode.decode(data)
-    return decoded.value, False, list(decoded.warnings), []
+        records, errors = _lines(data)
+        if records:
+            return records, errors
+        try:  # one pretty-printed document in a file named .jsonl
+            decoded = jsondecode.decode(data)
+        except jsondecode.DecodeError:
+            raise jsondecode.DecodeError(errors[0] if errors else "empty file") from None
+    else:
+        try:
+            decoded = jsondecode.decode(data)
+        except jsondecode.DecodeError:
+            # JSON Lines in a file named .json: several documents, the first of them whole.
+            records, errors = _lines(data)
+            if len(records) + len(errors) > 1 and records and records[0].number == 1:
+                return records, errors
+            raise
+    value = decoded.value
+    if isinstance(value, list) and value:
+        return [_Record(item, n, "item", decoded.warnings) for n, item in enumerate(value, start=1)], []
+    return [_Record(value, None, "", decoded.warnings)], []
 
 
-def _read(path: str, data: bytes, summaries: bool) -> FileResult:
+def _adapter(records: list[_Record]) -> Any:
+    first = records[0].value
+    return next((a for a in ADAPTERS if a.sniff(first)), None)
+
+
+def _misnamed(path: str, records: list[_Record]) -> str | None:
+    for adapter in ADAPTERS:
+        reason = getattr(adapter, "misnamed", lambda _: None)(path)
+        if reason:
+            doc = records[0].value if len(records) == 1 else [r.value for r in records]
+            found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
+            return f"{reason} (found: {found})"
+    return None
+
+
+def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None) -> FileResult:
     try:
-        doc, is_lines, warnings, errors = _decode(path, data)
+        records, errors = _decode(path, data)
     except jsondecode.DecodeError as exc:
         return FileResult(errors=(str(exc),))
-    for adapter in ADAPTERS:
-        if is_lines != adapter.JSONL or not adapter.sniff(doc[0] if is_lines else doc):
-            continue
+    adapter = _adapter(records)
+    if adapter is None:
+        reason = _misnamed(path, records)
+        return FileResult(errors=(reason,)) if reason else FileResult(skipped=True)
+    rows: list[dict[str, Any]] = []
+    episodes: list[model.Episode] = []
+    for record in records:
         try:
+            if wanted is not None and adapter.episode_id(record.value, path, record.number) != wanted:
+                continue
             if summaries:
-                rows = adapter.summarize(doc, path)
-                for row in rows:
-                    row["warnings"] = [*warnings, *row["warnings"]]
-                return FileResult(rows=tuple(rows), errors=tuple(errors))
-            episodes = adapter.parse(doc, path)
+                for row in adapter.summarize(record.value, path, record.number):
+                    row["warnings"] = [*record.warnings, *row["warnings"]]
+                    rows.append(row)
+                continue
+            for episode in adapter.parse(record.value, path, record.number):
+                if record.warnings:
+                    episode = dataclasses.replace(episode, warnings=(*record.warnings, *episode.warnings))
+                episodes.append(episode)
         except ValueError as exc:
-            return FileResult(errors=(f"not a readable {adapter.NAME} episode: {exc}", *errors))
-        if warnings:
-            episodes = [dataclasses.replace(e, warnings=(*warnings, *e.warnings)) for e in episodes]
-        return FileResult(episodes=tuple(episodes), errors=tuple(errors))
-    if _looks_like_episode_name(path):
-        found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
-        return FileResult(errors=(f"named like an episode but not one: no 'steps' and 'episode_id' (found: {found})",))
-    return FileResult(skipped=True)
+            errors.append(f"{record.where}not a readable {adapter.NAME} episode: {exc}")
+    errors.sort(key=_line_order)
+    return FileResult(episodes=tuple(episodes), rows=tuple(rows), errors=tuple(errors))
 
 
-def read_file(path: str, data: bytes) -> FileResult:
-    """Read one file's bytes into episodes.
+def _line_order(error: str) -> int:
+    """Errors of a file in line order (decoding and reading errors are found in two passes)."""
+    words = error.split(":", 1)[0].split()
+    return int(words[1]) if len(words) == 2 and words[1].isdigit() else 0
+
+
+def read_file(path: str, data: bytes, *, episode_id: str | None = None) -> FileResult:
+    """Read one file's bytes into episodes (only the one named ``episode_id`` when given).
 
     Undecodable JSON is an error (the file may be a half-written episode); valid JSON that no
-    adapter recognizes is skipped, unless its name is an episode id, which makes it an error.
+    adapter recognizes is skipped, unless its name is that of a format's files, which makes it an error.
     """
-    return _read(path, data, summaries=False)
+    return _read(path, data, summaries=False, wanted=episode_id)
 
 
 def summarize_file(path: str, data: bytes) -> FileResult:

@@ -8,16 +8,15 @@ writers, wrong types from hand-edited or foreign writers. Everything else sees `
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import pathlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model, protocol
+from ares_viewer.formats import chat
 
 NAME = "ares"
-JSONL = False
 
 _TOP_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_reward", "num_steps", "truncated", "steps")
 _END_STATUS_KEYS = ("end_status", "status", "episode_status", "end_reason", "termination_reason")
@@ -31,6 +30,8 @@ _END_STATUS_WORDS: tuple[tuple[tuple[str, ...], model.Outcome], ...] = (
     (("complete", "finish", "normal", "done", "success", "submitted"), model.Outcome.COMPLETED),
     (("incomplete", "running", "active", "progress"), model.Outcome.INCOMPLETE),
 )
+# ARES names each file after its episode: a UUID4.
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 _REQUEST_SETTINGS = ("max_output_tokens", "temperature", "top_p", "top_k", "stream", "tool_choice", "service_tier",
                      "stop_sequences", "metadata")
 
@@ -44,85 +45,17 @@ def sniff(doc: Any) -> bool:
     return isinstance(doc, Mapping) and "steps" in doc and ("episode_id" in doc or "task_name" in doc)
 
 
-def _number(value: Any, what: str, warnings: list[str]) -> float | None:
-    """A float from a JSON value; strings of numbers are read with a warning, others dropped."""
-    if value is None or isinstance(value, bool):
-        return None if value is None else float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            number = float(value)
-        except ValueError:
-            warnings.append(f"{what} is the text {value[:40]!r}, not a number; ignored")
-            return None
-        warnings.append(f"{what} is the text {value!r}; read as the number {number}")
-        return number
-    warnings.append(f"{what} is a {type(value).__name__}, not a number; ignored")
+def misnamed(path: str) -> str | None:
+    """Why a file named like an episode (``{uuid}.json``) that holds none is an error (None for other names)."""
+    if _UUID.match(pathlib.PurePath(path).name.removesuffix(".json")):
+        return "named like an episode but not one: no 'steps' and 'episode_id'"
     return None
 
 
-def _count(value: Any) -> int | None:
-    """A token count: negative, missing or non-integer counts are unknown."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or math.isnan(value):
-        return None
-    return int(value)
-
-
-def _text(content: Any) -> str:
-    """Message content as text: strings as they are, content-part lists joined."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping):
-                parts.append(str(part.get("text", part.get("content", ""))))
-            else:
-                parts.append(str(part))
-        return "".join(parts)
-    return str(content)
-
-
-def _tool_calls(raw: Any) -> tuple[model.ToolCall, ...]:
-    if not isinstance(raw, list):
-        return ()
-    calls = []
-    for call in raw:
-        if not isinstance(call, Mapping):
-            continue
-        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
-        arguments = fn.get("arguments", fn.get("input", ""))
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append(
-            model.ToolCall(
-                call_id=call.get("call_id", call.get("id")), name=str(fn.get("name", "")), arguments=arguments
-            )
-        )
-    return tuple(calls)
-
-
-def message_from_dict(raw: Any) -> model.Message:
-    """A ``model.Message`` from an ARES message dict (tool calls carry no ``role``)."""
-    if not isinstance(raw, Mapping):
-        return model.Message(role="unknown", content=_text(raw))
-    if "role" not in raw and "call_id" in raw:
-        call = model.ToolCall(call_id=raw.get("call_id"), name=str(raw.get("name", "")),
-                              arguments=_text(raw.get("arguments")))
-        return model.Message(role="tool_call", content="", tool_calls=(call,), raw=raw)
-    name = raw.get("name")
-    tool_call_id = raw.get("tool_call_id")
-    return model.Message(
-        role=str(raw.get("role", "unknown")),
-        content=_text(raw.get("content")),
-        name=str(name) if name is not None else None,
-        tool_calls=_tool_calls(raw.get("tool_calls")),
-        tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
-        raw=raw,
-    )
+def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+    """The episode's id: its ``episode_id``, else the file's name."""
+    episode = doc.get("episode_id") if isinstance(doc, Mapping) else None
+    return episode if isinstance(episode, str) and episode else pathlib.PurePath(path).stem
 
 
 def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> model.Outcome:
@@ -143,52 +76,6 @@ def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> mod
     return model.Outcome.TRUNCATED if truncated else model.Outcome.COMPLETED
 
 
-def _kept(previous: list[Any], current: list[Any]) -> int:
-    """How many leading messages of the previous context the current one keeps unchanged."""
-    n = len(previous)
-    # The common case, a pure extension, is one list comparison done in C.
-    if len(current) >= n and current[:n] == previous:
-        return n
-    kept = 0
-    while kept < n and kept < len(current) and current[kept] == previous[kept]:
-        kept += 1
-    return kept
-
-
-def _result_raw(added: list[Any]) -> Mapping[str, Any] | None:
-    """The message that carried the last action's result: the first user/tool message after the
-    last assistant message among the newly added ones."""
-    start = 0
-    for n, raw in enumerate(added):
-        if isinstance(raw, Mapping) and raw.get("role") == "assistant":
-            start = n + 1
-    for raw in added[start:]:
-        if isinstance(raw, Mapping) and raw.get("role") in ("user", "tool"):
-            return raw
-    return None
-
-
-class _ContextBuilder:
-    """Turns cumulative observations into a message pool plus one link per model call."""
-
-    def __init__(self) -> None:
-        self.pool: list[model.Message] = []
-        self.links: list[model.ContextLink] = []
-        self._previous_raw: list[Any] = []
-
-    def add(self, raw_messages: list[Any]) -> Mapping[str, Any] | None:
-        """Record one observation's messages; returns the raw message carrying the last result."""
-        kept = _kept(self._previous_raw, raw_messages)
-        added_raw = raw_messages[kept:]
-        start = len(self.pool)
-        self.pool.extend(message_from_dict(raw) for raw in added_raw)
-        link = model.ContextLink(kept=kept, added=tuple(range(start, len(self.pool))),
-                                 rewritten=kept < len(self._previous_raw))
-        self.links.append(link)
-        self._previous_raw = raw_messages
-        return _result_raw(added_raw)
-
-
 def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[model.ToolCall, ...], model.Usage,
                                                                     float | None, dict[str, Any]]:
     """Text, tool calls, usage, cost and extra fields of an LLM response object."""
@@ -203,16 +90,16 @@ def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[mod
         if not isinstance(item, Mapping):
             continue
         if "content" in item:
-            texts.append(_text(item.get("content")))
+            texts.append(chat.text(item.get("content")))
         elif "name" in item and ("input" in item or "arguments" in item):
-            calls.extend(_tool_calls([item]))
+            calls.extend(chat.tool_calls([item]))
     usage_raw = raw.get("usage") if isinstance(raw.get("usage"), Mapping) else {}
     usage = model.Usage(
-        prompt_tokens=_count(usage_raw.get("prompt_tokens")),
-        generated_tokens=_count(usage_raw.get("generated_tokens")),
-        cached_prompt_tokens=_count(usage_raw.get("cached_prompt_tokens")),
+        prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
+        generated_tokens=chat.count(usage_raw.get("generated_tokens")),
+        cached_prompt_tokens=chat.count(usage_raw.get("cached_prompt_tokens")),
     )
-    cost = _number(raw.get("cost"), f"{where}: cost", warnings)
+    cost = chat.number(raw.get("cost"), f"{where}: cost", warnings)
     extra = {k: raw[k] for k in ("id", "model", "stop_reason", "finish_reason", "status") if raw.get(k) is not None}
     return "\n".join(texts), tuple(calls), usage, cost, extra
 
@@ -257,24 +144,24 @@ def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: lis
         truncated = ends_with_last and last.get("discount") == 1.0
         if truncated_raw is not None:
             warnings.append(f"truncated is {truncated_raw!r}, not true/false; inferred {truncated}")
-    total_reward = _number(doc.get("total_reward"), "total_reward", warnings)
+    total_reward = chat.number(doc.get("total_reward"), "total_reward", warnings)
     if total_reward is None and ends_with_last:
-        total_reward = _number(last.get("reward"), "the last step's reward", [])
+        total_reward = chat.number(last.get("reward"), "the last step's reward", [])
     num_steps = doc.get("num_steps")
     if isinstance(num_steps, int) and num_steps != len(records):
         warnings.append(f"num_steps says {num_steps} but the file holds {len(records)} step records")
     return _Header(
         episode_id=episode_id,
         task_name=task_name,
-        start_time=_number(doc.get("start_time"), "start_time", warnings),
-        end_time=_number(doc.get("end_time"), "end_time", warnings),
+        start_time=chat.number(doc.get("start_time"), "start_time", warnings),
+        end_time=chat.number(doc.get("end_time"), "end_time", warnings),
         truncated=truncated,
         total_reward=total_reward,
         outcome=_outcome(doc, records, truncated),
     )
 
 
-def summarize(doc: Any, path: str) -> list[dict[str, Any]]:
+def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, Any]]:
     """The episode's index row, read without building the episode (the index's fast path).
 
     Agrees with ``parse(doc, path)[0].summary()``; it only skips what the row does not need. Context
@@ -305,9 +192,9 @@ def summarize(doc: Any, path: str) -> list[dict[str, Any]]:
             action = record.get("action")
             if isinstance(action, Mapping):
                 usage = action.get("usage") if isinstance(action.get("usage"), Mapping) else {}
-                prompt += _count(usage.get("prompt_tokens")) or 0
-                generated += _count(usage.get("generated_tokens")) or 0
-                step_cost = _number(action.get("cost"), "cost", [])
+                prompt += chat.count(usage.get("prompt_tokens")) or 0
+                generated += chat.count(usage.get("generated_tokens")) or 0
+                step_cost = chat.number(action.get("cost"), "cost", [])
                 cost += step_cost if step_cost and step_cost > 0 else 0.0
         observation = record.get("observation")
         messages = observation.get("messages") if isinstance(observation, Mapping) else None
@@ -318,7 +205,7 @@ def summarize(doc: Any, path: str) -> list[dict[str, Any]]:
         if is_action and messages:
             result = messages[-1]
             if isinstance(result, Mapping) and result.get("role") in ("user", "tool"):
-                returncode = protocol.returncode(_text(result.get("content")))
+                returncode = protocol.returncode(chat.text(result.get("content")))
                 nonzero += returncode not in (None, 0)
         previous = messages
     end = head.end_time if head.end_time is not None else last_time
@@ -344,7 +231,8 @@ def summarize(doc: Any, path: str) -> list[dict[str, Any]]:
     }]
 
 
-def parse(doc: Any, path: str) -> list[model.Episode]:
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """The episode of a decoded ARES document (a file holds one)."""
     return [parse_episode(doc, path)]
 
 
@@ -358,7 +246,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
     warnings: list[str] = []
     head = _header(doc, records, path, warnings)
 
-    contexts = _ContextBuilder()
+    contexts = chat.ContextBuilder()
     steps: list[model.Step] = []
     system_prompt: str | None = None
     request_settings: dict[str, Any] = {}
@@ -377,7 +265,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         except ValueError:
             kind = model.StepKind.FIRST if position == 0 else model.StepKind.MID
             warnings.append(f"{where}: step_type {kind_raw!r} is not FIRST/MID/LAST; read as {kind.value}")
-        timestamp = _number(record.get("timestamp"), f"{where}: timestamp", warnings)
+        timestamp = chat.number(record.get("timestamp"), f"{where}: timestamp", warnings)
         dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
         previous_time = timestamp if timestamp is not None else previous_time
 
@@ -409,7 +297,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
             command = protocol.command_from_tool_call(calls[0].name, calls[0].arguments)
         if parsed.bash_blocks > 1:
             extra["bash_blocks"] = parsed.bash_blocks
-        result_text = _text(result.get("content")) if result is not None and answered is not None else None
+        result_text = chat.text(result.get("content")) if result is not None and answered is not None else None
         outcome = protocol.parse_result(result_text) if result_text is not None else None
         if outcome is not None and outcome.timed_out:
             extra["timed_out"] = True
@@ -417,8 +305,8 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
             model.Step(
                 index=index,
                 kind=kind,
-                reward=_number(record.get("reward"), f"{where}: reward", warnings),
-                discount=_number(record.get("discount"), f"{where}: discount", warnings),
+                reward=chat.number(record.get("reward"), f"{where}: reward", warnings),
+                discount=chat.number(record.get("discount"), f"{where}: discount", warnings),
                 timestamp=timestamp,
                 dt=dt,
                 response=text,

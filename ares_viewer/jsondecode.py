@@ -28,7 +28,8 @@ class Decoded:
 
 
 def _describe(exc: json.JSONDecodeError, text: str) -> str:
-    if exc.pos >= len(text.rstrip()):
+    # A string still open at the end of the text is cut off too (its opening quote is what is reported).
+    if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
         return f"truncated JSON: the file ends before the document is complete (line {exc.lineno})"
     return f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
 

@@ -248,8 +248,12 @@ class Episode:
 
     @property
     def total_cost(self) -> float:
-        """Sum of the model calls' costs (USD)."""
-        return float(sum(s.cost for s in self.steps if s.cost is not None and s.cost > 0))
+        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``."""
+        costs = [s.cost for s in self.steps if s.cost is not None and s.cost > 0]
+        fallback = self.metadata.get("total_cost")
+        if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
+            return float(fallback)
+        return float(sum(costs))
 
     @property
     def prompt_tokens(self) -> int:

@@ -200,7 +200,8 @@ class Run:
         if episode_id not in self._paths:
             raise KeyError(f"no episode {episode_id!r} in {self.location}")
         path = self._paths[episode_id]
-        result = formats.read_file(path, sources.read_bytes(path))
+        # A file of many episodes (JSON Lines) is parsed only where this one is.
+        result = formats.read_file(path, sources.read_bytes(path), episode_id=episode_id)
         found = [e for e in result.episodes if e.episode_id == episode_id]
         if not found:
             raise KeyError(f"{path} no longer holds episode {episode_id!r}; reopen the run")

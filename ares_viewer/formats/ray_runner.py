@@ -1,0 +1,254 @@
+"""Ray runner trajectories: JSON or JSONL dumps of ``Trajectory(timesteps, reset_kwargs, error_info, episode_id,
+trace_last_response_flow_id[, are_evaluation])``.
+
+Each timestep holds the chats the agent produced at that step (each a full message list ending with
+the model's answer), its reward, whether the episode was done, and the tool schemas it offered. How
+these are written is not fixed upstream, so this adapter reads them tolerantly. Quirks kept here:
+the step's context is its main chat (the last one) without the trailing answer; ``error_info`` (a
+string or a dict in any of several spellings) becomes the errored outcome; the evaluation dict is
+kept in ``metadata["evaluation"]``; the task's name is looked up in ``reset_kwargs``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model, protocol
+from ares_viewer.formats import chat
+
+NAME = "ray"
+
+_TASK_KEYS = ("task_name", "task_id", "instance_id", "task", "problem_id", "env_id", "name", "id")
+_ERROR_TYPE_KEYS = ("type", "exception_type", "error_type", "exception", "exc_type")
+_ERROR_MESSAGE_KEYS = ("message", "error_message", "error", "msg", "exception_message", "detail")
+
+
+class FormatError(ValueError):
+    """The document is a Ray trajectory but cannot be read as an episode; the message says why."""
+
+
+def sniff(doc: Any) -> bool:
+    """True for a dumped Trajectory: it has ``timesteps``."""
+    return isinstance(doc, Mapping) and "timesteps" in doc
+
+
+def _timesteps(doc: Any) -> list[Any]:
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"expected a JSON object per trajectory, found a {type(doc).__name__}")
+    timesteps = doc.get("timesteps")
+    if not isinstance(timesteps, list):
+        raise FormatError(f"'timesteps' is a {type(timesteps).__name__}, expected a list of timesteps")
+    return timesteps
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+    """The trajectory's ``episode_id``; without one, the file's name (and its line or item number)."""
+    _timesteps(doc)
+    value = doc.get("episode_id")
+    if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+        return str(value)
+    stem = pathlib.PurePosixPath(path.split("://", 1)[-1]).name.split(".")[0]
+    return stem if record is None else f"{stem}#{record}"
+
+
+def _task(doc: Mapping[str, Any]) -> str:
+    kwargs = doc.get("reset_kwargs")
+    if isinstance(kwargs, Mapping):
+        for key in _TASK_KEYS:
+            value = kwargs.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+                return str(value)
+        # A task record nested one level down: reset_kwargs = {"task": {"id": ...}}.
+        for value in kwargs.values():
+            if isinstance(value, Mapping):
+                for key in _TASK_KEYS:
+                    if isinstance(value.get(key), str) and value[key]:
+                        return value[key]
+    return ""
+
+
+def _error(raw: Any) -> dict[str, str] | None:
+    """``error_info`` as ``{type, message}`` (None when the episode ended without one)."""
+    if raw is None or raw == "" or raw == {}:
+        return None
+    if not isinstance(raw, Mapping):
+        return {"type": "", "message": chat.text(raw)}
+    kind = next((str(raw[k]) for k in _ERROR_TYPE_KEYS if raw.get(k)), "")
+    message = next((chat.text(raw[k]) for k in _ERROR_MESSAGE_KEYS if raw.get(k)), "")
+    if not message and isinstance(raw.get("traceback"), str):
+        lines = [line for line in raw["traceback"].strip().splitlines() if line.strip()]
+        message = lines[-1] if lines else ""
+    return {"type": kind, "message": message or "error_info recorded without a message"}
+
+
+def _main_chat(timestep: Mapping[str, Any], where: str, warnings: list[str]) -> tuple[list[Any], int]:
+    """The chat that produced the step's action (the last one) and how many chats the step had."""
+    chats = timestep.get("chats")
+    if chats is None:
+        return [], 0
+    if not isinstance(chats, list):
+        warnings.append(f"{where}: chats are a {type(chats).__name__}, not a list; ignored")
+        return [], 0
+    if chats and all(isinstance(c, Mapping) for c in chats):
+        chats = [chats]  # one chat written flat instead of a list of chats
+    usable = [c for c in chats if isinstance(c, list)]
+    return (usable[-1] if usable else []), len(usable)
+
+
+def _split_answer(messages: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The context the model answered and its answer: the chat up to and after its last assistant message."""
+    for position in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[position], Mapping) and messages[position].get("role") == "assistant":
+            start = position
+            while start > 0 and isinstance(messages[start - 1], Mapping) and \
+                    messages[start - 1].get("role") == "assistant":
+                start -= 1
+            return messages[:start], messages[start: position + 1]
+    return messages, []
+
+
+def _result(raw: Mapping[str, Any] | None) -> tuple[int | None, str | None, int, str | None, bool]:
+    if raw is None:
+        return None, None, 0, None, False
+    body = chat.text(raw.get("content"))
+    if "<returncode>" in body or "<output" in body:
+        parsed = protocol.parse_result(body)
+        return parsed.returncode, parsed.output, parsed.elided_chars, body, parsed.format_error
+    return None, body if raw.get("role") == "tool" else None, 0, body, False
+
+
+def _tool_names(timesteps: list[Any]) -> list[str]:
+    for timestep in timesteps:
+        schemas = timestep.get("available_tool_schemas") if isinstance(timestep, Mapping) else None
+        if isinstance(schemas, list) and schemas:
+            names = []
+            for schema in schemas:
+                if isinstance(schema, Mapping):
+                    fn = schema.get("function") if isinstance(schema.get("function"), Mapping) else schema
+                    names.append(str(fn.get("name", "")))
+            return names
+    return []
+
+
+def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, Any]]:
+    """The trajectory's index row (``parse``'s summary: Ray dumps hold one trajectory per object, read once).
+
+    Raises:
+        FormatError: when the document cannot be a trajectory.
+    """
+    episode = parse(doc, path, record)[0]
+    return [{**episode.summary(), "warnings": list(episode.warnings)}]
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """A trajectory as an ``Episode``: a FIRST record for the first context, then one step per timestep.
+
+    Raises:
+        FormatError: when the document cannot be a trajectory (e.g. ``timesteps`` is not a list).
+    """
+    timesteps = _timesteps(doc)
+    warnings: list[str] = []
+    contexts = chat.ContextBuilder()
+    system_prompt: str | None = None
+    answered: list[int | None] = []
+    answers: list[list[Any]] = []
+    results: list[Mapping[str, Any] | None] = []
+    extras: list[dict[str, Any]] = []
+    for position, timestep in enumerate(timesteps):
+        where = f"timestep {position}"
+        if not isinstance(timestep, Mapping):
+            warnings.append(f"{where} is a {type(timestep).__name__}, not a timestep; read as empty")
+            timestep = {}
+        messages, n_chats = _main_chat(timestep, where, warnings)
+        system, messages = chat.split_system(messages)
+        system_prompt = system_prompt if system_prompt is not None else system
+        context, answer = _split_answer(messages)
+        extra: dict[str, Any] = {"chats": n_chats} if n_chats > 1 else {}
+        if context:
+            result = contexts.add(context)
+            if answered and answered[-1] is not None:
+                results[-1] = result
+            answered.append(len(contexts.links) - 1)
+        else:
+            answered.append(None)
+        answers.append(answer)
+        results.append(None)
+        extra.update({k: timestep[k] for k in ("info", "metrics") if timestep.get(k)})
+        extras.append(extra)
+
+    steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
+    done = False
+    rewards = []
+    for position, timestep in enumerate(timesteps):
+        where = f"timestep {position}"
+        timestep = timestep if isinstance(timestep, Mapping) else {}
+        said = [m for m in answers[position] if isinstance(m, Mapping)]
+        text = "\n".join(chat.text(m.get("content")) for m in said)
+        calls = tuple(c for m in said for c in chat.tool_calls(m.get("tool_calls")))
+        parsed = protocol.parse_response(text)
+        command = parsed.command if parsed.command is not None else chat.command(calls)
+        returncode, output, elided, observation, format_error = _result(results[position])
+        reward = chat.number(timestep.get("reward"), f"{where}: reward", warnings)
+        if reward is not None:
+            rewards.append(reward)
+        done = timestep.get("done") is True
+        call = answered[position]
+        link = contexts.links[call] if call is not None else None
+        steps.append(model.Step(
+            index=position + 1,
+            kind=model.StepKind.LAST if done and position == len(timesteps) - 1 else model.StepKind.MID,
+            reward=reward,
+            timestamp=chat.number(timestep.get("timestamp"), f"{where}: timestamp", warnings),
+            response=text,
+            thought=parsed.thought,
+            command=command,
+            tool_calls=calls,
+            returncode=returncode,
+            output=output,
+            output_elided=elided,
+            observation_text=observation,
+            format_error=format_error,
+            context_index=call,
+            context_len=link.kept + len(link.added) if link else 0,
+            context_rewritten=link.rewritten if link else False,
+            new_message_count=len(link.added) if link else 0,
+            extra=extras[position],
+        ))
+
+    error = _error(doc.get("error_info"))
+    if error:
+        outcome = model.Outcome.ERRORED
+    elif done:
+        outcome = model.Outcome.COMPLETED
+    else:
+        outcome = model.Outcome.INCOMPLETE
+    metadata: dict[str, Any] = {k: v for k, v in doc.items()
+                                if k not in ("timesteps", "are_evaluation", "episode_id")}
+    if error:
+        metadata["error"] = error
+    evaluation = doc.get("are_evaluation")
+    if evaluation is not None:
+        metadata["evaluation"] = evaluation
+    tools = _tool_names(timesteps)
+    if tools:
+        metadata["tools"] = tools
+    times = [s.timestamp for s in steps if s.timestamp is not None]
+    return [model.Episode(
+        episode_id=episode_id(doc, path, record),
+        task_name=_task(doc),
+        outcome=outcome,
+        total_reward=sum(rewards) if rewards else None,
+        start_time=times[0] if times else None,
+        end_time=times[-1] if times else None,
+        truncated=False,
+        system_prompt=system_prompt,
+        steps=tuple(steps),
+        path=path,
+        format=NAME,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(contexts.pool),
+        links=tuple(contexts.links),
+    )]

@@ -1,0 +1,324 @@
+"""Tinker rollout summaries: ``{log_path}/iteration_NNNNNN/{train|eval_<label>}_rollout_summaries.jsonl``.
+
+One JSON object per line, one line per rollout (trajectory). A group (``group_idx``) holds several
+rollouts of the same prompt. Quirks kept here: traces are optional (without them a step has
+rewards and token counts but no messages), message content may be a list of typed parts,
+``reward_data`` holds display strings such as ``"1.000"``, the iteration and split may only be
+readable from the file's path, and a response cut off at the token limit (``stop_reason``
+``"length"``) ends the rollout truncated.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model, protocol
+from ares_viewer.formats import chat
+
+NAME = "tinker"
+
+_FILE = re.compile(r"^(?P<base>.+)_rollout_summaries\.jsonl?$")
+_ITERATION_DIR = re.compile(r"^iteration_(?P<n>\d+)$")
+_LENGTH_STOPS = ("length", "max_tokens", "max_length")
+_TASK_CHARS = 80
+
+
+class FormatError(ValueError):
+    """The line is a rollout summary but cannot be read as an episode; the message says why."""
+
+
+def sniff(doc: Any) -> bool:
+    """True for a rollout-summary record: steps plus a group or trajectory index."""
+    return isinstance(doc, Mapping) and "steps" in doc and ("group_idx" in doc or "traj_idx" in doc)
+
+
+def misnamed(path: str) -> str | None:
+    """Why a file named like rollout summaries that holds none is an error (None for other names)."""
+    if _FILE.match(_name(path)):
+        return "named like Tinker rollout summaries but not one: no 'steps' and 'group_idx'"
+    return None
+
+
+def _name(path: str) -> str:
+    return pathlib.PurePosixPath(path.split("://", 1)[-1]).name
+
+
+def _location(path: str) -> tuple[str, int | None, str]:
+    """The log folder's name, the iteration its folder names, and the file's base name (train, eval_<label>)."""
+    pure = pathlib.PurePosixPath(path.split("://", 1)[-1])
+    match = _FILE.match(pure.name)
+    base = match.group("base") if match else pure.stem
+    iteration_dir = _ITERATION_DIR.match(pure.parent.name)
+    if iteration_dir:
+        return pure.parent.parent.name or "tinker", int(iteration_dir.group("n")), base
+    return pure.parent.name or "tinker", None, base
+
+
+
+def _records_of(doc: Any) -> list[Any]:
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"expected a JSON object per line, found a {type(doc).__name__}")
+    steps = doc.get("steps")
+    if not isinstance(steps, list):
+        raise FormatError(f"'steps' is a {type(steps).__name__}, expected a list of steps")
+    return steps
+
+
+def _ids(doc: Mapping[str, Any], path: str, record: int | None) -> tuple[str, str | None, int | None, str]:
+    """Episode id, group id, iteration and split of one rollout."""
+    run, folder_iteration, base = _location(path)
+    iteration = chat.integer(doc.get("iteration"))
+    iteration = folder_iteration if iteration is None else iteration
+    split = doc.get("split") if isinstance(doc.get("split"), str) else base
+    group, traj = chat.integer(doc.get("group_idx")), chat.integer(doc.get("traj_idx"))
+    prefix = f"{run}/it{iteration if iteration is not None else '?'}/{base}"
+    if group is None or traj is None:
+        return f"{prefix}/line{record or 0}", None, iteration, split
+    return f"{prefix}/g{group}/t{traj}", f"{prefix}/g{group}", iteration, split
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+    """The id ``parse`` gives this rollout: ``{log folder}/it{iteration}/{file base}/g{group}/t{traj}``."""
+    _records_of(doc)
+    return _ids(doc, path, record)[0]
+
+
+def _trace(step: Any) -> Mapping[str, Any]:
+    trace = step.get("trace") if isinstance(step, Mapping) else None
+    return trace if isinstance(trace, Mapping) else {}
+
+
+def _conversation(part: Any) -> list[Any] | None:
+    """The messages of a trace's prompt or policy response (None when it records none)."""
+    if isinstance(part, Mapping):
+        messages = part.get("messages")
+        return messages if isinstance(messages, list) else None
+    if isinstance(part, list):
+        return part
+    if isinstance(part, str):
+        return [{"role": "user", "content": part}]
+    return None
+
+
+def _task(steps: list[Any], doc: Mapping[str, Any], group: int | None) -> str:
+    """What the rollout attempted: the start of its first prompt's last user message."""
+    prompt = _conversation(_trace(steps[0]).get("prompt")) if steps else None
+    for message in reversed(prompt or []):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            words = " ".join(chat.text(message.get("content")).split())
+            if words:
+                return words if len(words) <= _TASK_CHARS else words[: _TASK_CHARS - 1] + "…"
+    tags = doc.get("tags")
+    label = ", ".join(str(t) for t in tags) if isinstance(tags, list) and tags else "rollout"
+    return f"{label} · group {group}" if group is not None else label
+
+
+def _outcome(steps: list[Any]) -> tuple[model.Outcome, bool]:
+    last = steps[-1] if steps and isinstance(steps[-1], Mapping) else None
+    if last is None or last.get("episode_done") is not True:
+        return model.Outcome.INCOMPLETE, False
+    if str(last.get("stop_reason", "")).lower() in _LENGTH_STOPS:
+        return model.Outcome.TRUNCATED, True
+    return model.Outcome.COMPLETED, False
+
+
+def _total_reward(doc: Mapping[str, Any], steps: list[Any], warnings: list[str]) -> float | None:
+    total = chat.number(doc.get("total_reward"), "total_reward", warnings)
+    if total is not None:
+        return total
+    rewards = [chat.number(s.get("reward"), "reward", []) for s in steps if isinstance(s, Mapping)]
+    known = [r for r in rewards if r is not None]
+    if not known:
+        return None
+    return sum(known) + (chat.number(doc.get("final_reward"), "final_reward", []) or 0.0)
+
+
+def _display_number(value: Any) -> Any:
+    """``reward_data`` values: display strings of numbers ("1.000") read as numbers, the rest as they are."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if isinstance(value, Mapping):
+        return {k: _display_number(v) for k, v in value.items()}
+    return value
+
+
+def _extra_columns(doc: Mapping[str, Any], group_id: str | None, iteration: int | None, split: str) -> dict:
+    tags = doc.get("tags")
+    return {
+        "iteration": iteration,
+        "split": split,
+        "group": group_id,
+        "group_idx": chat.integer(doc.get("group_idx")),
+        "traj_idx": chat.integer(doc.get("traj_idx")),
+        "tags": ", ".join(str(t) for t in tags) if isinstance(tags, list) else None,
+        "sampling_client_step": chat.integer(doc.get("sampling_client_step")),
+    }
+
+
+def _result(raw: Mapping[str, Any] | None) -> tuple[int | None, str | None, int, str | None, bool]:
+    """Return code, output, elided characters, raw text and format error of an action's result message."""
+    if raw is None:
+        return None, None, 0, None, False
+    body = chat.text(raw.get("content"))
+    if "<returncode>" in body or "<output" in body:
+        parsed = protocol.parse_result(body)
+        return parsed.returncode, parsed.output, parsed.elided_chars, body, parsed.format_error
+    # A tool's answer is the command's output; a user turn is the environment's feedback.
+    return None, body if raw.get("role") == "tool" else None, 0, body, False
+
+
+def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, Any]]:
+    """The rollout's index row without building messages (the index's fast path).
+
+    Agrees with ``parse(doc, path, record)[0].summary()`` on the common columns and adds
+    ``iteration``, ``split``, ``group``, ``group_idx``, ``traj_idx``, ``tags`` and ``sampling_client_step``.
+
+    Raises:
+        FormatError: when the line cannot be a rollout.
+    """
+    steps = _records_of(doc)
+    warnings: list[str] = []
+    episode, group_id, iteration, split = _ids(doc, path, record)
+    outcome, truncated = _outcome(steps)
+    prompt = generated = nonzero = rewrites = 0
+    previous: list[Any] | None = None
+    for position, step in enumerate(steps):
+        if not isinstance(step, Mapping):
+            warnings.append(f"step {position} is a {type(step).__name__}, not a step; skipped")
+            continue
+        prompt += chat.count(step.get("ob_len")) or 0
+        generated += chat.count(step.get("ac_len")) or 0
+        messages = _conversation(_trace(step).get("prompt"))
+        if messages is None:
+            continue
+        _, messages = chat.split_system(messages)
+        if previous is not None:
+            if len(messages) < len(previous) or (previous and messages[len(previous) - 1] != previous[-1]):
+                rewrites += 1
+            result = chat.result_message(messages[chat.kept(previous, messages):])
+            code = _result(result)[0]
+            nonzero += code not in (None, 0)
+        previous = messages
+    return [{
+        "episode_id": episode,
+        "task_name": _task(steps, doc, chat.integer(doc.get("group_idx"))),
+        "outcome": outcome.value,
+        "total_reward": _total_reward(doc, steps, warnings),
+        "num_actions": sum(1 for s in steps if isinstance(s, Mapping)),
+        "start_time": None,
+        "end_time": None,
+        "duration_s": None,
+        "total_cost": 0.0,
+        "prompt_tokens": prompt,
+        "generated_tokens": generated,
+        "truncated": truncated,
+        "error": None,
+        "nonzero_returncodes": nonzero,
+        "context_rewrites": rewrites,
+        "path": path,
+        "format": NAME,
+        **_extra_columns(doc, group_id, iteration, split),
+        "warnings": warnings,
+    }]
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """The rollout of one line as an ``Episode``: a FIRST record, then one action per Tinker step.
+
+    Raises:
+        FormatError: when the line cannot be a rollout (e.g. ``steps`` is not a list).
+    """
+    raw_steps = _records_of(doc)
+    warnings: list[str] = []
+    episode, group_id, iteration, split = _ids(doc, path, record)
+    outcome, truncated = _outcome(raw_steps)
+    steps_in = []
+    for position, step in enumerate(raw_steps):
+        if isinstance(step, Mapping):
+            steps_in.append(step)
+        else:
+            warnings.append(f"step {position} is a {type(step).__name__}, not a step; skipped")
+
+    # Model call j answered step j's prompt; the next prompt carries the result of its action.
+    contexts = chat.ContextBuilder()
+    call_of: list[int | None] = []
+    results: list[Mapping[str, Any] | None] = []
+    system_prompt: str | None = None
+    for step in steps_in:
+        messages = _conversation(_trace(step).get("prompt"))
+        if messages is None:
+            call_of.append(None)
+            results.append(None)
+            continue
+        system, messages = chat.split_system(messages)
+        system_prompt = system_prompt if system_prompt is not None else system
+        result = contexts.add(messages)
+        if call_of and call_of[-1] is not None:
+            results[-1] = result
+        call_of.append(len(contexts.links) - 1)
+        results.append(None)
+
+    steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
+    for j, step in enumerate(steps_in):
+        where = f"step {j}"
+        trace = _trace(step)
+        response = _conversation(trace.get("policy_response")) or []
+        said = [m for m in response if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
+        text = "\n".join(chat.text(m.get("content")) for m in said)
+        calls = tuple(c for m in said for c in chat.tool_calls(m.get("tool_calls")))
+        parsed = protocol.parse_response(text)
+        command = parsed.command if parsed.command is not None else chat.command(calls)
+        returncode, output, elided, observation, format_error = _result(results[j])
+        extra: dict[str, Any] = {k: step[k] for k in ("stop_reason", "metrics", "logs") if step.get(k)}
+        for key in ("reward_data", "env_state", "extra"):
+            if trace.get(key) is not None:
+                extra[key] = _display_number(trace[key]) if key == "reward_data" else trace[key]
+        call = call_of[j]
+        link = contexts.links[call] if call is not None else None
+        last = j == len(steps_in) - 1 and step.get("episode_done") is True
+        steps.append(model.Step(
+            index=j + 1,
+            kind=model.StepKind.LAST if last else model.StepKind.MID,
+            reward=chat.number(step.get("reward"), f"{where}: reward", warnings),
+            response=text,
+            thought=parsed.thought,
+            command=command,
+            tool_calls=calls,
+            returncode=returncode,
+            output=output,
+            output_elided=elided,
+            observation_text=observation,
+            format_error=format_error,
+            usage=model.Usage(prompt_tokens=chat.count(step.get("ob_len")),
+                              generated_tokens=chat.count(step.get("ac_len"))),
+            context_index=call,
+            context_len=link.kept + len(link.added) if link else 0,
+            context_rewritten=link.rewritten if link else False,
+            new_message_count=len(link.added) if link else 0,
+            extra=extra,
+        ))
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k != "steps"}
+    metadata.update(_extra_columns(doc, group_id, iteration, split))
+    return [model.Episode(
+        episode_id=episode,
+        task_name=_task(raw_steps, doc, chat.integer(doc.get("group_idx"))),
+        outcome=outcome,
+        total_reward=_total_reward(doc, raw_steps, warnings),
+        start_time=None,
+        end_time=None,
+        truncated=truncated,
+        system_prompt=system_prompt,
+        steps=tuple(steps),
+        path=path,
+        format=NAME,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(contexts.pool),
+        links=tuple(contexts.links),
+    )]

@@ -1,0 +1,40 @@
+"""The hand-written fixture files of every format the viewer reads, and copies of them for tests to change."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+TINKER = FIXTURES / "tinker"
+RAY = FIXTURES / "ray"
+MINI = FIXTURES / "mini-swe-agent"
+MATH_IT0 = TINKER / "math-rl" / "iteration_000000" / "train_rollout_summaries.jsonl"
+GUESS = TINKER / "guess-number" / "iteration_000000" / "train_rollout_summaries.jsonl"
+RAY_LINES = RAY / "rollouts-epoch3.jsonl"
+RAY_ONE = RAY / "episode-0c4d2e8f.json"
+MINI_V2 = MINI / "swebench-sonnet" / "astropy__astropy-12907" / "astropy__astropy-12907.traj.json"
+MINI_V1 = MINI / "swebench-gpt4o-v1" / "django__django-11099" / "django__django-11099.traj.json"
+
+
+def lines(path: pathlib.Path) -> list[dict]:
+    """The records of a JSON Lines fixture."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_lines(path: pathlib.Path, records: list) -> pathlib.Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def write_json(path: pathlib.Path, doc) -> pathlib.Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+def copy_tree(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    return target

@@ -27,6 +27,7 @@ PAGES = [
     st.Page("views/overview.py", title="Run overview", icon=":material/monitoring:", url_path="overview",
             default=True),
     st.Page("views/episode.py", title="Episode", icon=":material/timeline:", url_path="episode"),
+    st.Page("views/files.py", title="Files", icon=":material/folder_open:", url_path="files"),
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("views/search.py", title="Search", icon=":material/search:", url_path="search"),
     st.Page("views/sandbox.py", title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),

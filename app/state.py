@@ -1,6 +1,7 @@
 """App-wide view state, mirrored in the URL so every view is a deep link.
 
-The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_run``);
+The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_run``,
+``file``, ``old``);
 the session keeps a copy, because moving between pages in the sidebar drops the parameters.
 Reads come from the session; every change goes to both, so a reload or a shared link restores it.
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-KEYS = ("run", "episode", "step", "other", "other_run")
+# ``file`` and ``old`` belong to the Files page: the file shown, and the step it is compared against ("base" for
+# the base image); ``step`` is the new side there too.
+KEYS = ("run", "episode", "step", "other", "other_run", "file", "old")
 _PREFIX = "app."
 
 

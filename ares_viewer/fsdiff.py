@@ -160,11 +160,25 @@ class FsDiff:
     def paths(self) -> list[str]:
         return [c.path for c in self.changes]
 
+    def file_changes(self) -> list[FileChange]:
+        """The changes that are not just a folder appearing, disappearing or changing mode (their files are listed
+        on their own): what "N files changed" counts."""
+        folder_or_none = (None, snapshots.DIR)
+        return [c for c in self.changes if not (c.old_type in folder_or_none and c.new_type in folder_or_none)]
+
     def change(self, path: str) -> FileChange:
         for change in self.changes:
             if change.path == path:
                 return change
         raise KeyError(f"{path} did not change between {_side_label(self.old_step)} and step {self.new_step}")
+
+    def stat_old(self, path: str) -> snapshots.Entry | None:
+        """The state of ``path`` on the old side (see ``snapshots.Snapshot.stat``)."""
+        return self._old.stat(path) if self._old is not None else self._new.base_entries.get(path)
+
+    def stat_new(self, path: str) -> snapshots.Entry | None:
+        """The state of ``path`` on the new side."""
+        return self._new.stat(path)
 
     def read_old(self, path: str) -> bytes | None:
         """The content of ``path`` on the old side (None when not a recorded file there)."""
@@ -178,9 +192,7 @@ class FsDiff:
 
     def file_diff(self, path: str, *, max_bytes: int = MAX_DIFF_BYTES) -> FileDiff:
         """The content diff of one changed path (also works for any path, changed or not)."""
-        old_entry = self._old.stat(path) if self._old is not None else self._new.base_entries.get(path)
-        new_entry = self._new.stat(path)
-        return _file_diff(path, old_entry, new_entry, self.read_old, self.read_new, max_bytes)
+        return _file_diff(path, self.stat_old(path), self.stat_new(path), self.read_old, self.read_new, max_bytes)
 
     def summary(self) -> str:
         """The change list as text, one path a line."""

@@ -93,3 +93,58 @@ def to_html(a: str | None, b: str | None, *, a_name: str = "before", b_name: str
             kind = "@"
         rows.append(f"<span style='display:block;{_STYLES[kind]}'>{html.escape(line) or '&nbsp;'}</span>")
     return f"<pre style='{_PRE}'>{''.join(rows)}</pre>"
+
+
+_CELL = "padding:0 6px;vertical-align:top;white-space:pre-wrap;word-break:break-word"
+_NUMBER = "padding:0 6px;vertical-align:top;text-align:right;color:#8c959f;user-select:none;width:1%"
+_SIDE_STYLES = {"-": "background:#ffebe9;color:#82071e", "+": "background:#e6ffec;color:#116329", " ": "", "": ""}
+
+
+def side_by_side_html(a: str | None, b: str | None, *, a_name: str = "before", b_name: str = "after",
+                      context: int = 3, limit: int = MAX_CHARS, max_rows: int = 4000) -> str:
+    """The two texts in two columns with line numbers, changed lines highlighted (inline styles, no scripts).
+
+    Like the unified diff, only the changed regions and ``context`` unchanged lines around them are shown.
+
+    Args:
+        a, b: the texts; ``None`` counts as empty.
+        a_name, b_name: the column headings.
+        context: lines of unchanged context around each change.
+        limit: characters of each side that are compared.
+        max_rows: rows shown at most; the rest is counted in a closing note.
+    """
+    a_lines, b_lines = _lines(a, limit), _lines(b, limit)
+    if a_lines == b_lines:
+        names = f"{html.escape(a_name)} and {html.escape(b_name)}"
+        return f"<div style='color:#57606a;font-size:13px'>{names} are identical</div>"
+
+    def cell(number: int | None, text: str | None, kind: str) -> str:
+        style = _SIDE_STYLES[kind] if text is not None else "background:#f6f8fa"
+        shown = "&nbsp;" if not text else html.escape(text)
+        return (f"<td style='{_NUMBER};{style}'>{number or ''}</td>"
+                f"<td style='{_CELL};{style}'>{shown}</td>")
+
+    rows: list[str] = []
+    hidden = 0
+    matcher = difflib.SequenceMatcher(None, a_lines, b_lines)
+    for group in matcher.get_grouped_opcodes(context):
+        first, last = group[0], group[-1]
+        header = f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@"
+        pairs: list[str] = [f"<tr><td colspan='4' style='{_CELL};{_STYLES['@']}'>{header}</td></tr>"]
+        for tag, i1, i2, j1, j2 in group:
+            for offset in range(max(i2 - i1, j2 - j1)):
+                i, j = i1 + offset, j1 + offset
+                left = a_lines[i] if i < i2 else None
+                right = b_lines[j] if j < j2 else None
+                kinds = (" ", " ") if tag == "equal" else ("-", "+")
+                pairs.append(f"<tr>{cell(i + 1 if left is not None else None, left, kinds[0])}"
+                             f"{cell(j + 1 if right is not None else None, right, kinds[1])}</tr>")
+        room = max_rows - len(rows)
+        hidden += max(0, len(pairs) - room)
+        rows.extend(pairs[: max(0, room)])
+    note = (f"<div style='color:#9a6700;font-size:13px'>{hidden:,} more row(s) not shown</div>" if hidden else "")
+    head = (f"<tr><th colspan='2' style='{_CELL};text-align:left'>{html.escape(a_name)}</th>"
+            f"<th colspan='2' style='{_CELL};text-align:left'>{html.escape(b_name)}</th></tr>")
+    table_style = ("border-collapse:collapse;width:100%;table-layout:auto;border:1px solid #d0d7de;"
+                   "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px;line-height:1.45")
+    return f"<table style='{table_style}'>{head}{''.join(rows)}</table>{note}"

@@ -13,7 +13,7 @@ import streamlit as st
 import widgets
 
 import ares_viewer
-from ares_viewer import model, plots, textdiff
+from ares_viewer import fsdiff, model, plots, snapshots, textdiff
 
 # Past this many messages the full context shows its most recent ones (the rest are reachable from a notebook).
 _CONTEXT_MESSAGES = 60
@@ -175,6 +175,28 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
     st.html(textdiff.to_html(before, episode.step(k).response, a_name=name, b_name=f"step {k}"))
 
 
+def files_changed(episode: model.Episode, k: int) -> None:
+    """How many files action ``k`` changed, linking to the Files page; a caption when that cannot be told."""
+    try:
+        diff = fsdiff.step_changes(episode, k)
+    except LookupError as exc:
+        recorded = {ref.step_index for ref in episode.snapshots()}
+        st.caption("No filesystem snapshots were recorded for this episode." if not recorded else
+                   "No filesystem snapshot at this step." if k not in recorded else f"Files: {exc}.")
+        return
+    except (snapshots.SnapshotError, OSError, ValueError) as exc:
+        st.caption(f"⚠ Cannot tell which files changed at this step: {exc}")
+        return
+    files = diff.file_changes()
+    if not files:
+        before = "the base image" if diff.old_step is None else f"step {diff.old_step}"
+        st.caption(f"No files changed at this step (compared with {before}).")
+        return
+    old = "base" if diff.old_step is None else diff.old_step
+    st.page_link("views/files.py", label=f"{len(files)} file{'' if len(files) == 1 else 's'} changed at this step",
+                 icon=":material/difference:", query_params=state.params(step=k, old=old, file=files[0].path))
+
+
 @st.fragment
 def step_viewer(where: str, episode_id: str) -> None:
     """The selected step; reruns alone when the step changes."""
@@ -185,9 +207,10 @@ def step_viewer(where: str, episode_id: str) -> None:
     navigation(episode, k)
     step = episode.step(k)
     st.caption(step_caption(step))
-    if any(ref.step_index == k for ref in episode.snapshots()):
+    if any(ref.step_index == k and isinstance(ref, snapshots.SnapshotRef) for ref in episode.snapshots()):
         st.page_link("views/sandbox.py", label=f"Restore step {k} into a live container", icon=":material/restore:",
                      query_params=state.params(step=k))
+    files_changed(episode, k)
     full = st.toggle("Show long texts in full", key="episode.full")
     if k == 0:
         st.markdown("#### First request")

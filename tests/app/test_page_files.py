@@ -1,0 +1,198 @@
+"""The Files page in AppTest: filesystem diffs between two steps, read from snapshots without Docker.
+
+Real data first: the bundled sample run records a snapshot per step (pager-solved fixes ``pager/paging.py`` at
+action 2; pager-explorer-partial-fix deletes, links and adds a binary file). Synthetic runs cover what the sample
+run lacks: non-UTF-8 text, huge files, a corrupt snapshot, episode-boundary snapshots and no snapshots at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+import page_text
+import pytest
+
+from ares_viewer import snapshots, synthetic
+
+SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
+PAGER_SOLVED = "7c5d6d73-83f0-4d4c-a772-785a9f5c3580"  # fixes both off-by-one errors in pager/paging.py at action 2
+EXPLORER = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"  # deletes a file (6), adds a binary (8) and a symlink (9)
+PAGING = "/testbed/pager/paging.py"
+
+
+@pytest.fixture
+def samples(monkeypatch):
+    if not (SAMPLES / "demo-run" / f"{PAGER_SOLVED}.json").is_file():
+        pytest.skip("the bundled sample run is not there")
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(SAMPLES))
+
+
+def files_page(app, **params):
+    return app("files", run=params.pop("run", "demo-run"), **params)
+
+
+def test_deep_link_shows_the_edit_the_agent_made(samples, app):
+    at = files_page(app, episode=PAGER_SOLVED, step="2")
+    assert not at.exception
+    shown = page_text.of(at)
+    # Default sides: the step before and the step itself; the one changed file is selected.
+    assert "**step 1 → step 2**: 1 changed path(s), 1 file(s)" in shown and ":orange-badge[1 modified]" in shown
+    assert at.query_params["file"] == PAGING and at.query_params["old"] == "1"
+    diff = next(c.value for c in at.code if c.language == "diff")
+    assert "-    return n_items // per_page" in diff and "+    return -(-n_items // per_page)" in diff
+    assert "+    start = (page - 1) * per_page" in diff
+
+
+def test_old_side_can_be_the_base_image_and_the_url_follows(samples, app):
+    at = files_page(app, episode=PAGER_SOLVED, step="2")
+    at.selectbox(key="files.old").set_value("base").run()
+    assert at.query_params["old"] == "base"
+    shown = page_text.of(at)
+    assert "**base image → step 2**" in shown and ":green-badge[" in shown  # the project was copied in: added
+    at.selectbox(key="files.new").set_value(4).run()
+    assert at.query_params["step"] == "4"
+
+
+def test_side_by_side_content_download_and_history(samples, app):
+    at = files_page(app, episode=PAGER_SOLVED, step="2", file=PAGING)
+    at.radio(key="files.view").set_value("Side by side").run()
+    table = next(h.proto.body for h in at.get("html") if "<table" in h.proto.body)
+    assert "step 1" in table and "step 2" in table and "-(-n_items // per_page)" in table
+    at.radio(key="files.view").set_value("Old side").run()
+    assert any("return n_items // per_page" in c.value and c.language == "python" for c in at.code)
+    assert [b.label for b in at.get("download_button")] == ["Download paging.py at step 1"]
+    at.radio(key="files.view").set_value("New side").run()
+    assert [b.label for b in at.get("download_button")] == ["Download paging.py at step 2"]
+    at.radio(key="files.view").set_value("History").run()
+    shown = page_text.of(at)
+    assert "Changed at 2 step(s)" in shown and "step 1 → step 2" in shown
+    at.button(key="files.history.0").click().run()  # open the step that first brought the file in
+    assert at.query_params["step"] == "0" and at.query_params["old"] == "base"
+
+
+def test_reloading_the_link_restores_the_same_file(samples, app):
+    at = files_page(app, episode=EXPLORER, step="10", old="5", file="/testbed/pager/legacy.py")
+    assert at.selectbox(key="files.file").value == "/testbed/pager/legacy.py"
+    again = files_page(app, **{k: at.query_params[k] for k in ("episode", "step", "old", "file")})
+    assert again.selectbox(key="files.file").value == "/testbed/pager/legacy.py"
+    assert "#### `/testbed/pager/legacy.py` :red-badge[deleted]" in page_text.of(again)
+
+
+def test_binary_symlink_and_deleted_files(samples, app):
+    at = files_page(app, episode=EXPLORER, step="8")
+    assert at.query_params["file"] == "/testbed/data/items.csv.gz"
+    assert "binary content: 0 -> 4491 bytes" in page_text.of(at)
+    at.radio(key="files.view").set_value("New side").run()
+    assert "Binary file: 4,491 bytes, sha256 `157d29fc35a1" in page_text.of(at)
+    assert not [c for c in at.code if "\x1f\x8b" in c.value]  # the bytes themselves are not sent as text
+    at = files_page(app, episode=EXPLORER, step="9")
+    assert "→ ../data" in page_text.of(at) or "-> ../data" in page_text.of(at)
+    at.radio(key="files.view").set_value("New side").run()
+    assert "it is a symlink to `../data`" in page_text.of(at)
+    at = files_page(app, episode=EXPLORER, step="6", file="/testbed/pager/legacy.py")
+    at.radio(key="files.view").set_value("New side").run()
+    assert "No content at step 6: it does not exist there." in page_text.of(at)
+
+
+# ----- synthetic runs: what the sample run does not show ----------------------------------------------------------
+
+LATIN = "naïve café\n".encode("latin-1")
+HUGE = "".join(f"row {i}: {'x' * 40}\n" for i in range(8_000)).encode()  # about 400 KB of text
+
+
+def _file(path, data, stored_in, change="added"):
+    return snapshots.Entry(path=path, type=snapshots.FILE, mode=0o644, size=len(data),
+                           sha256=hashlib.sha256(data).hexdigest(), change=change, stored_in=stored_in)
+
+
+@pytest.fixture
+def snap_run(runs) -> dict[str, str]:
+    """run-a's solved episode gets per-step snapshots: notes (Latin-1) at 1, a huge log at 2, corrupt step 3."""
+    root = pathlib.Path(runs["root"]["path"]) / "run-a"
+    episode_id = runs["run-a"]["solved"]
+    folder = snapshots.episode_snapshots_dir(root, episode_id)
+    common = {"episode_id": episode_id, "base_image": "calc-base:1", "image_id": None}
+    snapshots.write_base(folder, entries=[snapshots.Entry(path="/testbed/notes.txt", type=snapshots.ABSENT),
+                                          snapshots.Entry(path="/testbed/run.log", type=snapshots.ABSENT)],
+                         blobs={}, **common)
+    notes = _file("/testbed/notes.txt", LATIN, "step_0001")
+    log = _file("/testbed/run.log", HUGE, "step_0002")
+    blobs = {e.sha256: d for e, d in ((notes, LATIN), (log, HUGE))}
+    for k in range(6):
+        entries = [e for e, since in ((notes, 1), (log, 2)) if k >= since]
+        mine = {e.sha256: blobs[e.sha256] for e in entries if e.stored_in == snapshots.step_dirname(k)}
+        snapshots.write_step(folder, step_index=k, workdir="/testbed", entries=entries, blobs=mine, **common)
+    (folder / "step_0003" / snapshots.MANIFEST_NAME).write_text("{ half written")
+    return {"episode": episode_id, "folder": str(folder)}
+
+
+def test_non_utf8_text_is_shown_safely(snap_run, app):
+    at = app("files", run="run-a", episode=snap_run["episode"], step="1")
+    at.radio(key="files.view").set_value("New side").run()
+    code = next(c.value for c in at.code if "caf" in c.value)
+    assert code.strip() == "na\\xefve caf\\xe9"
+    assert "invalid UTF-8 bytes shown as \\xNN" in page_text.of(at)
+
+
+def test_huge_file_is_capped_with_a_note(snap_run, app):
+    at = app("files", run="run-a", episode=snap_run["episode"], step="2", file="/testbed/run.log")
+    at.radio(key="files.view").set_value("New side").run()
+    assert "Showing the first 200,000 of" in page_text.of(at)
+    assert max(len(c.value) for c in at.code) <= 200_000
+
+
+def test_corrupt_snapshot_is_an_error_for_that_step_only(snap_run, app):
+    at = app("files", run="run-a", episode=snap_run["episode"], step="3")
+    assert not at.exception
+    error = next(e.value for e in at.error)
+    assert "step_0003" in error and "not valid JSON" in error
+    at.selectbox(key="files.new").set_value(2).run()  # the other steps still compare
+    assert not at.error and "**step 1 → step 2**" in page_text.of(at)
+    # The episode view says so in a caption, and its step still renders.
+    at = app("episode", run="run-a", episode=snap_run["episode"], step="3")
+    assert not at.exception
+    assert any("Cannot tell which files changed at this step" in c.value and "step_0003" in c.value
+               for c in at.caption)
+    assert any(c.value.startswith("step 3 (") for c in at.caption)
+
+
+def test_episode_view_links_to_the_files_of_that_step(snap_run, app):
+    at = app("episode", run="run-a", episode=snap_run["episode"], step="2")
+    links = [link for link in at.get("page_link") if link.proto.page == "files"]
+    assert [link.proto.label for link in links] == ["1 file changed at this step"]
+    query = dict(part.split("=", 1) for part in links[0].proto.query_string.split("&"))
+    assert query["episode"] == snap_run["episode"] and query["step"] == "2" and query["old"] == "1"
+    assert query["file"] == "%2Ftestbed%2Frun.log"
+    at = app("episode", run="run-a", episode=snap_run["episode"], step="5")
+    assert any(c.value == "No files changed at this step (compared with step 4)." for c in at.caption)
+
+
+def test_episode_without_snapshots(runs, app):
+    at = app("files", run="run-a", episode=runs["run-a"]["failed"])
+    assert not at.exception
+    assert any("has no recorded snapshots" in i.value for i in at.info)
+    at = app("episode", run="run-a", episode=runs["run-a"]["failed"], step="2")
+    assert any(c.value == "No filesystem snapshots were recorded for this episode." for c in at.caption)
+
+
+def test_episode_boundary_snapshots(runs, app):
+    """Upstream snapshots (whole filesystem copies linked by conversation): no base image side, diffs work."""
+    root = pathlib.Path(runs["root"]["path"]) / "run-b"
+    episode_id = runs["run-b"]["solved"]
+    doc = json.loads((root / f"{episode_id}.json").read_text())
+    before = {"/testbed/src/calc/core.py": b"def add(a, b):\n    return a - b\n"}
+    after = {"/testbed/src/calc/core.py": b"def add(a, b):\n    return a + b\n"}
+    synthetic.write_boundary_snapshot(root, synthetic.boundary_messages(doc, 1), before, snapshot_id="s1")
+    synthetic.write_boundary_snapshot(root, synthetic.boundary_messages(doc, 3), after, snapshot_id="s3",
+                                      mtime=1_763_900_000)
+    at = app("files", run="run-b", episode=episode_id, step="3")
+    assert not at.exception
+    assert at.selectbox(key="files.old").options == ["step 1", "step 3"]
+    diff = next(c.value for c in at.code if c.language == "diff")
+    assert "-    return a - b" in diff and "+    return a + b" in diff
+    at = app("episode", run="run-b", episode=episode_id, step="3")
+    assert [link.proto.label for link in at.get("page_link") if link.proto.page == "files"] == [
+        "1 file changed at this step"]
+    assert not [link for link in at.get("page_link") if link.proto.page == "sandbox"]

@@ -99,16 +99,23 @@ def _author() -> str:
     return st.session_state[_SAVED_AUTHOR]
 
 
-def _done(message: str, reset: tuple[str, ...] = ()) -> None:
-    """After a write: say so on the next run, clear the form's fields, and redraw the whole page (the timeline)."""
+def _done(message: str, reset: dict[str, str | None]) -> None:
+    """After a write: say so on the next run, reset the form's fields, and redraw the whole page (the timeline).
+
+    ``reset`` maps session keys to their next value (None: forget it). A widget's value is assigned, not only
+    forgotten, because the browser keeps showing a widget's old text unless the script sets a new one.
+    """
     st.session_state[_FLASH] = message
-    st.session_state[_RESET] = list(reset)
+    st.session_state[_RESET] = reset
     st.rerun()
 
 
 def _start() -> None:
-    for key in st.session_state.pop(_RESET, []):
-        st.session_state.pop(key, None)
+    for key, value in st.session_state.pop(_RESET, {}).items():
+        if value is None:
+            st.session_state.pop(key, None)
+        else:
+            st.session_state[key] = value
     if _FLASH in st.session_state:
         st.success(st.session_state.pop(_FLASH), icon=":material/check:")
 
@@ -151,7 +158,7 @@ def _edit_form(opened: review.ReviewStore, note: review.Note) -> None:
     except (ValueError, KeyError, review.ReviewError) as exc:
         st.error(str(exc))
         return
-    _done("Note deleted." if delete else "Note saved.", keys)
+    _done("Note deleted." if delete else "Note saved.", dict.fromkeys(keys))
 
 
 def _forget(keys: tuple[str, ...]) -> None:
@@ -174,7 +181,7 @@ def _add_form(opened: review.ReviewStore, key: str, episode: model.Episode, k: i
     except (ValueError, review.ReviewError) as exc:
         st.error(str(exc))
         return
-    _done(f"Added to step {k}.", _ADD_KEYS)
+    _done(f"Added to step {k}.", dict.fromkeys(_ADD_KEYS, ""))
 
 
 def step_panel(where: str, episode: model.Episode, k: int) -> None:

@@ -93,13 +93,13 @@ def export(run, opened: review.ReviewStore, shown: pd.DataFrame) -> None:
     fmt = st.radio("Format", formats, horizontal=True, key="review.format")
     if not review.parquet_available():
         st.caption("Parquet needs pyarrow: `pip install 'ares-viewer[parquet]'`.")
-    suffix = ".parquet" if fmt == "Parquet" else ".jsonl"
+    kind = fmt.lower()
 
     def data() -> bytes:
-        return review.export_bytes(review.export_records(run, opened, steps=steps), review.export_format(suffix))
+        return review.export_bytes(review.export_records(run, opened, steps=steps), kind)
 
     name = pathlib.PurePath(run.location.rstrip("/")).name or "run"
-    st.download_button(f"Download {len(steps)} step(s) as {fmt}", data=data, file_name=f"review-{name}{suffix}",
+    st.download_button(f"Download {len(steps)} step(s) as {fmt}", data=data, file_name=f"review-{name}.{kind}",
                        icon=":material/download:", key="review.download", disabled=not steps, on_click="ignore")
 
 

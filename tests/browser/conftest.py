@@ -47,7 +47,8 @@ def app_url(runs_root, tmp_path_factory):
     """``streamlit run app/main.py`` on a free localhost port, until the session ends."""
     port = _free_port()
     env = dict(os.environ, ARES_VIEWER_RUNS=str(runs_root),
-               ARES_VIEWER_CACHE=str(tmp_path_factory.mktemp("server-cache")))
+               ARES_VIEWER_CACHE=str(tmp_path_factory.mktemp("server-cache")),
+               ARES_VIEWER_REVIEW_DB=str(tmp_path_factory.getbasetemp() / "review.sqlite"))
     log = open(tmp_path_factory.mktemp("server") / "streamlit.log", "w+b")  # noqa: SIM115 - closed below
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),

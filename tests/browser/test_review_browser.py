@@ -1,0 +1,99 @@
+"""A review session in a real browser: label a step, see it on the timeline, filter by it, export its exact prompt.
+
+The server's review database is a temporary file (``ARES_VIEWER_REVIEW_DB`` in the ``app_url`` fixture).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+import ares_viewer
+from ares_viewer import review
+
+pytestmark = pytest.mark.browser
+
+LABEL = "edits the tests"
+
+
+def first_run(runs_root: pathlib.Path) -> ares_viewer.Run:
+    name = sorted(p.name for p in runs_root.iterdir() if p.is_dir() and any(p.rglob("*.json")))[0]
+    return ares_viewer.open_run(runs_root / name)
+
+
+def step_caption(page):
+    return page.locator('[data-testid="stCaptionContainer"]', has_text=re.compile(r"^step \d+ \("))
+
+
+def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_url, runs_root, tmp_path,
+                                                                     tmp_path_factory):
+    run = first_run(runs_root)
+    name = pathlib.Path(run.location).name
+    frame = run.episodes[run.episodes["num_actions"] >= 3].sort_values("num_actions")
+    episode_id = frame["episode_id"].iloc[0]
+    episode = run.episode(episode_id)
+    k = 2
+
+    # Label step k in the step view.
+    page.goto(f"{app_url}/episode?run={name}&episode={episode_id}&step={k}")
+    expect(step_caption(page)).to_contain_text(f"step {k} (")
+    author = page.get_by_role("textbox", name="Your name")
+    author.fill("Ada")
+    author.press("Enter")
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name=f"Add to step {k}"))
+    form.get_by_role("textbox", name="Label").fill(LABEL)
+    form.get_by_role("textbox", name="Note").fill("rewrites tests/test_core.py so the failing assertion passes")
+    form.get_by_role("button", name=f"Add to step {k}").click()
+    expect(page.get_by_text(f"Added to step {k}.")).to_be_visible()
+    note = "rewrites tests/test_core.py so the failing assertion passes"
+    expect(page.locator('[data-testid="stMarkdownContainer"]', has_text=note)).to_be_visible()
+    expect(form.get_by_role("textbox", name="Note")).to_have_value("")  # ready for the next note
+
+    # The label is on the step timeline, above step k's bar.
+    timeline = page.locator(".js-plotly-plot").first
+    expect(timeline.locator(".textpoint", has_text=LABEL)).to_have_count(1)
+
+    # The overview shows it in the episode table and filters episodes by it.
+    page.get_by_role("link", name="Run overview").click()
+    total = len(run)
+    expect(page.get_by_text(f"{total} of {total} episodes")).to_be_visible()
+    chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Label")
+    chooser.scroll_into_view_if_needed()
+    chooser.locator("input").click()
+    page.get_by_role("option", name=LABEL).click()
+    expect(page.get_by_text(f"1 of {total} episodes")).to_be_visible()
+
+    # The Review page lists it with a deep link and exports it.
+    page.locator('a[href$="/review"]').first.click()
+    expect(page).to_have_url(re.compile(r"/review"))
+    expect(page.get_by_text("1 of 1 notes")).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("button", name=re.compile(r"Download 1 step\(s\) as JSONL")).click()
+    downloaded = tmp_path / "download.jsonl"
+    download.value.save_as(downloaded)
+
+    # The CLI exports the same step from the server's database.
+    db = tmp_path_factory.getbasetemp() / "review.sqlite"
+    exported = tmp_path / "cli.jsonl"
+    done = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "export", run.location, "--label", LABEL,
+                           "--out", str(exported), "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+    expected = [m.to_dict() for m in episode.context(k)]
+    for path in (downloaded, exported):
+        (record,) = review.read_export(path)
+        assert (record["episode_id"], record["step"], record["labels"]) == (episode_id, k, [LABEL])
+        assert record["messages"] == expected
+        assert record["system_prompt"] == episode.system_prompt
+        assert record["response"] == episode.step(k).response
+        assert record["notes"][0]["author"] == "Ada"
+
+    # Its link opens the step it was written on.
+    page.locator('[data-testid="stPageLink"] a', has_text=f"step {k}").first.click()
+    expect(page).to_have_url(re.compile(rf"/episode\?.*step={k}"))
+    expect(step_caption(page)).to_contain_text(f"step {k} (")

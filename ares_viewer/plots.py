@@ -201,3 +201,55 @@ def compare_success_by_task(runs: Sequence[tuple[str, pd.DataFrame]]) -> go.Figu
     fig.update_yaxes(range=[0, 1], tickformat=".0%")
     fig.update_layout(barmode="group")
     return _layout(fig, "Success rate per task, per run", yaxis_title="success rate")
+
+
+def reward_over_iterations(episodes: pd.DataFrame) -> go.Figure:
+    """Training progress: each split's mean reward per iteration (line) over its rollouts' rewards (points).
+
+    Needs the ``iteration`` column that training-log formats add; rollouts without one are left out.
+    Rollout points carry their episode ids as ``customdata`` (a click opens one).
+    """
+    frame = _rewarded(episodes)
+    if "iteration" not in frame.columns:
+        frame = frame.assign(iteration=pd.NA)
+    frame = frame.dropna(subset=["iteration"])
+    split = frame["split"] if "split" in frame.columns else pd.Series("all", index=frame.index)
+    series = split.fillna("all").astype(str)
+    if "group" in frame.columns:  # a folder may hold several training logs: one series per log and split
+        logs = frame["group"].fillna("").astype(str).str.split("/").str[0]
+        if logs.nunique() > 1:
+            series = logs + " · " + series
+    frame = frame.assign(series=series, iteration=frame["iteration"].astype(float))
+    fig = go.Figure()
+    for n, (name, part) in enumerate(frame.groupby("series", sort=True)):
+        colour = (*RUN_COLOURS, "#8250df", "#1a7f37")[n % 4]
+        fig.add_trace(go.Scatter(
+            x=part["iteration"], y=part["reward_plotted"], mode="markers", name=f"{name} rollouts",
+            marker={"color": colour, "size": 6, "opacity": 0.35}, customdata=part["episode_id"],
+            hovertext=_episode_hover(part), hoverinfo="text", legendgroup=name,
+        ))
+        means = part.groupby("iteration")["reward_plotted"].agg(["mean", "size"]).reset_index()
+        fig.add_trace(go.Scatter(
+            x=means["iteration"], y=means["mean"], mode="lines+markers", name=f"{name} mean",
+            line={"color": colour, "width": 2.5}, legendgroup=name,
+            text=[f"{s} rollouts" for s in means["size"]],
+            hovertemplate=f"{name} · iteration %{{x:.0f}}: mean reward %{{y:.3g}} (%{{text}})<extra></extra>",
+        ))
+    return _layout(fig, "Reward over training iterations", xaxis_title="iteration", yaxis_title="reward")
+
+
+def group_rewards(rollouts: pd.DataFrame) -> go.Figure:
+    """The rewards of one group's rollouts, one bar each coloured by outcome; bars carry episode ids."""
+    frame = _rewarded(rollouts)
+    labels = [f"traj {int(t)}" if pd.notna(t) else e[:8] for t, e in zip(
+        frame["traj_idx"] if "traj_idx" in frame.columns else [None] * len(frame), frame["episode_id"], strict=True)]
+    fig = go.Figure(go.Bar(
+        x=labels, y=frame["reward_plotted"], customdata=frame["episode_id"],
+        marker_color=[OUTCOME_COLOURS.get(o, "#57606a") for o in frame["outcome"]],
+        text=[f"{r:.3g}" for r in frame["reward_plotted"]], textposition="auto",
+        hovertext=_episode_hover(frame), hoverinfo="text",
+    ))
+    mean = frame["reward_plotted"].mean() if len(frame) else 0.0
+    fig.add_hline(y=mean, line={"color": "#0969da", "dash": "dash", "width": 1.5},
+                  annotation_text=f"group mean {mean:.3g}", annotation_position="top left")
+    return _layout(fig, "Rewards of the group's rollouts (bar colour = outcome)", yaxis_title="reward", height=280)

@@ -55,6 +55,38 @@ def header(episode: model.Episode) -> None:
     for warning in episode.warnings:
         st.caption(f"⚠ {warning}")
     st.caption(f"`{episode.episode_id}` · {episode.path}")
+    format_details(episode)
+
+
+def format_details(episode: model.Episode) -> None:
+    """What a format records beyond the common columns: exit status, evaluation, submitted diff, group."""
+    meta = episode.metadata
+    facts = [f"format {episode.format}"] + [
+        f"{label} {meta[key]}" for key, label in (("exit_status", "exit status"), ("api_calls", "API calls"),
+                                                 ("iteration", "iteration"), ("split", "split"))
+        if meta.get(key) not in (None, "")]
+    st.caption(" · ".join(facts))
+    evaluation = meta.get("evaluation")
+    if isinstance(evaluation, dict):
+        passed = evaluation.get("success")
+        badge = "" if passed is None else (":green-badge[passed]" if passed else ":red-badge[failed]")
+        st.markdown(f"**Evaluation** {badge} {evaluation.get('rationale') or ''}")
+        with st.expander("Evaluation details", icon=":material/fact_check:"):
+            st.json(evaluation)
+    submission = meta.get("submission")
+    if isinstance(submission, str) and submission.strip():
+        with st.expander(f"Submission ({len(submission.splitlines())} lines)", icon=":material/difference:"):
+            st.code(submission, language="diff")
+    if meta.get("group"):
+        st.page_link("views/groups.py", label="Compare with the other rollouts of its group",
+                     icon=":material/group_work:", query_params=state.params())
+
+
+def step_details(step: model.Step) -> None:
+    """Format-specific fields of a step (stop reason, metrics, reward data, ...), folded away."""
+    if step.extra:
+        with st.expander("Step details: " + ", ".join(step.extra), icon=":material/data_object:"):
+            st.json(dict(step.extra))
 
 
 def timeline(episode: model.Episode) -> None:
@@ -194,7 +226,7 @@ def files_changed(episode: model.Episode, k: int) -> None:
         return
     old = "base" if diff.old_step is None else diff.old_step
     st.page_link("views/files.py", label=f"{len(files)} file{'' if len(files) == 1 else 's'} changed at this step",
-                 icon=":material/difference:", query_params=state.params(step=k, old=old, file=files[0].path))
+                 icon=":material/difference:", query_params=state.params(step=k, old=old, file=diff.first_file().path))
 
 
 @st.fragment
@@ -207,6 +239,7 @@ def step_viewer(where: str, episode_id: str) -> None:
     navigation(episode, k)
     step = episode.step(k)
     st.caption(step_caption(step))
+    step_details(step)
     if any(ref.step_index == k and isinstance(ref, snapshots.SnapshotRef) for ref in episode.snapshots()):
         st.page_link("views/sandbox.py", label=f"Restore step {k} into a live container", icon=":material/restore:",
                      query_params=state.params(step=k))

@@ -12,7 +12,9 @@ from ares_viewer import plots
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
-                  "labels", "episode_id"]
+                  "labels", "format", "episode_id"]
+# Columns of training-log formats (Tinker), shown first when the run has them.
+_TRAINING_COLUMNS = ["iteration", "split", "group_idx", "traj_idx"]
 
 
 def open_episode(episode_id: str) -> None:
@@ -56,6 +58,12 @@ def charts(episodes: pd.DataFrame) -> None:
         episode_id = clicked_episode(event)
         if episode_id:
             open_episode(episode_id)
+    if "iteration" in episodes.columns and episodes["iteration"].notna().any():
+        event = st.plotly_chart(plots.reward_over_iterations(episodes), key="overview.iterations",
+                                on_select="rerun", selection_mode="points")
+        episode_id = clicked_episode(event)
+        if episode_id:
+            open_episode(episode_id)
     st.caption("Click a point to open its episode.")
 
 
@@ -83,7 +91,8 @@ def filtered(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(episodes: pd.DataFrame) -> None:
-    shown = review_panel.label_filter(filtered(episodes))[_TABLE_COLUMNS].reset_index(drop=True)
+    columns = [c for c in _TRAINING_COLUMNS if c in episodes.columns] + _TABLE_COLUMNS
+    shown = review_panel.label_filter(filtered(episodes))[columns].reset_index(drop=True)
     st.caption(f"{len(shown)} of {len(episodes)} episodes · select a row to open it")
     event = st.dataframe(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,

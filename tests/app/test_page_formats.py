@@ -1,0 +1,69 @@
+"""The run and episode pages on every format the viewer reads (Tinker, Ray runner, mini-swe-agent, mixed)."""
+
+from __future__ import annotations
+
+import format_runs
+import page_text
+import pytest
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    format_runs.write(root)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
+
+
+def metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_mixed_folder_lists_every_format(runs, app):
+    at = app(run="mixed")
+    assert not at.exception
+    assert metrics(at)["Episodes"] == "29"
+    table = at.dataframe[0].value
+    assert table["format"].value_counts().to_dict() == {"tinker": 21, "ray": 4, "ares": 2, "mini-swe-agent": 2}
+    assert not any("could not be read" in e.label for e in at.expander)
+
+
+def test_training_run_shows_reward_over_iterations(runs, app):
+    at = app(run="tinker")
+    assert not at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) == 5  # the four reward figures and the training curve
+    assert "Reward over training iterations" in charts[-1].proto.spec
+    table = at.dataframe[0].value
+    assert list(table.columns[:4]) == ["iteration", "split", "group_idx", "traj_idx"]
+    # Runs without iterations have no training curve.
+    assert len(app(run="ray").get("plotly_chart")) == 4
+
+
+def test_tinker_episode_page(runs, app):
+    at = app("episode", run="tinker", episode=f"{format_runs.MATH_GROUP}/t3", step="1")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "James writes a 3-page letter" in shown  # the prompt, new at the first call
+    assert "format tinker · iteration 10 · split train" in shown
+    assert any(e.label.startswith("Step details: stop_reason, metrics, logs, reward_data") for e in at.expander)
+
+
+def test_ray_episode_page_shows_evaluation_and_error(runs, app):
+    at = app("episode", run="ray", episode=format_runs.RAY_FAILED, step="2")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "**Evaluation** :red-badge[failed] FAIL_TO_PASS test_immutable still fails" in shown
+    assert "Symbol already has __slots__" in shown  # the response at step 2
+    at = app("episode", run="ray", episode=format_runs.RAY_CRASHED, step="1")
+    assert any("The episode ended with an error: RayActorError" in e.value for e in at.error)
+
+
+def test_mini_swe_agent_episode_page_shows_submission(runs, app):
+    at = app("episode", run="mini", episode=format_runs.MINI_V2, step="3")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "format mini-swe-agent · exit status Submitted · API calls 5" in shown
+    assert "sed -i 's/cright" in shown and "return code 0" in shown
+    [submission] = [e for e in at.expander if e.label.startswith("Submission (")]
+    assert "cright[-right.shape[0]:, -right.shape[1]:] = right" in page_text.of(at)
+    assert submission.label == "Submission (13 lines)"

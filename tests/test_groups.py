@@ -1,0 +1,61 @@
+"""Groups of rollouts and the training figures, on the Tinker fixtures."""
+
+from __future__ import annotations
+
+import formats_fixtures as fx
+import pytest
+
+import ares_viewer
+from ares_viewer import groups, plots, synthetic
+
+
+@pytest.fixture
+def episodes():
+    return ares_viewer.open_run(fx.TINKER).episodes
+
+
+def test_summary_has_one_row_per_group_in_training_order(episodes):
+    table = groups.summary(episodes)
+    assert len(table) == 7 and table["rollouts"].sum() == 21
+    math = table[table["group"].str.startswith("math-rl/")]
+    assert math["iteration"].tolist() == [0, 0, 10, 10, 10, 10]
+    row = table.set_index("group").loc["math-rl/it10/train/g1"]
+    assert row["rollouts"] == 4 and row["mean_reward"] == pytest.approx((1 + 1 + 0 - 0.1) / 4)
+    assert row["reward_spread"] == pytest.approx(1.1) and row["solved"] == 0.5
+    # A group whose rollouts all scored the same teaches a group-relative learner nothing.
+    assert table.set_index("group").loc["math-rl/it0/train/g0", "reward_spread"] == 0
+
+
+def test_rollouts_and_group_of(episodes):
+    members = groups.rollouts(episodes, "math-rl/it0/train/g1")
+    assert members["traj_idx"].tolist() == [0, 1, 2, 3]
+    assert groups.group_of(episodes, "math-rl/it0/train/g1/t2") == "math-rl/it0/train/g1"
+
+
+def test_runs_without_groups(tmp_path):
+    synthetic.write_run(tmp_path, 2, actions=2)
+    frame = ares_viewer.open_run(tmp_path).episodes
+    assert not groups.has_groups(frame)
+    assert groups.summary(frame).empty and groups.group_of(frame, frame["episode_id"][0]) is None
+
+
+def test_reward_over_iterations_has_a_mean_line_per_split(episodes):
+    math = episodes[episodes["group"].str.startswith("math-rl/")]
+    fig = plots.reward_over_iterations(math)
+    names = [t.name for t in fig.data]
+    assert names == ["test rollouts", "test mean", "train rollouts", "train mean"]
+    train_mean = fig.data[3]
+    assert list(train_mean.x) == [0.0, 10.0]
+    assert list(train_mean.y) == pytest.approx([0.75, (3 + 1.9) / 8])
+    assert set(fig.data[2].customdata) == set(math.loc[math["split"] == "train", "episode_id"])
+    # Two training logs in one folder: one series per log and split.
+    names = [t.name for t in plots.reward_over_iterations(episodes).data if t.name.endswith("mean")]
+    assert names == ["guess-number · train mean", "math-rl · test mean", "math-rl · train mean"]
+
+
+def test_group_rewards_bars_carry_episode_ids(episodes):
+    members = groups.rollouts(episodes, "math-rl/it10/train/g1")
+    fig = plots.group_rewards(members)
+    assert list(fig.data[0].x) == ["traj 0", "traj 1", "traj 2", "traj 3"]
+    assert list(fig.data[0].customdata) == members["episode_id"].tolist()
+    assert fig.data[0].marker.color[3] == plots.OUTCOME_COLOURS["truncated"]

@@ -72,6 +72,7 @@ def with_labels(run) -> pd.DataFrame:
 
 def label_filter(episodes: pd.DataFrame, key: str = "overview.labels") -> pd.DataFrame:
     """A "Label" filter over a table with a ``labels`` column: rows carrying any chosen label."""
+    problem()
     names = sorted({n for joined in episodes["labels"] for n in joined.split(", ") if n})
     if not names:
         return episodes

@@ -1,4 +1,4 @@
-"""The ``ares-viewer`` command: list a run's episodes, show an episode or one step, start the app.
+"""The ``ares-viewer`` command: list episodes, show an episode or one step, start the app, export reviewed steps.
 
 Errors go to stderr with a non-zero exit code; data goes to stdout so it can be piped.
 """

@@ -28,6 +28,7 @@ then opens read-only (empty when unreadable) and the viewer keeps working.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import importlib.util
@@ -308,7 +309,8 @@ class ReviewStore:
                 result = body(db)
                 db.execute("COMMIT")
             except BaseException as exc:
-                db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                    db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     raise ReviewError(_explain(exc, self.path, doing)) from exc
                 raise

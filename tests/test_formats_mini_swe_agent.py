@@ -70,6 +70,8 @@ def test_exit_status_names_the_outcome(tmp_path, status, outcome):
     episode = ares_viewer.load_episode(path)
     assert episode.outcome.value == outcome
     assert episode.truncated == (outcome == "truncated")
+    if outcome == "truncated":
+        assert episode.metadata["truncated_by"].endswith(f"limit ({status})")
     if outcome == "errored":
         assert episode.error == f"{status}: {status}: the agent stopped after 3 malformed responses"
     row = ares_viewer.open_run(path).episodes.iloc[0]

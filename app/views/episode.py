@@ -51,7 +51,7 @@ def header(episode: model.Episode) -> None:
     if episode.error:
         st.error(f"The episode ended with an error: {episode.error}")
     if episode.truncated:
-        st.warning("The step limit ended this episode (truncated).")
+        st.warning(f"The {episode.metadata.get('truncated_by') or 'step limit'} ended this episode (truncated).")
     for warning in episode.warnings:
         st.caption(f"⚠ {warning}")
     st.caption(f"`{episode.episode_id}` · {episode.path}")

@@ -22,6 +22,8 @@ NAME = "mini-swe-agent"
 
 _SUFFIX = ".traj.json"
 _TRUNCATED = ("LimitsExceeded", "TimeExceeded", "CostLimitExceeded", "StepLimitExceeded")
+_LIMITS = {"LimitsExceeded": "step or cost limit", "TimeExceeded": "time limit", "CostLimitExceeded": "cost limit",
+           "StepLimitExceeded": "step limit"}
 
 
 class FormatError(ValueError):
@@ -323,6 +325,8 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         metadata["total_cost"] = _total_cost(info)
     if error:
         metadata["error"] = error
+    if outcome is model.Outcome.TRUNCATED:
+        metadata["truncated_by"] = f"{_LIMITS.get(status, 'a limit')} ({status})"
     return [model.Episode(
         episode_id=episode_id(doc, path, record),
         task_name=_instance(path),

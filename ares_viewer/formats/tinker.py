@@ -305,6 +305,8 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         ))
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k != "steps"}
     metadata.update(_extra_columns(doc, group_id, iteration, split))
+    if truncated:
+        metadata["truncated_by"] = "token limit (the last response stopped at its maximum length)"
     return [model.Episode(
         episode_id=episode,
         task_name=_task(raw_steps, doc, chat.integer(doc.get("group_idx"))),

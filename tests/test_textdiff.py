@@ -41,3 +41,21 @@ def test_none_is_empty_and_huge_inputs_are_clipped():
     diff = textdiff.unified(huge, huge + "y", limit=1_000)
     assert "more characters not compared" in diff or diff == ""
     assert len(diff) < 5_000
+
+
+def test_side_by_side_shows_both_versions_with_line_numbers():
+    old = "".join(f"line {i}\n" for i in range(1, 40))
+    new = old.replace("line 20\n", "line twenty <b>\n")
+    page = textdiff.side_by_side_html(old, new, a_name="step 1", b_name="step 2")
+    assert "step 1" in page and "step 2" in page and "@@ -17,7 +17,7 @@" in page
+    assert ">20</td>" in page and "line 20" in page and "line twenty &lt;b&gt;" in page
+    assert "line 5" not in page  # far from the edit: not shown
+    assert "<script" not in page and "<b>" not in page
+    assert "identical" in textdiff.side_by_side_html(old, old)
+
+
+def test_side_by_side_caps_its_rows():
+    old = "".join(f"a {i}\n" for i in range(300))
+    new = "".join(f"b {i}\n" for i in range(300))
+    page = textdiff.side_by_side_html(old, new, max_rows=50)
+    assert page.count("<tr>") <= 51 and "more row(s) not shown" in page

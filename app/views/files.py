@@ -25,6 +25,7 @@ MAX_LISTED = 2_000
 MAX_SHOWN_CHARS = 200_000
 _VIEWS = ("Unified diff", "Side by side", "Old side", "New side", "History")
 _BADGES = {fsdiff.ADDED: "green", fsdiff.MODIFIED: "orange", fsdiff.DELETED: "red", fsdiff.TYPE_CHANGED: "violet"}
+_MARKS = {fsdiff.ADDED: "A", fsdiff.MODIFIED: "M", fsdiff.DELETED: "D", fsdiff.TYPE_CHANGED: "T"}  # git's letters
 _LANGUAGES = {".py": "python", ".md": "markdown", ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
               ".sh": "bash", ".js": "javascript", ".ts": "typescript", ".html": "html", ".css": "css", ".c": "c",
               ".h": "c", ".cpp": "cpp", ".rs": "rust", ".go": "go", ".java": "java", ".rb": "ruby", ".sql": "sql",
@@ -115,6 +116,13 @@ def _entry_text(entry: snapshots.Entry | None) -> str:
     return entry.type
 
 
+def _entry_caption(entry: snapshots.Entry | None) -> str:
+    text = _entry_text(entry)
+    if entry is not None and entry.mode is not None and text != "–":
+        text += f", mode {entry.mode:o}"
+    return text if text != "–" else "absent"
+
+
 def change_table(diff: fsdiff.FsDiff) -> None:
     """The changed paths grouped by folder, with a filter; selecting a row shows that file."""
     query = st.text_input("Filter paths", key="files.filter", placeholder="part of a path, e.g. .py or tests/")
@@ -126,7 +134,7 @@ def change_table(diff: fsdiff.FsDiff) -> None:
         st.caption("No changed path matches the filter." if query else "Nothing differs between these two sides.")
         return
     frame = pd.DataFrame({
-        "change": [c.kind.replace("_", " ") for c in changes],
+        "change": [f"{_MARKS[c.kind]} {c.kind.replace('_', ' ')}" for c in changes],
         "folder": [posixpath.dirname(c.path) for c in changes],
         "name": [posixpath.basename(c.path) + ("/" if snapshots.DIR in (c.old_type, c.new_type) else "")
                  for c in changes],
@@ -148,8 +156,8 @@ def pick_file(diff: fsdiff.FsDiff) -> str | None:
     paths = diff.paths()
     current = state.get("file")
     if current not in paths and not (current and (_exists(diff.stat_old(current)) or _exists(diff.stat_new(current)))):
-        first = diff.file_changes() or list(diff.changes)
-        current = first[0].path if first else None
+        first = diff.first_file() or (diff.changes[0] if diff.changes else None)
+        current = first.path if first is not None else None
         state.update(file=current)
     if current is None:
         return None
@@ -258,7 +266,8 @@ def file_panel(episode: model.Episode, diff: fsdiff.FsDiff, path: str) -> None:
     kind = badge(change.kind) if change is not None else ":gray-badge[unchanged]"
     st.markdown(f"#### `{path}` {kind}")
     if change is not None:
-        st.caption(change.describe().split("  ", 1)[-1])
+        st.caption(" · ".join(f"{side}: {_entry_caption(entry)}" for side, entry in (("old", change.old),
+                                                                                ("new", change.new))))
     else:
         st.caption(f"Unchanged between {old_label} and {new_label}.")
     view = st.radio("Show", _VIEWS, horizontal=True, key="files.view", label_visibility="collapsed")

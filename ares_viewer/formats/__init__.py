@@ -95,11 +95,16 @@ def _decode(path: str, data: bytes) -> tuple[list[_Record], list[str]]:
         try:
             decoded = jsondecode.decode(data)
         except jsondecode.DecodeError:
-            # JSON Lines in a file named .json: several documents, the first of them whole.
-            records, errors = _lines(data)
-            if len(records) + len(errors) > 1 and records and records[0].number == 1:
-                return records, errors
-            raise
+            # JSON Lines in a file named .json: several documents, the first line one of them. (Checked
+            # on the first line alone first: a truncated pretty-printed file must not be decoded line by line.)
+            first, _, rest = data.lstrip().partition(b"\n")
+            try:
+                whole_first_line = isinstance(jsondecode.decode(first).value, dict) and bool(rest.strip())
+            except jsondecode.DecodeError:
+                whole_first_line = False
+            if not whole_first_line:
+                raise
+            return _lines(data)
     value = decoded.value
     if isinstance(value, list) and value:
         return [_Record(item, n, "item", decoded.warnings) for n, item in enumerate(value, start=1)], []

@@ -168,3 +168,13 @@ def test_one_corrupt_line_loads_every_other_line_and_names_it(tmp_path, name):
     assert error.path == str(path) and error.reason.startswith("line 2: invalid JSON")
     for episode_id in run.episode_ids:
         assert run.episode(episode_id).num_actions >= 1
+
+
+def test_a_corrupt_first_line_still_loads_the_others(tmp_path):
+    path = tmp_path / "iteration_000000" / "train_rollout_summaries.jsonl"
+    records = fx.lines(fx.MATH_IT0)
+    path.parent.mkdir()
+    path.write_text('{"schema_version": 1, "steps": [\n' + "".join(json.dumps(r) + "\n" for r in records))
+    run = ares_viewer.open_run(tmp_path)
+    assert len(run) == len(records)
+    assert [e.reason.split(":")[0] for e in run.errors] == ["line 1"]

@@ -77,34 +77,36 @@ def _lines(data: bytes) -> tuple[list[_Record], list[str]]:
     return records, errors
 
 
+def _first_line_is_record(data: bytes) -> bool:
+    """True when the first line is a whole JSON object and more follows: the shape of JSON Lines."""
+    first, _, rest = data.lstrip().partition(b"\n")
+    try:
+        return isinstance(jsondecode.decode(first).value, dict) and bool(rest.strip())
+    except jsondecode.DecodeError:
+        return False
+
+
 def _decode(path: str, data: bytes) -> tuple[list[_Record], list[str]]:
     """The file's records and its per-line decoding errors; the content decides JSON vs JSON Lines.
+
+    The first line alone says which it is, so a large pretty-printed or truncated document is never
+    decoded line by line.
 
     Raises:
         jsondecode.DecodeError: when nothing in the file is readable.
     """
-    if path.lower().endswith(_JSONL_SUFFIXES):
+    if _first_line_is_record(data):
+        return _lines(data)  # JSON Lines, also in a file named .json
+    try:
+        decoded = jsondecode.decode(data)
+    except jsondecode.DecodeError:
+        if not path.lower().endswith(_JSONL_SUFFIXES):
+            raise
+        # JSON Lines whose first line is corrupt: every other line still loads.
         records, errors = _lines(data)
-        if records:
-            return records, errors
-        try:  # one pretty-printed document in a file named .jsonl
-            decoded = jsondecode.decode(data)
-        except jsondecode.DecodeError:
+        if not records:
             raise jsondecode.DecodeError(errors[0] if errors else "empty file") from None
-    else:
-        try:
-            decoded = jsondecode.decode(data)
-        except jsondecode.DecodeError:
-            # JSON Lines in a file named .json: several documents, the first line one of them. (Checked
-            # on the first line alone first: a truncated pretty-printed file must not be decoded line by line.)
-            first, _, rest = data.lstrip().partition(b"\n")
-            try:
-                whole_first_line = isinstance(jsondecode.decode(first).value, dict) and bool(rest.strip())
-            except jsondecode.DecodeError:
-                whole_first_line = False
-            if not whole_first_line:
-                raise
-            return _lines(data)
+        return records, errors
     value = decoded.value
     if isinstance(value, list) and value:
         return [_Record(item, n, "item", decoded.warnings) for n, item in enumerate(value, start=1)], []

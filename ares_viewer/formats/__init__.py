@@ -22,6 +22,7 @@ bytes in, episodes (or rows), per-file errors, or "something else" out.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from ares_viewer import jsondecode, model
@@ -32,6 +33,7 @@ ADAPTERS = (ares, mini_swe_agent, ray_runner, tinker)
 
 _JSON_SUFFIXES = (".json",)
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
+_BLANK = re.compile(rb"[ \t\r\n]*")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -78,10 +80,16 @@ def _lines(data: bytes) -> tuple[list[_Record], list[str]]:
 
 
 def _first_line_is_record(data: bytes) -> bool:
-    """True when the first line is a whole JSON object and more follows: the shape of JSON Lines."""
-    first, _, rest = data.lstrip().partition(b"\n")
+    """True when the first line is a whole JSON object and more follows: the shape of JSON Lines.
+
+    Cheap on large documents: nothing is copied, and only a first line that ends like an object is decoded.
+    """
+    start = _BLANK.match(data).end()
+    end = data.find(b"\n", start)
+    if end < 0 or _BLANK.match(data, end).end() == len(data) or not data[start:end].rstrip().endswith(b"}"):
+        return False
     try:
-        return isinstance(jsondecode.decode(first).value, dict) and bool(rest.strip())
+        return isinstance(jsondecode.decode(data[start:end]).value, dict)
     except jsondecode.DecodeError:
         return False
 

@@ -258,6 +258,26 @@ def find_for_episode(episode: model.Episode) -> list[BoundaryRef]:
     headers = [h for h in headers if h.digests]
     if not headers:
         return []
+    # The step viewer asks on every step: link once per episode while its snapshots' headers stay the same.
+    key = (episode.path, episode.episode_id, len(episode.steps), len(episode.messages),
+           tuple((h.path, len(h.digests), h.digests[-1]) for h in headers))
+    with _CACHE_LOCK:
+        cached = _LINK_CACHE.get(key)
+    if cached is not None:
+        return list(cached)
+    refs = _link(episode, headers)
+    with _CACHE_LOCK:
+        _LINK_CACHE[key] = refs
+        while len(_LINK_CACHE) > 64:
+            _LINK_CACHE.pop(next(iter(_LINK_CACHE)))
+    return list(refs)
+
+
+_LINK_CACHE: dict[tuple[Any, ...], list[BoundaryRef]] = {}
+
+
+def _link(episode: model.Episode, headers: list[_Header]) -> list[BoundaryRef]:
+    """The references of the headers that match a step of ``episode`` (see :func:`find_for_episode`)."""
     memo: dict[int, bytes] = {}  # contexts share their pool messages: digest each message once
 
     def digests(messages: list[model.Message]) -> tuple[bytes, ...]:
@@ -303,6 +323,7 @@ class _TreeReader:
         self.snapshot = snapshot
         self.root = root
         self.mtimes: dict[str, int] = {}
+        self.digests: dict[str, str] = {}  # content sha256 by path, computed when a comparison needs it
 
     def index(self) -> dict[str, snapshots.Entry]:
         entries: dict[str, snapshots.Entry] = {}
@@ -380,6 +401,7 @@ class _TarReader:
         self.snapshot = snapshot
         self.path = path
         self.mtimes: dict[str, int] = {}
+        self.digests: dict[str, str] = {}
         self._members: dict[str, tarfile.TarInfo] = {}
         self._data: bytes | None = None
 
@@ -456,7 +478,6 @@ class BoundarySnapshot:
     entries: Mapping[str, snapshots.Entry]
     base_entries: Mapping[str, snapshots.Entry] = dataclasses.field(default_factory=lambda: _EMPTY)
     _reader: _TreeReader | _TarReader | None = dataclasses.field(default=None, repr=False)
-    _digests: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
 
     def _absolute(self, path: str) -> str:
         if not path.startswith("/"):
@@ -480,14 +501,15 @@ class BoundarySnapshot:
         return None
 
     def sha256(self, path: str) -> str | None:
-        """The sha256 of a regular file's content (computed once, then kept)."""
+        """The sha256 of a regular file's content (computed once, then kept with the snapshot's index)."""
         path = self._absolute(path)
-        if path not in self._digests:
+        known = self._reader.digests if self._reader is not None else {}
+        if path not in known:
             data = self.read(path)
             if data is None:
                 return None
-            self._digests[path] = hashlib.sha256(data).hexdigest()
-        return self._digests[path]
+            known[path] = hashlib.sha256(data).hexdigest()
+        return known[path]
 
     def changed_paths(self, *, include_dirs: bool = False) -> list[str]:
         """Every path of the copy (it is a whole filesystem, not a change set); folders only on request."""

@@ -305,6 +305,10 @@ if not refs:
             "beside the episode file; see docs/snapshots.md.")
     st.stop()
 boundary_only = all(isinstance(ref, boundary.BoundaryRef) for ref in refs)
+if boundary_only and len(refs) == 1:
+    st.info(f"This episode has one snapshot (step {refs[0].step_index}, an episode-boundary snapshot), and that "
+            "kind records no base image: there is nothing to compare it with.")
+    st.stop()
 old_step, new_step = pick_sides(episode, [ref.step_index for ref in refs], boundary_only)
 try:
     diff = changes_between(where, episode_id, old_step, new_step)

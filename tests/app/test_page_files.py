@@ -196,3 +196,16 @@ def test_episode_boundary_snapshots(runs, app):
     assert [link.proto.label for link in at.get("page_link") if link.proto.page == "files"] == [
         "1 file changed at this step"]
     assert not [link for link in at.get("page_link") if link.proto.page == "sandbox"]
+    # The first snapshot has nothing before it: the episode view says so instead of linking.
+    at = app("episode", run="run-b", episode=episode_id, step="1")
+    assert any("records no base image" in c.value for c in at.caption)
+
+
+def test_a_single_boundary_snapshot_has_nothing_to_compare(runs, app):
+    root = pathlib.Path(runs["root"]["path"]) / "run-b"
+    episode_id = runs["run-b"]["failed"]
+    doc = json.loads((root / f"{episode_id}.json").read_text())
+    synthetic.write_boundary_snapshot(root, synthetic.boundary_messages(doc, 2), {"/testbed/a.py": b"x = 1\n"})
+    at = app("files", run="run-b", episode=episode_id)
+    assert not at.exception
+    assert any("one snapshot (step 2" in i.value and "nothing to compare" in i.value for i in at.info)

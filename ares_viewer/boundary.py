@@ -205,13 +205,15 @@ def snapshot_folders(run_dir: str | os.PathLike[str]) -> list[str]:
             continue
         try:
             with os.scandir(root) as entries:
-                for count, entry in enumerate(entries):
-                    if count >= MAX_SEARCHED_FOLDERS:
-                        _LOGGER.warning("%s: more than %d entries; boundary snapshots beyond them are not looked at",
+                folders = 0
+                for entry in entries:
+                    if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                        continue  # episode files and the like: the type comes with the listing, no stat
+                    folders += 1
+                    if folders > MAX_SEARCHED_FOLDERS:
+                        _LOGGER.warning("%s: more than %d folders; boundary snapshots beyond them are not looked at",
                                         root, MAX_SEARCHED_FOLDERS)
                         break
-                    if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                        continue
                     if os.path.lexists(os.path.join(entry.path, SNAPSHOT_JSON)):
                         found.append(entry.path)
         except OSError:

@@ -42,7 +42,7 @@ def side_label(step: int | None) -> str:
     return "base image" if step is None else f"step {step}"
 
 
-@st.cache_resource(max_entries=8, show_spinner="Comparing the snapshots…")
+@st.cache_resource(max_entries=8, ttl=300, show_spinner="Comparing the snapshots…")
 def changes_between(where: str, episode_id: str, old: int | None, new: int) -> fsdiff.FsDiff:
     """The filesystem diff of two steps of an episode (kept for a few pairs: stepping back and forth is instant)."""
     return fsdiff.compare(loaders.load_run(where).episode(episode_id), old, new)

@@ -392,7 +392,9 @@ def find_for_episode(episode_path: str | os.PathLike[str], episode_id: str) -> l
     try:
         folder = episode_snapshots_dir(pathlib.Path(episode_path).parent, episode_id)
     except ValueError:
-        _LOGGER.warning("episode %r: id is not usable as a folder name; no snapshots looked up", episode_id)
+        # Normal for formats whose ids are paths (Tinker's "run/it10/train/g1/t3"): such episodes have no
+        # per-step snapshot folders.
+        _LOGGER.debug("episode %r: id is not usable as a folder name; no per-step snapshots looked up", episode_id)
         return []
     return list_steps(folder)
 

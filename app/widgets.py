@@ -109,6 +109,21 @@ def current_run() -> ares_viewer.Run:
     return opened
 
 
+def go_to_episode(episode_id: str) -> None:
+    """Go to the episode page at the episode's first action."""
+    state.update(episode=episode_id, step=1)
+    st.switch_page("views/episode.py", query_params=state.params())
+
+
+def read_episode(run: ares_viewer.Run, episode_id: str) -> model.Episode:
+    """The parsed episode; shows a clear message and stops the page when its file no longer reads."""
+    try:
+        return run.episode(episode_id)
+    except (KeyError, ValueError, OSError) as exc:  # the file changed or vanished since the run was indexed
+        st.error(f"Cannot read this episode: {exc}. Reload the run (sidebar).")
+        st.stop()
+
+
 def load_errors(run: ares_viewer.Run) -> None:
     """The files that could not be read and the files read with repairs, in an expander."""
     if run.errors:

@@ -266,11 +266,7 @@ def step_viewer(where: str, episode_id: str) -> None:
 
 run = widgets.current_run()
 episode_id = pick_episode(run)
-try:
-    episode = run.episode(episode_id)
-except (KeyError, ValueError, OSError) as exc:  # the file changed or vanished since the run was indexed
-    st.error(f"Cannot read this episode: {exc}. Reload the run (sidebar).")
-    st.stop()
+episode = widgets.read_episode(run, episode_id)
 header(episode)
 timeline(episode)
 widgets.keyboard_shortcuts()

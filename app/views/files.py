@@ -293,11 +293,7 @@ def file_panel(episode: model.Episode, diff: fsdiff.FsDiff, path: str) -> None:
 run = widgets.current_run()
 where = loaders.location(state.get("run"))
 episode_id = pick_episode(run)
-try:
-    episode = run.episode(episode_id)
-except (KeyError, ValueError, OSError) as exc:  # the file changed or vanished since the run was indexed
-    st.error(f"Cannot read this episode: {exc}. Reload the run (sidebar).")
-    st.stop()
+episode = widgets.read_episode(run, episode_id)
 refs = episode.snapshots()
 if not refs:
     st.info("This episode has no recorded snapshots, so there are no files to compare. Snapshots are looked for "

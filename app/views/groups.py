@@ -42,11 +42,6 @@ def pick_group(run: ares_viewer.Run, table: pd.DataFrame) -> str:
     return current
 
 
-def open_episode(episode_id: str) -> None:
-    state.update(episode=episode_id, step=1)
-    st.switch_page("views/episode.py", query_params=state.params())
-
-
 def rollout_card(run: ares_viewer.Run, row: pd.Series, full: bool) -> None:
     """One rollout: reward and outcome, then what it answered at each step."""
     episode: model.Episode = run.episode(row["episode_id"])
@@ -93,7 +88,7 @@ event = st.plotly_chart(plots.group_rewards(members), key="groups.rewards", on_s
                         selection_mode="points")
 for point in (event or {}).get("selection", {}).get("points", []):
     if isinstance(point.get("customdata"), str):
-        open_episode(point["customdata"])
+        widgets.go_to_episode(point["customdata"])
 full = st.toggle("Show long responses in full", key="groups.full")
 for start in range(0, len(members), _PER_ROW):
     for column, (_, row) in zip(st.columns(_PER_ROW), members.iloc[start: start + _PER_ROW].iterrows(),

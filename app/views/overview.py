@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 import review_panel
-import state
 import streamlit as st
 import widgets
 
@@ -15,12 +14,6 @@ _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "durati
                   "labels", "format", "episode_id"]
 # Columns of training-log formats (Tinker), shown first when the run has them.
 _TRAINING_COLUMNS = ["iteration", "split", "group_idx", "traj_idx"]
-
-
-def open_episode(episode_id: str) -> None:
-    """Go to the episode page at the episode's first action."""
-    state.update(episode=episode_id, step=1)
-    st.switch_page("views/episode.py", query_params=state.params())
 
 
 def clicked_episode(event) -> str | None:
@@ -57,13 +50,13 @@ def charts(episodes: pd.DataFrame) -> None:
         event = column.plotly_chart(figure, key=key, on_select="rerun", selection_mode="points")
         episode_id = clicked_episode(event)
         if episode_id:
-            open_episode(episode_id)
+            widgets.go_to_episode(episode_id)
     if "iteration" in episodes.columns and episodes["iteration"].notna().any():
         event = st.plotly_chart(plots.reward_over_iterations(episodes), key="overview.iterations",
                                 on_select="rerun", selection_mode="points")
         episode_id = clicked_episode(event)
         if episode_id:
-            open_episode(episode_id)
+            widgets.go_to_episode(episode_id)
     st.caption("Click a point to open its episode.")
 
 
@@ -106,7 +99,7 @@ def table(episodes: pd.DataFrame) -> None:
     )
     rows = event.selection.rows if event else []
     if rows:
-        open_episode(shown.loc[rows[0], "episode_id"])
+        widgets.go_to_episode(shown.loc[rows[0], "episode_id"])
 
 
 run = widgets.current_run()

@@ -267,11 +267,7 @@ if not sandbox.sandbox_enabled(st.get_option("server.address")):
 
 current = widgets.current_run()
 episode_id = _pick_episode(current)
-try:
-    episode = current.episode(episode_id)
-except (KeyError, ValueError, OSError) as exc:
-    st.error(f"Cannot read this episode: {exc}. Reload the run (sidebar).")
-    st.stop()
+episode = widgets.read_episode(current, episode_id)
 steps = [ref.step_index for ref in episode.snapshots()]
 if not steps:
     st.info("This episode has no recorded snapshots, so there is nothing to restore.")

@@ -36,8 +36,7 @@ _REQUEST_SETTINGS = ("max_output_tokens", "temperature", "top_p", "top_k", "stre
                      "stop_sequences", "metadata")
 
 
-class FormatError(ValueError):
-    """The document is ARES-shaped but cannot be read as an episode; the message says why."""
+FormatError = chat.FormatError
 
 
 def sniff(doc: Any) -> bool:
@@ -118,12 +117,7 @@ class _Header:
 
 
 def _records(doc: Any) -> list[Any]:
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"expected a JSON object at the top level, found a {type(doc).__name__}")
-    records = doc.get("steps")
-    if not isinstance(records, list):
-        raise FormatError(f"'steps' is a {type(records).__name__}, expected a list of step records")
-    return records
+    return chat.list_field(doc, "steps", per="at the top level", items="step records")
 
 
 def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: list[str]) -> _Header:

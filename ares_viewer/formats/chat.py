@@ -17,6 +17,30 @@ from typing import Any
 from ares_viewer import model, protocol
 
 
+class FormatError(ValueError):
+    """A document of an adapter's format that cannot be read as an episode; the message says why."""
+
+
+def list_field(doc: Any, key: str, *, per: str, items: str) -> list[Any]:
+    """``doc[key]``, checked to be a list inside a JSON object.
+
+    Args:
+        doc: The decoded document (or record).
+        key: The key holding the list.
+        per: Where the object was expected, for the message (e.g. ``"per line"``).
+        items: What the list holds, for the message (e.g. ``"step records"``).
+
+    Raises:
+        FormatError: naming what was found instead.
+    """
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"expected a JSON object {per}, found a {type(doc).__name__}")
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise FormatError(f"'{key}' is a {type(value).__name__}, expected a list of {items}")
+    return value
+
+
 def number(value: Any, what: str, warnings: list[str]) -> float | None:
     """A float from a JSON value; strings of numbers are read with a warning, others dropped."""
     if value is None or isinstance(value, bool):

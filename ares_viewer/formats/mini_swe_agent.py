@@ -26,8 +26,7 @@ _LIMITS = {"LimitsExceeded": "step or cost limit", "TimeExceeded": "time limit",
            "StepLimitExceeded": "step limit"}
 
 
-class FormatError(ValueError):
-    """The document is a mini-swe-agent trajectory but cannot be read; the message says why."""
+FormatError = chat.FormatError
 
 
 def sniff(doc: Any) -> bool:
@@ -52,12 +51,7 @@ def _name(path: str) -> str:
 
 
 def _messages(doc: Any) -> list[Any]:
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"expected a JSON object at the top level, found a {type(doc).__name__}")
-    messages = doc.get("messages")
-    if not isinstance(messages, list):
-        raise FormatError(f"'messages' is a {type(messages).__name__}, expected a list of chat messages")
-    return messages
+    return chat.list_field(doc, "messages", per="at the top level", items="chat messages")
 
 
 def _info(doc: Mapping[str, Any], warnings: list[str]) -> Mapping[str, Any]:

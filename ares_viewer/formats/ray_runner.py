@@ -25,8 +25,7 @@ _ERROR_TYPE_KEYS = ("type", "exception_type", "error_type", "exception", "exc_ty
 _ERROR_MESSAGE_KEYS = ("message", "error_message", "error", "msg", "exception_message", "detail")
 
 
-class FormatError(ValueError):
-    """The document is a Ray trajectory but cannot be read as an episode; the message says why."""
+FormatError = chat.FormatError
 
 
 def sniff(doc: Any) -> bool:
@@ -35,12 +34,7 @@ def sniff(doc: Any) -> bool:
 
 
 def _timesteps(doc: Any) -> list[Any]:
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"expected a JSON object per trajectory, found a {type(doc).__name__}")
-    timesteps = doc.get("timesteps")
-    if not isinstance(timesteps, list):
-        raise FormatError(f"'timesteps' is a {type(timesteps).__name__}, expected a list of timesteps")
-    return timesteps
+    return chat.list_field(doc, "timesteps", per="per trajectory", items="timesteps")
 
 
 def episode_id(doc: Any, path: str, record: int | None = None) -> str:

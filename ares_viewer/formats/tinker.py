@@ -26,8 +26,7 @@ _LENGTH_STOPS = ("length", "max_tokens", "max_length")
 _TASK_CHARS = 80
 
 
-class FormatError(ValueError):
-    """The line is a rollout summary but cannot be read as an episode; the message says why."""
+FormatError = chat.FormatError
 
 
 def sniff(doc: Any) -> bool:
@@ -59,12 +58,7 @@ def _location(path: str) -> tuple[str, int | None, str]:
 
 
 def _records_of(doc: Any) -> list[Any]:
-    if not isinstance(doc, Mapping):
-        raise FormatError(f"expected a JSON object per line, found a {type(doc).__name__}")
-    steps = doc.get("steps")
-    if not isinstance(steps, list):
-        raise FormatError(f"'steps' is a {type(steps).__name__}, expected a list of steps")
-    return steps
+    return chat.list_field(doc, "steps", per="per line", items="steps")
 
 
 def _ids(doc: Mapping[str, Any], path: str, record: int | None) -> tuple[str, str | None, int | None, str]:

@@ -20,7 +20,7 @@ def bundled(monkeypatch):
     return ares_viewer.open_run(runs[0])
 
 
-@pytest.mark.parametrize("page", [None, "episode", "compare", "search"])
+@pytest.mark.parametrize("page", [None, "episode", "files", "compare", "groups", "search", "review"])
 def test_page_opens_on_the_bundled_run(bundled, app, page):
     at = app(page)
     assert not at.exception

@@ -124,13 +124,7 @@ def capture_snapshot(
         raise CaptureError(f"container {container.short_id} was not created from {base_image} ({image.id})")
     episode_dir = snapshots.episode_snapshots_dir(out_dir, episode_id)
     episode_dir.mkdir(parents=True, exist_ok=True)
-    patterns = tuple(ignore)
-
-    changes = {
-        item["Path"]: _KINDS[item["Kind"]]
-        for item in container.diff() or []
-        if item.get("Kind") in _KINDS and not _ignored(item["Path"], patterns)
-    }
+    changes = _engine_changes(container, ignore)
     fetched = _fetch_changes(container, changes, max_file_bytes)
 
     # Content already stored by an earlier step or in the base is referenced, not stored again.
@@ -175,12 +169,7 @@ def capture_live(
         ignore: Path patterns whose changes are not read (the capture's defaults, so both sides match).
         max_file_bytes: Files larger than this are listed without content.
     """
-    patterns = tuple(ignore)
-    changes = {
-        item["Path"]: _KINDS[item["Kind"]]
-        for item in container.diff() or []
-        if item.get("Kind") in _KINDS and not _ignored(item["Path"], patterns)
-    }
+    changes = _engine_changes(container, ignore)
     fetched = _fetch_changes(container, changes, max_file_bytes)
     entries, blobs = _entries(changes, fetched, {}, snapshots.LIVE_FOLDER, f"live {container.short_id}")
     return snapshots.live_snapshot(recorded, entries, blobs)
@@ -505,6 +494,16 @@ def _ignored(path: str, patterns: tuple[str, ...]) -> bool:
         candidates.append(parent)
         parent = posixpath.dirname(parent)
     return any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates for pattern in patterns)
+
+
+def _engine_changes(container: Any, ignore: Iterable[str]) -> dict[str, str]:
+    """The engine's change list (``docker diff``): path -> added, modified or deleted, less the ignored paths."""
+    patterns = tuple(ignore)
+    return {
+        item["Path"]: _KINDS[item["Kind"]]
+        for item in container.diff() or []
+        if item.get("Kind") in _KINDS and not _ignored(item["Path"], patterns)
+    }
 
 
 def _fetch_changes(container: Any, changes: dict[str, str], max_file_bytes: int) -> dict[str, _Fetched]:

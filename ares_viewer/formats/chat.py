@@ -201,3 +201,15 @@ class ContextBuilder:
     def rewrites(self) -> int:
         """How many calls did not extend the previous call's context."""
         return sum(1 for link in self.links if link.rewritten)
+
+
+def command_result(raw: Mapping[str, Any] | None) -> tuple[int | None, str | None, int, str | None, bool]:
+    """Return code, output, elided characters, raw text and format error of an action's result message."""
+    if raw is None:
+        return None, None, 0, None, False
+    body = text(raw.get("content"))
+    if "<returncode>" in body or "<output" in body:
+        parsed = protocol.parse_result(body)
+        return parsed.returncode, parsed.output, parsed.elided_chars, body, parsed.format_error
+    # A tool's answer is the command's output; a user turn is the environment's feedback.
+    return None, body if raw.get("role") == "tool" else None, 0, body, False

@@ -103,16 +103,6 @@ def _split_answer(messages: list[Any]) -> tuple[list[Any], list[Any]]:
     return messages, []
 
 
-def _result(raw: Mapping[str, Any] | None) -> tuple[int | None, str | None, int, str | None, bool]:
-    if raw is None:
-        return None, None, 0, None, False
-    body = chat.text(raw.get("content"))
-    if "<returncode>" in body or "<output" in body:
-        parsed = protocol.parse_result(body)
-        return parsed.returncode, parsed.output, parsed.elided_chars, body, parsed.format_error
-    return None, body if raw.get("role") == "tool" else None, 0, body, False
-
-
 def _tool_names(timesteps: list[Any]) -> list[str]:
     for timestep in timesteps:
         schemas = timestep.get("available_tool_schemas") if isinstance(timestep, Mapping) else None
@@ -183,7 +173,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         calls = tuple(c for m in said for c in chat.tool_calls(m.get("tool_calls")))
         parsed = protocol.parse_response(text)
         command = parsed.command if parsed.command is not None else chat.command(calls)
-        returncode, output, elided, observation, format_error = _result(results[position])
+        returncode, output, elided, observation, format_error = chat.command_result(results[position])
         reward = chat.number(timestep.get("reward"), f"{where}: reward", warnings)
         if reward is not None:
             rewards.append(reward)

@@ -155,18 +155,6 @@ def _extra_columns(doc: Mapping[str, Any], group_id: str | None, iteration: int 
     }
 
 
-def _result(raw: Mapping[str, Any] | None) -> tuple[int | None, str | None, int, str | None, bool]:
-    """Return code, output, elided characters, raw text and format error of an action's result message."""
-    if raw is None:
-        return None, None, 0, None, False
-    body = chat.text(raw.get("content"))
-    if "<returncode>" in body or "<output" in body:
-        parsed = protocol.parse_result(body)
-        return parsed.returncode, parsed.output, parsed.elided_chars, body, parsed.format_error
-    # A tool's answer is the command's output; a user turn is the environment's feedback.
-    return None, body if raw.get("role") == "tool" else None, 0, body, False
-
-
 def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, Any]]:
     """The rollout's index row without building messages (the index's fast path).
 
@@ -196,7 +184,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, 
             if len(messages) < len(previous) or (previous and messages[len(previous) - 1] != previous[-1]):
                 rewrites += 1
             result = chat.result_message(messages[chat.kept(previous, messages):])
-            code = _result(result)[0]
+            code = chat.command_result(result)[0]
             nonzero += code not in (None, 0)
         previous = messages
     return [{
@@ -268,7 +256,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         calls = tuple(c for m in said for c in chat.tool_calls(m.get("tool_calls")))
         parsed = protocol.parse_response(text)
         command = parsed.command if parsed.command is not None else chat.command(calls)
-        returncode, output, elided, observation, format_error = _result(results[j])
+        returncode, output, elided, observation, format_error = chat.command_result(results[j])
         extra: dict[str, Any] = {k: step[k] for k in ("stop_reason", "metrics", "logs") if step.get(k)}
         for key in ("reward_data", "env_state", "extra"):
             if trace.get(key) is not None:

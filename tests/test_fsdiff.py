@@ -151,3 +151,53 @@ def test_binary_detection(binary):
     assert fsdiff.is_binary(binary)
     assert not fsdiff.is_binary("naïve text ✓\n".encode() * 3000)
     assert not fsdiff.is_binary(LATIN)
+
+
+def _change(path, kind=fsdiff.MODIFIED):
+    return fsdiff.FileChange(path=path, kind=kind, old=None, new=None)
+
+
+def test_change_tree_nests_folders_with_counts_and_merges_single_folder_chains():
+    changes = [_change("/repo/src/pkg/a.py"), _change("/repo/src/pkg/b.py", fsdiff.ADDED),
+               _change("/repo/README.md", fsdiff.DELETED), _change("/repo/deep/er/x.txt", fsdiff.ADDED)]
+    rows = [(n.depth, n.name, n.children, n.counts) for n in fsdiff.change_tree(changes)]
+    assert rows == [
+        (0, "/repo", 3, {fsdiff.MODIFIED: 1, fsdiff.ADDED: 2, fsdiff.DELETED: 1}),
+        (1, "deep/er", 1, {fsdiff.ADDED: 1}),  # "deep" holds nothing but "er": one row
+        (2, "x.txt", 0, {fsdiff.ADDED: 1}),
+        (1, "src/pkg", 2, {fsdiff.MODIFIED: 1, fsdiff.ADDED: 1}),
+        (2, "a.py", 0, {fsdiff.MODIFIED: 1}),
+        (2, "b.py", 0, {fsdiff.ADDED: 1}),
+        (1, "README.md", 0, {fsdiff.DELETED: 1}),  # folders first, then files
+    ]
+    merged = next(n for n in fsdiff.change_tree(changes) if n.name == "src/pkg")
+    assert merged.path == "/repo/src/pkg" and merged.folder and merged.change is None
+
+
+def test_a_changed_folder_with_changes_below_is_both_a_change_and_a_folder():
+    changes = [_change("/w/new", fsdiff.ADDED), _change("/w/new/f.txt", fsdiff.ADDED)]
+    node = next(n for n in fsdiff.change_tree(changes) if n.path == "/w/new")
+    assert node.folder and node.change is changes[0] and node.counts == {fsdiff.ADDED: 2}
+
+
+def test_closed_folders_hide_their_rows_and_big_trees_start_within_the_limit():
+    changes = [_change(f"/r/d{i}/f{j}.py") for i in range(30) for j in range(20)] + [_change("/r/.git/index")]
+    nodes = fsdiff.change_tree(changes)
+    closed = fsdiff.initial_collapsed(nodes, 80)
+    shown = fsdiff.visible_nodes(nodes, closed)
+    # /r opens (its 31 folders fit in 80 rows), then its first folders while 20 more rows fit: d0 and d1.
+    assert [n.name for n in shown][:3] == ["/r", ".git", "d0"] and len(shown) == 1 + 31 + 2 * 20
+    assert "/r" not in closed and "/r/d0" not in closed and "/r/d1" not in closed
+    assert "/r/d2" in closed and "/r/d29" in closed and "/r/.git" in closed  # .git starts closed, though it fits
+    # Looking at one file opens the way to it; opening everything shows every row.
+    open_to = fsdiff.initial_collapsed(nodes, 80, keep_open="/r/d7/f3.py")
+    assert "/r/d7/f3.py" in [n.path for n in fsdiff.visible_nodes(nodes, open_to)]
+    assert len(fsdiff.visible_nodes(nodes, set())) == len(nodes) == 1 + 31 + 601
+    assert [n.name for n in fsdiff.visible_nodes(nodes, {"/r"})] == ["/r"]
+
+
+def test_small_trees_start_fully_open(episode):
+    diff = fsdiff.compare(episode, 1, 3)
+    nodes = diff.tree()
+    assert fsdiff.visible_nodes(nodes, fsdiff.initial_collapsed(nodes, 80)) == nodes
+    assert {n.path for n in nodes if not n.folder} == set(diff.paths())

@@ -19,8 +19,10 @@ import ares_viewer
 from ares_viewer import boundary, fsdiff, model, snapshots, textdiff
 
 BASE = "base"  # the ``old`` parameter's value for the base image
-# Rows of the change table sent at most; a filter narrows the rest.
+# Rows of the change tree sent at most; closing folders or a filter narrows the rest.
 MAX_LISTED = 2_000
+# Rows a big change tree starts with, about: folders open level by level while they fit.
+TREE_ROWS = 80
 # Characters of one text shown at most (a diff, or a file's content); the download has it all.
 MAX_SHOWN_CHARS = 200_000
 _VIEWS = ("Unified diff", "Side by side", "Old side", "New side", "History")
@@ -123,50 +125,99 @@ def _entry_caption(entry: snapshots.Entry | None) -> str:
     return text if text != "–" else "absent"
 
 
-def change_table(diff: fsdiff.FsDiff) -> None:
-    """The changed paths grouped by folder, with a filter; selecting a row shows that file."""
+def _change_text(node: fsdiff.TreeNode) -> str:
+    """A file's change (``M modified``); a folder's counts of changes below it (``3 M · 1 A``)."""
+    if not node.folder and node.change is not None:
+        return f"{_MARKS[node.change.kind]} {node.change.kind.replace('_', ' ')}"
+    return " · ".join(f"{node.counts[kind]} {_MARKS[kind]}" for kind in fsdiff.CHANGE_KINDS if kind in node.counts)
+
+
+def _tree_clicked() -> None:
+    """A row of the tree was picked: a folder opens or closes, a file is shown below."""
+    generation = st.session_state.get("files.tree_generation", 0)
+    event = st.session_state.get(f"files.tree.{generation}") or {}
+    rows = (event.get("selection") or {}).get("rows") or []
+    # A fresh table after every pick: the selection tick would otherwise stay on a row that has moved.
+    st.session_state["files.tree_generation"] = generation + 1
+    if not rows or rows[0] >= len(st.session_state.get("files.tree_rows", ())):
+        return
+    path, folder = st.session_state["files.tree_rows"][rows[0]]
+    if folder:
+        st.session_state["files.tree"]["closed"] ^= {path}
+    else:
+        state.update(file=path)
+
+
+def _set_all(closed: bool) -> None:
+    tree = st.session_state["files.tree"]
+    tree["closed"] = {n.path for n in tree["nodes"] if n.folder} if closed else set()
+
+
+def change_tree(diff: fsdiff.FsDiff) -> None:
+    """The changed paths as a folder tree with change badges and counts, and a filter. Picking a folder row opens
+    or closes it; picking a file row shows that file below. Big trees start with folders open level by level while
+    about ``TREE_ROWS`` rows fit."""
     query = st.text_input("Filter paths", key="files.filter", placeholder="part of a path, e.g. .py or tests/")
     changes = [c for c in diff.changes if query.lower() in c.path.lower()] if query else list(diff.changes)
-    if len(changes) > MAX_LISTED:
-        st.caption(f"Showing the first {MAX_LISTED:,} of {len(changes):,} changed paths: narrow them with the filter.")
-        changes = changes[:MAX_LISTED]
     if not changes:
         st.caption("No changed path matches the filter." if query else "Nothing differs between these two sides.")
         return
+    shown_for = (state.get("run"), diff.episode_id, diff.old_step, diff.new_step, query)
+    tree = st.session_state.get("files.tree")
+    if tree is None or tree["for"] != shown_for:
+        nodes = fsdiff.change_tree(changes)
+        tree = {"for": shown_for, "nodes": nodes,
+                "closed": fsdiff.initial_collapsed(nodes, TREE_ROWS, keep_open=state.get("file"))}
+        st.session_state["files.tree"] = tree
+    rows = fsdiff.visible_nodes(tree["nodes"], tree["closed"])
+    if len(rows) > MAX_LISTED:
+        st.caption(f"Showing the first {MAX_LISTED:,} of {len(rows):,} rows: close folders or narrow the filter.")
+        rows = rows[:MAX_LISTED]
+    indent = "\u2003"
     frame = pd.DataFrame({
-        "change": [f"{_MARKS[c.kind]} {c.kind.replace('_', ' ')}" for c in changes],
-        "folder": [posixpath.dirname(c.path) for c in changes],
-        "name": [posixpath.basename(c.path) + ("/" if snapshots.DIR in (c.old_type, c.new_type) else "")
-                 for c in changes],
-        "old": [_entry_text(c.old) for c in changes],
-        "new": [_entry_text(c.new) for c in changes],
+        "path": [indent * n.depth + ("▸ " if n.path in tree["closed"] else "▾ ") + n.name + "/" if n.folder
+                 else indent * n.depth + "\u2002 " + n.name for n in rows],
+        "change": [_change_text(n) for n in rows],
+        "old": [_entry_text(n.change.old) if n.change is not None and not n.folder else "" for n in rows],
+        "new": [_entry_text(n.change.new) if n.change is not None and not n.folder else "" for n in rows],
     })
-    event = st.dataframe(frame, hide_index=True, on_select="rerun", selection_mode="single-row",
-                         key="files.table", height=min(38 + 35 * len(changes), 320))
-    rows = list(getattr(getattr(event, "selection", None), "rows", []) or [])
-    # A selection outlives its click: act on each new one only (the select box below may have changed since).
-    picked = (diff.old_step, diff.new_step, query, tuple(rows))
-    if rows and picked != st.session_state.get("files.table_picked"):
-        st.session_state["files.table_picked"] = picked
-        state.update(file=changes[rows[0]].path)
+    st.session_state["files.tree_rows"] = [(n.path, n.folder) for n in rows]
+    generation = st.session_state.get("files.tree_generation", 0)
+    shown_file = state.get("file")
+    table = frame.style.apply(lambda _: ["background-color: #ddf4ff" if n.path == shown_file and not n.folder
+                                         else "" for n in rows], axis=0, subset=["path"])
+    st.dataframe(table, hide_index=True, on_select=_tree_clicked, selection_mode="single-row",
+                 key=f"files.tree.{generation}", height=min(38 + 35 * len(rows), 420),
+                 column_config={"path": st.column_config.TextColumn("path", width="large"),
+                                "change": st.column_config.TextColumn("change", help="A added · M modified · "
+                                                                      "D deleted · T type changed")})
+    folders = sum(1 for n in tree["nodes"] if n.folder)
+    if folders:
+        cols = st.columns([1, 1, 4])
+        cols[0].button("Open all folders", key="files.open_all", on_click=_set_all, args=(False,),
+                       disabled=not tree["closed"])
+        cols[1].button("Close all folders", key="files.close_all", on_click=_set_all, args=(True,),
+                       disabled=len(tree["closed"]) == folders)
 
 
-def pick_file(diff: fsdiff.FsDiff) -> str | None:
-    """The file the view names (else the first changed file), with a select box listing the changed paths."""
-    paths = diff.paths()
+def shown_file(diff: fsdiff.FsDiff) -> str | None:
+    """The file the view names (a changed path, or any path on either side), else the first changed file."""
     current = state.get("file")
-    if current not in paths and not (current and (_exists(diff.stat_old(current)) or _exists(diff.stat_new(current)))):
-        first = diff.first_file() or (diff.changes[0] if diff.changes else None)
-        current = first.path if first is not None else None
-        state.update(file=current)
-    if current is None:
-        return None
-    options = paths[:MAX_LISTED]
+    if current in diff.paths() or (current and (_exists(diff.stat_old(current)) or _exists(diff.stat_new(current)))):
+        return current
+    first = diff.first_file() or (diff.changes[0] if diff.changes else None)
+    current = first.path if first is not None else None
+    state.update(file=current)
+    return current
+
+
+def pick_file(diff: fsdiff.FsDiff, current: str) -> None:
+    """A select box listing the changed paths (type to search them), on the file shown."""
+    options = diff.paths()[:MAX_LISTED]
     if current not in options:
         options = [current, *options]
     st.session_state["files.file"] = current
     st.selectbox("File", options, key="files.file", on_change=lambda: state.update(file=st.session_state["files.file"]))
-    return current
 
 
 def _exists(entry: snapshots.Entry | None) -> bool:
@@ -317,9 +368,10 @@ except LookupError as exc:
 counts_line(diff)
 if boundary_only:
     st.caption("Episode-boundary snapshots (whole filesystem copies): the base image is not recorded.")
-change_table(diff)
-path = pick_file(diff)
+path = shown_file(diff)
+change_tree(diff)
 if path is None:
     st.success(f"No files differ between {side_label(old_step)} and step {new_step}.")
     st.stop()
+pick_file(diff, path)
 file_panel(episode, diff, path)

@@ -48,3 +48,45 @@ def test_files_changed_link_opens_the_diff_of_the_edited_file(page, app_url, sam
     page.get_by_text("Side by side", exact=True).click()
     table = page.locator("table", has_text="step 1").filter(has_text="(page - 1) * per_page")
     expect(table.first).to_be_visible()
+
+
+def _tree_paths(page) -> list[str]:
+    """The path column of the change tree, as the grid's accessible cells give it (indents stripped)."""
+    cells = page.locator('[data-testid="stDataFrame"] [role=row]').locator("[role=gridcell]:first-of-type")
+    return [text.replace("\u2003", "").strip() for text in cells.all_inner_texts()]
+
+
+def _click_tree_row(page, text: str) -> None:
+    expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text=text).first).to_be_attached()
+    paths = _tree_paths(page)
+    row = paths.index(text)
+    grid = page.locator('[data-testid="stDataFrame"]')
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * row + 17)  # the row's selection cell, below the header
+
+
+def test_change_tree_opens_and_closes_folders_and_picks_files(page, app_url, sample_run):
+    page.goto(f"{app_url}/files?run={sample_run}&episode={PAGER_SOLVED}&old=base&step=2")
+    expect(page.get_by_text("base image → step 2", exact=False).first).to_be_visible()
+    expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="items.csv")).to_have_count(1)
+    paths = _tree_paths(page)
+    # The repository folder is open with its folders first; .git (changed by every commit) starts closed.
+    assert paths[:3] == ["▾ /testbed/", "▸ .git/", "▾ data/"], paths
+    assert "paging.py" in paths and "index" not in paths
+
+    # Picking a file row shows that file; the URL names it.
+    _click_tree_row(page, "paging.py")
+    expect(page).to_have_url(re.compile(rf"file={re.escape(urllib.parse.quote(PAGING, safe=''))}"))
+    expect(page.locator('[data-testid="stCode"]', has_text="+    return -(-n_items // per_page)")).to_be_visible()
+
+    # Picking a folder row opens it (its rows appear) and picking it again closes it; the file stays shown.
+    _click_tree_row(page, "▸ .git/")
+    expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="▾ .git/")).to_have_count(1)
+    assert "index" in _tree_paths(page) and "COMMIT_EDITMSG" in _tree_paths(page)
+    _click_tree_row(page, "▾ .git/")
+    expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="▸ .git/")).to_have_count(1)
+    assert "index" not in _tree_paths(page)
+    page.get_by_role("button", name="Close all folders").click()
+    expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="▸ /testbed/")).to_have_count(1)
+    assert _tree_paths(page) == ["▸ /testbed/"]
+    expect(page).to_have_url(re.compile(r"file=.*paging\.py"))

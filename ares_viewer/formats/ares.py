@@ -155,16 +155,98 @@ def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: lis
     )
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, Any]]:
+# The index's fast path. In the layout ``json.dumps(doc, indent=2)`` gives (ARES's writer), a raw newline is always
+# structure (strings escape theirs), so each step's context list is found by its indentation alone and can be
+# compared and read as bytes: the cumulative contexts, nearly all of a file, are never decoded.
+_CONTEXT_OPEN = b'\n      "observation": {\n        "messages": ['
+_CONTEXT_CLOSE = b"\n        ]"
+_ELEMENT = b"\n          {"  # a message object of a context list starts here
+# What a set-aside context list is replaced with in the rest of the document (a JSON string).
+RAW_CONTEXT = "\x00raw context"
+_RAW_CONTEXT_JSON = b'"\\u0000raw context"'
+
+
+class RawContext:
+    """One step's context as the bytes of its message list (everything between the brackets)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def extends(self, previous: RawContext) -> bool:
+        """True when this context keeps every message of ``previous`` unchanged (byte for byte) and in order."""
+        n = len(previous.body)
+        return self.body.startswith(previous.body) and (len(self.body) == n or self.body[n:n + 1] == b",")
+
+    def last(self) -> Any:
+        """The last message, decoded.
+
+        Raises:
+            FormatError: when the list's last element is not a message object in the expected layout.
+        """
+        import orjson
+
+        start = self.body.rfind(_ELEMENT)
+        try:
+            return orjson.loads(self.body[start + 1:]) if start >= 0 else None
+        except orjson.JSONDecodeError as exc:
+            raise FormatError(f"a context list is not in the indent=2 layout ({exc})") from None
+
+
+def split_contexts(data: bytes) -> tuple[bytes, list[RawContext]] | None:
+    """The document with every step's context list replaced by ``RAW_CONTEXT``, and those lists as bytes in
+    order; None when the file is not in ARES's indent=2 layout (then it is read the ordinary way)."""
+    if not data.startswith(b'{\n  "'):
+        return None
+    pieces: list[bytes] = []
+    contexts: list[RawContext] = []
+    position = 0
+    previous = b""
+    while (start := data.find(_CONTEXT_OPEN, position)) >= 0:
+        body_start = start + len(_CONTEXT_OPEN)
+        if data[body_start:body_start + 1] != b"\n":
+            position = body_start  # an empty list, ``[]``: left as it is
+            continue
+        # A context usually repeats the previous one first: compared in place, only the new messages are searched.
+        repeated = len(previous) if previous and data.startswith(previous, body_start) else 0
+        end = data.find(_CONTEXT_CLOSE, body_start + repeated)
+        if end < 0:
+            return None  # cut short: the ordinary path reports it
+        pieces += (data[position:body_start - 1], _RAW_CONTEXT_JSON)
+        contexts.append(RawContext(data[body_start:end]))
+        previous = contexts[-1].body
+        position = end + len(_CONTEXT_CLOSE)
+    if not contexts:
+        return None
+    pieces.append(data[position:])
+    return b"".join(pieces), contexts
+
+
+def _extends(current: Any, previous: Any) -> bool:
+    """True when a context keeps the previous one whole (for lists: at the boundary, see ``summarize``)."""
+    if isinstance(current, RawContext) and isinstance(previous, RawContext):
+        return current.extends(previous)
+    if isinstance(current, list) and isinstance(previous, list):
+        return len(current) >= len(previous) and current[len(previous) - 1] == previous[-1]
+    if isinstance(current, list) and not current:
+        return False  # every message was dropped
+    raise FormatError("a step's context list is in a different layout from the others")
+
+
+def summarize(doc: Any, path: str, record: int | None = None, *,
+              contexts: list[RawContext] | None = None) -> list[dict[str, Any]]:
     """The episode's index row, read without building the episode (the index's fast path).
 
     Agrees with ``parse(doc, path)[0].summary()``; it only skips what the row does not need. Context
     rewrites are detected at the boundary (a shorter context, or a changed last message of the
-    previous one) instead of message by message.
+    previous one) instead of message by message. ``contexts``: the context lists ``split_contexts`` set
+    aside, in order (compared byte for byte, so wholly).
 
     Raises:
-        FormatError: when the document cannot be an episode.
+        FormatError: when the document cannot be an episode, or ``contexts`` do not match its placeholders.
     """
+    raw = iter(contexts or ())
     records = _records(doc)
     warnings: list[str] = []
     head = _header(doc, records, path, warnings)
@@ -192,16 +274,22 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[dict[str, 
                 cost += step_cost if step_cost and step_cost > 0 else 0.0
         observation = record.get("observation")
         messages = observation.get("messages") if isinstance(observation, Mapping) else None
-        if not isinstance(messages, list):
+        if contexts is not None and messages == RAW_CONTEXT:
+            messages = next(raw, None)
+            if messages is None:
+                raise FormatError("more context placeholders than context lists")
+        if not isinstance(messages, list | RawContext):
             continue
-        if previous and (len(messages) < len(previous) or messages[len(previous) - 1] != previous[-1]):
+        if previous and not _extends(messages, previous):
             rewrites += 1
         if is_action and messages:
-            result = messages[-1]
+            result = messages.last() if isinstance(messages, RawContext) else messages[-1]
             if isinstance(result, Mapping) and result.get("role") in ("user", "tool"):
                 returncode = protocol.returncode(chat.text(result.get("content")))
                 nonzero += returncode not in (None, 0)
         previous = messages
+    if next(raw, None) is not None:
+        raise FormatError("more context lists than steps with a context")
     end = head.end_time if head.end_time is not None else last_time
     return [{
         "episode_id": head.episode_id,

@@ -83,3 +83,16 @@ def test_not_done_without_error_is_incomplete(tmp_path):
     doc["error_info"] = None
     episode = ares_viewer.load_episode(fx.write_json(tmp_path / "t.json", doc))
     assert episode.outcome is ares_viewer.Outcome.INCOMPLETE and episode.error is None
+
+
+def test_a_timestep_with_several_chats_keeps_the_others_beside_the_main_one(tmp_path):
+    doc = fx.lines(fx.RAY_LINES)[0]
+    main = doc["timesteps"][0]["chats"][0]
+    planner = [{"role": "user", "content": "Plan the fix in one line."},
+               {"role": "assistant", "content": "Add __slots__ = ('name',) to Symbol."}]
+    doc["timesteps"][0]["chats"] = [planner, main]
+    episode = ares_viewer.load_episode(fx.write_json(tmp_path / "t.json", doc))
+    step = episode.step(1)
+    assert [m.to_dict() for m in episode.context(1)] == main[1:-1]  # the last chat made the action
+    assert step.extra["chats"] == 2 and step.extra["other_chats"] == [planner]
+    assert "other_chats" not in episode.step(2).extra

@@ -77,18 +77,18 @@ def _error(raw: Any) -> dict[str, str] | None:
     return {"type": kind, "message": message or "error_info recorded without a message"}
 
 
-def _main_chat(timestep: Mapping[str, Any], where: str, warnings: list[str]) -> tuple[list[Any], int]:
-    """The chat that produced the step's action (the last one) and how many chats the step had."""
+def _main_chat(timestep: Mapping[str, Any], where: str, warnings: list[str]) -> tuple[list[Any], list[list[Any]]]:
+    """The chat that produced the step's action (the last one), and the step's other chats in order."""
     chats = timestep.get("chats")
     if chats is None:
-        return [], 0
+        return [], []
     if not isinstance(chats, list):
         warnings.append(f"{where}: chats are a {type(chats).__name__}, not a list; ignored")
-        return [], 0
+        return [], []
     if chats and all(isinstance(c, Mapping) for c in chats):
         chats = [chats]  # one chat written flat instead of a list of chats
     usable = [c for c in chats if isinstance(c, list)]
-    return (usable[-1] if usable else []), len(usable)
+    return (usable[-1] if usable else []), usable[:-1]
 
 
 def _split_answer(messages: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -145,11 +145,12 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         if not isinstance(timestep, Mapping):
             warnings.append(f"{where} is a {type(timestep).__name__}, not a timestep; read as empty")
             timestep = {}
-        messages, n_chats = _main_chat(timestep, where, warnings)
+        messages, others = _main_chat(timestep, where, warnings)
         system, messages = chat.split_system(messages)
         system_prompt = system_prompt if system_prompt is not None else system
         context, answer = _split_answer(messages)
-        extra: dict[str, Any] = {"chats": n_chats} if n_chats > 1 else {}
+        # The step's other chats (sub-calls, retries) are kept whole, to read beside the main one.
+        extra: dict[str, Any] = {"chats": len(others) + 1, "other_chats": others} if others else {}
         if context:
             result = contexts.add(context)
             if answered and answered[-1] is not None:

@@ -19,7 +19,6 @@ AUTHOR = "review.author"
 _SAVED_AUTHOR = "review.author_saved"
 _FLASH = "review.flash"
 _RESET = "review.reset"
-_ADD_KEYS = ("review.add_label", "review.add_text", "review.add_path")
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -167,22 +166,80 @@ def _forget(keys: tuple[str, ...]) -> None:
         st.session_state.pop(key, None)
 
 
-def _add_form(opened: review.ReviewStore, key: str, episode: model.Episode, k: int, labels: list[str]) -> None:
+def _add_form(opened: review.ReviewStore, key: str, episode: model.Episode, k: int, labels: list[str], *,
+              path: str | None = None, prefix: str = "review.add") -> None:
+    """A form adding a note or label to step ``k``; with ``path`` it is about that file (no path field then)."""
+    fields = (f"{prefix}_label", f"{prefix}_text", f"{prefix}_path")
     hint = f"Labels in this run: {', '.join(labels)}" if labels else "A short tag, e.g. reward hacking"
-    with st.form("review.add", border=True):
+    with st.form(prefix, border=True):
         cols = st.columns([2, 3])
-        label = cols[0].text_input("Label", key=_ADD_KEYS[0], placeholder="e.g. edits the tests", help=hint)
-        path = cols[0].text_input("File (optional)", key=_ADD_KEYS[2], placeholder="a path this note is about")
-        text = cols[1].text_area("Note", key=_ADD_KEYS[1], height=110, placeholder="what the model does here")
-        submitted = st.form_submit_button(f"Add to step {k}", icon=":material/add_comment:")
+        label = cols[0].text_input("Label", key=fields[0], placeholder="e.g. edits the tests", help=hint)
+        if path is None:
+            typed = cols[0].text_input("File (optional)", key=fields[2], placeholder="a path this note is about")
+        text = cols[1].text_area("Note", key=fields[1], height=110, placeholder="what the model does here")
+        where = f"`{path}` at step {k}" if path is not None else f"step {k}"
+        submitted = st.form_submit_button(f"Add to {'this file' if path is not None else f'step {k}'}",
+                                          icon=":material/add_comment:")
     if not submitted:
         return
     try:
-        opened.add(key, episode.episode_id, k, author=_author(), label=label, text=text, path=path)
+        opened.add(key, episode.episode_id, k, author=_author(), label=label, text=text,
+                   path=path if path is not None else typed)
     except (ValueError, review.ReviewError) as exc:
         st.error(str(exc))
         return
-    _done(f"Added to step {k}.", dict.fromkeys(_ADD_KEYS, ""))
+    _done(f"Added to {where}.", dict.fromkeys(fields, ""))
+
+
+def _show_notes(opened: review.ReviewStore, notes: list[review.Note]) -> None:
+    """Notes as read now, each with its author, time and revision, and a form to edit or delete it."""
+    for note in notes:
+        st.markdown(note_text(note))
+        st.caption(f"{note.author} · {review.format_time(note.updated_at)} · revision {note.revision}")
+        if opened.writable:
+            with st.expander("Edit or delete", icon=":material/edit:"):
+                _edit_form(opened, note)
+
+
+def file_panel(where: str, episode: model.Episode, step: int, path: str) -> None:
+    """The notes on one file at one step, a form to add one about it, and the steps where it has other notes."""
+    _start()
+    problem()
+    opened = store()
+    key = review.run_key(where)
+    notes = [n for n in find(key, episode_id=episode.episode_id) if n.path == path]
+    _show_notes(opened, [n for n in notes if n.step == step])
+    elsewhere = sorted({n.step for n in notes if n.step != step})
+    if elsewhere:
+        st.caption(f"Notes on this file at {len(elsewhere)} other step(s):")
+        cols = st.columns(6)
+        for i, other in enumerate(elsewhere):
+            cols[i % 6].button(f"step {other}", key=f"review.file.goto.{other}", on_click=state.update,
+                               kwargs={"step": other, "old": None})
+    if opened.writable:
+        author_input()
+        _add_form(opened, key, episode, step, sorted({n.label for n in find(key) if n.label}), path=path,
+                  prefix="review.file_add")
+
+
+def restore_deleted(opened: review.ReviewStore, deleted: pd.DataFrame) -> None:
+    """Pick a deleted note (``deleted``: rows of ``ReviewStore.notes``) and bring it back."""
+    _start()
+    if not len(deleted) or not opened.writable:
+        return
+    names = {r["note_id"]: f"step {r['step']} of {r['episode_id'][:8]} · {r['label'] or 'note'} · {r['text'][:40]}"
+             for _, r in deleted.iterrows()}
+    with st.expander(f"Restore a deleted note ({len(deleted)} deleted)", icon=":material/restore_from_trash:"):
+        chosen = st.selectbox("Deleted note", list(names), format_func=names.get, key="review.restore_pick")
+        if not st.button("Restore", key="review.restore", icon=":material/restore:"):
+            return
+        revision = int(deleted.loc[deleted["note_id"] == chosen, "revision"].iloc[0])
+        try:
+            opened.restore(chosen, revision=revision, author=_author())
+        except (review.ConflictError, ValueError, KeyError, review.ReviewError) as exc:
+            st.error(str(exc))
+            return
+        _done("Note restored: it shows on its step again.", {"review.restore_pick": None})
 
 
 def step_panel(where: str, episode: model.Episode, k: int) -> None:
@@ -194,12 +251,7 @@ def step_panel(where: str, episode: model.Episode, k: int) -> None:
     key = review.run_key(where)
     notes = find(key, episode_id=episode.episode_id)
     last = len(episode.steps) - 1
-    for note in (n for n in notes if n.step == k):
-        st.markdown(note_text(note))
-        st.caption(f"{note.author} · {review.format_time(note.updated_at)} · revision {note.revision}")
-        if opened.writable:
-            with st.expander("Edit or delete", icon=":material/edit:"):
-                _edit_form(opened, note)
+    _show_notes(opened, [n for n in notes if n.step == k])
     if opened.writable:
         author_input()
         _add_form(opened, key, episode, k, sorted({n.label for n in find(key) if n.label}))

@@ -397,6 +397,19 @@ class ReviewStore:
         current = self.get(note_id)
         return self._revise(note_id, revision, author, current.label, current.text, True, "deleting the note")
 
+    def restore(self, note_id: str, *, revision: int, author: str) -> Note:
+        """Undo a deletion: appends a revision with the note's last label and text (its history keeps the deletion).
+
+        Raises:
+            ConflictError: when the note has a newer revision than ``revision``.
+            KeyError: when there is no such note.
+            ValueError: when the note is not deleted.
+        """
+        current = self.get(note_id)
+        if not current.deleted:
+            raise ValueError(f"note {note_id} is not deleted: there is nothing to restore")
+        return self._revise(note_id, revision, author, current.label, current.text, False, "restoring the note")
+
     # ----- reading ------------------------------------------------------------------------------
 
     def _read(self, query: str, params: Sequence[Any]) -> list[tuple]:

@@ -75,6 +75,29 @@ def test_a_stale_edit_is_refused_and_the_other_edit_survives(run_dir, db):
     assert len(store.history(note.note_id)) == 2
 
 
+def test_a_deleted_note_can_be_restored_and_its_history_keeps_both(run_dir, db):
+    store = review.open_store()
+    note = store.add(str(run_dir), "ep-1", 2, author="ada", label="reward hacking", text="skips the test")
+    store.delete(note.note_id, revision=1, author="bob")
+    assert store.labels(str(run_dir)) == []
+    with pytest.raises(review.ConflictError):  # based on the revision before the deletion
+        store.restore(note.note_id, revision=1, author="cy")
+    restored = store.restore(note.note_id, revision=2, author="cy")
+    assert (restored.deleted, restored.revision, restored.label, restored.text) == (
+        False, 3, "reward hacking", "skips the test")
+    assert store.labels(str(run_dir)) == ["reward hacking"]
+    assert store.step_labels(str(run_dir), "ep-1") == {2: ["reward hacking"]}
+    history = store.history(note.note_id)
+    assert list(history["deleted"]) == [False, True, False] and list(history["author"]) == ["ada", "bob", "cy"]
+    with pytest.raises(ValueError, match="not deleted"):
+        store.restore(note.note_id, revision=3, author="cy")
+    reader = review.open_store(read_only=True)
+    store.delete(note.note_id, revision=3, author="bob")
+    with pytest.raises(review.ReviewError, match="read-only"):
+        reader.restore(note.note_id, revision=4, author="cy")
+    assert store.get(note.note_id).deleted
+
+
 def test_labels_filter_and_step_labels(run_dir, db):
     store = review.open_store()
     a, b = ares_viewer.open_run(run_dir).episode_ids

@@ -11,12 +11,13 @@ import posixpath
 
 import loaders
 import pandas as pd
+import review_panel
 import state
 import streamlit as st
 import widgets
 
 import ares_viewer
-from ares_viewer import boundary, fsdiff, model, snapshots, textdiff
+from ares_viewer import boundary, fsdiff, model, review, snapshots, textdiff
 
 BASE = "base"  # the ``old`` parameter's value for the base image
 # Rows of the change tree sent at most; closing folders or a filter narrows the rest.
@@ -341,6 +342,15 @@ def file_panel(episode: model.Episode, diff: fsdiff.FsDiff, path: str) -> None:
         st.error(f"Cannot read `{path}`: {exc}")
 
 
+def notes_panel(episode: model.Episode, step: int, path: str) -> None:
+    """Review notes about this file at the new side's step (open when there are some), and a form to add one."""
+    notes = review_panel.find(review.run_key(where), episode_id=episode.episode_id)
+    count = sum(1 for n in notes if n.path == path and n.step == step)
+    with st.expander(f"Review notes on this file at step {step}" + (f" ({count})" if count else ""),
+                     icon=":material/rate_review:", expanded=bool(count)):
+        review_panel.file_panel(where, episode, step, path)
+
+
 run = widgets.current_run()
 where = loaders.location(state.get("run"))
 episode_id = pick_episode(run)
@@ -375,3 +385,4 @@ if path is None:
     st.stop()
 pick_file(diff, path)
 file_panel(episode, diff, path)
+notes_panel(episode, new_step, path)

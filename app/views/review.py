@@ -128,4 +128,6 @@ st.caption(f"{len(shown)} of {len(notes)} notes" + (f" · {orphans} orphaned (th
 table(shown)
 links(shown)
 history(opened, shown)
+if show_deleted:
+    review_panel.restore_deleted(opened, shown[shown["deleted"]])
 export(run, opened, shown[shown["orphaned"].isna() & ~shown["deleted"]])

@@ -14,7 +14,7 @@ import pathlib
 import page_text
 import pytest
 
-from ares_viewer import snapshots, synthetic
+from ares_viewer import review, snapshots, synthetic
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
 PAGER_SOLVED = "7c5d6d73-83f0-4d4c-a772-785a9f5c3580"  # fixes both off-by-one errors in pager/paging.py at action 2
@@ -70,6 +70,29 @@ def test_side_by_side_content_download_and_history(samples, app):
     assert "Changed at 2 step(s)" in shown and "step 1 → step 2" in shown
     at.button(key="files.history.0").click().run()  # open the step that first brought the file in
     assert at.query_params["step"] == "0" and at.query_params["old"] == "base"
+
+
+def test_a_note_added_on_the_files_page_is_about_that_file_and_step(samples, app, tmp_path, monkeypatch):
+    monkeypatch.setenv(review.DB_ENV, str(tmp_path / "review.sqlite"))
+    at = files_page(app, episode=PAGER_SOLVED, step="2", file=PAGING)
+    assert "Review notes on this file at step 2" in [e.proto.label for e in at.get("expander")]
+    at.text_input(key="review.author").input("Ada").run()
+    at.text_input(key="review.file_add_label").input("fixes the bug")
+    at.text_area(key="review.file_add_text").input("both off-by-one errors at once")
+    next(b for b in at.button if b.label == "Add to this file").click().run()
+    assert not at.exception
+    assert any(f"Added to `{PAGING}` at step 2" in s.value for s in at.success)
+    (note,) = review.open_store().find(str(SAMPLES / "demo-run"))
+    assert (note.episode_id, note.step, note.path, note.label) == (PAGER_SOLVED, 2, PAGING, "fixes the bug")
+    assert "Review notes on this file at step 2 (1)" in [e.proto.label for e in at.get("expander")]
+    assert ":orange-badge[fixes the bug] both off-by-one errors at once" in page_text.of(at)
+
+    # At another step the panel points back to the step with the note; the Review page lists it with its file.
+    later = files_page(app, episode=PAGER_SOLVED, step="4", file=PAGING)
+    later.button(key="review.file.goto.2").click().run()
+    assert later.query_params["step"] == "2" and later.query_params["file"] == PAGING
+    listed = app("review", run="demo-run")
+    assert listed.dataframe[0].value[["step", "path", "label"]].values.tolist() == [[2, PAGING, "fixes the bug"]]
 
 
 def test_reloading_the_link_restores_the_same_file(samples, app):

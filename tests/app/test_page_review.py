@@ -142,6 +142,28 @@ def test_review_page_lists_notes_with_links_orphans_and_filters(runs, app, db):
     assert download and "Download 0 step(s)" in download[0].proto.label  # orphans have no prompt to export
 
 
+def test_a_deleted_note_is_restored_from_the_review_page(runs, app, db):
+    store = review.open_store(db)
+    note = store.add(run_location(runs), runs["run-a"]["failed"], 3, author="Bob", label="reward hacking",
+                     text="deletes the failing assertion")
+    store.delete(note.note_id, revision=1, author="Bob")
+    at = app("review", run="run-a")
+    assert "No notes on this run yet" in page_text.of(at)  # a deleted note is hidden unless asked for
+    at.toggle(key="review.deleted").set_value(True).run()
+    at.text_input(key="review.author").input("Ada").run()
+    assert at.selectbox(key="review.restore_pick").value == note.note_id
+    at.button(key="review.restore").click().run()
+    assert not at.exception
+    assert any("Note restored" in s.value for s in at.success)
+    restored = store.get(note.note_id)
+    assert not restored.deleted and restored.revision == 3 and restored.author == "Ada"
+    assert list(store.history(note.note_id)["deleted"]) == [False, True, False]
+    # Back on its step: on the timeline and in the step's panel again.
+    step = open_step(app, runs)
+    assert timeline_labels(step) == ["reward hacking"]
+    assert ":orange-badge[reward hacking] deletes the failing assertion" in page_text.of(step)
+
+
 def test_author_is_remembered_across_pages(runs, app, db):
     at = open_step(app, runs)
     at.text_input(key="review.author").input("Ada Lovelace").run()

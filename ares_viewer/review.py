@@ -341,6 +341,7 @@ class ReviewStore:
         note_id = uuid.uuid4().hex
         now = time.time()
         key = run_key(run)
+        label = self._spelling(key, label)
         path = (path or "").strip() or None
 
         def insert(db: sqlite3.Connection) -> None:
@@ -385,7 +386,16 @@ class ReviewStore:
         label, text = _clean_label(label), _clean_text(text)
         if label is None and not text:
             raise ValueError("a note needs a label or some text (delete it instead)")
+        label = self._spelling(self.get(note_id).run, label)
         return self._revise(note_id, revision, author, label, text, False, "saving the edit")
+
+    def _spelling(self, run: str, label: str | None) -> str | None:
+        """A label as the run already spells it (``Reward hacking`` -> ``reward hacking``): one label, one name."""
+        if label is None:
+            return None
+        rows = self._read(_CURRENT + " AND n.run = ? AND r.deleted = 0 AND lower(r.label) = lower(?) "
+                          "ORDER BY n.created_at LIMIT 1", [run, label])
+        return _note(rows[0]).label if rows else label
 
     def delete(self, note_id: str, *, revision: int, author: str) -> Note:
         """Delete a note: appends a tombstone revision (the history stays readable).
@@ -433,7 +443,7 @@ class ReviewStore:
                 params.append(value)
         wanted = [label for label in (labels or ()) if label]
         if wanted:
-            query += f" AND r.label IN ({', '.join('?' * len(wanted))})"
+            query += f" AND lower(r.label) IN ({', '.join(['lower(?)'] * len(wanted))})"
             params.extend(wanted)
         if not include_deleted:
             query += " AND r.deleted = 0"

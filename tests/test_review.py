@@ -98,6 +98,19 @@ def test_a_deleted_note_can_be_restored_and_its_history_keeps_both(run_dir, db):
     assert store.get(note.note_id).deleted
 
 
+def test_a_label_typed_in_another_case_takes_the_runs_spelling(run_dir, db):
+    store = review.open_store()
+    store.add(str(run_dir), "ep-1", 1, author="ada", label="reward hacking")
+    second = store.add(str(run_dir), "ep-2", 3, author="bob", label="Reward  Hacking", text="same thing")
+    assert second.label == "reward hacking"
+    assert store.labels(str(run_dir)) == ["reward hacking"]
+    assert len(store.find(str(run_dir), labels=["REWARD HACKING"])) == 2
+    other = store.add(str(run_dir) + "-other", "ep-9", 1, author="cy", label="Reward hacking")
+    assert other.label == "Reward hacking"  # another run keeps its own spelling
+    edited = store.edit(second.note_id, revision=1, author="bob", label="REWARD HACKING", text="again")
+    assert edited.label == "reward hacking"
+
+
 def test_labels_filter_and_step_labels(run_dir, db):
     store = review.open_store()
     a, b = ares_viewer.open_run(run_dir).episode_ids

@@ -90,6 +90,48 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _notes_list(args: argparse.Namespace) -> int:
+    from ares_viewer import review
+
+    store = review.open_store(args.db, read_only=True)
+    if store.problem:
+        print(f"warning: {store.problem}", file=sys.stderr)
+    try:
+        with store:
+            found = store.find(args.location, labels=args.label or None)
+    except review.ReviewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        for note in found:
+            print(orjson.dumps({"run": note.run, "episode_id": note.episode_id, "step": note.step, "path": note.path,
+                                "label": note.label, "text": note.text, "author": note.author,
+                                "updated_at": note.updated_at, "revision": note.revision,
+                                "note_id": note.note_id}).decode())
+        return 0
+    if not found:
+        print(f"no notes on {review.run_key(args.location)} in {store.path}", file=sys.stderr)
+        return 0
+    for note in found:
+        where = f"{note.episode_id} step {note.step}" + (f" {note.path}" if note.path else "")
+        label = f"[{note.label}] " if note.label else ""
+        print(f"{where}  {label}{note.text}  ({note.author}, {review.format_time(note.updated_at)})")
+    return 0
+
+
+def _notes_move(args: argparse.Namespace) -> int:
+    from ares_viewer import review
+
+    try:
+        with review.open_store(args.db) as store:
+            moved = store.move_run(args.old, args.new)
+    except review.ReviewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"moved {moved} note(s) from {review.run_key(args.old)} to {review.run_key(args.new)}", file=sys.stderr)
+    return 0 if moved else 1
+
+
 def _sandbox_list(args: argparse.Namespace) -> int:
     from ares_viewer import sandbox
 
@@ -148,6 +190,20 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="the file to write: *.jsonl or *.parquet")
     export.add_argument("--db", help="the review database (default: $ARES_VIEWER_REVIEW_DB or beside the cache)")
     export.set_defaults(func=_export)
+
+    notes = commands.add_parser("notes", help="review notes and labels: list them, or re-file a moved run's")
+    notes_commands = notes.add_subparsers(dest="notes_command", required=True)
+    notes_list = notes_commands.add_parser("list", help="the notes of a run, oldest first")
+    notes_list.add_argument("location", help="the run: folder, file, glob or fsspec URL")
+    notes_list.add_argument("--label", action="append", default=[], help="only notes with this label (repeatable)")
+    notes_list.add_argument("--json", action="store_true", help="one JSON object per line")
+    notes_list.set_defaults(func=_notes_list)
+    notes_move = notes_commands.add_parser("move", help="re-file the notes of a run that moved to a new location")
+    notes_move.add_argument("old", help="where the run was (its notes are filed under it)")
+    notes_move.add_argument("new", help="where it is now")
+    notes_move.set_defaults(func=_notes_move)
+    for command in (notes_list, notes_move):
+        command.add_argument("--db", help="the review database (default: $ARES_VIEWER_REVIEW_DB or beside the cache)")
 
     box = commands.add_parser("sandbox", help="the project's live containers (restored steps)")
     box_commands = box.add_subparsers(dest="sandbox_command", required=True)

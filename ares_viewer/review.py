@@ -420,6 +420,21 @@ class ReviewStore:
             raise ValueError(f"note {note_id} is not deleted: there is nothing to restore")
         return self._revise(note_id, revision, author, current.label, current.text, False, "restoring the note")
 
+    def move_run(self, old: str | os.PathLike, new: str | os.PathLike | run_module.Run) -> int:
+        """Re-file a moved run's notes under its new location; returns how many notes moved.
+
+        Raises:
+            ValueError: when the new location already has notes (merging two runs' notes is not a move).
+        """
+        old_key, new_key = run_key(old), run_key(new)
+
+        def move(db: sqlite3.Connection) -> int:
+            if old_key != new_key and db.execute("SELECT 1 FROM notes WHERE run = ? LIMIT 1", (new_key,)).fetchone():
+                raise ValueError(f"{new_key} already has notes: not moving the notes of {old_key} onto them")
+            return db.execute("UPDATE notes SET run = ? WHERE run = ?", (new_key, old_key)).rowcount
+
+        return self._write("moving a run's notes", move)
+
     # ----- reading ------------------------------------------------------------------------------
 
     def _read(self, query: str, params: Sequence[Any]) -> list[tuple]:

@@ -291,6 +291,39 @@ def test_cli_export_by_label(run_dir, tmp_path, capsys):
     assert "*.jsonl or *.parquet" in capsys.readouterr().err
 
 
+def test_cli_lists_notes_and_refiles_a_moved_run(run_dir, tmp_path, capsys):
+    db = tmp_path / "team.sqlite"
+    run = ares_viewer.open_run(run_dir)
+    episode_id = run.episode_ids[0]
+    store = review.open_store(db)
+    store.add(run, episode_id, 2, author="ada", label="edits the tests", text="rewrites test_core.py")
+    store.add(run, episode_id, 4, author="bob", text="misreads the traceback", path="/testbed/core.py")
+    store.close()
+    assert cli.main(["notes", "list", str(run_dir), "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{episode_id} step 2  [edits the tests] rewrites test_core.py  (ada, ")
+    assert lines[1].startswith(f"{episode_id} step 4 /testbed/core.py  misreads the traceback  (bob, ")
+    assert cli.main(["notes", "list", str(run_dir), "--label", "Edits the tests", "--json", "--db", str(db)]) == 0
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (record["step"], record["label"], record["author"]) == (2, "edits the tests", "ada")
+
+    # The run moves: its notes are filed under the old location until they are moved with it.
+    moved = run_dir.rename(tmp_path / "archive")
+    assert cli.main(["notes", "list", str(moved), "--db", str(db)]) == 0
+    assert capsys.readouterr().out == ""
+    assert cli.main(["notes", "move", str(run_dir), str(moved), "--db", str(db)]) == 0
+    assert "moved 2 note(s)" in capsys.readouterr().err
+    assert len(review.open_store(db).find(ares_viewer.open_run(moved))) == 2
+    assert review.open_store(db).find(str(run_dir)) == []
+    # Nothing is filed under the old place any more; merging onto a run that has notes is refused.
+    assert cli.main(["notes", "move", str(run_dir), str(moved), "--db", str(db)]) == 1
+    other = review.open_store(db)
+    other.add(str(run_dir), episode_id, 1, author="cy", text="a note on the old place")
+    assert cli.main(["notes", "move", str(run_dir), str(moved), "--db", str(db)]) == 1
+    assert "already has notes" in capsys.readouterr().err
+    assert len(other.find(str(moved))) == 2
+
+
 def test_timeline_marks_labelled_steps():
     steps = synthetic_steps()
     figure = plots.step_timeline(steps, labels={3: ["reward hacking"], 5: ["edits the tests", "misreads"]})

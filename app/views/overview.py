@@ -86,6 +86,7 @@ def filtered(episodes: pd.DataFrame) -> pd.DataFrame:
 def table(episodes: pd.DataFrame) -> None:
     columns = [c for c in _TRAINING_COLUMNS if c in episodes.columns] + _TABLE_COLUMNS
     shown = review_panel.label_filter(filtered(episodes))[columns].reset_index(drop=True)
+    shown["error"] = shown["error"].fillna("")  # blank, not "None", for episodes that ended without an error
     st.caption(f"{len(shown)} of {len(episodes)} episodes · select a row to open it")
     event = st.dataframe(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
@@ -95,6 +96,7 @@ def table(episodes: pd.DataFrame) -> None:
             "total_cost": st.column_config.NumberColumn("cost ($)", format="%.4f"),
             "prompt_tokens": "prompt tok.", "generated_tokens": "gen. tok.",
             "nonzero_returncodes": "rc≠0", "context_rewrites": "ctx rewrites",
+            "error": st.column_config.TextColumn("error", width="medium"),
         },
     )
     rows = event.selection.rows if event else []

@@ -236,6 +236,30 @@ class Episode:
         """Number of model responses executed (the FIRST record is not an action)."""
         return sum(1 for s in self.steps if s.has_action)
 
+    def landmarks(self) -> list[tuple[int, str]]:
+        """The steps a reader of an episode usually looks at first, as ``(step index, why)`` in step order: the
+        first and the last command that failed (non-zero return code), the first context rewrite, the slowest
+        step when it took three times the median or more, and the last action (what the episode ended on)."""
+        found: dict[int, list[str]] = {}
+
+        def mark(step: Step | None, why: str) -> None:
+            if step is not None:
+                found.setdefault(step.index, []).append(why)
+
+        failed = [s for s in self.steps if s.returncode not in (None, 0)]
+        if failed:
+            mark(failed[0], f"first failed command (rc {failed[0].returncode})")
+            if len(failed) > 1:
+                mark(failed[-1], f"last failed command (rc {failed[-1].returncode})")
+        mark(next((s for s in self.steps if s.context_rewritten), None), "context rewritten")
+        timed = sorted((s for s in self.steps if s.dt is not None and s.has_action), key=lambda s: s.dt)
+        if len(timed) > 2 and timed[-1].dt >= 3 * timed[len(timed) // 2].dt:  # far slower than the median step
+            mark(timed[-1], f"slowest step ({timed[-1].dt:.0f} s)")
+        actions = self.actions
+        if actions:
+            mark(actions[-1], "last action")
+        return [(index, ", ".join(whys)) for index, whys in sorted(found.items())]
+
     @property
     def duration_s(self) -> float | None:
         """Wall time from start to end (or to the last step when the end is unknown)."""

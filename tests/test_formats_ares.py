@@ -230,3 +230,17 @@ def test_episode_renders_for_notebooks_and_terminals(tmp_path):
     assert "calc&lt;x&gt;" in html and "<table" in html and "<script" not in html
     text = str(episode)
     assert episode.episode_id in text and "completed" in text
+
+
+def test_landmarks_point_at_failed_commands_a_rewrite_and_the_end(tmp_path):
+    doc = synthetic.episode_dict(actions=8, drop_context_at=4, seed=12)
+    episode = ares_viewer.load_episode(_write(tmp_path, doc))
+    failed = [s.index for s in episode.steps if s.returncode not in (None, 0)]
+    assert len(failed) >= 2, "seed 12 has several failed commands"
+    marks = dict(episode.landmarks())
+    assert marks[failed[0]].startswith(f"first failed command (rc {episode.step(failed[0]).returncode})")
+    assert "last failed command" in marks[failed[-1]]
+    assert "context rewritten" in marks[5]
+    assert marks[8].endswith("last action")
+    assert all(k in (failed[0], failed[-1], 5, 8) for k in marks)  # nothing else: every step is about as slow
+    assert list(marks) == sorted(marks)

@@ -56,6 +56,22 @@ def header(episode: model.Episode) -> None:
         st.caption(f"⚠ {warning}")
     st.caption(f"`{episode.episode_id}` · {episode.path}")
     format_details(episode)
+    landmarks(episode)
+
+
+def landmarks(episode: model.Episode) -> None:
+    """Buttons to the steps worth a first look: failed commands, a context rewrite, the slowest step, the end."""
+    marks = episode.landmarks()
+    if not marks:
+        return
+    cols = st.columns([1, 5])
+    cols[0].caption("Worth a look")
+    with cols[1]:
+        for index, why in marks:
+            command = episode.step(index).command
+            shown = f" · `{command.splitlines()[0][:40]}`" if command else ""
+            st.button(f"step {index}: {why}{shown}", key=f"episode.landmark.{index}", on_click=go_to, args=(index,),
+                      type="tertiary", icon=":material/arrow_right:")
 
 
 def format_details(episode: model.Episode) -> None:

@@ -114,3 +114,17 @@ def test_episode_file_broken_after_indexing_is_a_message(runs, app, tmp_path):
     at = open_step(app, runs, label="solved2", step=2)
     assert not at.exception
     assert any("Cannot read this episode" in e.value for e in at.error)
+
+
+def test_worth_a_look_buttons_go_to_the_failed_command_and_the_end(runs, app):
+    at = open_step(app, runs, step=1)
+    buttons = {b.key: b.label for b in at.button if b.key and b.key.startswith("episode.landmark.")}
+    # The failed attempt's action 5 exits with 1; action 6 is its last.
+    assert list(buttons) == ["episode.landmark.5", "episode.landmark.6"]
+    assert buttons["episode.landmark.5"].startswith("step 5: first failed command (rc 1) · `")
+    assert buttons["episode.landmark.6"].startswith("step 6: last action")
+    at.button(key="episode.landmark.5").click().run()
+    assert caption_of_step(at).startswith("step 5 ") and at.query_params["step"] == "5"
+    assert "#### Output :red-badge[return code 1]" in page_text.of(at)
+    at.button(key="episode.landmark.6").click().run()
+    assert caption_of_step(at).startswith("step 6 ") and at.query_params["step"] == "6"

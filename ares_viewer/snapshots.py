@@ -31,6 +31,7 @@ import re
 import shutil
 import tarfile
 import threading
+import time
 import types
 import zlib
 from collections.abc import Iterable, Mapping
@@ -383,12 +384,22 @@ def find_for_episode(episode_path: str | os.PathLike[str], episode_id: str) -> l
     """The step snapshots recorded for an episode, sorted by step (empty when there are none).
 
     Looks in ``snapshots/<episode_id>/`` beside the episode file. Only folder names are read here; open a
-    reference with :func:`open_snapshot` to validate and read it.
+    reference with :func:`open_snapshot` to validate and read it. For a run read through fsspec the folder is
+    first mirrored into the local cache (see ``_remote_steps``).
 
     Args:
         episode_path: The episode file (``<run>/<episode_id>.json``).
         episode_id: The episode's id as written inside the file.
     """
+    if "://" in os.fspath(episode_path):
+        key = (os.fspath(episode_path), episode_id)
+        with _REMOTE_LOCK:
+            seen = _REMOTE_SEEN.get(key)
+        if seen is None or time.monotonic() - seen[0] > _REMOTE_TTL_S:
+            seen = (time.monotonic(), _remote_steps(*key))
+            with _REMOTE_LOCK:
+                _REMOTE_SEEN[key] = seen
+        return list(seen[1])
     try:
         folder = episode_snapshots_dir(pathlib.Path(episode_path).parent, episode_id)
     except ValueError:
@@ -397,6 +408,72 @@ def find_for_episode(episode_path: str | os.PathLike[str], episode_id: str) -> l
         _LOGGER.debug("episode %r: id is not usable as a folder name; no per-step snapshots looked up", episode_id)
         return []
     return list_steps(folder)
+
+
+# A remote run's snapshot listing is asked for again after this many seconds (each page view asks for it).
+_REMOTE_TTL_S = 60.0
+_REMOTE_SEEN: dict[tuple[str, str], tuple[float, list[SnapshotRef]]] = {}
+_REMOTE_LOCK = threading.Lock()
+
+
+def _remote_steps(episode_url: str, episode_id: str) -> list[SnapshotRef]:
+    """The step snapshots of an episode read through fsspec (``s3://``, ``gs://``, ``memory://``...).
+
+    The episode's snapshot folder is mirrored file by file into the local cache (``ARES_VIEWER_CACHE``), never
+    into the run, and read from there like a local one; it is fetched again only when the remote listing changes
+    (names, sizes, modification times). Archives are copied as they are, never extracted.
+    """
+    import fsspec
+
+    from ares_viewer import index_cache
+
+    try:
+        fs, path = fsspec.core.url_to_fs(episode_url)
+        protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
+        if protocol in ("file", "local"):
+            return find_for_episode(path, episode_id)
+        remote = posixpath.join(posixpath.dirname(path), SNAPSHOTS_DIRNAME,
+                                episode_snapshots_dir(".", episode_id).name)
+        if not fs.isdir(remote):
+            return []
+        listing = fs.find(remote, detail=True)
+    except ValueError:
+        return []  # an id that cannot name a folder: no per-step snapshots (see find_for_episode)
+    except OSError as exc:
+        _LOGGER.warning("%s: cannot list its snapshots (%s)", episode_url, exc)
+        return []
+    files: dict[str, str] = {}
+    for name, info in sorted(listing.items()):
+        relative = posixpath.relpath(name, remote)
+        parts = pathlib.PurePosixPath(relative).parts
+        if info.get("type") == "directory":
+            continue
+        if relative.startswith("/") or not parts or any(part in ("", ".", "..") for part in parts):
+            _LOGGER.warning("%s: snapshot member %r is not a plain relative path; skipped", episode_url, name)
+            continue
+        files[relative] = name
+    stamp = json.dumps([[r, listing[n].get("size"), str(listing[n].get("mtime") or listing[n].get("LastModified"))]
+                        for r, n in files.items()])
+    digest = hashlib.sha256(fs.unstrip_protocol(remote).encode()).hexdigest()[:24]
+    mirror = index_cache.cache_dir() / "remote-snapshots" / digest / episode_id
+    marker = mirror.parent / f"{episode_id}.complete"
+    if not (marker.is_file() and marker.read_text(encoding="utf-8") == stamp and mirror.is_dir()):
+        partial = mirror.parent / f".{episode_id}.partial-{os.getpid()}-{threading.get_ident()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            for relative, name in files.items():
+                target = partial.joinpath(*pathlib.PurePosixPath(relative).parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(fs.cat_file(name))
+            partial.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(mirror, ignore_errors=True)
+            partial.rename(mirror)
+            marker.write_text(stamp, encoding="utf-8")
+        except OSError as exc:
+            shutil.rmtree(partial, ignore_errors=True)
+            _LOGGER.warning("%s: cannot copy its snapshots into the cache (%s)", episode_url, exc)
+            return []
+    return list_steps(mirror)
 
 
 def list_steps(episode_dir: str | os.PathLike[str]) -> list[SnapshotRef]:

@@ -201,3 +201,45 @@ def test_small_trees_start_fully_open(episode):
     nodes = diff.tree()
     assert fsdiff.visible_nodes(nodes, fsdiff.initial_collapsed(nodes, 80)) == nodes
     assert {n.path for n in nodes if not n.folder} == set(diff.paths())
+
+
+def test_a_run_read_through_fsspec_has_its_snapshots_mirrored_into_the_cache(episode, monkeypatch):
+    import os
+    import pathlib
+
+    import fsspec
+
+    from ares_viewer import snapshots as snapshots_module
+
+    local_run = pathlib.Path(episode.path).parent
+    fs = fsspec.filesystem("memory")
+    for file in local_run.rglob("*"):
+        if file.is_file():
+            fs.pipe("/mirror-run/" + file.relative_to(local_run).as_posix(), file.read_bytes())
+    fetched: list[str] = []
+    real_cat = type(fs).cat_file
+    monkeypatch.setattr(type(fs), "cat_file", lambda self, path, *a, **k: fetched.append(path) or real_cat(
+        self, path, *a, **k))
+    try:
+        remote = ares_viewer.open_run("memory://mirror-run").episode(episode.episode_id)
+        assert remote.path.startswith("memory://")
+        refs = remote.snapshots()
+        assert [r.step_index for r in refs] == [r.step_index for r in episode.snapshots()] == [0, 1, 2, 3]
+        cache = pathlib.Path(os.environ["ARES_VIEWER_CACHE"])
+        assert all(pathlib.Path(r.path).is_relative_to(cache) for r in refs)  # in the cache, not in the run
+        ours, theirs = fsdiff.compare(remote, 1, 3), fsdiff.compare(episode, 1, 3)
+        assert ours.paths() == theirs.paths()
+        assert ours.file_diff("/testbed/new.py").unified == theirs.file_diff("/testbed/new.py").unified
+        copied = len(fetched)
+        assert copied == sum(1 for _ in (local_run / "snapshots").rglob("*") if _.is_file())
+
+        # Asked again (a later page view, after the listing's time to live): nothing is fetched again ...
+        snapshots_module._REMOTE_SEEN.clear()
+        assert [r.step_index for r in remote.snapshots()] == [0, 1, 2, 3] and len(fetched) == copied
+        # ... until the remote snapshots change.
+        fs.rm(f"/mirror-run/snapshots/{episode.episode_id}/step_0003", recursive=True)
+        snapshots_module._REMOTE_SEEN.clear()
+        assert [r.step_index for r in remote.snapshots()] == [0, 1, 2]
+    finally:
+        fs.rm("/mirror-run", recursive=True)
+        snapshots_module._REMOTE_SEEN.clear()

@@ -42,6 +42,14 @@ def step_caption(page):
     return page.locator('[data-testid="stCaptionContainer"]', has_text=re.compile(r"^step \d+ \("))
 
 
+def ready_for_keys(page) -> None:
+    """The key script is in and the page is idle (a key pressed while the first run still draws may be lost),
+    with the focus on the page rather than a widget."""
+    page.wait_for_function("window.__aresViewerKeys === true")
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+
+
 def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url, runs_root):
     run = first_run(runs_root)
     stats = run.stats()
@@ -67,8 +75,7 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     expect(step_caption(page)).to_contain_text("step 1 (")
 
     # Step forward with the keyboard; the prompt diff shows what entered the context since step 1.
-    page.wait_for_function("window.__aresViewerKeys === true")  # the key script has run
-    page.evaluate("document.activeElement && document.activeElement.blur()")  # keys go to the page, not a widget
+    ready_for_keys(page)
     page.keyboard.press("j")
     expect(page).to_have_url(re.compile(r"step=2"))
     expect(step_caption(page)).to_contain_text("step 2 (")
@@ -148,7 +155,7 @@ def test_a_step_sends_little_to_the_browser(page, app_url, runs_root):
     page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(len(frame))))
     page.goto(f"{app_url}/episode?run={pathlib.Path(run.location).name}&episode={longest}&step=1")
     expect(step_caption(page)).to_contain_text("step 1 (")
-    page.wait_for_function("window.__aresViewerKeys === true")
+    ready_for_keys(page)
     page.wait_for_timeout(500)
     opened = sum(received)
     received.clear()

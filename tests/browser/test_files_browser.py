@@ -6,6 +6,7 @@ Uses the bundled sample run: in pager-solved, action 2 fixes both off-by-one err
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 
 import pytest
@@ -57,12 +58,15 @@ def _tree_paths(page) -> list[str]:
 
 
 def _click_tree_row(page, text: str) -> None:
-    expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text=text).first).to_be_attached()
-    paths = _tree_paths(page)
-    row = paths.index(text)
+    """Click the tree row showing ``text``, once the page is idle and the (re-mounted) grid shows that row."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    deadline = time.monotonic() + 15
+    while text not in (paths := _tree_paths(page)):
+        assert time.monotonic() < deadline, f"{text!r} is not a row of the tree: {paths}"
+        page.wait_for_timeout(200)
     grid = page.locator('[data-testid="stDataFrame"]')
     box = grid.bounding_box()
-    page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * row + 17)  # the row's selection cell, below the header
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * paths.index(text) + 17)  # the row's selection cell
 
 
 def test_change_tree_opens_and_closes_folders_and_picks_files(page, app_url, sample_run):

@@ -159,8 +159,17 @@ def test_a_step_sends_little_to_the_browser(page, app_url, runs_root):
     page.wait_for_timeout(500)
     opened = sum(received)
     received.clear()
-    page.keyboard.press("End")
-    expect(step_caption(page)).to_contain_text(f"step {run.episode(longest).num_actions} (")
+    last = f"step {run.episode(longest).num_actions} ("
+    # On a loaded machine a key pressed just as the page settles is, rarely, not acted on (seen in 2 of ~10 full
+    # runs, never alone): press it again, up to three times in all; a key that never works still fails.
+    for _ in range(3):
+        page.keyboard.press("End")
+        try:
+            expect(step_caption(page)).to_contain_text(last, timeout=8_000)
+            break
+        except AssertionError:
+            ready_for_keys(page)
+    expect(step_caption(page)).to_contain_text(last)
     page.wait_for_timeout(500)
     stepped = sum(received)
     print(f"websocket bytes: opening the episode {opened:,}, jumping to its last step {stepped:,}")

@@ -31,7 +31,7 @@ import stat
 import tarfile
 import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ares_viewer import snapshots
@@ -365,6 +365,11 @@ class _TreeReader:
                     entries[path] = snapshots.Entry(path=path, type=snapshots.OTHER, mode=mode)
         return entries
 
+    def each(self, entries: Iterable[snapshots.Entry]) -> Iterator[tuple[str, bytes]]:
+        """``(path, bytes)`` of each regular file in turn."""
+        for entry in entries:
+            yield entry.path, self.read(entry)
+
     def read(self, entry: snapshots.Entry) -> bytes:
         """A regular file's bytes, opening each path component with ``O_NOFOLLOW`` (a symlink is never crossed)."""
         parts = [p for p in entry.path.split("/") if p]
@@ -433,6 +438,27 @@ class _TarReader:
                                                              f"{member.linkname!r}, which is not a file in it")
             return target
         return member
+
+    def each(self, entries: Iterable[snapshots.Entry]) -> Iterator[tuple[str, bytes]]:
+        """``(path, bytes)`` of each regular file, in the tarball's order: one forward pass, however many."""
+        by_member: dict[int, tuple[tarfile.TarInfo, list[str]]] = {}
+        for entry in entries:
+            member = self._content_member(entry.path)
+            by_member.setdefault(member.offset_data, (member, []))[1].append(entry.path)
+        ordered = [by_member[offset] for offset in sorted(by_member)]
+        if self._data is not None:
+            for member, paths in ordered:
+                data = self._data[member.offset_data : member.offset_data + member.size]
+                yield from ((path, data) for path in paths)
+            return
+        try:
+            with tarfile.open(self.path, "r:*") as tar:
+                for member, paths in ordered:
+                    handle = tar.extractfile(member)
+                    data = handle.read(member.size) if handle is not None else b""
+                    yield from ((path, data) for path in paths)
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise snapshots.SnapshotError(self.snapshot, f"cannot read {CONTAINER_FS}: {exc}") from exc
 
     def read(self, entry: snapshots.Entry) -> bytes:
         member = self._content_member(entry.path)
@@ -513,6 +539,23 @@ class BoundarySnapshot:
             known[path] = hashlib.sha256(data).hexdigest()
         return known[path]
 
+    def digests(self) -> dict[str, str]:
+        """The sha256 of every readable regular file of the copy, by path (one pass over a tarball)."""
+        if self._reader is None:
+            return {}
+        known = self._reader.digests
+        missing = [e for p, e in self.entries.items() if e.type == snapshots.FILE and e.note is None and p not in known]
+        for path, data in self._reader.each(missing):
+            known[path] = hashlib.sha256(data).hexdigest()
+        return {p: known[p] for p, e in self.entries.items() if e.type == snapshots.FILE and e.note is None}
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes]:
+        """The content of several regular files at once (one pass over a tarball); paths that are not readable
+        regular files here are left out."""
+        wanted = [self.entries.get(self._absolute(path)) for path in paths]
+        files = [e for e in wanted if e is not None and e.type == snapshots.FILE and e.note is None]
+        return dict(self._reader.each(files)) if self._reader is not None and files else {}
+
     def changed_paths(self, *, include_dirs: bool = False) -> list[str]:
         """Every path of the copy (it is a whole filesystem, not a change set); folders only on request."""
         return sorted(p for p, e in self.entries.items() if include_dirs or e.type != snapshots.DIR)
@@ -525,9 +568,10 @@ class BoundarySnapshot:
         """Nothing left to check: the filesystem was indexed (and checked) when the snapshot was opened."""
 
     def to_archive(self) -> bytes:
-        """Refused: a whole-filesystem copy is not restored onto a base image by this project's sandbox."""
+        """Refused: a whole-filesystem copy records no changes; ``capture.against_image`` finds them first."""
         raise snapshots.SnapshotError(self.path, "an episode-boundary snapshot copies the whole filesystem and "
-                                                 "records no changes against its image; it cannot be restored here")
+                                                 "records no changes against its image; compare it with its image "
+                                                 "first (capture.against_image, as sandbox.restore does)")
 
 
 _OPEN_CACHE: dict[tuple[Any, ...], tuple[Mapping[str, snapshots.Entry], _TreeReader | _TarReader]] = {}

@@ -298,7 +298,9 @@ def restore(
 
     Args:
         episode: An episode with recorded snapshots.
-        step: The step whose state to restore (0 = what the agent first saw; k = after action k).
+        step: The step whose state to restore (0 = what the agent first saw; k = after action k). Its snapshot
+            may be a per-step one or an episode-boundary one (a whole-filesystem copy: it is compared with its
+            image first, and restored as the changes found).
         client: A ``docker.DockerClient``; one from the environment when omitted.
         network: Give the container a network (bridge). Off by default: the agent's commands are untrusted.
         session: The owner's session id, labelled on the container (a fresh one when omitted).
@@ -314,10 +316,17 @@ def restore(
     say(f"Reading the snapshot of step {step}")
     snapshot = episode.snapshot(step)
     snapshot.validate()
-    snapshot.to_archive()  # reads and checks every stored file; cheap next to starting a container
+    if isinstance(snapshot, snapshots.Snapshot):
+        snapshot.to_archive()  # reads and checks every stored file; cheap next to starting a container
+    elif not snapshot.base_image:
+        raise snapshots.SnapshotError(snapshot.path, "this episode-boundary snapshot records no container image, "
+                                                     "so there is nothing to restore it onto")
     say("Connecting to the Docker engine")
     client = connect(client)
     _require_image(client, snapshot.base_image)
+    if not isinstance(snapshot, snapshots.Snapshot):
+        say(f"Comparing the episode-boundary snapshot's {len(snapshot.entries)} paths with {snapshot.base_image}")
+        snapshot = _against_image(client, snapshot)
     session = session or new_session()
     created = time.time()
     labels = {
@@ -599,7 +608,7 @@ def replay(
 def _replay_step(
     sandbox: Sandbox,
     step: model.Step,
-    ref: snapshots.SnapshotRef | None,
+    ref: Any,
     normalize: bool,
     timeout_s: float,
     check_filesystem: bool,
@@ -621,7 +630,7 @@ def _replay_step(
         note = _join(note, "no recorded snapshot for this step: filesystem not compared")
     else:
         try:
-            fs, changes, file_diffs = compare_filesystem(sandbox, snapshots.open_snapshot(ref))
+            fs, changes, file_diffs = compare_filesystem(sandbox, _recorded(sandbox, ref))
         except snapshots.SnapshotError as exc:
             note = _join(note, f"recorded snapshot unreadable: {exc.reason}")
         except Exception as exc:  # the engine failed during the capture: this step's error, not the caller's
@@ -636,6 +645,34 @@ def _replay_step(
         status = Status.REPRODUCED
     return StepReplay(step.index, step.command, status, result, output_matches=matches, output_diff=diff, fs=fs,
                       fs_changes=changes, file_diffs=file_diffs, note=note, **recorded)
+
+
+# Episode-boundary snapshots compared with their image, by (folder, the opened index's identity): a replay
+# compares the live container with each of them after its step, and a fork with the next one.
+_AGAINST_IMAGE: dict[tuple[str, int], tuple[Any, snapshots.Snapshot]] = {}
+_AGAINST_IMAGE_KEPT = 4
+
+
+def _recorded(sandbox: Sandbox, ref: Any) -> snapshots.Snapshot:
+    """The recorded state of a step as changes against its base image, whichever kind of snapshot holds it."""
+    return _against_image(sandbox.client, snapshots.open_snapshot(ref))
+
+
+def _against_image(client: Any, opened: Any) -> snapshots.Snapshot:
+    """A per-step snapshot as it is; an episode-boundary one compared with its image (once per opened index)."""
+    if isinstance(opened, snapshots.Snapshot):
+        return opened
+    key = (opened.path, id(opened.entries))
+    with _REGISTRY_LOCK:
+        known = _AGAINST_IMAGE.get(key)
+    if known is not None and known[0] is opened.entries:
+        return known[1]
+    changes = capture.against_image(client, opened)
+    with _REGISTRY_LOCK:
+        while len(_AGAINST_IMAGE) >= _AGAINST_IMAGE_KEPT:
+            _AGAINST_IMAGE.pop(next(iter(_AGAINST_IMAGE)))
+        _AGAINST_IMAGE[key] = (opened.entries, changes)  # the entries kept alive, so their id is not reused
+    return changes
 
 
 def _join(*notes: str | None) -> str | None:
@@ -920,7 +957,7 @@ def fork(
     fs, file_diffs, note = None, (), None
     if compared_with is not None:
         try:
-            fs, _, file_diffs = compare_filesystem(sandbox, snapshots.open_snapshot(refs[compared_with]))
+            fs, _, file_diffs = compare_filesystem(sandbox, _recorded(sandbox, refs[compared_with]))
         except snapshots.SnapshotError as exc:
             note = f"recorded snapshot unreadable: {exc.reason}"
         except Exception as exc:  # engine failure during the capture

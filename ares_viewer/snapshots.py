@@ -601,18 +601,53 @@ def live_snapshot(
     archives = {}
     for source in (*also, recorded):
         archives.update(source._archives)
-    archives[LIVE_FOLDER] = _MemoryArchive(blobs)
-    return Snapshot(
-        path=f"{recorded.path} (live)",
+    return memory_snapshot(
+        f"{recorded.path} (live)",
         episode_id=recorded.episode_id,
         step_index=recorded.step_index if step_index is None else step_index,
         base_image=recorded.base_image,
         image_id=recorded.image_id,
         workdir=recorded.workdir,
+        entries=entries,
+        base_entries=recorded.base_entries,
+        blobs=blobs,
+        created_at=created_at,
+        archives=archives,
+    )
+
+
+def memory_snapshot(
+    path: str,
+    *,
+    episode_id: str,
+    step_index: int,
+    base_image: str,
+    image_id: str | None,
+    workdir: str,
+    entries: Iterable[Entry],
+    base_entries: Mapping[str, Entry],
+    blobs: Mapping[str, bytes],
+    created_at: str | None = None,
+    archives: Mapping[str, _Archive | _MemoryArchive] | None = None,
+) -> Snapshot:
+    """A step snapshot held in memory: entries relative to ``base_image``, content (by sha256) in ``blobs``.
+
+    Entries whose content is in ``blobs`` say ``stored_in=LIVE_FOLDER``; ``archives`` adds other snapshots'
+    stored content that entries may refer to. Nothing is written anywhere.
+    """
+    readable = dict(archives or {})
+    readable[LIVE_FOLDER] = _MemoryArchive(blobs)
+    return Snapshot(
+        path=path,
+        episode_id=episode_id,
+        step_index=step_index,
+        base_image=base_image,
+        image_id=image_id,
+        workdir=workdir,
         created_at=created_at or utc_now(),
         entries=types.MappingProxyType({entry.path: entry for entry in entries}),
-        base_entries=recorded.base_entries,
-        _archives=types.MappingProxyType(archives),
+        base_entries=types.MappingProxyType(dict(base_entries)),
+        _archives=types.MappingProxyType(readable),
     )
 
 

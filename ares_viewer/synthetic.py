@@ -213,6 +213,7 @@ def write_boundary_snapshot(
     tarball: bool = False,
     created_at: str = "2026-11-20T14:05:00.000000",
     mtime: float = 1_763_800_000.0,
+    container_image: str | None = "swebench/sweb.eval.x86_64.calc_1:latest",
 ) -> str:
     """Write an episode-boundary snapshot as ARES's proposed writer does (formats.md section 2).
 
@@ -230,6 +231,7 @@ def write_boundary_snapshot(
         tarball: Write ``container_fs.tar.gz`` as a real gzip tarball instead of a folder.
         created_at: ISO-8601 local time, no zone.
         mtime: Modification time given to every file (a copy keeps the original times).
+        container_image: The image the container ran (``container_image``; None when unknown).
 
     Returns:
         The snapshot folder.
@@ -255,7 +257,7 @@ def write_boundary_snapshot(
         "task_type": "swebench",
         "task_data": {"instance_id": "calc__calc-1"},
         "container_type": "docker",
-        "container_image": "swebench/sweb.eval.x86_64.calc_1:latest",
+        "container_image": container_image,
         "container_dockerfile_path": "None",
         "container_resources": None,
         "agent_messages": agent_messages,

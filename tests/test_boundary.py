@@ -7,6 +7,7 @@ Snapshots are written the way ARES's proposed writer lays them out: ``{dir}/{sna
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -146,6 +147,25 @@ def test_base_image_side_is_refused_clearly(run):
         fsdiff.step_changes(episode, 0)
 
 
+@pytest.mark.parametrize("kept_in_memory", [True, False])
+def test_every_file_is_hashed_and_read_in_one_pass(run, monkeypatch, kept_in_memory):
+    """What a restore reads of a whole-filesystem copy: a big tarball is read once, front to back."""
+    if not kept_in_memory:
+        monkeypatch.setattr(snapshots, "MAX_CACHED_ARCHIVE_BYTES", 0)  # as for a tarball of a real filesystem
+    folder, doc = run
+    boundary._OPEN_CACHE.clear()
+    snap = _episode(folder, doc).snapshot(4)
+    files, links, _modes = _state(4)
+    opened = []
+    real_open = tarfile.open
+    monkeypatch.setattr(tarfile, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    assert snap.digests() == {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
+    wanted = ["/testbed/logo.png", "src/calc/core.py", "/testbed/latest", "/testbed/absent.txt"]
+    assert snap.read_many(wanted) == {"/testbed/logo.png": files["/testbed/logo.png"],
+                                      "/testbed/src/calc/core.py": CORE_V1}  # a link and a missing path: left out
+    assert len(opened) <= 2  # one pass each, however many files
+
+
 def test_file_history_starts_at_the_first_snapshot(run):
     folder, doc = run
     history = fsdiff.file_history(_episode(folder, doc), "/testbed/src/calc/core.py")
@@ -161,7 +181,7 @@ def test_snapshot_reads_relative_paths_under_testbed(run):
     assert snap.read("src/calc/core.py") == CORE_V1
     assert snap.stat("setup.cfg").type == snapshots.ABSENT
     assert snap.header["step_count"] == 2 and "agent_messages" not in snap.header
-    with pytest.raises(snapshots.SnapshotError, match="cannot be restored"):
+    with pytest.raises(snapshots.SnapshotError, match="compare it with its image first"):
         snap.to_archive()
 
 

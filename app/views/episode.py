@@ -256,7 +256,7 @@ def step_viewer(where: str, episode_id: str) -> None:
     step = episode.step(k)
     st.caption(step_caption(step))
     step_details(step)
-    if any(ref.step_index == k and isinstance(ref, snapshots.SnapshotRef) for ref in episode.snapshots()):
+    if any(ref.step_index == k for ref in episode.snapshots()):
         st.page_link("views/sandbox.py", label=f"Restore step {k} into a live container", icon=":material/restore:",
                      query_params=state.params(step=k))
     files_changed(episode, k)

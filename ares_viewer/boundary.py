@@ -422,6 +422,9 @@ class _TarReader:
             elif member.issym():
                 entries[path] = snapshots.Entry(path=path, type=snapshots.SYMLINK, mode=mode,
                                                 link_target=member.linkname)
+            elif member.ischr() or member.isblk() or member.isfifo():  # recorded, never opened
+                kind = "character device" if member.ischr() else "block device" if member.isblk() else "FIFO"
+                entries[path] = snapshots.Entry(path=path, type=snapshots.OTHER, mode=mode, note=kind)
             else:
                 content = self._content_member(path)
                 entries[path] = snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=content.size,

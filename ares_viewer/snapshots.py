@@ -1012,11 +1012,12 @@ def _tree_path(name: str) -> str:
 def _member_problem(member: tarfile.TarInfo, *, tree: bool = False) -> str | None:
     """Why a tar member is unsafe or unexpected (None when it is fine).
 
-    Both kinds of archive refuse absolute names, ``..`` components, links whose target leaves the archive,
-    device files, FIFOs and enormous declared sizes. A blob archive (``tree=False``) holds only regular files
-    named by their sha256. A filesystem tarball (``tree=True``) also holds folders and links; its symlinks
-    are a container's own, so an absolute target names a path inside that container (``/usr/bin/python3``):
-    recorded verbatim, never followed, never extracted.
+    Both kinds of archive refuse absolute names, ``..`` components, links whose target leaves the archive
+    and enormous declared sizes. A blob archive (``tree=False``) holds only regular files named by their
+    sha256: device files and FIFOs are refused. A filesystem tarball (``tree=True``) also holds folders and
+    links; its symlinks are a container's own, so an absolute target names a path inside that container
+    (``/usr/bin/python3``): recorded verbatim, never followed, never extracted. Its device files and FIFOs
+    (a real container's ``/dev``) are let through to be recorded as ``other`` entries, never opened.
     """
     name = member.name
     if name.startswith("/"):
@@ -1034,6 +1035,8 @@ def _member_problem(member: tarfile.TarInfo, *, tree: bool = False) -> str | Non
         if tree:
             return None
         return f"member {name!r} is a link; blob archives hold only regular files"
+    if tree and (member.ischr() or member.isblk() or member.isfifo()):
+        return None
     if member.ischr() or member.isblk():
         kind = "character" if member.ischr() else "block"
         return f"member {name!r} is a {kind} device file"

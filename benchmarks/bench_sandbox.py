@@ -8,7 +8,9 @@
   (run + output comparison, and with the filesystem check: in-memory capture + fsdiff) vs the same command
   run bare with ``exec_run(["bash", "-lc", ...])`` in an identical container; printed with the engine's own
   change listing (``container.diff()`` of an unchanged container): what one check would cost if it asked the
-  engine, which a replay after a restore does not (``capture.ChangeTracker`` reads only what each step changed).
+  engine, which a replay after a restore does not (``capture.ChangeTracker`` reads only what each step changed);
+- restoring the same step from an episode-boundary snapshot whose ``container_fs.tar.gz`` is the container's
+  whole filesystem (its ``docker export``): the first time (every file hashed, the image listed) and again.
 
 Every container made here is labelled with a benchmark session and removed at the end.
 """
@@ -16,13 +18,16 @@ Every container made here is labelled with a benchmark session and removed at th
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
+import shutil
 import statistics
+import tempfile
 import time
 
 import docker
 
-from ares_viewer import run, sandbox
+from ares_viewer import boundary, capture, run, sandbox, synthetic
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 EPISODE = REPO / "sample_runs" / "demo-run" / "48d3a704-23f6-46b7-aed6-fa19b678c0a6.json"  # slugify-solved
@@ -50,6 +55,34 @@ def _replay_overheads(client, episode, session: str, repeat: int, check: bool) -
             box.remove()
             twin.remove()
     return overheads, statuses
+
+
+def _boundary_restores(client, episode, session: str, repeat: int) -> tuple[float, float, int, int]:
+    """Restore step 0 from a whole-filesystem boundary copy: (first time, best later time, copy bytes, paths)."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-boundary-"))
+    try:
+        run_dir = folder / "run"
+        run_dir.mkdir()
+        shutil.copy(EPISODE, run_dir)
+        doc = json.loads(EPISODE.read_text())
+        with sandbox.restore(episode, 0, client=client, session=session) as source:
+            snapshot = pathlib.Path(synthetic.write_boundary_snapshot(
+                run_dir, synthetic.boundary_messages(doc, 0), {}, container_image=source.image, tarball=True))
+            with open(snapshot / boundary.CONTAINER_FS, "wb") as out:
+                for chunk in source.container().export():
+                    out.write(chunk)
+        copy = run.load_episode(run_dir / EPISODE.name)
+        capture._IMAGE_LISTINGS.clear()
+        times = []
+        for _ in range(repeat + 1):
+            began = time.perf_counter()
+            box = sandbox.restore(copy, 0, client=client, session=session)
+            times.append(time.perf_counter() - began)
+            box.remove()
+        paths = len(copy.snapshot(0).entries)
+        return times[0], min(times[1:]), (snapshot / boundary.CONTAINER_FS).stat().st_size, paths
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main() -> None:
@@ -96,6 +129,11 @@ def main() -> None:
         finally:
             box.remove()
         print(f"for reference, the engine's change list: container.diff() of a restored container {min(diffs):.3f} s")
+
+        first, again, size, paths = _boundary_restores(client, episode, session, args.repeat)
+        print(f"restore step 0 from an episode-boundary copy of the whole filesystem ({size / 1e6:.0f} MB tar, "
+              f"{paths} paths): first {first:.3f} s (hashes the copy, lists the image), again {again:.3f} s; "
+              f"RATIO {first / ours:.1f}x / {again / ours:.1f}x the per-step restore")
     finally:
         sandbox.cleanup(client, session=session)
         for container in client.containers.list(all=True, filters={"label": f"{sandbox.LABEL_SESSION}={session}"}):

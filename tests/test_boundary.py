@@ -155,7 +155,7 @@ def test_every_file_is_hashed_and_read_in_one_pass(run, monkeypatch, kept_in_mem
     folder, doc = run
     boundary._OPEN_CACHE.clear()
     snap = _episode(folder, doc).snapshot(4)
-    files, links, _modes = _state(4)
+    files, _links, _modes = _state(4)
     opened = []
     real_open = tarfile.open
     monkeypatch.setattr(tarfile, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
@@ -241,13 +241,9 @@ def _special(tar: tarfile.TarFile, name: str, kind: bytes, target: str = "", dat
     (lambda t: _special(t, "testbed/../../../root/.bashrc", tarfile.REGTYPE, data=b"x"), "'..' component"),
     (lambda t: _special(t, "testbed/escape", tarfile.SYMTYPE, "../../../../etc/shadow"), "pointing outside"),
     (lambda t: _special(t, "testbed/hard", tarfile.LNKTYPE, "/etc/shadow"), "pointing outside"),
-    (lambda t: _special(t, "dev/sda", tarfile.BLKTYPE), "block device"),
-    (lambda t: _special(t, "dev/tty9", tarfile.CHRTYPE), "character device"),
-    (lambda t: _special(t, "testbed/pipe", tarfile.FIFOTYPE), "FIFO"),
     (lambda t: _special(t, "./testbed/a.py", tarfile.REGTYPE, data=b"evil\n"), "duplicate member"),
     (lambda t: _special(t, "testbed/hard", tarfile.LNKTYPE, "testbed/missing.py"), "not a file in it"),
-], ids=["absolute", "dotdot", "symlink-outside", "hardlink-absolute", "block-device", "char-device", "fifo",
-        "duplicate", "dangling-hardlink"])
+], ids=["absolute", "dotdot", "symlink-outside", "hardlink-absolute", "duplicate", "dangling-hardlink"])
 def test_unsafe_tarball_members_are_refused(tmp_path, build, fragment):
     folder = _tarball_snapshot(tmp_path, build)
     before = _listing(tmp_path)
@@ -255,6 +251,33 @@ def test_unsafe_tarball_members_are_refused(tmp_path, build, fragment):
         boundary.open_boundary(folder)
     assert caught.value.path == str(folder) and fragment in caught.value.reason
     assert _listing(tmp_path) == before, "nothing may be extracted"
+
+
+def test_device_files_and_fifos_are_flagged_never_opened(tmp_path):
+    """A real container's exported filesystem has device nodes in /dev: listed as such, never read or made."""
+    def build(tar):
+        _special(tar, "dev/sda", tarfile.BLKTYPE)
+        _special(tar, "dev/tty9", tarfile.CHRTYPE)
+        _special(tar, "testbed/pipe", tarfile.FIFOTYPE)
+        _special(tar, "testbed/disk", tarfile.LNKTYPE, "dev/sda")  # a hard link to a device: no content to read
+
+    folder = _tarball_snapshot(tmp_path, build)
+    before = _listing(tmp_path)
+    with pytest.raises(snapshots.SnapshotError, match="hard link 'testbed/disk' points at 'dev/sda', which is not"):
+        boundary.open_boundary(folder)
+    folder = _tarball_snapshot(tmp_path / "plain", lambda tar: (_special(tar, "dev/sda", tarfile.BLKTYPE),
+                                                                  _special(tar, "dev/tty9", tarfile.CHRTYPE),
+                                                                  _special(tar, "testbed/pipe", tarfile.FIFOTYPE)))
+    snap = boundary.open_boundary(folder)
+    assert {p: (snap.stat(p).type, snap.stat(p).note) for p in ("/dev/sda", "/dev/tty9", "/testbed/pipe")} == {
+        "/dev/sda": ("other", "block device"), "/dev/tty9": ("other", "character device"),
+        "/testbed/pipe": ("other", "FIFO")}
+    assert snap.read("/dev/sda") is None and snap.read("/testbed/a.py") == b"x = 1\n"
+    assert snap.digests() == {"/testbed/a.py": hashlib.sha256(b"x = 1\n").hexdigest()}
+    after = _listing(tmp_path)
+    assert {path: after.get(path) for path in before} == before
+    assert sorted(p.name for p in (tmp_path / "plain").rglob("*")) == sorted(
+        [folder.name, boundary.SNAPSHOT_JSON, boundary.CONTAINER_FS]), "nothing may be extracted"
 
 
 def test_enormous_declared_size_is_refused(tmp_path):

@@ -30,6 +30,7 @@ import posixpath
 import stat
 import tarfile
 import threading
+import time
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -237,9 +238,67 @@ def scan(run_dir: str | os.PathLike[str]) -> tuple[list[_Header], list[snapshots
 
 def _local_dir(episode_path: str) -> pathlib.Path | None:
     if "://" in episode_path:
-        return None  # remote runs: snapshots are only looked up beside local files
+        return None  # remote runs: see _remote_headers
     folder = pathlib.Path(episode_path).parent
     return folder if folder.is_dir() else None
+
+
+# A remote run's boundary snapshots are listed again after this many seconds (each page view asks for them).
+_REMOTE_TTL_S = 60.0
+_REMOTE_SEEN: dict[str, tuple[float, list[_Header]]] = {}
+# Local copy of a remote snapshot's snapshot.json folder -> (filesystem, remote folder): fetched whole on open.
+_REMOTE_ORIGIN: dict[str, tuple[Any, str]] = {}
+_HEADERS_KIND = "remote-boundary-headers"
+_COPIES_KIND = "remote-boundary"
+
+
+def _remote_headers(episode_url: str) -> list[_Header]:
+    """The boundary snapshots beside an episode read through fsspec (``s3://``, ``memory://``...).
+
+    Only each snapshot's ``snapshot.json`` is copied into the local cache to link it; the filesystem copy is
+    fetched when the snapshot is opened (:func:`open_boundary`). Nothing is written into the run.
+    """
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(episode_url)
+        protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
+        run_dir = posixpath.dirname(path)
+        if protocol in ("file", "local"):
+            return scan(run_dir)[0]
+    except (ValueError, OSError) as exc:
+        _LOGGER.warning("%s: cannot look for boundary snapshots (%s)", episode_url, exc)
+        return []
+    key = fs.unstrip_protocol(run_dir)
+    with _CACHE_LOCK:
+        seen = _REMOTE_SEEN.get(key)
+    if seen is not None and time.monotonic() - seen[0] <= _REMOTE_TTL_S:
+        return seen[1]
+    headers = []
+    for root in (run_dir, posixpath.join(run_dir, snapshots.SNAPSHOTS_DIRNAME)):
+        try:
+            found = sorted(fs.glob(posixpath.join(root, "*", SNAPSHOT_JSON)))[:MAX_SEARCHED_FOLDERS]
+        except OSError as exc:
+            _LOGGER.warning("%s: cannot list %s (%s)", episode_url, root, exc)
+            continue
+        for json_path in found:
+            remote = posixpath.dirname(json_path)
+            if posixpath.basename(remote).startswith("."):
+                continue
+            copy = snapshots.mirror_remote(fs, remote, _HEADERS_KIND, posixpath.basename(remote),
+                                           only={SNAPSHOT_JSON})
+            if copy is None:
+                continue
+            with _CACHE_LOCK:
+                _REMOTE_ORIGIN[str(copy)] = (fs, remote)
+            header = _header(copy)
+            if isinstance(header, _Header):
+                headers.append(header)
+            else:
+                _LOGGER.warning("%s", header)
+    with _CACHE_LOCK:
+        _REMOTE_SEEN[key] = (time.monotonic(), headers)
+    return headers
 
 
 def find_for_episode(episode: model.Episode) -> list[BoundaryRef]:
@@ -254,9 +313,12 @@ def find_for_episode(episode: model.Episode) -> list[BoundaryRef]:
     the first by folder name is kept.
     """
     folder = _local_dir(episode.path)
-    if folder is None:
+    if folder is not None:
+        headers = scan(folder)[0]
+    elif "://" in episode.path:
+        headers = _remote_headers(episode.path)
+    else:
         return []
-    headers, _ = scan(folder)
     headers = [h for h in headers if h.digests]
     if not headers:
         return []
@@ -590,7 +652,7 @@ def open_boundary(ref_or_path: BoundaryRef | str | os.PathLike[str]) -> Boundary
     Raises:
         snapshots.SnapshotError: When ``snapshot.json`` or ``container_fs.tar.gz`` is missing or malformed, the
             filesystem is a symlink, or the tarball is corrupt, truncated or holds unsafe members (absolute
-            names, ``..``, links leaving it, device files, FIFOs, duplicates, enormous sizes).
+            names, ``..``, links leaving it, duplicates, enormous sizes; device files and FIFOs are recorded).
     """
     if isinstance(ref_or_path, BoundaryRef):
         folder = pathlib.Path(ref_or_path.path)
@@ -598,6 +660,13 @@ def open_boundary(ref_or_path: BoundaryRef | str | os.PathLike[str]) -> Boundary
     else:
         folder = pathlib.Path(ref_or_path)
         episode_id, step_index = "", -1
+    with _CACHE_LOCK:
+        origin = _REMOTE_ORIGIN.get(str(folder))
+    if origin is not None:  # a remote run's snapshot: its whole folder is copied into the cache first
+        copy = snapshots.mirror_remote(*origin, _COPIES_KIND, folder.name)
+        if copy is None:
+            raise snapshots.SnapshotError(folder, f"cannot copy {origin[1]} into the local cache")
+        folder = copy
     if not folder.is_dir():
         raise snapshots.SnapshotError(folder, "the snapshot folder does not exist")
     header = read_header(folder)

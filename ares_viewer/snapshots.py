@@ -34,7 +34,7 @@ import threading
 import time
 import types
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 _LOGGER = logging.getLogger(__name__)
@@ -419,13 +419,10 @@ _REMOTE_LOCK = threading.Lock()
 def _remote_steps(episode_url: str, episode_id: str) -> list[SnapshotRef]:
     """The step snapshots of an episode read through fsspec (``s3://``, ``gs://``, ``memory://``...).
 
-    The episode's snapshot folder is mirrored file by file into the local cache (``ARES_VIEWER_CACHE``), never
-    into the run, and read from there like a local one; it is fetched again only when the remote listing changes
-    (names, sizes, modification times). Archives are copied as they are, never extracted.
+    The episode's snapshot folder is mirrored into the local cache (:func:`mirror_remote`), never into the run,
+    and read from there like a local one.
     """
     import fsspec
-
-    from ares_viewer import index_cache
 
     try:
         fs, path = fsspec.core.url_to_fs(episode_url)
@@ -436,44 +433,72 @@ def _remote_steps(episode_url: str, episode_id: str) -> list[SnapshotRef]:
                                 episode_snapshots_dir(".", episode_id).name)
         if not fs.isdir(remote):
             return []
-        listing = fs.find(remote, detail=True)
     except ValueError:
         return []  # an id that cannot name a folder: no per-step snapshots (see find_for_episode)
     except OSError as exc:
         _LOGGER.warning("%s: cannot list its snapshots (%s)", episode_url, exc)
         return []
+    mirror = mirror_remote(fs, remote, "remote-snapshots", episode_id)
+    return list_steps(mirror) if mirror is not None else []
+
+
+def mirror_remote(fs: Any, remote: str, kind: str, name: str, *, only: Collection[str] | None = None
+                  ) -> pathlib.Path | None:
+    """Copy a folder of a remote filesystem file by file into the local cache; the copy's path (None on failure).
+
+    The copy is ``<cache>/<kind>/<hash of the remote folder>/<name>``, in the index cache folder
+    (``ARES_VIEWER_CACHE``), never in the run. It is fetched again only when the remote listing (names, sizes,
+    modification times) changes, and replaced whole, so a reader never sees half a copy. Files are copied as
+    they are: archives are never extracted.
+
+    Args:
+        fs: An fsspec filesystem.
+        remote: The folder's path on ``fs``.
+        kind: The cache subfolder (what the copies are).
+        name: The copy's folder name (a plain name).
+        only: Copy only these top-level names of the folder (default: everything under it).
+    """
+    from ares_viewer import index_cache
+
+    try:
+        listing = fs.find(remote, detail=True)
+    except OSError as exc:
+        _LOGGER.warning("%s: cannot list it (%s)", remote, exc)
+        return None
     files: dict[str, str] = {}
-    for name, info in sorted(listing.items()):
-        relative = posixpath.relpath(name, remote)
+    for remote_name, info in sorted(listing.items()):
+        relative = posixpath.relpath(remote_name, remote)
         parts = pathlib.PurePosixPath(relative).parts
         if info.get("type") == "directory":
             continue
         if relative.startswith("/") or not parts or any(part in ("", ".", "..") for part in parts):
-            _LOGGER.warning("%s: snapshot member %r is not a plain relative path; skipped", episode_url, name)
+            _LOGGER.warning("%s: member %r is not a plain relative path; skipped", remote, remote_name)
             continue
-        files[relative] = name
+        if only is None or parts[0] in only:
+            files[relative] = remote_name
     stamp = json.dumps([[r, listing[n].get("size"), str(listing[n].get("mtime") or listing[n].get("LastModified"))]
                         for r, n in files.items()])
     digest = hashlib.sha256(fs.unstrip_protocol(remote).encode()).hexdigest()[:24]
-    mirror = index_cache.cache_dir() / "remote-snapshots" / digest / episode_id
-    marker = mirror.parent / f"{episode_id}.complete"
-    if not (marker.is_file() and marker.read_text(encoding="utf-8") == stamp and mirror.is_dir()):
-        partial = mirror.parent / f".{episode_id}.partial-{os.getpid()}-{threading.get_ident()}"
+    mirror = index_cache.cache_dir() / kind / digest / name
+    marker = mirror.parent / f"{name}.complete"
+    if marker.is_file() and marker.read_text(encoding="utf-8") == stamp and mirror.is_dir():
+        return mirror
+    partial = mirror.parent / f".{name}.partial-{os.getpid()}-{threading.get_ident()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        for relative, remote_name in files.items():
+            target = partial.joinpath(*pathlib.PurePosixPath(relative).parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(fs.cat_file(remote_name))
+        partial.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(mirror, ignore_errors=True)
+        partial.rename(mirror)
+        marker.write_text(stamp, encoding="utf-8")
+    except OSError as exc:
         shutil.rmtree(partial, ignore_errors=True)
-        try:
-            for relative, name in files.items():
-                target = partial.joinpath(*pathlib.PurePosixPath(relative).parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(fs.cat_file(name))
-            partial.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(mirror, ignore_errors=True)
-            partial.rename(mirror)
-            marker.write_text(stamp, encoding="utf-8")
-        except OSError as exc:
-            shutil.rmtree(partial, ignore_errors=True)
-            _LOGGER.warning("%s: cannot copy its snapshots into the cache (%s)", episode_url, exc)
-            return []
-    return list_steps(mirror)
+        _LOGGER.warning("%s: cannot copy it into the cache (%s)", remote, exc)
+        return None
+    return mirror
 
 
 def list_steps(episode_dir: str | os.PathLike[str]) -> list[SnapshotRef]:

@@ -166,6 +166,41 @@ def test_every_file_is_hashed_and_read_in_one_pass(run, monkeypatch, kept_in_mem
     assert len(opened) <= 2  # one pass each, however many files
 
 
+def test_a_run_read_through_fsspec_links_and_opens_its_boundary_snapshots(run, monkeypatch):
+    import fsspec
+
+    folder, doc = run
+    fs = fsspec.filesystem("memory")
+    for file in folder.rglob("*"):
+        if file.is_file():
+            fs.pipe("/boundary-run/" + file.relative_to(folder).as_posix(), file.read_bytes())
+    fetched: list[str] = []
+    real_cat = type(fs).cat_file
+    monkeypatch.setattr(type(fs), "cat_file", lambda self, path, *a, **k: fetched.append(path) or real_cat(
+        self, path, *a, **k))
+    try:
+        remote = ares_viewer.open_run("memory://boundary-run").episode(doc["episode_id"])
+        local = _episode(folder, doc)
+        refs = remote.snapshots()
+        assert [(r.step_index, r.snapshot_id) for r in refs] == [(r.step_index, r.snapshot_id)
+                                                                  for r in local.snapshots()]
+        # Linking read each snapshot.json and nothing of the filesystem copies.
+        assert fetched and all(name.endswith(boundary.SNAPSHOT_JSON) for name in fetched)
+        cache = pathlib.Path(os.environ["ARES_VIEWER_CACHE"])
+        ours, theirs = fsdiff.compare(remote, 0, 2), fsdiff.compare(local, 0, 2)
+        assert all(pathlib.Path(remote.snapshot(k).path).is_relative_to(cache) for k in (0, 2))  # not in the run
+        if (folder / "snap-2" / boundary.CONTAINER_FS).is_file():
+            assert ours.paths() == theirs.paths()
+        else:  # an object store keeps a folder copy's files, not their modes or symlinks
+            assert {"/testbed/src/calc/core.py", "/testbed/notes.txt", "/testbed/setup.cfg"} <= set(ours.paths())
+        edit = "/testbed/src/calc/core.py"
+        assert ours.file_diff(edit).unified == theirs.file_diff(edit).unified
+        assert any(boundary.CONTAINER_FS in name for name in fetched)  # fetched once opened
+    finally:
+        fs.rm("/boundary-run", recursive=True)
+        boundary._REMOTE_SEEN.clear()
+
+
 def test_file_history_starts_at_the_first_snapshot(run):
     folder, doc = run
     history = fsdiff.file_history(_episode(folder, doc), "/testbed/src/calc/core.py")

@@ -48,3 +48,34 @@ def chromium_path() -> str:
     if not CHROMIUM.exists():
         _missing(f"{CHROMIUM} not found (apt-get install chromium)")
     return str(CHROMIUM)
+
+
+_SANDBOX_ENTRY = f'''
+import pathlib, sys
+APP = pathlib.Path({str(REPO / "app")!r})
+sys.path.insert(0, str(APP))
+import state, widgets
+import streamlit as st
+state.sync_from_url()
+page = st.navigation([st.Page(str(APP / "views" / "sandbox.py"), title="Sandbox", url_path="sandbox", default=True)])
+widgets.run_picker()
+page.run()
+'''
+
+
+@pytest.fixture
+def sandbox_page(tmp_path, monkeypatch):
+    """``sandbox_page(runs_root, **query)``: the app's Sandbox page as an AppTest, on the runs under ``runs_root``."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    def make(runs_root: pathlib.Path, **query: str) -> AppTest:
+        st.cache_resource.clear()
+        monkeypatch.setenv("ARES_VIEWER_RUNS", str(runs_root))
+        entry = tmp_path / "sandbox_entry.py"
+        entry.write_text(_SANDBOX_ENTRY)
+        at = AppTest.from_file(str(entry), default_timeout=60)
+        at.query_params.update(query)
+        return at
+
+    return make

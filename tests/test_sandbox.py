@@ -548,43 +548,21 @@ def test_git_index_comparison_ignores_the_stat_cache(tmp_path):
 
 # ----- the app page without a browser (AppTest) ---------------------------------------------------------------------
 
-_ENTRY = f'''
-import pathlib, sys
-APP = pathlib.Path({str(REPO / "app")!r})
-sys.path.insert(0, str(APP))
-import state, widgets
-import streamlit as st
-state.sync_from_url()
-page = st.navigation([st.Page(str(APP / "views" / "sandbox.py"), title="Sandbox", url_path="sandbox", default=True)])
-widgets.run_picker()
-page.run()
-'''
+def _page(sandbox_page):
+    return sandbox_page(REPO / "sample_runs", run="demo-run", episode=SOLVED, step="0")
 
 
-def _page(tmp_path, monkeypatch):
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    st.cache_resource.clear()
-    monkeypatch.setenv("ARES_VIEWER_RUNS", str(REPO / "sample_runs"))
-    entry = tmp_path / "entry.py"
-    entry.write_text(_ENTRY)
-    at = AppTest.from_file(str(entry), default_timeout=60)
-    at.query_params.update(run="demo-run", episode=SOLVED, step="0")
-    return at
-
-
-def test_page_says_how_to_fix_a_missing_engine(tmp_path, monkeypatch):
+def test_page_says_how_to_fix_a_missing_engine(tmp_path, monkeypatch, sandbox_page):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'gone.sock'}")
-    at = _page(tmp_path, monkeypatch).run()
+    at = _page(sandbox_page).run()
     assert not at.exception
     errors = " ".join(e.value for e in at.error)
     assert "Docker is unavailable" in errors and "dockerd" in errors and "systemctl start docker" in errors
 
 
-def test_page_is_off_unless_enabled_on_a_public_address(tmp_path, monkeypatch):
+def test_page_is_off_unless_enabled_on_a_public_address(monkeypatch, sandbox_page):
     monkeypatch.setenv("ARES_VIEWER_SANDBOX", "0")
-    at = _page(tmp_path, monkeypatch).run()
+    at = _page(sandbox_page).run()
     assert not at.exception
     assert any("ARES_VIEWER_SANDBOX=1" in w.value for w in at.warning)
     assert not [b for b in at.button if b.label == "Restore"]

@@ -14,6 +14,7 @@ import pathlib
 import posixpath
 import shutil
 import tarfile
+import time
 import uuid
 
 import pytest
@@ -216,3 +217,21 @@ def test_a_copy_that_names_no_image_is_refused_before_the_engine(tmp_path):
 
     with pytest.raises(snapshots.SnapshotError, match="records no container image"):
         sandbox.restore(run.load_episode(run_dir / f"{EXPLORER}.json"), 12, client=NoEngine())
+
+
+def test_the_sandbox_page_restores_and_replays_a_boundary_snapshot(engine, boundary_run, sandbox_page):
+    began = time.time() - 1
+    try:
+        at = sandbox_page(boundary_run.parent, run=boundary_run.name, episode=SOLVED, step="0").run(timeout=120)
+        assert not at.exception
+        next(b for b in at.button if b.label == "Restore").click().run(timeout=180)
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert {m.label: m.value for m in at.metric}["State"] == "running"
+        next(b for b in at.button if b.label == "Replay steps 1–7").click().run(timeout=300)
+        assert not at.exception
+        assert "7 reproduced" in " ".join(md.value for md in at.markdown)
+        assert {m.label: m.value for m in at.metric}["Filesystem"] == "step 7 (from 0)"
+    finally:
+        for info in sandbox.list_sandboxes(engine, role=sandbox.ROLE):
+            if info.episode_id == SOLVED and info.created_at >= began:
+                engine.api.remove_container(info.container_id, force=True)

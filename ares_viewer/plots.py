@@ -16,6 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ares_viewer import run
+
 # One colour per outcome, the same in every figure; failures are warm, success green.
 OUTCOME_COLOURS = {
     "completed": "#2da44e",
@@ -73,17 +75,22 @@ def reward_distribution(episodes: pd.DataFrame, *, bins: int = 20) -> go.Figure:
 
 
 def success_by_task(episodes: pd.DataFrame) -> go.Figure:
-    """Per task, the share of attempts with a positive reward (bar) and the number of attempts (hover)."""
-    frame = _rewarded(episodes)
+    """Per task, the share of scored attempts with a positive reward (bar) and the counts (hover).
+
+    Finished attempts nobody scored (``run.unscored``) are neither successes nor failures: they are left out
+    of the rate and counted apart; a task with no scored attempt has no bar.
+    """
+    frame = episodes.assign(scored=~run.unscored(episodes), won=episodes["total_reward"].fillna(0.0) > 0)
     grouped = frame.groupby("task_name").agg(
-        attempts=("episode_id", "size"), successes=("reward_plotted", lambda r: int((r > 0).sum()))
+        attempts=("episode_id", "size"), scored=("scored", "sum"), successes=("won", "sum")
     )
-    grouped["rate"] = grouped["successes"] / grouped["attempts"]
+    grouped["rate"] = grouped["successes"] / grouped["scored"].where(grouped["scored"] > 0)
     grouped = grouped.sort_values(["rate", "attempts"], ascending=[True, False])
+    labels = [f"{s}/{n}" + (f", {a - n} unscored" if a > n else "")
+              for s, n, a in zip(grouped["successes"], grouped["scored"], grouped["attempts"], strict=True)]
     fig = go.Figure(go.Bar(
         x=grouped["rate"], y=grouped.index, orientation="h", marker_color="#2da44e",
-        customdata=grouped.index, text=[f"{s}/{a}" for s, a in zip(grouped["successes"], grouped["attempts"],
-                                                                   strict=True)],
+        customdata=grouped.index, text=labels,
         textposition="auto", hovertemplate="%{y}: %{x:.0%} success (%{text})<extra></extra>",
     ))
     fig.update_xaxes(range=[0, 1], tickformat=".0%")

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from ares_viewer import formats, index_cache, model, sources
+from ares_viewer import formats, index_cache, model, sources, verdicts
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -63,6 +63,16 @@ class EmptyRunError(LookupError):
     """The location exists but holds no episodes."""
 
 
+def unscored(episodes: pd.DataFrame) -> pd.Series:
+    """Which episodes finished without anyone scoring them: completed, with no reward recorded or given.
+
+    Such an episode (a mini-swe-agent trajectory before its evaluation, say) is neither a success nor a failure,
+    so success rates leave it out. An episode that errored, was truncated or never finished without a reward
+    did fail, and counts as such.
+    """
+    return episodes["total_reward"].isna() & (episodes["outcome"] == model.Outcome.COMPLETED.value)
+
+
 def load_episode(path: str | os.PathLike) -> model.Episode:
     """Read one episode file.
 
@@ -82,7 +92,8 @@ def load_episode(path: str | os.PathLike) -> model.Episode:
 def _index_file(path: str) -> tuple[str, bytes]:
     """Parse one file into its cache entry: ``(kind, JSON payload)``. Runs in worker processes.
 
-    Kinds: ``skipped`` (something else), or ``read`` with ``{"rows": [...], "errors": [...]}``.
+    Kinds: ``skipped`` (something else), ``verdicts`` (an evaluation report: ``{instance id: verdict}``), or
+    ``read`` with ``{"rows": [...], "errors": [...]}``.
     """
     try:
         data = sources.read_bytes(path)
@@ -92,6 +103,8 @@ def _index_file(path: str) -> tuple[str, bytes]:
     except Exception as exc:  # a parser bug must not stop the rest of the run
         _LOGGER.exception("unexpected failure reading %s", path)
         result = formats.FileResult(errors=(f"unexpected failure while reading ({type(exc).__name__}: {exc})",))
+    if result.verdicts:
+        return "verdicts", orjson.dumps(dict(result.verdicts))
     if result.skipped:
         return "skipped", b"null"
     return "read", orjson.dumps({"rows": result.rows, "errors": result.errors})
@@ -131,6 +144,9 @@ class Run:
         errors: files that should hold episodes but cannot be read.
         skipped: how many files were something else (configs, notes) and were left alone.
         warnings: ``(path, message)`` for files that loaded with repairs.
+        reports: evaluation reports found in the run (path -> instance id -> verdict); their verdicts give
+            a reward to the episodes whose files record none (see :mod:`ares_viewer.verdicts`), with the
+            verdict in the ``verdict`` column.
     """
 
     def __init__(self, location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None) -> None:
@@ -152,16 +168,26 @@ class Run:
         self.errors: list[LoadError] = []
         self.warnings: list[tuple[str, str]] = []
         self.skipped = 0
+        self.reports: dict[str, dict[str, str]] = {}
         for f in files:
             kind, payload = entries[f.path]
             if kind == "skipped":
                 self.skipped += 1
+                continue
+            if kind == "verdicts":
+                self.reports[f.path] = orjson.loads(payload)
                 continue
             read = orjson.loads(payload)
             for row in read["rows"]:
                 self.warnings.extend((f.path, w) for w in row.pop("warnings", ()))
                 rows.append(row)
             self.errors.extend(LoadError(f.path, reason) for reason in read["errors"])
+        self._verdicts, conflicts = verdicts.merge(self.reports)
+        self.warnings.extend(conflicts)
+        for row in rows:
+            given = verdicts.reward_for(row["format"], row["task_name"], row["total_reward"], self._verdicts)
+            if given is not None:
+                row["total_reward"], row["verdict"] = given[0], given[1]
         # Adapters may add columns of their own (a training iteration, a group); they follow the common ones.
         extra = sorted({key for row in rows for key in row} - set(EPISODE_COLUMNS))
         frame = pd.DataFrame.from_records(rows, columns=[*EPISODE_COLUMNS, *extra])
@@ -205,11 +231,17 @@ class Run:
         found = [e for e in result.episodes if e.episode_id == episode_id]
         if not found:
             raise KeyError(f"{path} no longer holds episode {episode_id!r}; reopen the run")
+        episode = found[0]
+        given = verdicts.reward_for(episode.format, episode.task_name, episode.total_reward, self._verdicts)
+        if given is not None:
+            reward, verdict, report = given
+            episode = dataclasses.replace(episode, total_reward=reward,
+                                          metadata={**episode.metadata, "verdict": verdict, "verdict_report": report})
         with self._lock:
-            self._open[episode_id] = found[0]
+            self._open[episode_id] = episode
             while len(self._open) > _EPISODE_CACHE_SIZE:
                 self._open.popitem(last=False)
-        return found[0]
+        return episode
 
     def __iter__(self) -> Iterator[model.Episode]:
         """Every episode, parsed one at a time (nothing is kept beyond the bounded cache)."""
@@ -230,10 +262,13 @@ class Run:
         frame = self.episodes
         n = len(frame)
         rewards = frame["total_reward"]
+        scored = rewards[~unscored(frame)] if n else rewards
         return {
             "episodes": n,
             "errors": len(self.errors),
-            "success_rate": float((rewards > 0).mean()) if n else None,
+            # Over the scored episodes: a finished one nobody scored is neither a success nor a failure.
+            "success_rate": float((scored.fillna(0.0) > 0).mean()) if len(scored) else None,
+            "unscored": int(n - len(scored)),
             "mean_reward": float(rewards.mean()) if n and rewards.notna().any() else None,
             "mean_actions": float(frame["num_actions"].mean()) if n else None,
             "total_cost": float(frame["total_cost"].sum()) if n else 0.0,

@@ -38,3 +38,16 @@ def write_json(path: pathlib.Path, doc) -> pathlib.Path:
 def copy_tree(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
     shutil.copytree(source, target, dirs_exist_ok=True)
     return target
+
+
+def harness_report(resolved=(), unresolved=(), empty=(), error=(), incomplete=()) -> dict:
+    """A report as ``python -m swebench.harness.run_evaluation`` writes it (``<model>.<run_id>.json``)."""
+    submitted = [*resolved, *unresolved, *empty, *error]
+    return {
+        "total_instances": len(submitted) + len(incomplete), "submitted_instances": len(submitted),
+        "completed_instances": len(resolved) + len(unresolved), "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved), "empty_patch_instances": len(empty), "error_instances": len(error),
+        "completed_ids": [*resolved, *unresolved], "incomplete_ids": list(incomplete), "empty_patch_ids": list(empty),
+        "submitted_ids": submitted, "resolved_ids": list(resolved), "unresolved_ids": list(unresolved),
+        "error_ids": list(error), "schema_version": 2,
+    }

@@ -6,6 +6,8 @@ when their toggles are on. The step viewer is a fragment, so stepping reruns onl
 
 from __future__ import annotations
 
+import posixpath
+
 import loaders
 import review_panel
 import state
@@ -89,6 +91,11 @@ def format_details(episode: model.Episode) -> None:
         st.markdown(f"**Evaluation** {badge} {evaluation.get('rationale') or ''}")
         with st.expander("Evaluation details", icon=":material/fact_check:"):
             st.json(evaluation)
+    verdict = meta.get("verdict")
+    if verdict:
+        badge = ":green-badge[resolved]" if verdict == "resolved" else f":red-badge[{verdict.replace('_', ' ')}]"
+        st.markdown(f"**SWE-bench evaluation** {badge} reward {episode.total_reward:g}, from "
+                    f"`{posixpath.basename(meta.get('verdict_report') or '')}`")
     submission = meta.get("submission")
     if isinstance(submission, str) and submission.strip():
         with st.expander(f"Submission ({len(submission.splitlines())} lines)", icon=":material/difference:"):

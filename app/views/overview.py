@@ -31,7 +31,9 @@ def headline(run) -> None:
     stats = run.stats()
     cols = st.columns(6)
     cols[0].metric("Episodes", stats["episodes"])
-    cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"))
+    unscored = stats["unscored"]
+    cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"),
+                   help=f"Over the {stats['episodes'] - unscored} scored episodes" if unscored else None)
     cols[2].metric("Mean reward", widgets.fmt(stats["mean_reward"]))
     cols[3].metric("Mean actions", widgets.fmt(stats["mean_actions"], ".1f"))
     cols[4].metric("Cost", f"${stats['total_cost']:.2f}")
@@ -39,6 +41,10 @@ def headline(run) -> None:
                    f"{widgets.compact(stats['prompt_tokens'])} / {widgets.compact(stats['generated_tokens'])}",
                    help=f"{stats['prompt_tokens']:,} prompt / {stats['generated_tokens']:,} generated tokens")
     st.markdown("Outcomes: " + " ".join(f"{widgets.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
+    if unscored:
+        st.caption(f"{unscored} finished episode{'s' if unscored != 1 else ''} without a reward: left out of the "
+                   "success rate. mini-swe-agent trajectories get theirs from a SWE-bench evaluation report "
+                   "(`resolved_ids`, ...) placed anywhere in the run.")
 
 
 def charts(episodes: pd.DataFrame) -> None:
@@ -85,6 +91,8 @@ def filtered(episodes: pd.DataFrame) -> pd.DataFrame:
 
 def table(episodes: pd.DataFrame) -> None:
     columns = [c for c in _TRAINING_COLUMNS if c in episodes.columns] + _TABLE_COLUMNS
+    if "verdict" in episodes.columns:  # rewards an evaluation report gave: the verdict beside the reward
+        columns.insert(columns.index("total_reward") + 1, "verdict")
     shown = review_panel.label_filter(filtered(episodes))[columns].reset_index(drop=True)
     shown["error"] = shown["error"].fillna("")  # blank, not "None", for episodes that ended without an error
     st.caption(f"{len(shown)} of {len(episodes)} episodes · select a row to open it")

@@ -25,7 +25,7 @@ import dataclasses
 import re
 from typing import Any
 
-from ares_viewer import jsondecode, model
+from ares_viewer import jsondecode, model, verdicts
 from ares_viewer.formats import ares, mini_swe_agent, ray_runner, tinker
 
 # Sniffed in this order; each sniff is strict enough that no two claim the same record.
@@ -41,13 +41,15 @@ class FileResult:
     """What one file yielded: episodes (or their index rows), errors, or nothing: it is something else.
 
     A file can yield both: a JSONL file with one corrupt line loads every other line and reports
-    the bad line in ``errors``.
+    the bad line in ``errors``. An evaluation report holds no episodes but ``verdicts`` (instance id ->
+    verdict, see :mod:`ares_viewer.verdicts`).
     """
 
     episodes: tuple[model.Episode, ...] = ()
     rows: tuple[dict[str, Any], ...] = ()
     errors: tuple[str, ...] = ()
     skipped: bool = False
+    verdicts: tuple[tuple[str, str], ...] = ()
 
 
 def is_candidate(path: str) -> bool:
@@ -142,6 +144,8 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None) ->
     except jsondecode.DecodeError as exc:
         return FileResult(errors=(str(exc),))
     adapter = _adapter(records)
+    if adapter is None and len(records) == 1 and verdicts.sniff(records[0].value):
+        return FileResult(skipped=True, verdicts=tuple(verdicts.read(records[0].value).items()))
     if adapter is None:
         reason = _misnamed(path, records)
         return FileResult(errors=(reason,)) if reason else FileResult(skipped=True)

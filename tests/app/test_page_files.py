@@ -218,7 +218,9 @@ def test_episode_boundary_snapshots(runs, app):
     at = app("episode", run="run-b", episode=episode_id, step="3")
     assert [link.proto.label for link in at.get("page_link") if link.proto.page == "files"] == [
         "1 file changed at this step"]
-    assert not [link for link in at.get("page_link") if link.proto.page == "sandbox"]
+    # A boundary snapshot is restored like a per-step one (compared with its image first): the step links there.
+    assert [link.proto.label for link in at.get("page_link") if link.proto.page == "sandbox"] == [
+        "Restore step 3 into a live container"]
     # The first snapshot has nothing before it: the episode view says so instead of linking.
     at = app("episode", run="run-b", episode=episode_id, step="1")
     assert any("records no base image" in c.value for c in at.caption)

@@ -70,3 +70,28 @@ def test_mini_swe_agent_episode_page_shows_submission(runs, app):
     [submission] = [e for e in at.expander if e.label.startswith("Submission (")]
     assert "cright[-right.shape[0]:, -right.shape[1]:] = right" in page_text.of(at)
     assert submission.label == "Submission (13 lines)"
+
+
+def test_mini_swe_agent_run_is_unscored_until_an_evaluation_report_is_added(runs, app, tmp_path):
+    import json
+    import os
+    import pathlib
+
+    import formats_fixtures
+
+    at = app(run="mini")
+    assert not at.exception
+    assert metrics(at)["Success rate"] == "–"  # nobody scored these trajectories: not 0%
+    assert any("2 finished episodes without a reward" in c.value for c in at.caption)
+
+    report = pathlib.Path(os.environ["ARES_VIEWER_RUNS"]) / "mini" / "gpt-4o.swebench-run.json"
+    report.write_text(json.dumps(formats_fixtures.harness_report(resolved=["astropy__astropy-12907"],
+                                                                 unresolved=["django__django-11099"])))
+    at.button(key="app.reload").click().run()  # the sidebar's "Reload run": read the files again
+    assert metrics(at)["Success rate"] == "50%" and metrics(at)["Mean reward"] == "0.5"
+    table = at.dataframe[0].value.set_index("episode_id")
+    assert table.loc[format_runs.MINI_V2, "verdict"] == "resolved"
+    at = app("episode", run="mini", episode=format_runs.MINI_V2, step="1")
+    assert not at.exception
+    assert "**SWE-bench evaluation** :green-badge[resolved] reward 1, from `gpt-4o.swebench-run.json`" in \
+        page_text.of(at)

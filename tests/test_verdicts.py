@@ -1,0 +1,101 @@
+"""SWE-bench evaluation reports give mini-swe-agent trajectories (which record no reward) their reward."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+
+import formats_fixtures as fx
+import pytest
+
+import ares_viewer
+from ares_viewer import plots, synthetic, verdicts
+
+DJANGO = "swebench-gpt4o-v1/django__django-11099"
+ASTROPY = "swebench-sonnet/astropy__astropy-12907"
+
+
+@pytest.fixture
+def mini_run(tmp_path) -> pathlib.Path:
+    folder = tmp_path / "mini"
+    shutil.copytree(fx.MINI, folder)
+    return folder
+
+
+def _rewards(run: ares_viewer.Run) -> dict[str, float | None]:
+    frame = run.episodes.set_index("episode_id")["total_reward"]
+    return {k: (None if v != v else v) for k, v in frame.items()}
+
+
+def test_unscored_trajectories_are_neither_successes_nor_failures(mini_run):
+    run = ares_viewer.open_run(mini_run)
+    assert _rewards(run) == {DJANGO: None, ASTROPY: None}
+    stats = run.stats()
+    assert stats["success_rate"] is None and stats["unscored"] == 2
+    (bar,) = plots.success_by_task(run.episodes).data
+    assert all(x != x for x in bar.x) and all(t == "0/0, 1 unscored" for t in bar.text)
+
+
+def test_a_harness_report_in_the_run_scores_its_instances(mini_run):
+    report = mini_run / "evaluation" / "gpt-4o.swebench-run.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps(fx.harness_report(resolved=["django__django-11099"],
+                                                unresolved=["astropy__astropy-12907"]), indent=2))
+    run = ares_viewer.open_run(mini_run)
+    assert _rewards(run) == {DJANGO: 1.0, ASTROPY: 0.0}
+    assert run.episodes.set_index("episode_id")["verdict"].to_dict() == {DJANGO: "resolved", ASTROPY: "unresolved"}
+    assert run.reports == {str(report): {"django__django-11099": "resolved", "astropy__astropy-12907": "unresolved"}}
+    assert run.skipped == 0 and not run.errors  # the report is recognized, not "something else"
+    assert run.stats()["success_rate"] == 0.5 and run.stats()["unscored"] == 0
+    episode = run.episode(DJANGO)
+    assert episode.total_reward == 1.0
+    assert episode.metadata["verdict"] == "resolved" and episode.metadata["verdict_report"] == str(report)
+    # The file itself is unchanged, and loading it alone (no run, no report) gives no reward.
+    assert ares_viewer.load_episode(episode.path).total_reward is None
+
+    # A later evaluation (the report rewritten) is picked up on reopening; the cache does not hide it.
+    report.write_text(json.dumps(fx.harness_report(resolved=["django__django-11099", "astropy__astropy-12907"])))
+    os.utime(report, ns=(report.stat().st_atime_ns, report.stat().st_mtime_ns + 10**9))
+    assert _rewards(ares_viewer.open_run(mini_run)) == {DJANGO: 1.0, ASTROPY: 1.0}
+
+
+@pytest.mark.parametrize(("lists", "expected"), [
+    ({"empty": ["astropy__astropy-12907"]}, 0.0),
+    ({"error": ["astropy__astropy-12907"]}, 0.0),
+    ({"incomplete": ["astropy__astropy-12907"]}, None),  # not evaluated: still unscored
+    ({"resolved": ["sympy__sympy-20590"]}, None),  # another instance
+])
+def test_every_verdict_of_the_harness(mini_run, lists, expected):
+    (mini_run / "report.json").write_text(json.dumps(fx.harness_report(**lists)))
+    assert _rewards(ares_viewer.open_run(mini_run))[ASTROPY] == expected
+
+
+def test_two_reports_that_disagree_keep_the_first_and_say_so(mini_run):
+    (mini_run / "a-report.json").write_text(json.dumps(fx.harness_report(resolved=["astropy__astropy-12907"])))
+    (mini_run / "b-report.json").write_text(json.dumps(fx.harness_report(unresolved=["astropy__astropy-12907"])))
+    run = ares_viewer.open_run(mini_run)
+    assert _rewards(run)[ASTROPY] == 1.0
+    assert any("b-report.json" in path and "a-report.json" in message for path, message in run.warnings)
+
+
+def test_episodes_with_their_own_reward_are_never_overridden(tmp_path):
+    """ARES attempts record their reward, and several attempts share one task: a report never touches them."""
+    scored = synthetic.episode_dict(actions=3, seed=5, reward=0.0)
+    errored = synthetic.episode_dict(actions=3, seed=6, ending="errored")  # no LAST record, no reward
+    for doc in (scored, errored):
+        synthetic.write_episode(tmp_path, doc)
+    (tmp_path / "report.json").write_text(json.dumps(fx.harness_report(resolved=[scored["task_name"]])))
+    run = ares_viewer.open_run(tmp_path)
+    assert _rewards(run) == {scored["episode_id"]: 0.0, errored["episode_id"]: None}
+    assert "verdict" not in run.episodes.columns
+    assert run.stats()["success_rate"] == 0.0  # the errored attempt failed: it is not "unscored"
+
+
+def test_sniff_is_strict():
+    assert verdicts.sniff(fx.harness_report(resolved=["a"]))
+    assert verdicts.sniff({"resolved_ids": ["a"], "unresolved_ids": []})  # sb-cli's shorter report
+    assert not verdicts.sniff({"resolved_ids": ["a"]})
+    assert not verdicts.sniff({"resolved_ids": "a", "unresolved_ids": []})
+    assert not verdicts.sniff([{"resolved_ids": []}])

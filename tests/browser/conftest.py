@@ -105,3 +105,15 @@ def page(browser):
     page.set_default_timeout(20_000)
     yield page
     context.close()
+
+
+def _wait_idle(page) -> None:
+    """Wait until Streamlit has finished running the script: its "Running…" status widget is gone."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+
+
+@pytest.fixture
+def wait_idle():
+    """``wait_idle(page)``: wait until the page is idle, before acting on it (an input sent while a run still
+    draws may be lost). Not a wait for a result: a rerun that has not started yet also looks idle."""
+    return _wait_idle

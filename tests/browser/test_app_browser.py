@@ -42,15 +42,15 @@ def step_caption(page):
     return page.locator('[data-testid="stCaptionContainer"]', has_text=re.compile(r"^step \d+ \("))
 
 
-def ready_for_keys(page) -> None:
+def ready_for_keys(page, wait_idle) -> None:
     """The key script is in and the page is idle (a key pressed while the first run still draws may be lost),
     with the focus on the page rather than a widget."""
     page.wait_for_function("window.__aresViewerKeys === true")
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    wait_idle(page)
     page.evaluate("document.activeElement && document.activeElement.blur()")
 
 
-def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url, runs_root):
+def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url, runs_root, wait_idle):
     run = first_run(runs_root)
     stats = run.stats()
     episode_id = failed_episode(run)
@@ -75,7 +75,7 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     expect(step_caption(page)).to_contain_text("step 1 (")
 
     # Step forward with the keyboard; the prompt diff shows what entered the context since step 1.
-    ready_for_keys(page)
+    ready_for_keys(page, wait_idle)
     page.keyboard.press("j")
     expect(page).to_have_url(re.compile(r"step=2"))
     expect(step_caption(page)).to_contain_text("step 2 (")
@@ -147,7 +147,7 @@ def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root):
     assert "/episode" not in page.url
 
 
-def test_a_step_sends_little_to_the_browser(page, app_url, runs_root):
+def test_a_step_sends_little_to_the_browser(page, app_url, runs_root, wait_idle):
     """Stepping ships the step on screen, not the episode: websocket bytes per step stay far under 1 MB."""
     run = first_run(runs_root)
     longest = run.episodes.sort_values("num_actions")["episode_id"].iloc[-1]
@@ -155,7 +155,7 @@ def test_a_step_sends_little_to_the_browser(page, app_url, runs_root):
     page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(len(frame))))
     page.goto(f"{app_url}/episode?run={pathlib.Path(run.location).name}&episode={longest}&step=1")
     expect(step_caption(page)).to_contain_text("step 1 (")
-    ready_for_keys(page)
+    ready_for_keys(page, wait_idle)
     page.wait_for_timeout(500)
     opened = sum(received)
     received.clear()
@@ -168,7 +168,7 @@ def test_a_step_sends_little_to_the_browser(page, app_url, runs_root):
             expect(step_caption(page)).to_contain_text(last, timeout=8_000)
             break
         except AssertionError:
-            ready_for_keys(page)
+            ready_for_keys(page, wait_idle)
     expect(step_caption(page)).to_contain_text(last)
     page.wait_for_timeout(500)
     stepped = sum(received)

@@ -57,9 +57,9 @@ def _tree_paths(page) -> list[str]:
     return [text.replace("\u2003", "").strip() for text in cells.all_inner_texts()]
 
 
-def _click_tree_row(page, text: str) -> None:
+def _click_tree_row(page, wait_idle, text: str) -> None:
     """Click the tree row showing ``text``, once the page is idle and the (re-mounted) grid shows that row."""
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    wait_idle(page)
     deadline = time.monotonic() + 15
     while text not in (paths := _tree_paths(page)):
         assert time.monotonic() < deadline, f"{text!r} is not a row of the tree: {paths}"
@@ -69,7 +69,7 @@ def _click_tree_row(page, text: str) -> None:
     page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * paths.index(text) + 17)  # the row's selection cell
 
 
-def test_change_tree_opens_and_closes_folders_and_picks_files(page, app_url, sample_run):
+def test_change_tree_opens_and_closes_folders_and_picks_files(page, app_url, sample_run, wait_idle):
     page.goto(f"{app_url}/files?run={sample_run}&episode={PAGER_SOLVED}&old=base&step=2")
     expect(page.get_by_text("base image → step 2", exact=False).first).to_be_visible()
     expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="items.csv")).to_have_count(1)
@@ -79,15 +79,15 @@ def test_change_tree_opens_and_closes_folders_and_picks_files(page, app_url, sam
     assert "paging.py" in paths and "index" not in paths
 
     # Picking a file row shows that file; the URL names it.
-    _click_tree_row(page, "paging.py")
+    _click_tree_row(page, wait_idle, "paging.py")
     expect(page).to_have_url(re.compile(rf"file={re.escape(urllib.parse.quote(PAGING, safe=''))}"))
     expect(page.locator('[data-testid="stCode"]', has_text="+    return -(-n_items // per_page)")).to_be_visible()
 
     # Picking a folder row opens it (its rows appear) and picking it again closes it; the file stays shown.
-    _click_tree_row(page, "▸ .git/")
+    _click_tree_row(page, wait_idle, "▸ .git/")
     expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="▾ .git/")).to_have_count(1)
     assert "index" in _tree_paths(page) and "COMMIT_EDITMSG" in _tree_paths(page)
-    _click_tree_row(page, "▾ .git/")
+    _click_tree_row(page, wait_idle, "▾ .git/")
     expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="▸ .git/")).to_have_count(1)
     assert "index" not in _tree_paths(page)
     page.get_by_role("button", name="Close all folders").click()

@@ -243,6 +243,22 @@ class Run:
                 self._open.popitem(last=False)
         return episode
 
+    def other_attempt(self, episode_id: str) -> str | None:
+        """The best other attempt at the same task (highest reward first), or None when there is none.
+
+        The natural partner to compare a failed episode with: a solved attempt at the same task when the run
+        has one.
+        """
+        frame = self.episodes
+        row = frame.loc[frame["episode_id"] == episode_id]
+        if row.empty:
+            raise KeyError(f"no episode {episode_id!r} in {self.location}")
+        same = frame[(frame["task_name"] == row["task_name"].iloc[0]) & (frame["episode_id"] != episode_id)]
+        if same.empty:
+            return None
+        return str(same.sort_values("total_reward", ascending=False, na_position="last", kind="stable")
+                   ["episode_id"].iloc[0])
+
     def __iter__(self) -> Iterator[model.Episode]:
         """Every episode, parsed one at a time (nothing is kept beyond the bounded cache)."""
         for episode_id in self._paths:

@@ -196,3 +196,18 @@ def test_fsspec_url_of_a_remote_filesystem():
             ares_viewer.open_run("memory://nowhere")
     finally:
         fs.rm("/remote-run", recursive=True)
+
+
+def test_other_attempt_is_the_best_other_try_at_the_same_task(tmp_path):
+    docs = {name: synthetic.episode_dict(task_name=task, reward=reward, seed=seed, actions=3)
+            for name, task, reward, seed in (("failed", "t-1", 0.0, 1), ("solved", "t-1", 1.0, 2),
+                                             ("other-failed", "t-1", 0.0, 3), ("alone", "t-2", 1.0, 4))}
+    for doc in docs.values():
+        synthetic.write_episode(tmp_path, doc)
+    run = ares_viewer.open_run(tmp_path)
+    ids = {name: doc["episode_id"] for name, doc in docs.items()}
+    assert run.other_attempt(ids["failed"]) == ids["solved"]
+    assert run.other_attempt(ids["solved"]) in {ids["failed"], ids["other-failed"]}
+    assert run.other_attempt(ids["alone"]) is None
+    with pytest.raises(KeyError):
+        run.other_attempt("no-such-episode")

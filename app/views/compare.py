@@ -24,9 +24,9 @@ def default_pair(run: ares_viewer.Run) -> tuple[str, str]:
         a = (candidates if len(candidates) else frame)["episode_id"].iloc[0]
     b = state.get("other")
     if b not in run or b == a:
-        task = frame.loc[frame["episode_id"] == a, "task_name"].iloc[0]
-        same = frame[(frame["task_name"] == task) & (frame["episode_id"] != a)]
-        pool = same if len(same) else frame[frame["episode_id"] != a]
+        b = run.other_attempt(a)
+    if b is None:  # no other attempt at this task: the best other episode of the run
+        pool = frame[frame["episode_id"] != a]
         b = pool.sort_values("total_reward", ascending=False)["episode_id"].iloc[0] if len(pool) else a
     return a, b
 

@@ -38,7 +38,7 @@ def pick_episode(run: ares_viewer.Run) -> str:
     return episode_id
 
 
-def header(episode: model.Episode) -> None:
+def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     # "completed" says the episode ended normally, not that it solved the task: the reward says that.
     verdict = "" if episode.total_reward is None else (
         " :green-badge[solved]" if episode.total_reward > 0 else " :red-badge[not solved]")
@@ -58,7 +58,22 @@ def header(episode: model.Episode) -> None:
         st.caption(f"⚠ {warning}")
     st.caption(f"`{episode.episode_id}` · {episode.path}")
     format_details(episode)
+    other_attempt(run, episode)
     landmarks(episode)
+
+
+def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
+    """A link to the Compare page with the best other attempt at the same task (a solved one when there is)."""
+    other = run.other_attempt(episode.episode_id) if episode.episode_id in run else None
+    if other is None:
+        return
+    reward = run.episodes.set_index("episode_id").at[other, "total_reward"]
+    solved = reward == reward and reward > 0
+    failed = episode.total_reward is None or episode.total_reward <= 0
+    what = "a solved attempt" if solved and failed else "another attempt"
+    st.page_link("views/compare.py", icon=":material/compare_arrows:",
+                 label=f"Compare with {what} at this task ({other[:8]}, reward {widgets.fmt(reward)})",
+                 query_params=state.params(episode=episode.episode_id, other=other, step=None))
 
 
 def landmarks(episode: model.Episode) -> None:
@@ -290,7 +305,7 @@ def step_viewer(where: str, episode_id: str) -> None:
 run = widgets.current_run()
 episode_id = pick_episode(run)
 episode = widgets.read_episode(run, episode_id)
-header(episode)
+header(run, episode)
 timeline(episode)
 widgets.keyboard_shortcuts()
 step_viewer(loaders.location(state.get("run")), episode_id)

@@ -128,3 +128,19 @@ def test_worth_a_look_buttons_go_to_the_failed_command_and_the_end(runs, app):
     assert "#### Output :red-badge[return code 1]" in page_text.of(at)
     at.button(key="episode.landmark.6").click().run()
     assert caption_of_step(at).startswith("step 6 ") and at.query_params["step"] == "6"
+
+
+def test_a_failed_attempt_links_to_a_solved_attempt_at_the_same_task(runs, app):
+    ids = runs["run-a"]
+    at = app("episode", run="run-a", episode=ids["failed"], step="2")
+    assert not at.exception
+    [link] = [link.proto for link in at.get("page_link") if link.proto.page == "compare"]
+    query = dict(part.split("=", 1) for part in link.query_string.split("&"))
+    assert query["episode"] == ids["failed"] and query["other"] in {ids["solved"], ids["solved2"]}
+    assert link.label == f"Compare with a solved attempt at this task ({query['other'][:8]}, reward 1)"
+    # A solved attempt is offered another one; an episode alone at its task, nothing.
+    at = app("episode", run="run-a", episode=ids["solved"], step="1")
+    assert [link.proto.label[:31] for link in at.get("page_link") if link.proto.page == "compare"] == [
+        "Compare with another attempt at"]
+    at = app("episode", run="run-a", episode=ids["truncated"], step="1")
+    assert not [link for link in at.get("page_link") if link.proto.page == "compare"]

@@ -106,9 +106,21 @@ def align(a: Sequence[str | None], b: Sequence[str | None], *, gap: float = GAP,
     return pairs
 
 
-def divergence(pairs: Sequence[Pair], threshold: float = DIVERGENCE_THRESHOLD) -> int | None:
-    """Position in ``pairs`` of the first row where the two sequences part ways (a gap or a weak pair)."""
+def divergence(pairs: Sequence[Pair], threshold: float = DIVERGENCE_THRESHOLD, *, side: str | None = None
+               ) -> int | None:
+    """Position in ``pairs`` of the first row where the two sequences part ways (a gap or a weak pair).
+
+    Args:
+        pairs: An alignment.
+        threshold: Paired steps less alike than this count as doing different things.
+        side: ``"a"``: the first row where ``a`` does something ``b`` does not (an ``a`` step facing a gap or
+            a weak pair), skipping rows where only ``b`` acts; ``"b"`` likewise. With a failed attempt as ``a``
+            and a solved one as ``b``, ``side="a"`` is where the failure first did something of its own, which
+            extra exploration by the solved attempt does not hide. None: either side.
+    """
     for position, pair in enumerate(pairs):
+        if (side == "a" and pair.a is None) or (side == "b" and pair.b is None):
+            continue
         if pair.is_gap or pair.similarity < threshold:
             return position
     return None

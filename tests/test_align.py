@@ -23,6 +23,18 @@ def test_an_inserted_step_becomes_a_gap_not_a_shift():
     assert align.divergence(pairs) == 2
 
 
+def test_each_sides_own_departure():
+    """A solved attempt that explored more (extra ls, grep) must not hide where the failed one went its own way."""
+    failed: list[str | None] = [COMMANDS[1], "rm tests/test_core.py", COMMANDS[5]]  # deletes the failing test
+    solved = [COMMANDS[0], COMMANDS[1], "grep -rn 'def add' src/", COMMANDS[3], COMMANDS[4], COMMANDS[5]]
+    pairs = align.align(failed, solved)
+    assert align.divergence(pairs) == 0  # the solved attempt's ls, facing a gap
+    row = align.divergence(pairs, side="a")
+    assert pairs[row].a == 1  # the deleted test, not the solved attempt's extra exploration before it
+    assert align.divergence(pairs, side="b") == 0
+    assert align.divergence(align.align(COMMANDS, COMMANDS), side="a") is None
+
+
 def test_every_item_appears_once_in_order():
     a = ["ls", "cat a.py", "pytest", "vim", "submit"]
     b = ["cat a.py", "pytest -x", "rm -rf build", "pytest", "submit", "extra"]

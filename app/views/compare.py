@@ -96,9 +96,19 @@ def episodes_section(run: ares_viewer.Run) -> None:
     if diverged is None:
         st.success(f"The two episodes do the same things: {len(pairs)} aligned steps, no divergence.")
     else:
-        p = pairs[diverged]
-        st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {diverged}: "
-                    f"A step {widgets.fmt(p.a)} / B step {widgets.fmt(p.b)} (similarity {p.similarity:.2f}).")
+        parts = []
+        for side, other in (("a", "B"), ("b", "A")):
+            row = align.divergence(pairs, side=side)
+            if row is not None:
+                step = getattr(pairs[row], side)
+                parts.append(f"{side.upper()} first does what {other} does not at row {row} "
+                             f"({side.upper()} step {step})")
+        st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {diverged}. "
+                    + "; ".join(parts) + ".")
+        # Episode A is the one under study (a failed attempt, by default): its own first departure is the
+        # row shown first, rather than extra exploration by B.
+        own = align.divergence(pairs, side="a")
+        diverged = own if own is not None else diverged
     picked = pairs_table(run, a, b, pairs, diverged)
     if picked is not None:
         st.subheader(f"Row {picked}")

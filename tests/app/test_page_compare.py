@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import page_text
+import pandas as pd
 
 
 def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
@@ -15,8 +16,12 @@ def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
     # Every action of both episodes appears once, in order (gaps where one has no counterpart).
     assert frame["A step"].dropna().tolist() == list(range(1, 7))
     assert frame["B step"].dropna().tolist() == sorted(frame["B step"].dropna().tolist())
-    assert "They diverge at row" in page_text.of(at)
-    assert any(v == "◀ diverged" for v in frame[""])
+    shown = page_text.of(at)
+    assert "They diverge at row" in shown and "A first does what B does not at row" in shown
+    # The row shown first is where A (the failed attempt) first did something of its own.
+    [marked] = [i for i, v in enumerate(frame[""]) if v == "◀ diverged"]
+    assert not pd.isna(frame["A step"][marked])
+    assert f"Row {marked}" in [h.value for h in at.subheader]
     # The picked row (the divergence point) shows command and output diffs.
     assert any("Command diff" in m.value for m in at.markdown)
     assert at.get("page_link")

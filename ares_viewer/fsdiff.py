@@ -372,6 +372,8 @@ def _file_diff(path, old_entry, new_entry, read_old, read_new, max_bytes: int) -
     old_data, old_size, old_sha, old_note = side(old_entry, read_old)
     new_data, new_size, new_sha, new_note = side(new_entry, read_new)
     notes = [n for n in (old_note, new_note) if n]
+    if snapshots.FILE not in (getattr(old_entry, "type", None), getattr(new_entry, "type", None)):
+        notes.append(f"not a regular file on either side: {_state(old_entry)} -> {_state(new_entry)}")
     binary = any(d is not None and is_binary(d) for d in (old_data, new_data))
     old_text = new_text = None
     unified = ""
@@ -385,6 +387,15 @@ def _file_diff(path, old_entry, new_entry, read_old, read_new, max_bytes: int) -
             unified = textdiff.unified(old_text, new_text, a_name=f"a{path}", b_name=f"b{path}", limit=max_bytes)
     return FileDiff(path=path, binary=binary, unified=unified, note="; ".join(notes) or None, old_text=old_text,
                     new_text=new_text, old_size=old_size, new_size=new_size, old_sha256=old_sha, new_sha256=new_sha)
+
+
+def _state(entry: snapshots.Entry | None) -> str:
+    """A path's state in words, for notes: ``absent``, ``folder``, ``symlink to x``, ``file``, ..."""
+    if entry is None:
+        return "unchanged from the base image, not recorded"
+    if entry.type == snapshots.SYMLINK:
+        return f"symlink to {entry.link_target}"
+    return {snapshots.DIR: "folder", snapshots.OTHER: "special file"}.get(entry.type, entry.type)
 
 
 def _snapshot_map(episode: model.Episode) -> dict[int, snapshots.SnapshotRef]:

@@ -79,6 +79,9 @@ def test_added_deleted_symlink_and_mode_changes(episode):
                      "/testbed/link": "added"}
     assert diff.change("/testbed/app.py").mode_changed
     assert diff.change("/testbed/link").new.link_target == "app.py"
+    # A link has no content to diff: the note says what it is, rather than "same content".
+    link = diff.file_diff("/testbed/link")
+    assert link.unified == "" and link.note == "not a regular file on either side: absent -> symlink to app.py"
     assert diff.file_diff("/testbed/new.py").new_text == "print('hi')\n"
     assert diff.file_diff("/testbed/old.txt").old_text == "old\n"
 

@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -71,6 +72,42 @@ def unscored(episodes: pd.DataFrame) -> pd.Series:
     did fail, and counts as such.
     """
     return episodes["total_reward"].isna() & (episodes["outcome"] == model.Outcome.COMPLETED.value)
+
+
+# Volatile parts of error messages, so one failure mode groups as one reason: numbers, hex ids, quoted text.
+_VOLATILE = (
+    (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b"), "<id>"),
+    (re.compile(r"'[^'\n]{1,200}'|\"[^\"\n]{1,200}\""), "'…'"),
+    (re.compile(r"\d+(\.\d+)?"), "N"),
+)
+_REASON_CHARS = 120
+
+
+def failure_reasons(episodes: pd.DataFrame) -> pd.Series:
+    """Why each episode failed, in words that group alike failures (None for successes and unscored ones).
+
+    An errored (or aborted, interrupted, cancelled) episode's reason is its outcome and the first line of its
+    error, with numbers, ids and quoted text replaced so that one failure mode is one reason; a truncated one
+    hit its limit; an incomplete one has no final step; a completed one with a reward of 0 or less was not
+    solved.
+    """
+    reasons = pd.Series([None] * len(episodes), index=episodes.index, dtype=object)
+    for index, row in episodes.iterrows():
+        outcome, reward = row["outcome"], row["total_reward"]
+        if outcome == model.Outcome.COMPLETED.value:
+            if reward == reward and reward is not None and reward <= 0:
+                reasons[index] = "completed, not solved (reward ≤ 0)"
+        elif outcome == model.Outcome.TRUNCATED.value:
+            reasons[index] = "truncated: hit its step or token limit"
+        elif outcome == model.Outcome.INCOMPLETE.value:
+            reasons[index] = "incomplete: no final step (in progress or cut short)"
+        else:
+            error = row["error"] if isinstance(row["error"], str) and row["error"].strip() else ""
+            first = error.strip().splitlines()[0] if error else "no message"
+            for pattern, placeholder in _VOLATILE:
+                first = pattern.sub(placeholder, first)
+            reasons[index] = f"{outcome}: {first[:_REASON_CHARS]}"
+    return reasons
 
 
 def load_episode(path: str | os.PathLike) -> model.Episode:
@@ -258,6 +295,17 @@ class Run:
             return None
         return str(same.sort_values("total_reward", ascending=False, na_position="last", kind="stable")
                    ["episode_id"].iloc[0])
+
+    def failures(self) -> pd.DataFrame:
+        """The failure reasons of the run (see :func:`failure_reasons`), most frequent first: ``reason``,
+        ``episodes`` (how many), ``tasks`` (how many distinct) and ``episode_ids``."""
+        reasons = failure_reasons(self.episodes)
+        failed = self.episodes.assign(reason=reasons)[reasons.notna()]
+        if failed.empty:
+            return pd.DataFrame(columns=["reason", "episodes", "tasks", "episode_ids"])
+        grouped = failed.groupby("reason", sort=False).agg(
+            episodes=("episode_id", "size"), tasks=("task_name", "nunique"), episode_ids=("episode_id", list))
+        return grouped.sort_values("episodes", ascending=False, kind="stable").reset_index()
 
     def __iter__(self) -> Iterator[model.Episode]:
         """Every episode, parsed one at a time (nothing is kept beyond the bounded cache)."""

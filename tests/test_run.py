@@ -211,3 +211,33 @@ def test_other_attempt_is_the_best_other_try_at_the_same_task(tmp_path):
     assert run.other_attempt(ids["alone"]) is None
     with pytest.raises(KeyError):
         run.other_attempt("no-such-episode")
+
+
+def test_failures_group_alike_errors_and_leave_successes_out(tmp_path):
+    import pandas as pd
+
+    from ares_viewer import run as run_module
+
+    frame = pd.DataFrame({
+        "episode_id": ["a", "b", "c", "d", "e", "f", "g"],
+        "task_name": ["t1", "t2", "t1", "t3", "t1", "t2", "t3"],
+        "outcome": ["errored", "errored", "completed", "completed", "truncated", "incomplete", "completed"],
+        "total_reward": [None, None, 0.0, 1.0, 0.0, None, None],
+        "error": ["APIError: 409 Conflict for container 3f2a9c1d77e0 ('exec')\nTraceback ...",
+                  "APIError: 500 Conflict for container 0b1c2d3e4f5a ('run')", None, None, None, None, None],
+    }).set_index("episode_id", drop=False)
+    reasons = run_module.failure_reasons(frame)
+    assert reasons["a"] == reasons["b"] == "errored: APIError: N Conflict for container <id> ('…')"
+    assert reasons["c"] == "completed, not solved (reward ≤ 0)"
+    assert reasons["e"].startswith("truncated") and reasons["f"].startswith("incomplete")
+    assert reasons["d"] is None and reasons["g"] is None  # solved, and finished but unscored
+
+    docs = [synthetic.episode_dict(task_name="t1", reward=0.0, seed=1, actions=2),
+            synthetic.episode_dict(task_name="t2", reward=0.0, seed=2, actions=2),
+            synthetic.episode_dict(task_name="t2", reward=1.0, seed=3, actions=2)]
+    for doc in docs:
+        synthetic.write_episode(tmp_path, doc)
+    failures = ares_viewer.open_run(tmp_path).failures()
+    assert failures.to_dict("records") == [{
+        "reason": "completed, not solved (reward ≤ 0)", "episodes": 2, "tasks": 2,
+        "episode_ids": sorted(d["episode_id"] for d in docs[:2])}]

@@ -89,7 +89,29 @@ def filtered(episodes: pd.DataFrame) -> pd.DataFrame:
     return episodes[keep]
 
 
-def table(episodes: pd.DataFrame) -> None:
+def failure_summary(run) -> list[str] | None:
+    """The run's failure reasons with their counts; the episodes of the reason picked (None: none picked)."""
+    failures = run.failures()
+    if failures.empty:
+        return None
+    st.subheader("Why episodes failed")
+    event = st.dataframe(
+        failures[["reason", "episodes", "tasks"]], key="overview.failures", on_select="rerun",
+        selection_mode="single-row", hide_index=True,
+        column_config={"reason": st.column_config.TextColumn("reason", width="large")},
+    )
+    rows = event.selection.rows if event else []
+    if not rows:
+        st.caption("Select a reason to list only its episodes below.")
+        return None
+    return list(failures.loc[rows[0], "episode_ids"])
+
+
+def table(episodes: pd.DataFrame, only: list[str] | None = None) -> None:
+    if only is not None:
+        episodes = episodes[episodes["episode_id"].isin(only)]
+        st.caption(f"Only the {len(episodes)} episode{'' if len(episodes) == 1 else 's'} of the failure reason "
+                   "selected above.")
     columns = [c for c in _TRAINING_COLUMNS if c in episodes.columns] + _TABLE_COLUMNS
     if "verdict" in episodes.columns:  # rewards an evaluation report gave: the verdict beside the reward
         columns.insert(columns.index("total_reward") + 1, "verdict")
@@ -118,5 +140,6 @@ st.caption(f"`{run.location}`")
 headline(run)
 widgets.load_errors(run)
 charts(run.episodes)
+picked_reason = failure_summary(run)
 st.subheader("Episodes")
-table(review_panel.with_labels(run))
+table(review_panel.with_labels(run), only=picked_reason)

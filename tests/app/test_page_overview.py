@@ -90,3 +90,19 @@ def test_location_given_on_the_command_line_opens_first(runs, app, monkeypatch):
     at = app()
     assert metrics(at)["Episodes"] == "3"
     assert at.text_input(key="app.run_typed").value == runs["root"]["path"] + "/run-b"
+
+
+def test_failure_reasons_group_the_failed_episodes_and_pick_them_out(runs, app):
+    at = app()
+    assert not at.exception
+    reasons = at.dataframe(key="overview.failures").value
+    # run-a: one wrong answer (reward 0), one truncated, one errored; the solved ones are not listed.
+    assert reasons["episodes"].sum() == 3
+    assert {r.split(":")[0].split(",")[0] for r in reasons["reason"]} == {"completed", "truncated", "errored"}
+    row = reasons.index[reasons["reason"].str.startswith("errored")][0]
+    at.session_state["overview.failures"] = {"selection": {"rows": [int(row)], "columns": []}}
+    at.run()
+    assert not at.exception
+    table = at.dataframe(key="overview.table").value
+    assert table["episode_id"].tolist() == [runs["run-a"]["errored"]]
+    assert "Only the 1 episode of the failure reason selected above." in page_text.of(at)

@@ -47,6 +47,25 @@ def _episodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _failures(args: argparse.Namespace) -> int:
+    opened = run.open_run(args.location)
+    for error in opened.errors:
+        print(f"error: {error}", file=sys.stderr)
+    failures = opened.failures()
+    if args.json:
+        out = sys.stdout.buffer
+        for record in failures.to_dict(orient="records"):
+            out.write(orjson.dumps(record) + b"\n")
+        out.flush()
+    elif failures.empty:
+        print(f"no failed episodes among {len(opened.episodes)}")
+    else:
+        for record in failures.to_dict(orient="records"):
+            ids = ", ".join(record["episode_ids"][:3]) + (", ..." if record["episodes"] > 3 else "")
+            print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s): {ids})")
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
     episode = run.load_episode(args.file)
     if args.step is None:
@@ -172,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     episodes.add_argument("location", help="folder, file, glob or fsspec URL")
     episodes.add_argument("--json", action="store_true", help="one JSON object per line")
     episodes.set_defaults(func=_episodes)
+
+    failures = commands.add_parser("failures", help="why a run's episodes failed: reasons with their counts")
+    failures.add_argument("location", help="folder, file, glob or fsspec URL")
+    failures.add_argument("--json", action="store_true", help="one JSON object per line")
+    failures.set_defaults(func=_failures)
 
     show = commands.add_parser("show", help="show an episode, or one step of it")
     show.add_argument("file", help="an episode file")

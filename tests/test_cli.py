@@ -42,3 +42,18 @@ def test_step_out_of_range(tmp_path, capsys):
     path = synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=2))
     assert cli.main(["show", path, "--step", "9"]) == 1
     assert "no step 9" in capsys.readouterr().err
+
+
+def test_failures_lists_reasons_with_counts(tmp_path, capsys):
+    failed = [synthetic.episode_dict(task_name=f"calc__calc-{i}", reward=0.0, seed=i, actions=2) for i in range(2)]
+    errored = synthetic.episode_dict(task_name="calc__calc-9", ending="errored", seed=9, actions=2)
+    for doc in (*failed, errored, synthetic.episode_dict(reward=1.0, seed=5, actions=2)):
+        synthetic.write_episode(tmp_path, doc)
+    assert cli.main(["failures", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[0] == "2" and "completed, not solved" in lines[0] and "(2 task(s)" in lines[0]
+    assert len(lines) == 2 and lines[1].split()[0] == "1" and errored["episode_id"] in lines[1]
+    assert cli.main(["failures", str(tmp_path), "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["episodes"] for r in records] == [2, 1]
+    assert sorted(records[0]["episode_ids"]) == sorted(d["episode_id"] for d in failed)

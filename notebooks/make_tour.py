@@ -21,6 +21,8 @@ CELLS = [
     ("code", "run.episodes[['task_name', 'outcome', 'total_reward', 'num_actions', 'total_cost', 'episode_id']]"),
     ("code", "plots.reward_vs_actions(run.episodes)"),
     ("code", "plots.success_by_task(run.episodes)"),
+    ("md", "Why episodes failed: alike failures grouped, with their counts and episodes."),
+    ("code", "run.failures()[['reason', 'episodes', 'tasks']]"),
     ("md", "## A failed episode\n\nA finished attempt with no reward, at a task another attempt solved."),
     ("code", "frame = run.episodes\nsolved_tasks = set(frame.loc[frame.total_reward > 0, 'task_name'])\n"
              "failed = frame[(frame.total_reward <= 0) & frame.task_name.isin(solved_tasks)]\n"
@@ -32,10 +34,9 @@ CELLS = [
     ("code", "print(textdiff.unified(episode.step(1).response, episode.step(2).response, "
              "a_name='step 1', b_name='step 2'))"),
     ("md", "## Failed vs solved, aligned\n\nSteps are paired by command similarity (a global alignment with "
-           "gaps); the divergence is the first pair that does not match."),
-    ("code", "best = frame[(frame.task_name == episode.task_name) & (frame.total_reward > 0)]\n"
-             "solved = run.episode(best.episode_id.iloc[0])\n"
-             "pairs = align.align_episodes(episode, solved)\nat = align.divergence(pairs)\n"
+           "gaps); marked: where the failed attempt first did something the solved one did not."),
+    ("code", "solved = run.episode(run.other_attempt(episode.episode_id))  # the best other attempt at the task\n"
+             "pairs = align.align_episodes(episode, solved)\nat = align.divergence(pairs, side='a')\n"
              "for i, pair in enumerate(pairs):\n"
              "    a = episode.step(pair.a).command if pair.a is not None else '—'\n"
              "    b = solved.step(pair.b).command if pair.b is not None else '—'\n"

@@ -39,6 +39,7 @@ def test_figures_and_html_cards_render(executed):
     assert len(figures) == 3  # reward vs actions, success per task, step timeline
     cards = outputs(executed, "text/html")
     assert any("episodes" in card and "success" in card for card in cards)  # the run's card
+    assert any("completed, not solved" in card and "reason" in card for card in cards)  # run.failures()
 
 
 def test_it_reads_a_step_and_aligns_failed_with_solved(executed):

@@ -67,7 +67,7 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     contains.fill(episode_id)
     contains.press("Enter")
     expect(page.get_by_text(f"1 of {stats['episodes']} episodes")).to_be_visible()
-    grid = page.locator('[data-testid="stDataFrame"]')
+    grid = page.locator('[data-testid="stDataFrame"]').last  # the episode table, below "Why episodes failed"
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell, below the header
@@ -102,12 +102,12 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     assert page.url == link
     expect(page.get_by_text(episode.task_name).first).to_be_visible()
 
-    # The compare page aligns this failure with an attempt at the same task.
-    page.get_by_role("link", name="Compare").click()
+    # The episode links to the Compare page with a solved attempt at the same task; there, the steps are aligned.
+    page.get_by_role("link", name=re.compile(r"^Compare with a solved attempt at this task")).click()
     expect(page).to_have_url(re.compile(r"/compare"))
     expect(page.get_by_text(re.compile(r"aligned (rows|steps)")).first).to_be_visible()
     expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
-    assert f"episode={episode_id}" in page.url
+    assert f"episode={episode_id}" in page.url and "other=" in page.url
 
 
 def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root):

@@ -91,22 +91,19 @@ def failure_reasons(episodes: pd.DataFrame) -> pd.Series:
     hit its limit; an incomplete one has no final step; a completed one with a reward of 0 or less was not
     solved.
     """
+    outcome, reward = episodes["outcome"], episodes["total_reward"]
     reasons = pd.Series([None] * len(episodes), index=episodes.index, dtype=object)
-    for index, row in episodes.iterrows():
-        outcome, reward = row["outcome"], row["total_reward"]
-        if outcome == model.Outcome.COMPLETED.value:
-            if reward == reward and reward is not None and reward <= 0:
-                reasons[index] = "completed, not solved (reward ≤ 0)"
-        elif outcome == model.Outcome.TRUNCATED.value:
-            reasons[index] = "truncated: hit its step or token limit"
-        elif outcome == model.Outcome.INCOMPLETE.value:
-            reasons[index] = "incomplete: no final step (in progress or cut short)"
-        else:
-            error = row["error"] if isinstance(row["error"], str) and row["error"].strip() else ""
-            first = error.strip().splitlines()[0] if error else "no message"
-            for pattern, placeholder in _VOLATILE:
-                first = pattern.sub(placeholder, first)
-            reasons[index] = f"{outcome}: {first[:_REASON_CHARS]}"
+    reasons[(outcome == model.Outcome.COMPLETED.value) & (reward <= 0)] = "completed, not solved (reward ≤ 0)"
+    reasons[outcome == model.Outcome.TRUNCATED.value] = "truncated: hit its step or token limit"
+    reasons[outcome == model.Outcome.INCOMPLETE.value] = "incomplete: no final step (in progress or cut short)"
+    ended = ~outcome.isin([o.value for o in (model.Outcome.COMPLETED, model.Outcome.TRUNCATED,
+                                             model.Outcome.INCOMPLETE)])
+    if ended.any():
+        first = episodes.loc[ended, "error"].where(episodes.loc[ended, "error"].map(
+            lambda e: isinstance(e, str) and bool(e.strip())), "no message").str.strip().str.split("\n").str[0]
+        for pattern, placeholder in _VOLATILE:
+            first = first.str.replace(pattern, placeholder, regex=True)
+        reasons[ended] = outcome[ended] + ": " + first.str.slice(0, _REASON_CHARS)
     return reasons
 
 
@@ -236,6 +233,7 @@ class Run:
             self.warnings.append((paths[-1], f"episode id {episode_id} appears in {len(paths)} files: {paths}"))
         self._paths = dict(zip(frame["episode_id"], frame["path"], strict=True)) if rows else {}
         self._open: collections.OrderedDict[str, model.Episode] = collections.OrderedDict()
+        self._failures: pd.DataFrame | None = None
         self._lock = threading.Lock()
 
     # ----- episodes -----------------------------------------------------------------------------
@@ -299,13 +297,16 @@ class Run:
     def failures(self) -> pd.DataFrame:
         """The failure reasons of the run (see :func:`failure_reasons`), most frequent first: ``reason``,
         ``episodes`` (how many), ``tasks`` (how many distinct) and ``episode_ids``."""
-        reasons = failure_reasons(self.episodes)
-        failed = self.episodes.assign(reason=reasons)[reasons.notna()]
-        if failed.empty:
-            return pd.DataFrame(columns=["reason", "episodes", "tasks", "episode_ids"])
-        grouped = failed.groupby("reason", sort=False).agg(
-            episodes=("episode_id", "size"), tasks=("task_name", "nunique"), episode_ids=("episode_id", list))
-        return grouped.sort_values("episodes", ascending=False, kind="stable").reset_index()
+        if self._failures is None:  # the table never changes for a Run: worked out once
+            reasons = failure_reasons(self.episodes)
+            failed = self.episodes.assign(reason=reasons)[reasons.notna()]
+            if failed.empty:
+                self._failures = pd.DataFrame(columns=["reason", "episodes", "tasks", "episode_ids"])
+            else:
+                grouped = failed.groupby("reason", sort=False).agg(
+                    episodes=("episode_id", "size"), tasks=("task_name", "nunique"), episode_ids=("episode_id", list))
+                self._failures = grouped.sort_values("episodes", ascending=False, kind="stable").reset_index()
+        return self._failures.copy()
 
     def __iter__(self) -> Iterator[model.Episode]:
         """Every episode, parsed one at a time (nothing is kept beyond the bounded cache)."""

@@ -18,6 +18,7 @@ _HERE = str(pathlib.Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
+import review_panel  # noqa: E402
 import state  # noqa: E402
 import streamlit as st  # noqa: E402
 import widgets  # noqa: E402
@@ -37,6 +38,7 @@ PAGES = [
 ]
 
 state.sync_from_url()
+review_panel.retry_failed_open()
 page = st.navigation(PAGES)
 widgets.run_picker()
 page.run()

@@ -21,6 +21,10 @@ _FLASH = "review.flash"
 _RESET = "review.reset"
 
 
+# Databases whose store could not be opened for writing: the next run of the script opens them again.
+_RETRY: set[str] = set()
+
+
 @st.cache_resource(max_entries=4, show_spinner=False)
 def _open(path: str) -> review.ReviewStore:
     return review.open_store(path, timeout=_TIMEOUT)
@@ -28,10 +32,21 @@ def _open(path: str) -> review.ReviewStore:
 
 def store() -> review.ReviewStore:
     """The review database; a store that could not be opened for writing is tried again on the next run."""
-    opened = _open(str(review.db_path()))
+    path = str(review.db_path())
+    opened = _open(path)
     if opened.problem:
-        _open.clear()  # the file may be repaired or unlocked by the next rerun
+        _RETRY.add(path)
     return opened
+
+
+def retry_failed_open() -> None:
+    """At the start of a run (the entrypoint calls it): open again a database that could not be opened for writing,
+    as it may be repaired or unlocked by now. Once per run, not once per part of the page: every open of a
+    locked file waits for the busy timeout."""
+    path = str(review.db_path())
+    if path in _RETRY:
+        _RETRY.discard(path)
+        _open.clear()
 
 
 def problem() -> None:

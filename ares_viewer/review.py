@@ -15,10 +15,15 @@ Runs are identified by ``run_key(location)``: the run's resolved location (an ab
 symlinks resolved, or a URL as given without a trailing slash). Notes follow the files, not the
 name of a folder in the picker: opening the same folder by another relative path finds the same notes.
 
+Labels are one name per run whatever the case, compared with ``str.casefold`` (``édite`` and
+``ÉDITE`` are one label), which SQLite's ``lower()`` (ASCII only) would not do.
+
 The database lives at ``ARES_VIEWER_REVIEW_DB`` when set, else ``review.sqlite`` in the index cache
 folder (``ARES_VIEWER_CACHE``); never in a run folder unless a user points it there. A file that is
 not a readable database, or one that another program keeps locked, gives a clear message: the store
-then opens read-only (empty when unreadable) and the viewer keeps working.
+then opens read-only (empty when unreadable) and the viewer keeps working. A lock that keeps even
+readers out (an exclusive lock in rollback-journal mode) makes reads fail with that message until
+it is released, rather than look like a store with no notes.
 
 >>> from ares_viewer import review
 >>> store = review.open_store()
@@ -159,6 +164,16 @@ def run_key(location: str | os.PathLike | run_module.Run) -> str:
     return os.path.realpath(os.path.expanduser(text))
 
 
+def fold(label: str) -> str:
+    """A label as labels are compared: case-folded (``ÉDITE les tests`` and ``édite les tests`` are one label)."""
+    return label.casefold()
+
+
+def _sql_fold(value: object) -> object:
+    """``fold`` for SQL (``casefold(r.label)``): NULL and non-text values pass through unchanged."""
+    return fold(value) if isinstance(value, str) else value
+
+
 def _clean_label(label: str | None) -> str | None:
     if label is None:
         return None
@@ -187,12 +202,18 @@ def format_time(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _explain(exc: sqlite3.Error, path: pathlib.Path, doing: str) -> str:
-    """An sqlite error in words a reviewer can act on."""
+def _is_lock(exc: sqlite3.Error) -> bool:
     message = str(exc)
-    if "locked" in message or "busy" in message:
-        return (f"The review database {path} is locked by another program, so {doing} failed; notes stay "
-                f"read-only until it is released ({message}).")
+    return "locked" in message or "busy" in message
+
+
+def _explain(exc: sqlite3.Error, path: pathlib.Path, doing: str, *, reading: bool = False) -> str:
+    """An sqlite error in words a reviewer can act on (``reading``: the failure was to read notes, not write)."""
+    message = str(exc)
+    if _is_lock(exc):
+        after = "notes cannot be shown" if reading else "notes stay read-only"
+        return (f"The review database {path} is locked by another program, so {doing} failed; {after} "
+                f"until it is released ({message}).")
     if "not a database" in message or "malformed" in message or "corrupt" in message:
         return (f"The review database {path} is damaged or is not an SQLite database ({message}); notes are "
                 f"read-only. Move the file away (it is left untouched) or set {DB_ENV} to another path.")
@@ -217,6 +238,8 @@ class ReviewStore:
         self._read_only = read_only
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        # True while a lock keeps even readers out: reads open the file again (and say so when they still cannot).
+        self._locked_out = False
         try:
             self._db = self._connect(read_only)
         except (OSError, sqlite3.Error, ReviewError) as exc:
@@ -230,10 +253,16 @@ class ReviewStore:
                 return None  # nothing written yet: an empty store
             db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self.timeout,
                                  check_same_thread=False, isolation_level=None)
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a damaged file fails here
+            db.create_function("casefold", 1, _sql_fold, deterministic=True)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # a damaged or locked file fails here
+            except BaseException:
+                db.close()
+                raise
             return db
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False, isolation_level=None)
+        db.create_function("casefold", 1, _sql_fold, deterministic=True)
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]  # a damaged file fails here
             if version > SCHEMA:
@@ -257,19 +286,28 @@ class ReviewStore:
         return db
 
     def _fail_open(self, exc: Exception) -> None:
-        """After a failure to open for writing: open read-only if the file can be read, keeping the reason."""
+        """After a failure to open: open read-only if the file can be read, keeping the reason.
+
+        A store asked to be read-only has failed at exactly that already, so it is not tried twice (each try
+        waits for the busy timeout on a locked file).
+        """
+        tried_read_only = self._read_only
         if isinstance(exc, ReviewError):
             self.problem = str(exc)
         elif isinstance(exc, sqlite3.Error):
-            self.problem = _explain(exc, self.path, "opening it for writing")
+            self.problem = _explain(exc, self.path, "opening it" if tried_read_only else "opening it for writing",
+                                    reading=tried_read_only)
         else:
             self.problem = f"The review database {self.path} cannot be created ({exc}); notes are read-only."
         self._read_only = True
-        if not isinstance(exc, OSError):
+        if tried_read_only:
+            self._locked_out = isinstance(exc, sqlite3.Error) and _is_lock(exc)
+        elif not isinstance(exc, OSError):
             try:
                 self._db = self._connect(read_only=True)
             except sqlite3.Error as again:
                 self.problem += f" Its notes cannot be read either ({again})."
+                self._locked_out = _is_lock(again)
         _LOGGER.warning("%s", self.problem)
 
     @property
@@ -393,7 +431,7 @@ class ReviewStore:
         """A label as the run already spells it (``Reward hacking`` -> ``reward hacking``): one label, one name."""
         if label is None:
             return None
-        rows = self._read(_CURRENT + " AND n.run = ? AND r.deleted = 0 AND lower(r.label) = lower(?) "
+        rows = self._read(_CURRENT + " AND n.run = ? AND r.deleted = 0 AND casefold(r.label) = casefold(?) "
                           "ORDER BY n.created_at LIMIT 1", [run, label])
         return _note(rows[0]).label if rows else label
 
@@ -438,18 +476,25 @@ class ReviewStore:
     # ----- reading ------------------------------------------------------------------------------
 
     def _read(self, query: str, params: Sequence[Any]) -> list[tuple]:
-        if self._db is None:
-            return []
         with self._lock:
             try:
+                if self._db is None and self._locked_out:
+                    self._db = self._connect(read_only=True)  # the lock may be gone by now
+                    self._locked_out = False
+                if self._db is None:
+                    return []  # nothing written yet, or a damaged file (``problem`` says so)
                 return self._db.execute(query, params).fetchall()
             except sqlite3.Error as exc:
-                raise ReviewError(_explain(exc, self.path, "reading notes")) from exc
+                raise ReviewError(_explain(exc, self.path, "reading notes", reading=True)) from exc
 
     def find(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
              step: int | None = None, labels: Iterable[str] | None = None,
              include_deleted: bool = False) -> list[Note]:
-        """The notes as they read now, oldest first, narrowed by run, episode, step and labels."""
+        """The notes as they read now, oldest first, narrowed by run, episode, step and labels (any case: ``fold``).
+
+        Raises:
+            ReviewError: when the database cannot be read (a lock that keeps readers out says so).
+        """
         query, params = _CURRENT, []
         for column, value in (("n.run", None if run is None else run_key(run)), ("n.episode_id", episode_id),
                               ("n.step", step)):
@@ -458,7 +503,7 @@ class ReviewStore:
                 params.append(value)
         wanted = [label for label in (labels or ()) if label]
         if wanted:
-            query += f" AND lower(r.label) IN ({', '.join(['lower(?)'] * len(wanted))})"
+            query += f" AND casefold(r.label) IN ({', '.join(['casefold(?)'] * len(wanted))})"
             params.extend(wanted)
         if not include_deleted:
             query += " AND r.deleted = 0"
@@ -578,7 +623,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     """One record per marked step, with the exact model input of that step.
 
     Which steps: those given in ``steps`` (``(episode_id, step)``), else those carrying any of
-    ``labels``, else every step with a live note or label.
+    ``labels`` (in any case: ``fold``), else every step with a live note or label.
 
     Each record: ``run`` (the run key), ``episode_id``, ``task_name``, ``step``, ``labels``,
     ``notes`` (dicts), ``orphaned`` (why the step is gone, else None), ``system_prompt``,
@@ -588,11 +633,11 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     its ``messages`` are the first request and its ``response`` is None.
     """
     notes = store.find(run)
-    wanted = [label for label in (labels or ()) if label]
+    wanted = {fold(label) for label in (labels or ()) if label}
     if steps is not None:
         chosen = list(dict.fromkeys((str(e), int(s)) for e, s in steps))
     else:
-        marked = [n for n in notes if not wanted or n.label in wanted]
+        marked = [n for n in notes if not wanted or (n.label and fold(n.label) in wanted)]
         chosen = list(dict.fromkeys((n.episode_id, n.step) for n in marked))
     by_step: dict[tuple[str, int], list[Note]] = {}
     for note in notes:

@@ -111,6 +111,27 @@ def test_a_label_typed_in_another_case_takes_the_runs_spelling(run_dir, db):
     assert edited.label == "reward hacking"
 
 
+def test_a_non_ascii_label_typed_in_another_case_takes_the_runs_spelling_and_filters(run_dir, db):
+    # SQLite's lower() folds ASCII only: it leaves "É" and "é" apart, so these would be two labels.
+    store = review.open_store()
+    run = ares_viewer.open_run(run_dir)
+    a, b = run.episode_ids
+    store.add(run_dir, a, 2, author="ada", label="édite les tests")
+    second = store.add(run_dir, b, 4, author="bob", label="ÉDITE LES TESTS", text="réécrit l'assertion")
+    assert second.label == "édite les tests"
+    assert store.labels(run_dir) == ["édite les tests"]
+    edited = store.edit(second.note_id, revision=1, author="bob", label="Édite les tests", text="encore")
+    assert edited.label == "édite les tests"
+    found = store.notes(run_dir, labels=["ÉDITE LES TESTS"])
+    assert sorted(zip(found["episode_id"], found["step"], strict=True)) == sorted([(a, 2), (b, 4)])
+    # A read-only store (the CLI's) compares the same way; so does an export by label.
+    reader = review.open_store(read_only=True)
+    assert len(reader.find(run_dir, labels=["Édite Les Tests"])) == 2
+    exported = list(review.export_records(run, reader, labels=["ÉDITE les tests"]))
+    assert sorted((r["episode_id"], r["step"], tuple(r["labels"])) for r in exported) == sorted(
+        [(a, 2, ("édite les tests",)), (b, 4, ("édite les tests",))])
+
+
 def test_labels_filter_and_step_labels(run_dir, db):
     store = review.open_store()
     a, b = ares_viewer.open_run(run_dir).episode_ids
@@ -239,6 +260,60 @@ def test_a_locked_database_refuses_writes_clearly_and_still_reads(run_dir, db):
         holder.execute("ROLLBACK")
         holder.close()
     store.add(run_dir, "ep-1", 2, author="ada", text="after the lock")
+    assert len(store.notes(run_dir)) == 2
+
+
+def _lock_in_rollback_journal_mode(db, begin: str) -> sqlite3.Connection:
+    """Another program's connection that takes the database out of WAL mode and holds a lock on it."""
+    holder = sqlite3.connect(db, isolation_level=None)
+    assert holder.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    holder.execute(begin)
+    return holder
+
+
+def test_a_rollback_journal_write_lock_refuses_writes_clearly_and_still_reads(run_dir, db):
+    # A writer in rollback-journal mode holds a RESERVED lock: others still read, nobody else writes.
+    with review.open_store() as store:
+        store.add(run_dir, "ep-1", 1, author="ada", label="before the lock")
+    holder = _lock_in_rollback_journal_mode(db, "BEGIN IMMEDIATE")
+    try:
+        store = review.open_store(timeout=0.3)
+        assert not store.writable and "locked by another program" in store.problem
+        with pytest.raises(review.ReviewError, match="locked by another program"):
+            store.add(run_dir, "ep-1", 2, author="ada", text="during the lock")
+        assert list(store.notes(run_dir)["label"]) == ["before the lock"]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store = review.open_store(timeout=0.3)  # the app opens the store again on its next run
+    store.add(run_dir, "ep-1", 2, author="ada", text="after the lock")
+    assert len(store.notes(run_dir)) == 2
+
+
+def test_an_exclusive_rollback_journal_lock_says_notes_cannot_be_read_until_released(run_dir, db):
+    # An EXCLUSIVE lock in rollback-journal mode keeps readers out too: reads must say so, not show no notes.
+    with review.open_store() as store:
+        store.add(run_dir, "ep-1", 1, author="ada", label="before the lock")
+    holder = _lock_in_rollback_journal_mode(db, "BEGIN EXCLUSIVE")
+    try:
+        store = review.open_store(timeout=0.3)
+        assert not store.writable
+        assert "locked by another program" in store.problem and "cannot be read either" in store.problem
+        with pytest.raises(review.ReviewError, match="locked by another program"):
+            store.add(run_dir, "ep-1", 2, author="ada", text="during the lock")
+        with pytest.raises(review.ReviewError, match=r"locked by another program.*notes cannot be shown"):
+            store.notes(run_dir)
+        reader = review.open_store(read_only=True, timeout=0.3)  # the CLI's store
+        assert "locked by another program" in reader.problem
+        with pytest.raises(review.ReviewError, match="locked by another program"):
+            reader.labels(run_dir)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    # Released: the same stores read again; a store opened now writes.
+    assert list(store.notes(run_dir)["label"]) == ["before the lock"]
+    assert reader.labels(run_dir) == ["before the lock"]
+    review.open_store(timeout=0.3).add(run_dir, "ep-1", 2, author="ada", text="after the lock")
     assert len(store.notes(run_dir)) == 2
 
 

@@ -113,9 +113,9 @@ review_panel.author_input()
 show_deleted = st.toggle("Show deleted notes", key="review.deleted")
 try:
     notes = opened.notes(key, include_deleted=show_deleted)
-except review.ReviewError as exc:
+except review.ReviewError as exc:  # e.g. a lock that keeps readers out: say so, not "no notes yet"
     st.warning(str(exc), icon=":material/lock:")
-    notes = review.notes_frame([])
+    st.stop()
 tasks = dict(zip(run.episodes["episode_id"], run.episodes["task_name"], strict=True))
 notes = review.with_status(notes, run).assign(task_name=lambda f: f["episode_id"].map(tasks))
 if not len(notes):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import sqlite3
 
 import page_text
@@ -199,3 +200,33 @@ def test_a_locked_database_refuses_the_write_with_a_message(runs, app, db):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_database_locked_even_for_readers_says_so_and_shows_the_notes_once_released(runs, app, db, monkeypatch):
+    # The app waits 5 s for a lock at each try; a short wait keeps the test quick and changes nothing else.
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[2] / "app"))
+    import review_panel
+
+    monkeypatch.setattr(review_panel, "_TIMEOUT", 0.3)
+    with review.open_store(db) as store:
+        store.add(run_location(runs), runs["run-a"]["failed"], 3, author="Bob", label="seen before")
+    # Another program's EXCLUSIVE lock in rollback-journal mode keeps readers out as well as writers.
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        step = open_step(app, runs)
+        assert not step.exception
+        assert "Prompt: new since the previous call" in page_text.of(step)  # the step view still works
+        assert any("locked by another program" in w.value for w in step.warning)
+        assert not [b for b in step.button if b.label.startswith("Add to step")]
+        at = app("review", run="run-a")
+        assert not at.exception
+        assert any("locked by another program" in w.value and "notes cannot be shown" in w.value for w in at.warning)
+        assert "No notes on this run yet" not in page_text.of(at)  # it does not know: it says so instead
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    at.run()  # the next run opens the database again
+    assert not at.warning
+    assert "1 of 1 notes" in page_text.of(at)

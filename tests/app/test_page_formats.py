@@ -22,7 +22,7 @@ def test_mixed_folder_lists_every_format(runs, app):
     at = app(run="mixed")
     assert not at.exception
     assert metrics(at)["Episodes"] == "29"
-    table = at.dataframe[0].value
+    table = at.dataframe(key="overview.table").value
     assert table["format"].value_counts().to_dict() == {"tinker": 21, "ray": 4, "ares": 2, "mini-swe-agent": 2}
     assert not any("could not be read" in e.label for e in at.expander)
 
@@ -33,7 +33,7 @@ def test_training_run_shows_reward_over_iterations(runs, app):
     charts = at.get("plotly_chart")
     assert len(charts) == 5  # the four reward figures and the training curve
     assert "Reward over training iterations" in charts[-1].proto.spec
-    table = at.dataframe[0].value
+    table = at.dataframe(key="overview.table").value
     assert list(table.columns[:4]) == ["iteration", "split", "group_idx", "traj_idx"]
     # Runs without iterations have no training curve.
     assert len(app(run="ray").get("plotly_chart")) == 4
@@ -89,7 +89,7 @@ def test_mini_swe_agent_run_is_unscored_until_an_evaluation_report_is_added(runs
                                                                  unresolved=["django__django-11099"])))
     at.button(key="app.reload").click().run()  # the sidebar's "Reload run": read the files again
     assert metrics(at)["Success rate"] == "50%" and metrics(at)["Mean reward"] == "0.5"
-    table = at.dataframe[0].value.set_index("episode_id")
+    table = at.dataframe(key="overview.table").value.set_index("episode_id")
     assert table.loc[format_runs.MINI_V2, "verdict"] == "resolved"
     at = app("episode", run="mini", episode=format_runs.MINI_V2, step="1")
     assert not at.exception

@@ -45,6 +45,7 @@ import pathlib
 import sqlite3
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -165,8 +166,9 @@ def run_key(location: str | os.PathLike | run_module.Run) -> str:
 
 
 def fold(label: str) -> str:
-    """A label as labels are compared: case-folded (``ÉDITE les tests`` and ``édite les tests`` are one label)."""
-    return label.casefold()
+    """A label as labels are compared: in one Unicode form (NFC: an accented letter typed as one character or
+    as letter + accent is the same) and case-folded (``ÉDITE les tests`` and ``édite les tests`` are one label)."""
+    return unicodedata.normalize("NFC", label).casefold()
 
 
 def _sql_fold(value: object) -> object:
@@ -177,7 +179,7 @@ def _sql_fold(value: object) -> object:
 def _clean_label(label: str | None) -> str | None:
     if label is None:
         return None
-    label = " ".join(str(label).split())
+    label = unicodedata.normalize("NFC", " ".join(str(label).split()))
     if len(label) > MAX_LABEL:
         raise ValueError(f"a label has at most {MAX_LABEL} characters; this one has {len(label)}")
     return label or None
@@ -537,24 +539,38 @@ class ReviewStore:
         return notes_frame([_note(row) for row in rows])
 
     def labels(self, run: str | os.PathLike | run_module.Run | None = None) -> list[str]:
-        """The labels in use on live notes (of one run, or of all), sorted."""
-        return sorted({n.label for n in self.find(run) if n.label})
+        """The labels in use on live notes (of one run, or of all), sorted; each once, in its first spelling."""
+        return sorted(_spellings(self.find(run)).values())
 
     def step_labels(self, run: str | os.PathLike | run_module.Run, episode_id: str) -> dict[int, list[str]]:
-        """Step index -> the labels on that step of one episode."""
+        """Step index -> the labels on that step of one episode (each once, in the run's first spelling)."""
+        notes = self.find(run, episode_id=episode_id)
+        spelling = _spellings(self.find(run)) if any(n.label for n in notes) else {}
         found: dict[int, list[str]] = {}
-        for note in self.find(run, episode_id=episode_id):
-            if note.label and note.label not in found.setdefault(note.step, []):
-                found[note.step].append(note.label)
+        for note in notes:
+            if note.label and spelling[fold(note.label)] not in found.setdefault(note.step, []):
+                found[note.step].append(spelling[fold(note.label)])
         return {step: labels for step, labels in found.items() if labels}
 
     def episode_labels(self, run: str | os.PathLike | run_module.Run) -> dict[str, list[str]]:
-        """Episode id -> the labels on any of its steps, sorted."""
+        """Episode id -> the labels on any of its steps, sorted (each once, in the run's first spelling)."""
+        notes = self.find(run)
+        spelling = _spellings(notes)
         found: dict[str, set[str]] = {}
-        for note in self.find(run):
+        for note in notes:
             if note.label:
-                found.setdefault(note.episode_id, set()).add(note.label)
+                found.setdefault(note.episode_id, set()).add(spelling[fold(note.label)])
         return {episode_id: sorted(labels) for episode_id, labels in found.items()}
+
+
+def _spellings(notes: Iterable[Note]) -> dict[str, str]:
+    """Folded label -> the first spelling among ``notes`` (oldest first): how a label written before labels were
+    compared this way, in several spellings, is listed once."""
+    spelling: dict[str, str] = {}
+    for note in notes:
+        if note.label:
+            spelling.setdefault(fold(note.label), note.label)
+    return spelling
 
 
 def _note(row: tuple) -> Note:

@@ -132,6 +132,22 @@ def test_a_non_ascii_label_typed_in_another_case_takes_the_runs_spelling_and_fil
         [(a, 2, ("édite les tests",)), (b, 4, ("édite les tests",))])
 
 
+def test_one_label_in_two_unicode_forms_or_stored_in_two_spellings_is_listed_once(run_dir, db):
+    store = review.open_store()
+    a, b = ares_viewer.open_run(run_dir).episode_ids
+    store.add(run_dir, a, 2, author="ada", label="édite les tests")  # é as one character
+    decomposed = store.add(run_dir, b, 4, author="bob", label="e\u0301dite les tests")  # e + combining accent
+    assert decomposed.label == "édite les tests"
+    # A database written before labels were compared this way can hold two spellings of one label.
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE revisions SET label = 'ÉDITE LES TESTS' WHERE note_id = ?", (decomposed.note_id,))
+    assert {n.label for n in store.find(run_dir)} == {"édite les tests", "ÉDITE LES TESTS"}
+    assert store.labels(run_dir) == ["édite les tests"]  # listed once, in the first spelling
+    assert store.step_labels(run_dir, b) == {4: ["édite les tests"]}
+    assert store.episode_labels(run_dir) == {a: ["édite les tests"], b: ["édite les tests"]}
+    assert len(store.find(run_dir, labels=["édite les tests"])) == 2
+
+
 def test_labels_filter_and_step_labels(run_dir, db):
     store = review.open_store()
     a, b = ares_viewer.open_run(run_dir).episode_ids

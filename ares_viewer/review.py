@@ -381,15 +381,18 @@ class ReviewStore:
         note_id = uuid.uuid4().hex
         now = time.time()
         key = run_key(run)
-        label = self._spelling(key, label)
         path = (path or "").strip() or None
 
-        def insert(db: sqlite3.Connection) -> None:
+        def insert(db: sqlite3.Connection) -> str | None:
+            # The run's spelling is looked up inside the write transaction: two reviewers adding one new label in
+            # two spellings at once still give it one name.
+            spelled = _spelling(db, key, label)
             db.execute("INSERT INTO notes VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (note_id, key, str(episode_id), step, path, author, now))
-            db.execute("INSERT INTO revisions VALUES (?, 1, ?, ?, ?, ?, 0)", (note_id, label, text, author, now))
+            db.execute("INSERT INTO revisions VALUES (?, 1, ?, ?, ?, ?, 0)", (note_id, spelled, text, author, now))
+            return spelled
 
-        self._write("adding a note", insert)
+        label = self._write("adding a note", insert)
         return Note(note_id, key, str(episode_id), step, path, label, text, author, now, 1, False, author, now)
 
     def _revise(self, note_id: str, revision: int, author: str, label: str | None, text: str, deleted: bool,
@@ -406,8 +409,9 @@ class ReviewStore:
                 raise ConflictError(
                     f"Not saved: this note was changed by {head[1]} at {format_time(head[2])} (now revision {head[0]}) "
                     f"after the revision {revision} you edited. Reload it, then apply your change again.")
+            run = db.execute("SELECT run FROM notes WHERE note_id = ?", (note_id,)).fetchone()[0]
             db.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (note_id, revision + 1, label, text, author, now, int(deleted)))
+                       (note_id, revision + 1, _spelling(db, run, label), text, author, now, int(deleted)))
 
         self._write(doing, append)
         return self.get(note_id)
@@ -426,16 +430,7 @@ class ReviewStore:
         label, text = _clean_label(label), _clean_text(text)
         if label is None and not text:
             raise ValueError("a note needs a label or some text (delete it instead)")
-        label = self._spelling(self.get(note_id).run, label)
         return self._revise(note_id, revision, author, label, text, False, "saving the edit")
-
-    def _spelling(self, run: str, label: str | None) -> str | None:
-        """A label as the run already spells it (``Reward hacking`` -> ``reward hacking``): one label, one name."""
-        if label is None:
-            return None
-        rows = self._read(_CURRENT + " AND n.run = ? AND r.deleted = 0 AND casefold(r.label) = casefold(?) "
-                          "ORDER BY n.created_at LIMIT 1", [run, label])
-        return _note(rows[0]).label if rows else label
 
     def delete(self, note_id: str, *, revision: int, author: str) -> Note:
         """Delete a note: appends a tombstone revision (the history stays readable).
@@ -561,6 +556,15 @@ class ReviewStore:
             if note.label:
                 found.setdefault(note.episode_id, set()).add(spelling[fold(note.label)])
         return {episode_id: sorted(labels) for episode_id, labels in found.items()}
+
+
+def _spelling(db: sqlite3.Connection, run: str, label: str | None) -> str | None:
+    """A label as the run already spells it (``Reward hacking`` -> ``reward hacking``): one label, one name."""
+    if label is None:
+        return None
+    row = db.execute(_CURRENT + " AND n.run = ? AND r.deleted = 0 AND casefold(r.label) = casefold(?) "
+                     "ORDER BY n.created_at LIMIT 1", [run, label]).fetchone()
+    return _note(row).label if row else label
 
 
 def _spellings(notes: Iterable[Note]) -> dict[str, str]:

@@ -191,7 +191,8 @@ def _writer(path: str, name: str, count: int, shared: str, results) -> None:
     store = review.open_store(path, timeout=30)
     saved = 0
     for i in range(count):
-        store.add("/runs/shared", f"ep-{i % 7}", i % 11, author=name, label=f"label-{i % 3}", text=f"{name} #{i}")
+        label = f"label-{i % 3}" if name == "ada" else f"LABEL-{i % 3}"  # one label each, spelled two ways
+        store.add("/runs/shared", f"ep-{i % 7}", i % 11, author=name, label=label, text=f"{name} #{i}")
         if i % 5 == 0:
             while True:
                 current = store.get(shared)
@@ -225,10 +226,38 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
     added = notes[notes["note_id"] != shared.note_id]
     for name in ("ada", "bob"):
         assert set(added.loc[added["author"] == name, "text"]) == {f"{name} #{i}" for i in range(count)}
+    # Both started with the same new labels in two spellings: each label still has one name.
+    assert added["label"].nunique() == 3 and store.labels("/runs/shared") == sorted(set(added["label"]))
     history = store.history(shared.note_id)
     assert saved == {"ada": count // 5, "bob": count // 5}
     assert list(history["revision"]) == list(range(1, 2 + 2 * (count // 5)))  # no gap, no overwrite
     assert sorted(history["text"][1:]) == sorted(f"{n} edit {i}" for n in ("ada", "bob") for i in range(0, count, 5))
+
+
+def test_a_new_label_added_in_two_spellings_at_the_same_moment_gets_one_name(tmp_path, monkeypatch):
+    """Reviewer B adds "REWARD HACKING" while A's "reward hacking" is being saved: one label, A's spelling."""
+    import threading
+
+    path = str(tmp_path / "notes.sqlite")
+    first, second = review.open_store(path, timeout=10), review.open_store(path, timeout=10)
+    other: list = []
+    real = review._spelling
+
+    def spelling_while_another_reviewer_adds(db, run, label):
+        if not other:  # A is saving: B adds the same new label in another spelling right now
+            worker = threading.Thread(target=lambda: other.append(
+                second.add("/runs/r", "ep-2", 3, author="bob", label="REWARD HACKING")))
+            worker.start()
+            worker.join(timeout=1)  # B waits for A's write to finish (or, if it could slip in, finishes now)
+            other.append(worker)
+        return real(db, run, label)
+
+    monkeypatch.setattr(review, "_spelling", spelling_while_another_reviewer_adds)
+    mine = first.add("/runs/r", "ep-1", 2, author="ada", label="reward hacking")
+    other[-1].join(timeout=10)
+    theirs = next(n for n in other if isinstance(n, review.Note))
+    assert {mine.label, theirs.label} == {"reward hacking"}
+    assert first.labels("/runs/r") == ["reward hacking"]
 
 
 def test_notes_on_steps_that_no_longer_exist_are_kept_as_orphans(run_dir, db):

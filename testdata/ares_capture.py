@@ -1,14 +1,19 @@
-"""Record a real ARES activation capture offline: a random-weight TransformerLens model behind ARES's own client.
+"""Record a real ARES episode with its activations: a random-weight TransformerLens model behind ARES's own client.
 
-Runs in the Python 3.12 interp venv (``bash .ci/interp-venv.sh``), not in the project's environment. An agent
-loop of ``--steps`` model calls goes through ARES's ``HookedTransformerLLMClient`` while
-``automatic_activation_capture`` records every call; ``TrajectoryActivations.save`` writes the capture to
-``<out>/activations/<episode id>/``. Nothing is downloaded: the tokenizer is a byte-level BPE trained in memory
-on a few sentences, saved to a folder and loaded from it (transformer-lens would otherwise look it up on the
-Hub); harbor's dataset registry is pointed at an empty local file before ARES is imported. The model's text is
-random, as its weights are. Prints one JSON object: the capture folder, the responses, the tokens recorded.
+Runs in the Python 3.12 interp venv (``bash .ci/interp-venv.sh``) with the checkout on ``PYTHONPATH`` and a Docker
+engine holding the sample base image, not in the project's environment. ARES's ``CodeEnvironment`` runs a sample
+task (``sample_runs/``) in a ``DockerContainer`` on the sample base image with ARES's mini-swe-agent; the model
+is ARES's ``HookedTransformerLLMClient`` around a random-weight ``HookedTransformer`` inside
+``automatic_activation_capture``, and ``ares_viewer.recorder.record(env, out, activations=capture)`` records
+the episodes: ``<out>/<episode id>.json``, the snapshots, and ``<out>/activations/<episode id>/`` with the tokens
+of every model call. The model's text is random, as its weights are: every answer is a format error and the
+episode is truncated at the step limit. Nothing is downloaded: the tokenizer is a byte-level BPE trained in
+memory on a few sentences, saved to a folder and loaded from it (transformer-lens would otherwise look it up on
+the Hub); harbor's dataset registry is pointed at an empty local file before ARES is imported. Prints one JSON
+object per episode: its file, its capture folder, the responses and the prompt token counts.
 
-    $(bash .ci/interp-venv.sh) testdata/ares_capture.py --out /tmp/run --steps 3 [--no-kv-cache]
+    PYTHONPATH=. $(bash .ci/interp-venv.sh) testdata/ares_capture.py --out /tmp/run --steps 3 \
+        --episode kv-episode --episode full-episode:no-kv-cache
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import asyncio
 import json
 import os
 import pathlib
+import sys
 import tempfile
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -80,43 +87,73 @@ def build_client(*, kv_cache: bool = True, max_new_tokens: int = 6) -> tuple:
     return model, tokenizer, client
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--episode-id", default="ares-random-tiny")
-    parser.add_argument("--no-kv-cache", action="store_true", help="full sequences at every step (larger files)")
-    args = parser.parse_args()
-
-    model, tokenizer, client = build_client(kv_cache=not args.no_kv_cache)  # before ARES is imported: offline
+async def run_episodes(out: pathlib.Path, episodes: list[tuple[str, bool]], steps: int, prefix: str) -> None:
+    """Run one episode per ``(id, kv_cache)`` through one recorded environment, one capture, one client."""
+    model, _tokenizer, client = build_client()  # before ARES is imported: offline
+    sys.path.insert(0, str(REPO / "sample_runs"))
+    import ares_rollout  # the sample base image's container factory
+    import harbor_tasks
+    import scenarios
     import torch
     from ares.contrib.mech_interp import activation_capture
-    from ares.llms import request as ares_request
+    from ares.environments import code_env
+    from harbor.models.task import task as harbor_task
 
-    cfg = model.cfg
+    from ares_viewer import recorder
 
-    messages: list[dict[str, str]] = [{"role": "user", "content": CORPUS[2]}]
-    system = "You are a coding agent. Answer with one bash block."
-    responses, token_counts = [], []
+    sample = scenarios.TASKS["textkit__slugify-accents"]
+    folder = harbor_tasks.write_task(pathlib.Path(tempfile.mkdtemp()), sample, image=harbor_tasks.BASE_IMAGE)
+    env = code_env.CodeEnvironment([harbor_task.Task(task_dir=folder)],
+                                   container_factory=ares_rollout.SampleBaseContainers(sample), step_limit=steps,
+                                   prefix=prefix)
     with activation_capture.automatic_activation_capture(model) as capture:
-        for _ in range(args.steps):
-            req = ares_request.LLMRequest(messages=list(messages), system_prompt=system)
-            # The tokens the model ran on, from its first position, as the client builds them (ARES records none).
-            ids = tokenizer.apply_chat_template([{"role": "system", "content": system}, *messages],
-                                                add_generation_prompt=True, truncation=True,
-                                                max_length=cfg.n_ctx - client.max_new_tokens)
-            response = await client(req)
-            text = response.data[0].content
-            capture.record_step_metadata({"tokens": tokenizer.convert_ids_to_tokens(ids), "response": text})
-            responses.append(text)
-            token_counts.append(len(ids))
-            messages += [{"role": "assistant", "content": text},
-                         {"role": "user", "content": "<returncode>127</returncode><output>not found</output>"}]
-    folder = pathlib.Path(args.out) / "activations" / args.episode_id
-    capture.get_trajectory().save(folder)
-    print(json.dumps({"folder": str(folder), "responses": responses, "prompt_tokens": token_counts,
-                      "torch": torch.__version__}))
+        async with recorder.record(env, out, activations=capture, episode_ids=[e for e, _ in episodes]) as live:
+            for episode_id, kv_cache in episodes:
+                client.generation_kwargs["use_past_kv_cache"] = kv_cache
+                responses, prompt_tokens = [], []
+                ts = await live.reset()
+                while not ts.last():
+                    response = await client(ts.observation)
+                    responses.append(response.data[0].content)
+                    prompt_tokens.append(response.usage.prompt_tokens)
+                    ts = await live.step(response)
+                # ARES stops the container politely (10 s for `tail -f /dev/null`); killing it first is immediate.
+                await asyncio.to_thread(ares_rollout._kill, env)
+                capture_folder = out / "activations" / episode_id
+                print(json.dumps({"episode_id": episode_id, "path": str(live.episodes[-1]),
+                                  "folder": str(capture_folder), "responses": responses,
+                                  "prompt_tokens": prompt_tokens, "truncated": ts.observation is not None,
+                                  "logprob_error": logprob_error(model, capture_folder),
+                                  "torch": torch.__version__}), flush=True)
+
+
+def logprob_error(model, folder: pathlib.Path) -> float:
+    """The largest difference between the logprobs the recorder saved and one forward pass over each call's
+    recorded tokens (a check that they are the model's own, for the tokens recorded)."""
+    import torch
+
+    worst = 0.0
+    with torch.no_grad():
+        for meta in json.loads((folder / "metadata.json").read_text(encoding="utf-8"))["step_metadata"]:
+            ids, start = meta["token_ids"], meta["prompt_length"]
+            logprobs = model(torch.tensor([ids]), return_type="logits")[0].float().log_softmax(-1)
+            expected = [float(logprobs[j - 1, ids[j]]) for j in range(start, len(ids))]
+            assert len(expected) == len(meta["logprobs"])
+            worst = max([worst, *(abs(a - b) for a, b in zip(expected, meta["logprobs"], strict=True))])
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=pathlib.Path)
+    parser.add_argument("--steps", type=int, default=3, help="the environment's step limit")
+    parser.add_argument("--episode", action="append", required=True, metavar="ID[:no-kv-cache]",
+                        help="an episode to run; no-kv-cache keeps full sequences at every step (larger files)")
+    parser.add_argument("--prefix", default="ares_viewer_interp", help="ARES's container name prefix")
+    args = parser.parse_args()
+    episodes = [(spec.split(":")[0], not spec.endswith(":no-kv-cache")) for spec in args.episode]
+    asyncio.run(run_episodes(args.out, episodes, args.steps, args.prefix))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

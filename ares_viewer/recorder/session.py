@@ -10,7 +10,9 @@ and ``step(action)`` returning dm_env ``TimeStep``s) and records every episode i
   container after the verifier;
 - extra keys (docs/recording.md): ``end_status``, ``error``, ``recording`` (the image the episode ran on),
   ``final_command`` (the last command's output, which no observation holds) and ``verifier`` (its commands,
-  output, reward file and changed paths).
+  output, reward file and changed paths);
+- with ``activations=`` (ARES's ``ActivationCapture``): ``activations/{episode_id}/``, the episode's capture as
+  ``TrajectoryActivations.save`` writes it, with the tokens of every model call (``recorder.activations``).
 
 No ARES import: the environment is used through its public methods plus, for ``CodeEnvironment``, its
 ``_container`` (for commands and snapshots) and ``_compute_reward`` (to see the verifier start).
@@ -31,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 import ares_viewer
+from ares_viewer.recorder import activations as activations_mod
 from ares_viewer.recorder import container_state
 from ares_viewer.recorder.episode_file import EpisodeFile, step_record, to_jsonable
 
@@ -95,6 +98,9 @@ class RecordingEnv:
         snapshots: Capture the task container after every step (needs a Docker-backed container).
         task_name: The episodes' task name when the environment does not tell (``env._current_task.name``).
         episode_ids: The ids to give the episodes, in order (UUID4s are made up when omitted or used up).
+        activations: ARES's ``ActivationCapture`` around the model that answers (e.g.
+            ``automatic_activation_capture(model)``): each episode's capture steps are saved beside it with the
+            tokens of every model call, and the capture is emptied after each episode (``recorder.activations``).
     """
 
     def __init__(
@@ -105,6 +111,7 @@ class RecordingEnv:
         snapshots: bool = True,
         task_name: str | None = None,
         episode_ids: Iterable[str] = (),
+        activations: Any = None,
     ) -> None:
         self.env = env
         self._ids: Iterator[str] = iter(episode_ids)
@@ -113,6 +120,10 @@ class RecordingEnv:
         self.task_name = task_name
         self.episode: _Episode | None = None
         self.episodes: list[pathlib.Path] = []  # every episode file written, in order
+        self.activations: activations_mod.CaptureRecorder | None = None
+        if activations is not None:
+            self.activations = activations_mod.CaptureRecorder(activations, self._answering_step)
+            self.activations.install()
         compute = getattr(env, "_compute_reward", None)
         if callable(compute):
             env._compute_reward = self._verifier_hook(compute)
@@ -127,11 +138,13 @@ class RecordingEnv:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> Any:
         await self._end_on_exit(exc)
+        self._release_model()
         return await self.env.__aexit__(exc_type, exc, tb)
 
     async def close(self) -> None:
         """End a running episode (``aborted``) and close the environment."""
         await self._end_on_exit(None)
+        self._release_model()
         await self.env.close()
 
     def __getattr__(self, name: str) -> Any:
@@ -142,6 +155,8 @@ class RecordingEnv:
             await self._end(self.episode, ABANDONED)
         episode = _Episode(self.out_dir, next(self._ids, None) or str(uuid.uuid4()), self.task_name, time.time())
         self.episode = episode
+        if self.activations is not None:
+            self.activations.begin_episode()
         try:
             ts = await self.env.reset()
         except BaseException as exc:
@@ -190,6 +205,28 @@ class RecordingEnv:
         return ts
 
     # ----- episode bookkeeping --------------------------------------------------------------------------------
+
+    def _answering_step(self) -> int | None:
+        """The trajectory step a model call made now answers: its response becomes that step's action."""
+        episode = self.episode
+        return None if episode is None or episode.ended else episode.step + 1
+
+    def _release_model(self) -> None:
+        if self.activations is not None:
+            self.activations.uninstall()
+
+    async def _save_activations(self, episode: _Episode) -> None:
+        """Save the episode's capture beside it (a failure is recorded; the episode itself is still written)."""
+        if self.activations is None:
+            return
+        try:
+            info = await asyncio.to_thread(self.activations.save, self.out_dir, episode.id)
+        except Exception as exc:
+            _LOGGER.warning("episode %s: its activations could not be saved: %s", episode.id, exc)
+            episode.file.extra["activations_error"] = _error(exc)
+            return
+        if info is not None:
+            episode.file.extra.setdefault("recording", {})["activations"] = info
 
     def _task_name(self) -> str | None:
         if self.task_name is not None:
@@ -265,6 +302,7 @@ class RecordingEnv:
             episode.file.extra["verifier"] = episode.verifier
         if "final_command" not in episode.file.extra and episode.last_command is not None and status != COMPLETED:
             episode.file.extra["final_command"] = episode.last_command
+        await self._save_activations(episode)
         episode.file.write()
         if episode.file.path not in self.episodes:
             self.episodes.append(episode.file.path)
@@ -368,6 +406,7 @@ def record(
     snapshots: bool = True,
     task_name: str | None = None,
     episode_ids: Iterable[str] = (),
+    activations: Any = None,
 ) -> RecordingEnv:
     """Record every episode ``env`` runs into ``out_dir``; use the result in place of ``env``.
 
@@ -376,4 +415,5 @@ def record(
     ...     while not ts.last():
     ...         ts = await env.step(await llm(ts.observation))
     """
-    return RecordingEnv(env, out_dir, snapshots=snapshots, task_name=task_name, episode_ids=episode_ids)
+    return RecordingEnv(env, out_dir, snapshots=snapshots, task_name=task_name, episode_ids=episode_ids,
+                        activations=activations)

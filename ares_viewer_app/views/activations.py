@@ -13,18 +13,12 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import activations, model
 from ares_viewer.activations import figures, tokens, views
-from ares_viewer_app import loaders, state, widgets
-
-
-@st.cache_resource(max_entries=8, ttl=600, show_spinner=False)
-def linked_capture(where: str, episode_id: str) -> activations.Linked | None:
-    """The episode's capture (lazy: opening it reads its metadata.json only), kept for a few episodes."""
-    return activations.find(loaders.load_run(where).episode(episode_id))
+from ares_viewer_app import activations_panel, loaders, state, widgets
 
 
 def open_capture(run: ares_viewer.Run, episode: model.Episode) -> activations.Linked | None:
     try:
-        return linked_capture(loaders.location(state.get("run") or ""), episode.episode_id)
+        return activations_panel.linked_capture(loaders.location(state.get("run") or ""), episode.episode_id)
     except activations.Error as exc:
         st.error(f"The activations of this episode cannot be read: {exc}")
         return None
@@ -90,7 +84,7 @@ def compare_tab(run: ares_viewer.Run, linked: activations.Linked) -> None:
     if other is None:
         return
     try:
-        theirs = linked_capture(loaders.location(state.get("run") or ""), other)
+        theirs = activations_panel.linked_capture(loaders.location(state.get("run") or ""), other)
     except activations.Error as exc:
         st.error(f"The other episode's activations cannot be read: {exc}")
         return
@@ -106,10 +100,10 @@ def compare_tab(run: ares_viewer.Run, linked: activations.Linked) -> None:
                     key="activations.compare")
 
 
-def tokens_section(episode: model.Episode, step: int) -> None:
-    frame = tokens.token_frame(episode.step(step)) if 0 <= step < len(episode.steps) else None
+def tokens_section(episode: model.Episode, step: int, capture: activations.Capture | None = None) -> None:
+    frame = tokens.token_frame(episode.step(step), capture=capture) if 0 <= step < len(episode.steps) else None
     if frame is None:
-        st.caption("This step's response records no per-token logprobs.")
+        st.caption("This step's response records no per-token data.")
         return
     st.markdown(f"**Step {step}: the response's tokens, shaded by how unlikely the model found them**")
     st.html(figures.logprob_html(frame))
@@ -146,4 +140,4 @@ try:
         compare_tab(run, linked)
 except activations.Error as exc:
     st.error(f"A step file of this capture cannot be read: {exc}")
-tokens_section(episode, step)
+tokens_section(episode, step, linked.capture)

@@ -1,9 +1,13 @@
-"""Real ARES captures: ARES's own client and ActivationCapture on a random-weight HookedTransformer, read back.
+"""Real ARES episodes recorded with their activations: ARES's CodeEnvironment, DockerContainer and mini-swe-agent,
+ARES's own HookedTransformerLLMClient and ActivationCapture on a random-weight HookedTransformer, through
+``ares_viewer.recorder.record(env, out, activations=capture)``; read back with ``ares_viewer.open_run``.
 
 ARES and TransformerLens need Python >= 3.12, so they run in their own venv (``.ci/interp-venv.sh``, about 6.7 GB,
-built once under ~/.cache/ares-viewer) as a subprocess running ``testdata/ares_capture.py``. The files it writes
-are ``TrajectoryActivations.save``'s own; the library reads them here, in the project's environment, and is
-checked tensor for tensor against ``torch.load(weights_only=True)``. Fails in CI when the venv cannot be built.
+built once under ~/.cache/ares-viewer) as a subprocess running ``testdata/ares_capture.py``; the episodes run on
+the real engine in containers of the sample base image. The capture files are ``TrajectoryActivations.save``'s
+own; the library reads them here, in the project's environment, and is checked tensor for tensor against
+``torch.load(weights_only=True)``. The random model answers nonsense, so every step is a format error and the
+episodes end at the step limit. Fails in CI when the venv, the engine or the image is missing.
 """
 
 from __future__ import annotations
@@ -12,20 +16,21 @@ import json
 import os
 import pathlib
 import subprocess
+import uuid
 
 import numpy as np
 import pytest
 
+import ares_viewer
 from ares_viewer import activations
-from ares_viewer.activations import views
+from ares_viewer.activations import figures, tokens, views
 from ares_viewer.run import load_episode
-from testdata import synthetic
 from tests.conftest import _missing
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "testdata" / "ares_capture.py"
 
-pytestmark = pytest.mark.interp
+pytestmark = [pytest.mark.interp, pytest.mark.docker]
 
 
 @pytest.fixture(scope="module")
@@ -49,25 +54,43 @@ def torch():
     return torch
 
 
-def _record(python: str, out: pathlib.Path, *extra: str) -> dict:
-    done = subprocess.run([python, str(SCRIPT), "--out", str(out), *extra], capture_output=True, text=True,
-                          timeout=600, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+PREFIX = f"avinterp{uuid.uuid4().hex[:8]}"  # ARES names its containers ares.<prefix>.…
+STEPS = 3
+N_CTX, MAX_NEW_TOKENS = 512, 6  # testdata/ares_capture.build_client: prompts are cut to N_CTX - MAX_NEW_TOKENS
 
 
 @pytest.fixture(scope="module")
-def recorded(interp_python, tmp_path_factory):
-    """Two captures of real ARES runs: KV cache on (ARES's default: the last forward pass per call) and off."""
-    cached = tmp_path_factory.mktemp("kv")
-    full = tmp_path_factory.mktemp("full")
-    return {"kv": (cached, _record(interp_python, cached, "--steps", "3", "--episode-id", "kv-episode")),
-            "full": (full, _record(interp_python, full, "--steps", "2", "--episode-id", "full-episode",
-                                   "--no-kv-cache"))}
+def recorded(interp_python, docker_client, tmp_path_factory):
+    """One recorded run of two real ARES episodes, one capture and one client: KV cache on (ARES's default: the
+    last forward pass per call) and off (full sequences). The run folder and each episode's driver output."""
+    docker_client.images.get("ares-viewer/sample-base:1")
+    out = tmp_path_factory.mktemp("interp-run")
+    try:
+        done = subprocess.run(
+            [interp_python, str(SCRIPT), "--out", str(out), "--steps", str(STEPS), "--prefix", PREFIX,
+             "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache"],
+            capture_output=True, text=True, timeout=900, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{PREFIX}."}):
+            leftover.remove(force=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = {r["episode_id"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
+                                                            if line.startswith("{")))}
+    assert sorted(results) == ["full-episode", "kv-episode"]
+    return out, results
+
+
+def _linked(recorded, episode_id: str) -> activations.Linked:
+    out, _ = recorded
+    episode = ares_viewer.open_run(str(out)).episode(episode_id)
+    linked = activations.find(episode)
+    assert linked is not None, f"no activations linked to {episode_id}"
+    return linked
 
 
 def test_the_torch_free_reader_gives_torchs_tensors_for_real_captures(recorded, torch):
-    for _run, result in recorded.values():
+    _, results = recorded
+    for result in results.values():
         capture = activations.Capture(result["folder"], reader="numpy")
         for step in capture.steps:
             path = os.path.join(result["folder"], f"step_{step:04d}.pt")
@@ -79,45 +102,89 @@ def test_the_torch_free_reader_gives_torchs_tensors_for_real_captures(recorded, 
                 assert np.array_equal(got, tensor.numpy(), equal_nan=True), name
 
 
-def test_a_kv_cached_capture_holds_the_last_forward_pass(recorded):
-    _, result = recorded["kv"]
-    capture = activations.Capture(result["folder"])
-    assert capture.model_name == "random-tiny" and capture.steps == [0, 1, 2] and not capture.warnings
-    hooks = capture.hooks(0)
-    assert hooks["blocks.1.hook_resid_post"].shape == (1, 1, 64)
-    pattern = hooks["blocks.0.attn.hook_pattern"].shape
-    assert pattern[:3] == (1, 4, 1) and pattern[3] >= result["prompt_tokens"][0]
-    assert all(h.dtype == "float32" for h in hooks.values())
-    # Later calls see longer prompts (the agent's context grows).
-    keys = [capture.hooks(i)["blocks.0.attn.hook_pattern"].shape[3] for i in capture.steps]
-    assert keys == sorted(keys) and keys[0] < keys[-1]
+def test_a_recorded_episode_opens_with_its_activations_linked_to_its_steps(recorded):
+    out, results = recorded
+    for episode_id in results:
+        linked = _linked(recorded, episode_id)
+        episode = linked.episode
+        assert episode.outcome is ares_viewer.Outcome.TRUNCATED and episode.num_actions == STEPS
+        assert linked.steps() == [1, 2, 3] and not linked.warnings
+        assert linked.capture.model_name == "random-tiny"
+        doc = json.loads(pathlib.Path(results[episode_id]["path"]).read_text(encoding="utf-8"))
+        assert doc["recording"]["activations"] == {"folder": f"activations/{episode_id}", "model_name": "random-tiny",
+                                                   "steps": STEPS, "model_calls": STEPS}
+    # One capture served both episodes, each saved whole under its own name (no staging folder left).
+    assert sorted(p.name for p in (out / "activations").iterdir()) == ["full-episode", "kv-episode"]
+
+
+def test_capture_step_i_is_the_model_call_whose_response_is_action_i_plus_1(recorded):
+    """The recorder's tokens for capture step i decode to the action of trajectory step i + 1."""
+    _, results = recorded
+    for episode_id, result in results.items():
+        linked = _linked(recorded, episode_id)
+        doc = json.loads(pathlib.Path(result["path"]).read_text(encoding="utf-8"))
+        for step in linked.steps():
+            i = linked.capture_step(step)
+            assert i == step - 1 and linked.trajectory_step(i) == step
+            meta = linked.capture.meta(i)
+            assert meta["step"] == step
+            start = meta["prompt_length"]
+            assert start == result["prompt_tokens"][i] <= N_CTX - MAX_NEW_TOKENS
+            assert len(meta["token_ids"]) == len(meta["tokens"]) == start + len(meta["logprobs"])
+            action = doc["steps"][step]["action"]
+            assert "".join(meta["tokens"][start:]) == action["data"][0]["content"] == result["responses"][i]
+            assert len(meta["logprobs"]) == action["usage"]["generated_tokens"]
+        assert result["logprob_error"] < 1e-4  # the saved logprobs are the model's own (one forward pass again)
+
+
+def test_the_token_view_shows_the_recorded_response_tokens(recorded):
+    linked = _linked(recorded, "kv-episode")
+    step = linked.episode.step(2)
+    assert tokens.token_frame(step) is None  # ARES's own records hold no tokens
+    frame = tokens.token_frame(step, capture=linked.capture)
+    meta = linked.capture.meta(1)
+    response = meta["tokens"][meta["prompt_length"]:]
+    assert frame["token"].tolist() == response
+    assert frame["token_id"].tolist() == meta["token_ids"][meta["prompt_length"]:]
+    assert frame["logprob"].tolist() == meta["logprobs"] and (frame["logprob"] < 0).all()
+    assert frame["prob"].between(0, 1).all()
+    html = figures.logprob_html(frame)
+    assert html.count("<span") == len(response) and "logprob " in html
 
 
 def test_views_of_a_real_capture_linked_to_its_episode(recorded):
-    run, _ = recorded["kv"]
-    doc = synthetic.episode_dict(actions=3, seed=3, episode_id="kv-episode")
-    episode = load_episode(synthetic.write_episode(run, doc))
-    linked = activations.find(episode)
-    assert linked is not None and linked.steps() == [1, 2, 3] and not linked.warnings
+    linked = _linked(recorded, "kv-episode")
     summary = views.step_summary(linked.capture, 2)
     assert list(summary.index) == ["embed", "0", "1", "final"] and summary.notna().any().all()
     entropy = views.attention_entropy(linked.capture, 2)
     assert entropy.shape == (2, 4) and (entropy.to_numpy() <= entropy.attrs["max_entropy"] + 1e-6).all()
     attention = views.head_attention(linked.capture, 1, layer=0, head=0)
     recorded_tokens = linked.capture.tokens(0)
-    assert attention["token"].tolist()[: len(recorded_tokens)] == recorded_tokens
+    # The last forward pass attends to every position but the last token it produced: all are labelled.
+    assert attention["token"].tolist() == recorded_tokens[:-1]
     assert attention["weight"].sum() == pytest.approx(1.0, abs=1e-4)
     assert list(views.across_steps(linked.capture).index) == [1, 2, 3]
 
 
+def test_a_kv_cached_capture_holds_the_last_forward_pass(recorded):
+    capture = _linked(recorded, "kv-episode").capture
+    assert capture.steps == [0, 1, 2] and not capture.warnings
+    for i in capture.steps:
+        hooks = capture.hooks(i)
+        assert hooks["blocks.1.hook_resid_post"].shape == (1, 1, 64)
+        assert hooks["blocks.0.attn.hook_pattern"].shape == (1, 4, 1, len(capture.tokens(i)) - 1)
+        assert all(h.dtype == "float32" for h in hooks.values())
+
+
 def test_a_full_sequence_capture_covers_every_prompt_position(recorded):
-    _, result = recorded["full"]
-    capture = activations.Capture(result["folder"])
+    capture = _linked(recorded, "full-episode").capture
+    prompt = capture.meta(0)["prompt_length"]
     resid = capture.hooks(0)["blocks.0.hook_resid_post"].shape
     pattern = capture.hooks(0)["blocks.0.attn.hook_pattern"].shape
-    assert resid[1] >= result["prompt_tokens"][0] and pattern[2] == pattern[3] == resid[1]
-    attention = views.head_attention(capture, 1, layer=1, head=3, query=result["prompt_tokens"][0] - 1)
-    assert attention["weight"].iloc[result["prompt_tokens"][0]:].sum() == 0  # causal: no later position
+    assert resid[1] == len(capture.tokens(0)) - 1 and pattern[2] == pattern[3] == resid[1]
+    attention = views.head_attention(capture, 1, layer=1, head=3, query=prompt - 1)
+    assert attention["weight"].iloc[prompt:].sum() == 0  # causal: no later position
+    assert attention["token"].tolist() == capture.tokens(0)[:-1]
 
 
 def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(interp_python, docker_client, tmp_path):

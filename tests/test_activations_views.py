@@ -197,3 +197,19 @@ def test_tinker_token_data_and_steps_without_tokens():
     assert frame["token_id"].tolist() == [11, 12] and np.isnan(frame["logprob"].iloc[1])
     assert "⟨12⟩" in figures.logprob_html(frame) and "no logprob" in figures.logprob_html(frame)
     assert tokens.token_frame(_step({})) is None and not tokens.has_tokens(_step({"tokens": "text"}))
+
+
+def test_the_recorders_tokens_saved_with_a_capture_show_when_the_step_has_none(tmp_path):
+    """step_metadata as the recorder writes it: the response is what follows the prompt; a step's own data wins."""
+    meta = [{"step": 1, "token_ids": [1, 2, 3, 4], "tokens": ["<|user|>", "hi", "<b>", "ok"], "prompt_length": 2,
+             "logprobs": [-0.5, -3.0]},
+            {"step": 2, "token_ids": [1, 2], "tokens": ["<|user|>", "hi"], "prompt_length": 9}]  # inconsistent
+    (tmp_path / "metadata.json").write_text(json.dumps({"model_name": "m", "num_steps": 2, "step_metadata": meta}))
+    capture = activations.Capture(tmp_path)
+    frame = tokens.token_frame(_step({}), capture=capture)
+    assert frame["token"].tolist() == ["<b>", "ok"] and frame["token_id"].tolist() == [3, 4]
+    assert frame["logprob"].tolist() == [-0.5, -3.0] and "&lt;b&gt;" in figures.logprob_html(frame)
+    assert capture.tokens(0) == ["<|user|>", "hi", "<b>", "ok"]
+    assert tokens.capture_frame(capture, 2) is None and tokens.capture_frame(capture, 0) is None
+    own = tokens.token_frame(_step({"completion_token_ids": [7], "logprobs": [-1.0]}), capture=capture)
+    assert own["token_id"].tolist() == [7]

@@ -8,6 +8,8 @@ Capture step ``i`` is the ``i``-th model call of the episode, the one that produ
 step ``i + 1`` (see ``linking``). ``step_metadata[i]`` holds whatever the caller recorded for that call; ARES
 records nothing of its own there. One key is read when present: ``tokens``, the token strings of the sequence the
 model ran on from its first position (the prompt, at least), so attention can be shown over the prompt's tokens.
+The recorder (``ares_viewer.recorder.activations``) writes it with ``token_ids``, ``prompt_length`` and ``logprobs``
+(the response's tokens: ``tokens.capture_frame``).
 
 Opening a capture reads ``metadata.json`` and lists the step files; a step's file is read when a view asks for
 it (its hook names and shapes from the pickle alone, an array when one is wanted), and at most

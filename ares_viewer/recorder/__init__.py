@@ -6,6 +6,9 @@
 ...     while not ts.last():
 ...         ts = await env.step(await llm(ts.observation))
 
+``record(env, out, activations=capture)`` also saves ARES's ``ActivationCapture`` beside each episode, with the
+tokens of every model call (``recorder.activations``).
+
 Needs no ARES to import (the environment is used through its methods); ARES itself needs Python >= 3.12
 (``pip install 'ares-viewer[ares]'``). See docs/recording.md.
 """

@@ -95,3 +95,19 @@ def test_token_logprobs_show_in_the_step_view_and_on_the_page(tmp_path, monkeypa
     assert any("logprob -4.000" in h.proto.body for h in at.get("html"))
     page = app("activations", run="tok", episode=at.query_params["episode"], step="1")
     assert not page.exception and any("logprob -4.000" in h.proto.body for h in page.get("html"))
+
+
+def test_the_recorders_tokens_show_in_the_step_view_and_on_the_page(runs, app, tmp_path):
+    """A capture saved by the recorder holds each call's tokens: the response's show with their logprobs."""
+    meta_path = tmp_path / "runs" / "interp-run" / "activations" / runs["a"] / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    for i, entry in enumerate(meta["step_metadata"]):
+        n = len(entry["tokens"])
+        entry.update(step=i + 1, token_ids=list(range(n)), prompt_length=n - 2, logprobs=[-0.25, -3.5])
+    meta_path.write_text(json.dumps(meta))
+    at = app("episode", run="interp-run", episode=runs["a"], step="2")
+    assert not at.exception
+    assert any(e.label == "Token logprobs (2 tokens)" for e in at.expander)
+    assert any("logprob -3.500" in h.proto.body for h in at.get("html"))
+    page = app("activations", run="interp-run", episode=runs["a"], step="2")
+    assert not page.exception and any("logprob -3.500" in h.proto.body for h in page.get("html"))

@@ -104,11 +104,13 @@ class CaptureRecorder:
         self._first = 0  # capture steps taken before the current episode began
         self._first_meta = 0  # and step_metadata entries the caller recorded before it
         self._generate: Any = None
+        self._own_attribute = False
 
     def install(self) -> None:
         """Wrap the model's ``generate`` (around any wrapper ARES's ``automatic_activation_capture`` put there)."""
         if self._generate is not None:
             return
+        self._own_attribute = "generate" in vars(self.model)  # ARES's automatic capture sets one
         original = self._generate = self.model.generate
 
         def generate(*args: Any, **kwargs: Any) -> Any:
@@ -121,7 +123,10 @@ class CaptureRecorder:
         """Give the model its ``generate`` back."""
         if self._generate is not None:
             if getattr(self.model.generate, "__wrapped__", None) is self._generate:
-                self.model.generate = self._generate
+                if self._own_attribute:
+                    self.model.generate = self._generate
+                else:
+                    del self.model.generate  # the class's method again
             self._generate = None
 
     def begin_episode(self) -> None:

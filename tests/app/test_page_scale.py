@@ -115,3 +115,23 @@ def test_files_page_names_the_episode_without_listing_the_run(big, app):
     assert not at.exception
     assert at.selectbox(key="files.episode").value == MIDDLE
     _bounded(at.selectbox(key="files.episode"))
+
+
+def test_sandbox_and_activations_pages_open_the_named_episode(big, app):
+    for page, key, says in (("sandbox", "sandbox.episode_pick", "no recorded snapshots"),
+                            ("activations", "activations.episode", "No activations were saved")):
+        at = app(page, run="big", episode=LAST)
+        assert not at.exception, page
+        assert at.selectbox(key=key).value == LAST
+        _bounded(at.selectbox(key=key))
+        assert says in " ".join(i.value for i in at.info), page
+
+
+def test_groups_page_lists_a_page_of_groups_and_opens_the_named_episodes_group(big, app):
+    at = app("groups", run="big", episode=MIDDLE)
+    assert not at.exception
+    picker = at.selectbox(key="groups.pick")
+    assert picker.value == MIDDLE.rsplit("/", 1)[0]
+    assert len(picker.options) <= widgets.CHOICES + 1
+    assert f"{ROLLOUTS // 8:,} groups · {ROLLOUTS:,} rollouts" in " ".join(c.value for c in at.caption)
+    assert any(m.value.startswith("**traj 7**") for m in at.markdown)  # the group's 8 rollouts side by side

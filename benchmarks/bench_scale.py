@@ -249,7 +249,8 @@ def main() -> None:
         for folder in (small, tiny):
             open_in_process(folder, cache)
         times, server_kb = page_times(runs, cache, ["warmup", "small", "big"])
-        for page, what in (("overview", "overview to its episode table"), ("episode", "Episode page to its first step")):
+        for page, what in (("overview", "overview to its episode table"),
+                           ("episode", "Episode page to its first step")):
             big_s, small_s = times[page, "big"], times[page, "small"]
             print(f"{what} in Chromium: {args.rollouts:,} rollouts {big_s:.2f} s, {args.small} rollouts "
                   f"{small_s:.2f} s; RATIO {big_s / small_s:.2f}  (target <= 2)")

@@ -97,3 +97,32 @@ def iteration_bands(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Reward over training iterations", xaxis_title="iteration", yaxis_title="reward",
                       margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
     return fig
+
+
+def compare_reward_histograms(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """Reward histograms of several runs (``queries.reward_histogram`` each), overlaid as the share of each run's
+    scored episodes per bin (``plots.compare_reward_distributions`` from the aggregates)."""
+    fig = go.Figure()
+    for (label, bins), colour in zip(runs, plots.RUN_COLOURS * len(runs), strict=False):
+        per_bin = bins.groupby(["low", "high"], as_index=False)["episodes"].sum()
+        share = 100 * per_bin["episodes"] / max(int(per_bin["episodes"].sum()), 1)
+        fig.add_trace(go.Bar(x=(per_bin["low"] + per_bin["high"]) / 2, y=share, width=per_bin["high"] - per_bin["low"],
+                             name=plots.plain(label), opacity=0.6, marker_color=colour,
+                             hovertemplate="%{y:.1f}% of episodes, reward ≈ %{x:.3g}<extra></extra>"))
+    fig.update_layout(barmode="overlay", title="Reward distribution per run", xaxis_title="reward",
+                      yaxis_title="% of episodes", margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    return fig
+
+
+def compare_task_rates(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """Per task, each run's success rate as grouped bars (``queries.per_task`` of each run: its most attempted
+    tasks)."""
+    fig = go.Figure()
+    for (label, tasks), colour in zip(runs, plots.RUN_COLOURS * len(runs), strict=False):
+        frame = tasks.sort_values("task_name")
+        fig.add_trace(go.Bar(x=[plots.plain(t) for t in frame["task_name"]], y=frame["rate"],
+                             name=plots.plain(label), marker_color=colour))
+    fig.update_yaxes(range=[0, 1], tickformat=".0%")
+    fig.update_layout(barmode="group", title="Success rate per task, per run (the most attempted tasks)",
+                      yaxis_title="success rate", margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    return fig

@@ -42,7 +42,7 @@ def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
     return fig
 
 
-def _plain(value: object) -> str:
+def plain(value: object) -> str:
     """Text from a file or a reviewer as plotly shows it literally: plotly reads ``<a href>``, ``<b>``... in
     labels and hover texts, and ``&lt;`` as ``<``."""
     return html.escape(str(value), quote=False)
@@ -50,11 +50,11 @@ def _plain(value: object) -> str:
 
 def _episode_hover(frame: pd.DataFrame) -> list[str]:
     return [
-        f"{_plain(row.task_name)}<br>{_plain(row.outcome)} · reward {row.total_reward:.3g} · {row.num_actions} "
-        f"actions<br>{_plain(row.episode_id[:8])}"
+        f"{plain(row.task_name)}<br>{plain(row.outcome)} · reward {row.total_reward:.3g} · {row.num_actions} "
+        f"actions<br>{plain(row.episode_id[:8])}"
         if pd.notna(row.total_reward)
-        else f"{_plain(row.task_name)}<br>{_plain(row.outcome)} · no reward · {row.num_actions} actions<br>"
-             f"{_plain(row.episode_id[:8])}"
+        else f"{plain(row.task_name)}<br>{plain(row.outcome)} · no reward · {row.num_actions} actions<br>"
+             f"{plain(row.episode_id[:8])}"
         for row in frame.itertuples()
     ]
 
@@ -128,7 +128,7 @@ def success_by_task(episodes: pd.DataFrame) -> go.Figure:
     labels = [f"{s}/{n}" + (f", {a - n} unscored" if a > n else "")
               for s, n, a in zip(grouped["successes"], grouped["scored"], grouped["attempts"], strict=True)]
     fig = go.Figure(go.Bar(
-        x=grouped["rate"], y=[_plain(task) for task in grouped.index], orientation="h", marker_color="#2da44e",
+        x=grouped["rate"], y=[plain(task) for task in grouped.index], orientation="h", marker_color="#2da44e",
         customdata=grouped.index, text=labels,
         textposition="auto", hovertemplate="%{y}: %{x:.0%} success (%{text})<extra></extra>",
     ))
@@ -201,8 +201,8 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
         f"step {row.index}{f': {s:.1f} s' if pd.notna(s) else ''}"
         + (f" (model {row.model_time or 0:.1f} s, command {row.command_time or 0:.1f} s)"
            if pd.notna(row.model_time) or pd.notna(row.command_time) else "")
-        + f" · {_plain(row.failure) if isinstance(row.failure, str) else f'rc {row.returncode}'}<br>"
-        f"{_plain(row.command[:80]) if isinstance(row.command, str) else '(no command)'}"
+        + f" · {plain(row.failure) if isinstance(row.failure, str) else f'rc {row.returncode}'}<br>"
+        f"{plain(row.command[:80]) if isinstance(row.command, str) else '(no command)'}"
         for row, s in zip(frame.itertuples(), seconds, strict=True)
     ]
     split = frame["model_time"].notna() | frame["command_time"].notna()
@@ -227,7 +227,7 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
         fig.add_trace(go.Scatter(x=marked, y=[heights.get(k, 0) for k in marked], mode="markers+text",
                                  name="review label", marker={"symbol": "triangle-down", "size": 12,
                                                               "color": _LABEL},
-                                 text=[_plain(", ".join(labels[k])) for k in marked], textposition="top center",
+                                 text=[plain(", ".join(labels[k])) for k in marked], textposition="top center",
                                  textfont={"color": _LABEL}, customdata=marked, cliponaxis=False), row=1, col=1)
     for name, column, colour in (("prompt tokens", "prompt_tokens", "#0969da"),
                                  ("generated tokens", "generated_tokens", "#8250df")):
@@ -250,7 +250,7 @@ def compare_reward_distributions(runs: Sequence[tuple[str, pd.DataFrame]], *, bi
     """Reward histograms of several runs, overlaid and normalized to the share of each run's episodes."""
     fig = go.Figure()
     for (label, episodes), colour in zip(runs, RUN_COLOURS * len(runs), strict=False):
-        fig.add_trace(go.Histogram(x=_rewarded(episodes)["reward_plotted"], name=_plain(label), nbinsx=bins,
+        fig.add_trace(go.Histogram(x=_rewarded(episodes)["reward_plotted"], name=plain(label), nbinsx=bins,
                                    histnorm="percent", opacity=0.6, marker_color=colour))
     fig.update_layout(barmode="overlay")
     return _layout(fig, "Reward distribution per run", xaxis_title="reward", yaxis_title="% of episodes")
@@ -262,7 +262,7 @@ def compare_success_by_task(runs: Sequence[tuple[str, pd.DataFrame]]) -> go.Figu
     for (label, episodes), colour in zip(runs, RUN_COLOURS * len(runs), strict=False):
         scored = _rewarded(episodes)
         rates = (scored["reward_plotted"] > 0).groupby(scored["task_name"]).mean().sort_index()
-        fig.add_trace(go.Bar(x=[_plain(task) for task in rates.index], y=rates.values, name=_plain(label),
+        fig.add_trace(go.Bar(x=[plain(task) for task in rates.index], y=rates.values, name=plain(label),
                              marker_color=colour))
     fig.update_yaxes(range=[0, 1], tickformat=".0%")
     fig.update_layout(barmode="group")

@@ -308,13 +308,9 @@ class Run:
         The natural partner to compare a failed episode with: the highest reward first, and among equal rewards
         the attempt with the fewest actions (a 4-step solution reads side by side better than a 62-step one).
         """
-        task = self._ask("scalar", "SELECT task_name FROM episodes WHERE episode_id = ? LIMIT 1", [episode_id])
-        if task is None:
+        if episode_id not in self:
             raise KeyError(f"no episode {episode_id!r} in {self.location}")
-        best = self._ask("scalar",
-            "SELECT episode_id FROM episodes WHERE task_name IS NOT DISTINCT FROM ? AND episode_id <> ? "
-            "ORDER BY total_reward DESC NULLS LAST, num_actions, path, _seq LIMIT 1", [task[0], episode_id])
-        return str(best[0]) if best else None
+        return self.queries.best_other(episode_id, same_task=True)
 
     def failures(self) -> pd.DataFrame:
         """The failure reasons of the run (see :func:`failure_reasons`), most frequent first: ``reason``,

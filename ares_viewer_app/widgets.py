@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 import ares_viewer
 from ares_viewer import model
+from ares_viewer.index import queries
 from ares_viewer_app import access, escape, loaders, pages, state
 
 # Characters of one message or output shown before "show long texts in full" is asked for:
@@ -18,6 +21,9 @@ CLIP = 12_000
 _OUTCOME_COLOURS = {"completed": "green", "truncated": "orange", "errored": "red", "aborted": "violet",
                     "interrupted": "gray", "cancelled": "gray", "incomplete": "gray"}
 OTHER_LOCATION = "Other folder or URL…"
+# The most episodes an episode chooser lists: a page of the run, never all of it (typing narrows them).
+CHOICES = 200
+_LABEL_COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_actions"]
 
 def _pick_run() -> None:
     choice = st.session_state["app.run_choice"]
@@ -92,38 +98,85 @@ def current_run() -> ares_viewer.Run:
 
 def episode_picker(run: ares_viewer.Run, key: str, *, reset: dict[str, str | int | None],
                    first_failed: bool = False, say_unknown: bool = False) -> str:
-    """The episode the view names, with a select box to change it; returns its id.
+    """The episode the view names (``episode`` in the URL), with the episode chooser to change it; returns its id.
 
     When the view names none (or one the run lacks) it starts on the run's first episode, or on its first
-    unsuccessful one with ``first_failed``. With ``say_unknown``, a named episode the run lacks is an error
-    message and a picker instead (the page stops there). Each change of episode also sets the view parameters
-    in ``reset`` (where the page starts in the new episode, and what belonged to the old one).
+    unsolved one with ``first_failed``. With ``say_unknown``, a named episode the run lacks is an error
+    message and a chooser instead (the page stops there). Each change of episode also sets the view parameters
+    in ``reset`` (where the page starts in the new episode, and what belonged to the old one). The run's
+    episodes are never listed: the named one is looked up by id, the chooser asks for one page of matches.
     """
-    labels = episode_labels(run)
     episode_id = state.get("episode")
-    if say_unknown and episode_id is not None and episode_id not in labels:
-        shown = "".join(c if c.isalnum() or c in "-_." else "?" for c in episode_id[:80])  # as text, not markdown
-        st.error(f"The run has no episode “{shown}”. Pick one of its {len(labels)} episodes.",
-                 icon=":material/search_off:")
-        st.session_state[key] = None
-        st.selectbox("Episode", list(labels), format_func=labels.get, key=key, index=None,
-                     on_change=lambda: state.update(episode=st.session_state[key], **reset))
-        st.stop()
-    if episode_id not in labels:
-        if episode_id:  # a link to an episode this run lacks: say so, never silently show another one
-            st.warning(f"This run has no episode {escape.code(episode_id)}: showing another one instead.",
-                       icon=":material/help:")
-        episodes = run.episodes
-        failed = episodes[~(episodes["total_reward"] > 0)] if first_failed else episodes.iloc[:0]
-        episode_id = (failed if len(failed) else episodes)["episode_id"].iloc[0]
-        state.update(episode=episode_id, **reset)
-    st.session_state[key] = episode_id
 
     def changed() -> None:
         state.update(episode=st.session_state[key], **reset)
 
-    st.selectbox("Episode", list(labels), format_func=labels.get, key=key, on_change=changed)
+    if say_unknown and episode_id is not None and episode_id not in run:
+        shown = "".join(c if c.isalnum() or c in "-_." else "?" for c in episode_id[:80])  # as text, not markdown
+        st.error(f"The run has no episode “{shown}”. Pick one of its {len(run):,} episodes.",
+                 icon=":material/search_off:")
+        episode_choice(run, "Episode", key, None, on_change=changed)
+        st.stop()
+    if episode_id is None or episode_id not in run:
+        if episode_id:  # a link to an episode this run lacks: say so, never silently show another one
+            st.warning(f"This run has no episode {escape.code(episode_id)}: showing another one instead.",
+                       icon=":material/help:")
+        episode_id = first_episode(run, unsolved=first_failed)
+        state.update(episode=episode_id, **reset)
+    episode_choice(run, "Episode", key, episode_id, on_change=changed)
     return episode_id
+
+
+def first_episode(run: ares_viewer.Run, *, unsolved: bool = False) -> str:
+    """The run's first episode (run order), or its first unsolved one when asked and there is one."""
+    for filters in ([queries.Filters(solved=False)] if unsolved else []) + [queries.Filters()]:
+        found = run.queries.page(filters, limit=1, columns=["episode_id"])
+        if len(found):
+            return str(found["episode_id"].iloc[0])
+    raise LookupError(f"{run.location} has no episodes")
+
+
+def episode_choice(run: ares_viewer.Run, label: str, key: str, current: str | None, *,
+                   on_change: Callable[[], None], partners_of: str | None = None,
+                   exclude: str | None = None) -> str | None:
+    """The one episode chooser of every page: a select box of at most ``CHOICES`` episodes, narrowed on the
+    server by a search box (part of an id, task or error) and an "unsolved only" switch; ``current`` is always
+    among the choices. ``partners_of`` (an episode id) lists that episode's task's attempts first, best first.
+
+    The select box's value is ``st.session_state[key]`` (``on_change`` reads it there); returns it.
+    """
+    pick, find, only = st.columns([6, 3, 1.6], vertical_alignment="bottom")
+    text = find.text_input("Find", key=f"{key}.find", placeholder="id, task or error",
+                           help="Part of an episode id, a task name or an error: the choices are the episodes "
+                                "that match")
+    unsolved = only.toggle("Unsolved", key=f"{key}.unsolved", help="List unsolved episodes only")
+    filters = queries.Filters(text=(text or "").strip(), solved=False if unsolved else None)
+    if partners_of is not None:
+        task = episode_rows(run, [partners_of]).get(partners_of, {}).get("task_name")
+        found = run.queries.attempts(task, filters, limit=CHOICES + 1, columns=_LABEL_COLUMNS)
+    else:
+        found = run.queries.page(filters, limit=CHOICES + 1, columns=_LABEL_COLUMNS)
+    labels = {row["episode_id"]: episode_label(row) for row in found.head(CHOICES).to_dict("records")
+              if row["episode_id"] != exclude}
+    if current is not None and current not in labels:
+        labels = {**{i: episode_label(r) for i, r in episode_rows(run, [current]).items()}, **labels}
+    st.session_state[key] = current if current in labels else None
+    pick.selectbox(label, list(labels), format_func=labels.get, key=key, on_change=on_change,
+                   index=None if current not in labels else 0, placeholder="Choose an episode")
+    if len(found) > CHOICES:
+        pick.caption(f"The first {CHOICES} matching episodes: type in Find to narrow them.")
+    elif not len(found):
+        pick.caption("No episode matches: change Find or Unsolved.")
+    return st.session_state.get(key)
+
+
+def episode_rows(run: ares_viewer.Run, episode_ids: list[str]) -> dict[str, dict]:
+    """The label columns of the named episodes, by id (looked up by id; ids the run lacks are left out)."""
+    if not episode_ids:
+        return {}
+    found = run.queries.page(queries.Filters(episode_ids=episode_ids), limit=len(episode_ids),
+                             columns=_LABEL_COLUMNS)
+    return {row["episode_id"]: row for row in found.to_dict("records")}
 
 
 def go_to_episode(episode_id: str) -> None:
@@ -177,15 +230,18 @@ def compact(n: float) -> str:
     return f"{n:g}"
 
 
-def episode_label(row: pd.Series) -> str:
-    """One line that tells episodes apart in a select box."""
+def episode_label(row: Mapping[str, Any]) -> str:
+    """One line that tells episodes apart in a select box (``row``: the columns ``_LABEL_COLUMNS`` name)."""
     return (f"{row['task_name']} · {row['outcome']} · reward {fmt(row['total_reward'])} · "
-            f"{row['num_actions']} actions · {row['episode_id'][:8]}")
+            f"{row['num_actions']} actions · {short_id(row['episode_id'])}")
 
 
-def episode_labels(run: ares_viewer.Run) -> dict[str, str]:
-    """Episode id -> label, for every episode of a run."""
-    return {row["episode_id"]: episode_label(row) for _, row in run.episodes.iterrows()}
+def short_id(episode_id: str) -> str:
+    """An episode id in a label: a long id made of a path (``big/it57/train/g131/t3``) by its end, where such ids
+    differ; another long one (a UUID) by its first 8 characters."""
+    if "/" in episode_id:
+        return episode_id if len(episode_id) <= 40 else f"…{episode_id[-39:]}"
+    return episode_id if len(episode_id) <= 16 else episode_id[:8]
 
 
 def clip(text: str | None, full: bool) -> str:

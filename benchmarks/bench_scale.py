@@ -9,8 +9,9 @@ Prints:
 - cold index throughput / single-core ``read + orjson.loads`` throughput over the same lines (target >= 1.5);
 - warm reopen, seconds (target < 1 s);
 - peak RSS while indexing, the indexing process and its largest worker (target < 1 GB);
-- the overview's time to its episode table in Chromium (Playwright, Debian's Chromium, Streamlit on
-  127.0.0.1) for the big run and for 100 rollouts (ratio target <= 2), and the server's peak RSS (< 1 GB);
+- the overview's time to its episode table and the Episode page's time to its first step in Chromium
+  (Playwright, Debian's Chromium, Streamlit on 127.0.0.1) for the big run and for 100 rollouts (ratio target
+  <= 2 each), and the server's peak RSS (< 1 GB);
 - with ``--ray``: a 2-worker local Ray cluster's index throughput vs the single-process index.
 """
 
@@ -136,9 +137,10 @@ def _peak_rss_kb(pid: int) -> int:
     return 0
 
 
-def overview_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) -> tuple[dict[str, float], int]:
-    """Seconds from opening each run's overview in Chromium to its episode table on screen (first visit of a
-    fresh server, index already built), and the server's peak RSS in KB."""
+def page_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) -> tuple[dict[tuple[str, str], float], int]:
+    """Seconds, per (page, run), from opening the page in Chromium to what it is for on screen: the overview to its
+    episode table (first visit of a fresh server, index already built), then the Episode page, which starts on the
+    run's first unsolved episode, to its first step drawn. And the server's peak RSS in KB."""
     from playwright.sync_api import sync_playwright
 
     port = _free_port()
@@ -149,7 +151,7 @@ def overview_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) ->
          "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    times: dict[str, float] = {}
+    times: dict[tuple[str, str], float] = {}
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -170,7 +172,12 @@ def overview_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) ->
                 page.goto(f"{url}/?run={name}")
                 page.get_by_text("select a row to open it").wait_for()
                 page.locator("[data-testid=stDataFrame]").last.wait_for()
-                times[name] = time.perf_counter() - start
+                times["overview", name] = time.perf_counter() - start
+            for name in names:
+                start = time.perf_counter()
+                page.goto(f"{url}/episode?run={name}")
+                page.locator("[data-ares-step='1']").wait_for(state="attached")
+                times["episode", name] = time.perf_counter() - start
             browser.close()
         return times, _peak_rss_kb(server.pid)
     finally:
@@ -241,10 +248,12 @@ def main() -> None:
     if not args.no_browser:
         for folder in (small, tiny):
             open_in_process(folder, cache)
-        times, server_kb = overview_times(runs, cache, ["warmup", "small", "big"])
-        print(f"overview to its episode table in Chromium: {args.rollouts:,} rollouts {times['big']:.2f} s, "
-              f"{args.small} rollouts {times['small']:.2f} s; RATIO {times['big'] / times['small']:.2f}  "
-              f"(target <= 2)")
+        times, server_kb = page_times(runs, cache, ["warmup", "small", "big"])
+        for page, what in (("overview", "overview to its episode table"),
+                           ("episode", "Episode page to its first step")):
+            big_s, small_s = times[page, "big"], times[page, "small"]
+            print(f"{what} in Chromium: {args.rollouts:,} rollouts {big_s:.2f} s, {args.small} rollouts "
+                  f"{small_s:.2f} s; RATIO {big_s / small_s:.2f}  (target <= 2)")
         print(f"  streamlit server peak RSS: {server_kb / 1024:.0f} MB  (target < 1024 MB: "
               f"{'ok' if server_kb < 1024 * 1024 else 'MISSED'})")
     if args.ray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import formats_fixtures as fx
+import pandas as pd
 import pytest
 
 import ares_viewer
@@ -70,3 +71,26 @@ def test_sort_by_spread_puts_groups_that_teach_first(episodes):
     assert list(groups.sort(table, "mean reward")["mean_reward"]) == sorted(table["mean_reward"])
     with pytest.raises(ValueError):
         groups.sort(table, "colour")
+
+
+def test_run_groups_asks_the_index_what_summary_says(episodes):
+    run = ares_viewer.open_run(fx.TINKER)
+    found = groups.RunGroups(run)
+    assert found.exist()
+    for order in groups.SORTS:
+        expected = groups.sort(groups.summary(episodes), order)
+        assert found.table(order)["group"].tolist() == expected["group"].tolist(), order
+    pd.testing.assert_frame_equal(found.table("training order"), groups.summary(episodes), check_dtype=False)
+    assert found.table(limit=2)["group"].tolist() == groups.sort(groups.summary(episodes))["group"].tolist()[:2]
+    assert found.table(groups=["math-rl/it0/train/g1"])["rollouts"].tolist() == [4]
+    assert found.totals() == {"groups": 7, "rollouts": 21, "uniform": int((groups.summary(episodes)["reward_spread"]
+                                                                            == 0).sum())}
+    assert found.rollouts("math-rl/it0/train/g1")["traj_idx"].tolist() == [0, 1, 2, 3]
+    assert found.group_of("math-rl/it0/train/g1/t2") == "math-rl/it0/train/g1"
+    assert found.group_of("no-such-episode") is None
+
+
+def test_run_without_groups_has_no_run_groups(tmp_path):
+    synthetic.write_run(tmp_path, 2, actions=2)
+    found = groups.RunGroups(ares_viewer.open_run(tmp_path))
+    assert not found.exist() and found.table().empty and found.totals()["groups"] == 0

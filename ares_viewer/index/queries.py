@@ -40,6 +40,10 @@ END"""
 # treat it as a category of its own, named ``UNSCORED_LABEL`` beside the outcomes.
 UNSCORED = "(total_reward IS NULL AND coalesce(outcome = 'completed', false))"
 UNSCORED_LABEL = "unscored"
+# Solved: a reward above 0 (NaN is no reward). Every other episode is unsolved, the unscored ones too.
+SOLVED = "coalesce(total_reward > 0 AND NOT isnan(total_reward), false)"
+# The reward as ranked best first: NaN ranks with the missing ones, last (DuckDB orders NaN above every number).
+_RANKED_REWARD = "CASE WHEN isnan(total_reward) THEN NULL ELSE total_reward END DESC NULLS LAST"
 # The episodes the reward figures draw: the scored ones (a failure without a reward counts as 0).
 _SCORED = f"(SELECT * FROM episodes WHERE NOT {UNSCORED})"
 # Sortable columns are those of the table; anything else is refused (never put into SQL).
@@ -70,6 +74,7 @@ class Filters:
     text: str = ""  # in the id, task or error, any case
     reason: str | None = None  # a failure reason (see ``failures``)
     episode_ids: Sequence[str] | None = None  # only these (review labels pick them)
+    solved: bool | None = None  # True: solved ones only (``SOLVED``); False: unsolved ones only
 
     def where(self) -> tuple[str, list[Any]]:
         parts, params = ["TRUE"], []
@@ -89,9 +94,14 @@ class Filters:
         if self.reason is not None:
             parts.append(f"({REASON}) = ?")
             params.append(self.reason)
-        if self.episode_ids is not None:
+        if self.episode_ids is not None and len(self.episode_ids) == 1:  # a point query, pushed into the scan
+            parts.append("episode_id = ?")
+            params.append(self.episode_ids[0])
+        elif self.episode_ids is not None:
             parts.append("episode_id IN (SELECT unnest(?))")
             params.append(list(self.episode_ids))
+        if self.solved is not None:
+            parts.append(SOLVED if self.solved else f"NOT {SOLVED}")
         return " AND ".join(parts), params
 
 
@@ -176,6 +186,32 @@ class Queries:
         chosen = ", ".join(self._column(c) for c in (columns or self.columns))
         return self._df(f"SELECT {chosen} FROM episodes WHERE {where} ORDER BY {order} "
                         f"LIMIT {int(limit)} OFFSET {int(offset)}", params)
+
+    def attempts(self, task: str | None, filters: Filters | None = None, *, limit: int = 100,
+                 columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """The filtered episodes with ``task``'s attempts first, each part best first (highest reward, then fewest
+        actions, then run order): the partners worth comparing an attempt at ``task`` with. At most ``limit``."""
+        where, params = (filters or Filters()).where()
+        chosen = ", ".join(self._column(c) for c in (columns or self.columns))
+        return self._df(f"SELECT {chosen} FROM episodes WHERE {where} "
+                        f"ORDER BY task_name IS NOT DISTINCT FROM ? DESC, {_RANKED_REWARD}, num_actions, path, _seq "
+                        f"LIMIT {int(limit)}", [*params, task])
+
+    def best_other(self, episode_id: str, *, same_task: bool) -> str | None:
+        """The best episode other than ``episode_id`` (highest reward, then fewest actions), at the same task when
+        ``same_task``; None when there is none."""
+        task = "AND task_name IS NOT DISTINCT FROM (SELECT task_name FROM episodes WHERE episode_id = ? LIMIT 1)"
+        found = self._one(f"SELECT episode_id FROM episodes WHERE episode_id <> ? {task if same_task else ''} "
+                          f"ORDER BY {_RANKED_REWARD}, num_actions, path, _seq LIMIT 1",
+                          [episode_id, episode_id] if same_task else [episode_id])
+        return None if found is None else str(found[0])
+
+    def unsolved_of_solved_task(self) -> str | None:
+        """The first unsolved episode (run order) whose task another attempt solved: the failure a comparison
+        explains best. None when no task has both."""
+        found = self._one(f"SELECT episode_id FROM episodes WHERE NOT {SOLVED} AND task_name IN "
+                          f"(SELECT task_name FROM episodes WHERE {SOLVED}) ORDER BY path, _seq LIMIT 1")
+        return None if found is None else str(found[0])
 
     def reward_histogram(self, bins: int = 20) -> pd.DataFrame:
         """Scored episodes per reward bin and outcome (a failure without a reward counts as 0): ``low``, ``high``,

@@ -52,7 +52,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     for note in notes:
         by_step.setdefault((note.episode_id, note.step), []).append(note)
     key = run_key(run)
-    step_range = StepRange(run)
+    step_range = StepRange(run, (e for e, _ in chosen))
     for episode_id, step in chosen:
         attached = by_step.get((episode_id, step), [])
         record: dict[str, Any] = {

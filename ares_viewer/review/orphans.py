@@ -5,17 +5,24 @@ Notes are kept either way; these functions say which ones no longer point at a s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from ares_viewer import run as run_module
+from ares_viewer.index import queries
 
 
 class StepRange:
     """Which steps a run's episodes have, read from the index (an episode is parsed only to confirm a doubt)."""
 
-    def __init__(self, run: run_module.Run) -> None:
+    def __init__(self, run: run_module.Run, episode_ids: Iterable[str]) -> None:
         self.run = run
-        self.actions = dict(zip(run.episodes["episode_id"], run.episodes["num_actions"], strict=True))
+        # Only the episodes asked about, looked up by id: the run's table is never loaded.
+        wanted = sorted(set(episode_ids))
+        found = run.queries.page(queries.Filters(episode_ids=wanted), limit=len(wanted),
+                                 columns=["episode_id", "num_actions"]) if wanted else None
+        self.actions = {} if found is None else dict(zip(found["episode_id"], found["num_actions"], strict=True))
 
     def reason(self, episode_id: str, step: int) -> str | None:
         if episode_id not in self.actions:
@@ -31,11 +38,11 @@ class StepRange:
 
 def orphan_reason(run: run_module.Run, episode_id: str, step: int) -> str | None:
     """Why a step a note names is not in the run any more, or None when it is there."""
-    return StepRange(run).reason(episode_id, step)
+    return StepRange(run, [episode_id]).reason(episode_id, step)
 
 
 def with_status(frame: pd.DataFrame, run: run_module.Run) -> pd.DataFrame:
     """Notes with an ``orphaned`` column: why their step is gone, or None (notes are kept either way)."""
-    steps = StepRange(run)
+    steps = StepRange(run, frame["episode_id"])
     reasons = [steps.reason(e, int(s)) for e, s in zip(frame["episode_id"], frame["step"], strict=True)]
     return frame.assign(orphaned=pd.Series(reasons, index=frame.index, dtype="object"))

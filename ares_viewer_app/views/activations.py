@@ -77,10 +77,10 @@ def attention_tab(capture: activations.Capture, step: int) -> None:
 
 
 def compare_tab(run: ares_viewer.Run, linked: activations.Linked) -> None:
-    labels = widgets.episode_labels(run)
-    others = [e for e in labels if e != linked.episode.episode_id]
-    other = st.selectbox("Compare with", [None, *others], format_func=lambda e: "—" if e is None else labels[e],
-                         key="activations.other", help="Steps are paired by Compare's alignment of their commands")
+    st.caption("Compare with another episode: its steps are paired by Compare's alignment of their commands.")
+    other = widgets.episode_choice(run, "Compare with", "activations.other", st.session_state.get("activations.other"),
+                                   partners_of=linked.episode.episode_id, exclude=linked.episode.episode_id,
+                                   on_change=lambda: None)
     if other is None:
         return
     try:

@@ -9,42 +9,38 @@ import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import align, plots, textdiff
+from ares_viewer import aggregate_plots, align, textdiff
 from ares_viewer_app import escape, loaders, pages, state, widgets
 
 
 def default_pair(run: ares_viewer.Run) -> tuple[str, str]:
-    """A failed attempt and the shortest solved attempt at the same task (the view's episodes when it names them)."""
-    frame = run.episodes
-    succeeded = frame["total_reward"] > 0
+    """A failed attempt and the shortest solved attempt at the same task (the view's episodes when it names them).
+
+    Each is one query of the index: the run is never listed."""
     a = state.get("episode")
     for name, wanted in (("episode", a), ("other", state.get("other"))):
         if wanted and wanted not in run:
             st.warning(f"This run has no episode {escape.code(wanted)} (`{name}` in the link): comparing "
                        "others instead.", icon=":material/help:")
-    if a not in run:
+    if a is None or a not in run:
         # Prefer a failure whose task was also solved: that pair says the most.
-        solved_tasks = set(frame.loc[succeeded, "task_name"])
-        candidates = frame[~succeeded & frame["task_name"].isin(solved_tasks)]
-        a = (candidates if len(candidates) else frame)["episode_id"].iloc[0]
+        a = run.queries.unsolved_of_solved_task() or widgets.first_episode(run)
     b = state.get("other")
-    if b not in run or b == a:
-        b = run.other_attempt(a)
-    if b is None:  # no other attempt at this task: the best other episode of the run
-        pool = frame[frame["episode_id"] != a]
-        b = pool.sort_values("total_reward", ascending=False)["episode_id"].iloc[0] if len(pool) else a
+    if b is None or b == a or b not in run:
+        # The best other attempt at this task; else the best other episode of the run.
+        b = run.queries.best_other(a, same_task=True) or run.queries.best_other(a, same_task=False) or a
     return a, b
 
 
 def pickers(run: ares_viewer.Run) -> tuple[str, str]:
-    labels = widgets.episode_labels(run)
     a, b = default_pair(run)
-    st.session_state["compare.a"], st.session_state["compare.b"] = a, b
     left, right = st.columns(2)
-    left.selectbox("Episode A", list(labels), format_func=labels.get, key="compare.a",
-                   on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
-    right.selectbox("Episode B", list(labels), format_func=labels.get, key="compare.b",
-                    on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
+    with left:
+        widgets.episode_choice(run, "Episode A", "compare.a", a,
+                               on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
+    with right:
+        widgets.episode_choice(run, "Episode B", "compare.b", b, partners_of=a,
+                               on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
     return a, b
 
 
@@ -189,10 +185,13 @@ def runs_section(run: ares_viewer.Run) -> None:
     except ares_viewer.LocationError as exc:
         st.error(escape.md(exc))
         return
-    both = [(state.get("run") or "this run", run.episodes), (other, other_run.episodes)]
+    # Aggregates of each run's index: a few hundred numbers whatever the runs' sizes.
+    both = [(state.get("run") or "this run", run), (other, other_run)]
     left, right = st.columns(2)
-    left.plotly_chart(plots.compare_reward_distributions(both), key="compare.dist")
-    right.plotly_chart(plots.compare_success_by_task(both), key="compare.tasks")
+    left.plotly_chart(aggregate_plots.compare_reward_histograms([(n, r.queries.reward_histogram()) for n, r in both]),
+                      key="compare.dist")
+    right.plotly_chart(aggregate_plots.compare_task_rates([(n, r.queries.per_task()[0]) for n, r in both]),
+                       key="compare.tasks")
 
 
 run = widgets.current_run()

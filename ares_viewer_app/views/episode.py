@@ -61,7 +61,7 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     other = run.other_attempt(episode.episode_id) if episode.episode_id in run else None
     if other is None:
         return
-    reward = run.episodes.set_index("episode_id").at[other, "total_reward"]
+    reward = widgets.episode_rows(run, [other]).get(other, {}).get("total_reward")
     solved = reward == reward and reward > 0
     failed = episode.total_reward is None or episode.total_reward <= 0
     what = "a solved attempt" if solved and failed else "another attempt"
@@ -180,18 +180,20 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
             return
         before, name = episode.step(k - 1).response, f"step {k - 1}"
     else:
-        labels = widgets.episode_labels(run)
         # The same task's best attempts first: the comparison that explains a failure.
-        frame = run.episodes.assign(same=run.episodes["task_name"] == episode.task_name)
-        ranked = frame.sort_values(["same", "total_reward"], ascending=False, na_position="last")["episode_id"]
-        options = [i for i in ranked if i != episode.episode_id]
-        if not options:
+        wanted = state.get("other")
+        if wanted == episode.episode_id or (wanted is not None and wanted not in run):
+            wanted = None
+        other_id = (wanted or run.queries.best_other(episode.episode_id, same_task=True)
+                    or run.queries.best_other(episode.episode_id, same_task=False))
+        if other_id is None:
             st.caption("The run has no other episode.")
             return
-        other_id = state.get("other") if state.get("other") in options else options[0]
-        st.session_state["episode.other"] = other_id
-        st.selectbox("Other episode", options, format_func=labels.get, key="episode.other",
-                     on_change=lambda: state.update(other=st.session_state["episode.other"]))
+        other_id = widgets.episode_choice(
+            run, "Other episode", "episode.other", other_id, partners_of=episode.episode_id,
+            exclude=episode.episode_id, on_change=lambda: state.update(other=st.session_state["episode.other"]))
+        if other_id is None:
+            return
         other = run.episode(other_id)
         if k >= len(other.steps):
             st.caption(f"That episode has no step {k}.")

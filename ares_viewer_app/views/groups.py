@@ -24,18 +24,22 @@ def group_label(row: pd.Series) -> str:
             f"spread {widgets.fmt(row['reward_spread'])} · {row['task_name']}")
 
 
-def pick_group(run: ares_viewer.Run, table: pd.DataFrame) -> str:
-    """The group of the episode the view names (else the first group), with a select box to change it."""
+def pick_group(found: groups.RunGroups, order: str) -> str:
+    """The group of the episode the view names (else the first group in ``order``), with a select box to change
+    it: the first ``widgets.CHOICES`` groups in that order, and the named one."""
+    table = found.table(order, limit=widgets.CHOICES)
+    current = found.group_of(state.get("episode") or "")
+    if current is not None and current not in set(table["group"]):
+        table = pd.concat([found.table(order, groups=[current]), table], ignore_index=True)
     labels = {row["group"]: group_label(row) for _, row in table.iterrows()}
-    current = groups.group_of(run.episodes, state.get("episode") or "")
     if current not in labels:
         current = table["group"].iloc[0]
-        state.update(episode=groups.rollouts(run.episodes, current)["episode_id"].iloc[0], step=None)
+        state.update(episode=found.rollouts(current)["episode_id"].iloc[0], step=None)
     st.session_state["groups.pick"] = current
 
     def changed() -> None:
         chosen = st.session_state["groups.pick"]
-        state.update(episode=groups.rollouts(run.episodes, chosen)["episode_id"].iloc[0], step=None)
+        state.update(episode=found.rollouts(chosen)["episode_id"].iloc[0], step=None)
 
     st.selectbox("Group", list(labels), format_func=labels.get, key="groups.pick", on_change=changed)
     return current
@@ -65,19 +69,20 @@ def rollout_card(run: ares_viewer.Run, row: pd.Series, full: bool) -> None:
 
 run = widgets.current_run()
 st.title("Groups")
-if not groups.has_groups(run.episodes):
+found = groups.RunGroups(run)
+if not found.exist():
     st.info("This run has no groups. Groups are several rollouts of the same prompt, as Tinker rollout summaries "
             "record them (`group_idx`); open such a run to compare its rollouts side by side.")
     st.stop()
-table = groups.summary(run.episodes)
-st.caption(f"{len(table)} groups · {int(table['rollouts'].sum())} rollouts · "
-           f"{int((table['reward_spread'] == 0).sum())} group(s) whose rollouts all scored the same")
+totals = found.totals()
+shown = f" · the first {widgets.CHOICES} in this order to choose from" if totals["groups"] > widgets.CHOICES else ""
+st.caption(f"{totals['groups']:,} groups · {totals['rollouts']:,} rollouts · "
+           f"{totals['uniform']:,} group(s) whose rollouts all scored the same{shown}")
 order = st.segmented_control("Sort groups by", groups.SORTS, default=groups.SORTS[0], key="groups.sort",
                              required=True, help="Reward spread first: the groups whose rollouts scored differently, "
                                                  "which are the ones a group-relative advantage learns from")
-table = groups.sort(table, order or groups.SORTS[0])
-group = pick_group(run, table)
-members = groups.rollouts(run.episodes, group)
+group = pick_group(found, order or groups.SORTS[0])
+members = found.rollouts(group)
 first = run.episode(members["episode_id"].iloc[0])
 with st.expander(f"Prompt ({len(first.context(1)) if first.num_actions else 0} message(s))", expanded=True):
     if first.num_actions and first.context(1):

@@ -115,7 +115,8 @@ try:
 except review.ReviewError as exc:  # e.g. a lock that keeps readers out: say so, not "no notes yet"
     st.warning(escape.md(exc), icon=":material/lock:")
     st.stop()
-tasks = dict(zip(run.episodes["episode_id"], run.episodes["task_name"], strict=True))
+# The noted episodes' tasks, looked up by id: a run's table is never loaded for its notes.
+tasks = {i: r["task_name"] for i, r in widgets.episode_rows(run, sorted(set(notes["episode_id"]))).items()}
 notes = review.with_status(notes, run).assign(task_name=lambda f: f["episode_id"].map(tasks))
 if not len(notes):
     st.info("No notes on this run yet. Open a step (Episode page) and add a label or a note under it.")

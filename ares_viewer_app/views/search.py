@@ -51,7 +51,7 @@ if query and fields:
     grouped = search.group_by_episode(found)
     more = " (the limit: there may be more)" if len(found) >= limit else ""
     st.caption(f"{len(found)} hit(s) in {len(grouped)} episode(s){more}")
-    labels = widgets.episode_labels(run)
+    labels = {i: widgets.episode_label(r) for i, r in widgets.episode_rows(run, [i for i, _ in grouped]).items()}
     for episode_id, hits in grouped:
         with st.container(border=True, key=f"search.episode.{episode_id}"):
             st.markdown(f"**{escape.line(labels.get(episode_id, episode_id))}** · {len(hits)} match(es)")

@@ -77,11 +77,14 @@ def test_response_diff_against_previous_step_and_another_episode(runs, app):
     diffs = [h.proto.body for h in at.get("html") if "step 3" in h.proto.body]
     assert diffs and "step 2" in diffs[0]
     at.radio(key="episode.diff_against").set_value("another episode").run()
-    # Successful attempts at the same task come first: the comparison that explains a failure.
-    assert at.selectbox(key="episode.other").value in {runs["run-a"]["solved"], runs["run-a"]["solved2"]}
-    at.selectbox(key="episode.other").select(runs["run-a"]["solved"]).run()
-    assert at.query_params["other"] == runs["run-a"]["solved"]
-    diffs = [h.proto.body for h in at.get("html") if f"{runs['run-a']['solved'][:8]} step 3" in h.proto.body]
+    # The shortest solved attempt at the same task first: the comparison that explains a failure; the same
+    # task's other attempts follow it.
+    picker = at.selectbox(key="episode.other")
+    assert picker.value == runs["run-a"]["solved"]
+    assert picker.options[:2] == [picker.format_func(runs["run-a"][k]) for k in ("solved", "solved2")]
+    picker.select(runs["run-a"]["solved2"]).run()
+    assert at.query_params["other"] == runs["run-a"]["solved2"]
+    diffs = [h.proto.body for h in at.get("html") if f"{runs['run-a']['solved2'][:8]} step 3" in h.proto.body]
     assert diffs
 
 

@@ -121,3 +121,22 @@ def test_no_deprecation_warnings_in_the_server_log(page, app_url, sample_run, wa
     marks = ("deprecat", "please replace", "will be removed")
     warnings = [line for line in text.splitlines() if any(mark in line.lower() for mark in marks)]
     assert not warnings, "\n".join(warnings[:10])
+
+
+def test_the_episode_chooser_finds_an_episode_by_typed_text(page, app_url, sample_run, wait_idle):
+    page.goto(f"{app_url}/episode?run={sample_run}&episode={PAGER_FAILED}&step=1")
+    chooser = page.get_by_role("combobox", name="Episode")
+    expect(chooser).to_have_value(re.compile(rf"reward 0 · 12 actions · {PAGER_FAILED[:8]}"))
+    wait_idle(page)
+    # Typing part of an id narrows the choices on the server: the match, and the episode still shown.
+    page.get_by_role("textbox", name="Find").fill(PAGER_SHORT[:13])
+    page.get_by_role("textbox", name="Find").press("Enter")
+    expect(page.get_by_text("No episode matches")).to_have_count(0)
+    wait_idle(page)
+    chooser.click()
+    options = page.get_by_role("option")
+    expect(options).to_have_count(2)
+    options.filter(has_text=PAGER_SHORT[:8]).click()
+    expect(page).to_have_url(re.compile(rf"[?&]episode={PAGER_SHORT}(&|$)"))
+    expect(page.get_by_text(PAGER_SHORT, exact=False).first).to_be_visible()
+    expect(chooser).to_have_value(re.compile(rf"reward 1 · 4 actions · {PAGER_SHORT[:8]}"))

@@ -185,6 +185,15 @@ class EndpointConfig:
     request: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     source: str = "environment"
 
+    @property
+    def shown_url(self) -> str:
+        """The URL as a page may show it: without a user name, password or query string (they may hold secrets)."""
+        parts = urllib.parse.urlsplit(self.url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
     def key_is_set(self, environ: Mapping[str, str] | None = None) -> bool:
         """Whether the key's variable is set (always True when no key is configured)."""
         environ = os.environ if environ is None else environ

@@ -63,8 +63,10 @@ class ConfigError(ValueError):
 def chat_completions_url(base_url: str) -> str:
     """The chat-completions URL of an endpoint's base URL (``.../v1`` → ``.../v1/chat/completions``); a URL that
     already ends in ``/chat/completions`` is kept."""
-    url = base_url.strip().rstrip("/")
-    return url if url.endswith("/chat/completions") else f"{url}/chat/completions"
+    parts = urllib.parse.urlsplit(base_url.strip())
+    path = parts.path.rstrip("/")
+    path = path if path.endswith("/chat/completions") else f"{path}/chat/completions"
+    return urllib.parse.urlunsplit(parts._replace(path=path))
 
 
 def _payload_messages(messages: list[dict[str, Any]], system_prompt: str | None) -> list[dict[str, Any]]:

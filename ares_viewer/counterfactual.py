@@ -5,11 +5,14 @@ them, ask a model client for a new response, run its command in a container rest
 (``sandbox.restore``), and carry on with the same client for up to ``max_steps`` actions, the way ARES's default
 agent does (one bash block per response; ``<returncode>``/``<output>`` back). The result is written as a new ARES
 episode file linked to its parent (run file, episode, step, the edit) under ``out_dir``, a folder of its own,
-never the parent's run folder; it opens like any episode and compares against the parent in Compare.
+never the parent's run folder (by default a new folder under ``counterfactuals/`` in the cache folder,
+:func:`new_out_dir`); it opens like any episode and compares against the parent in Compare.
 
 A client is any callable ``client(messages, system_prompt) -> str`` (or an awaitable of one): a scripted list,
-an OpenAI-compatible endpoint, or an ARES LLM client wrapped by :func:`ares_client` (``HookedTransformerLLMClient``
-in process, with ``ActivationCapture`` around the call when its activations are wanted).
+an OpenAI-compatible endpoint (:func:`openai_client`; the endpoint the user configured is
+``model_client.configured().client()``), or an ARES LLM client wrapped by :func:`ares_client`
+(``HookedTransformerLLMClient`` in process, with ``ActivationCapture`` around the call when its activations are
+wanted).
 """
 
 from __future__ import annotations
@@ -26,7 +29,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ares_viewer import activations, agent_text, model, sandbox
+from ares_viewer import activations, agent_text, index_cache, model, sandbox
+from ares_viewer.model_client import ModelEndpointError, openai_client
+
+__all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "Edit", "ModelEndpointError", "Result", "ares_client",
+           "new_out_dir", "openai_client", "out_root", "run"]
 
 Client = Callable[[list[dict[str, Any]], str | None], "str | Awaitable[str]"]
 Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | Sequence[dict[str, Any]]
@@ -55,6 +62,17 @@ class Result:
     parent: dict[str, Any]
     responses: tuple[str, ...]
     box: sandbox.Sandbox | None = None
+
+
+def out_root() -> pathlib.Path:
+    """Where counterfactuals go when the caller names no folder: ``counterfactuals/`` in the cache folder. Opened as
+    a run, it lists them all."""
+    return index_cache.cache_dir() / "counterfactuals"
+
+
+def new_out_dir() -> pathlib.Path:
+    """A new, empty folder name under :func:`out_root` for one counterfactual (not created yet)."""
+    return out_root() / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
 
 def ares_client(client: Any, **request_fields: Any) -> Client:
@@ -117,7 +135,7 @@ def run(
     *,
     edit: Edit,
     client: Client,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     docker_client: Any = None,
     session: str | None = None,
@@ -125,6 +143,7 @@ def run(
     keep_sandbox: bool = False,
     verify: bool = True,
     save_activations: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Continue ``episode`` from step ``step`` with edited messages and a model client, in a restored container.
 
@@ -134,7 +153,8 @@ def run(
         edit: the messages the model sees instead (a list of ``{"role", "content"}``), or a function of the
             recorded ones returning them.
         client: the model (see the module's docstring).
-        out_dir: the folder the new episode file goes to (created; must not be the parent's run folder).
+        out_dir: the folder the new episode file goes to (created; must not be the parent's run folder); by
+            default a new folder under the cache folder's ``counterfactuals/`` (:func:`new_out_dir`).
         max_steps: at most this many actions (the episode is then truncated, as at ARES's step limit).
         docker_client, session, limits: passed to ``sandbox.restore``.
         keep_sandbox: return the live sandbox in ``Result.box`` instead of removing it.
@@ -143,16 +163,20 @@ def run(
         save_activations: called with the folder where the new episode's activations belong
             (``<out_dir>/activations/<episode_id>/``, ``activations.linking``'s layout) once the episode is written,
             e.g. ``lambda folder: capture.get_trajectory().save(folder)`` around an in-process HookedTransformer.
+        progress: called with a line of text at each stage (the restore's, each model call, each command).
 
     Raises:
         ValueError: the step has no observation (a finished episode's last step), or ``out_dir`` is the parent's
             run folder.
         LookupError, snapshots.SnapshotError, sandbox.SandboxError: from ``sandbox.restore``.
+        ModelEndpointError (or what the client raises): the model did not answer; nothing is written and the
+            container is removed.
     """
     seen = episode.observation(step)
     if seen is None:
         raise ValueError(f"step {step} of {episode.episode_id} has no observation to edit: the episode ended there")
-    out = pathlib.Path(out_dir)
+    out = new_out_dir() if out_dir is None else pathlib.Path(out_dir)
+    say = progress or (lambda line: None)
     if "://" not in episode.path and out.resolve() == pathlib.Path(episode.path).resolve().parent:
         raise ValueError(f"{out} is the parent's run folder; counterfactuals go to a folder of their own")
     before = [m.to_dict() for m in seen]
@@ -168,17 +192,20 @@ def run(
         messages, episode.system_prompt, template), "action": None, "reward": None, "discount": None,
         "timestamp": start}]
     responses: list[str] = []
-    box = sandbox.restore(episode, step, client=docker_client, session=session, limits=limits)
+    box = sandbox.restore(episode, step, client=docker_client, session=session, limits=limits, progress=progress)
     try:
         finished = False
         for k in range(1, max_steps + 1):
+            say(f"Action {k} of at most {max_steps}: asking the model…")
             text = _ask(client, messages, episode.system_prompt)
             responses.append(text)
             action = {"data": [{"content": text}], "cost": 0.0, "usage": None}
             parsed = agent_text.parse_response(text)
             if parsed.command is None:
+                say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")
                 feedback = FORMAT_ERROR.format(found=parsed.bash_blocks)
             else:
+                say(f"Action {k}: running {parsed.command.splitlines()[0][:200] if parsed.command else '(empty)'}")
                 result = box.run(parsed.command)
                 if any(marker in parsed.command for marker in _SUBMIT) and result.error is None:
                     steps.append({"step_index": k, "step_type": "LAST", "observation": None, "action": action,
@@ -190,6 +217,8 @@ def run(
             steps.append({"step_index": k, "step_type": "LAST" if k == max_steps else "MID",
                           "observation": _request(messages, episode.system_prompt, template), "action": action,
                           "reward": 0.0, "discount": 1.0, "timestamp": time.time()})
+        if finished and verify:
+            say("The model submitted: running the task's verifier…")
         reward = _verified_reward(box, episode) if finished and verify else None
     except BaseException:
         box.remove()

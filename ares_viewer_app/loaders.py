@@ -13,7 +13,7 @@ import pathlib
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import align, fsdiff, snapshots, sources
+from ares_viewer import align, counterfactual, fsdiff, snapshots, sources
 from ares_viewer_app import access
 
 # A checkout's bundled sample runs (an installed wheel has none: it lists the working directory's runs instead).
@@ -52,8 +52,17 @@ def _holds_files(folder: str) -> bool:
         return False
 
 
+def _is_counterfactual(run: str) -> bool:
+    """Whether ``run`` is inside the folder where counterfactuals are written (the app's own output)."""
+    if "://" in run or "::" in run or not os.path.isabs(run):
+        return False
+    top = os.path.realpath(counterfactual.out_root())
+    return os.path.commonpath([os.path.realpath(run), top]) == top
+
+
 def location(run: str) -> str:
-    """Where a run parameter points: a run listed under the root, or a folder, file, glob or URL.
+    """Where a run parameter points: a run listed under the root, a folder of counterfactuals (see
+    ``counterfactual.out_root``, opened on any server: the app wrote them), or a folder, file, glob or URL.
 
     Raises:
         access.RefusedLocationError: on a server reachable from other machines, for a location outside the runs
@@ -62,6 +71,8 @@ def location(run: str) -> str:
     root = runs_root()
     if run in list_runs(root):
         return os.path.normpath(os.path.join(root, run))
+    if _is_counterfactual(run):
+        return os.path.realpath(run)
     return access.check(run, root=root, address=st.get_option("server.address"))
 
 
@@ -82,11 +93,12 @@ def step_files(where: str, episode_id: str) -> dict[int, frozenset[str]] | None:
 
 
 @st.cache_data(max_entries=32, show_spinner="Aligning the steps…")
-def alignment(where: str, a: str, b: str) -> list[align.Pair]:
-    """The aligned steps of two episodes of a run, by command and, where snapshots say, by the files changed."""
-    run = load_run(where)
-    return align.align_episodes(run.episode(a), run.episode(b), files_a=step_files(where, a),
-                                files_b=step_files(where, b))
+def alignment(where: str, a: str, b: str, where_b: str | None = None) -> list[align.Pair]:
+    """The aligned steps of two episodes, by command and, where snapshots say, by the files changed; ``b`` is
+    in the run at ``where_b`` when given (a counterfactual beside its parent), else in the same run."""
+    where_b = where_b or where
+    return align.align_episodes(load_run(where).episode(a), load_run(where_b).episode(b),
+                                files_a=step_files(where, a), files_b=step_files(where_b, b))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

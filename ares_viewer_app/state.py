@@ -1,6 +1,6 @@
 """App-wide view state, mirrored in the URL so every view is a deep link.
 
-The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_run``,
+The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_in``, ``other_run``,
 ``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``, ``q``);
 the session keeps a copy, because moving between pages in the sidebar drops the parameters.
 Reads come from the session; every change goes to both, so a reload or a shared link restores it.
@@ -15,8 +15,10 @@ import streamlit as st
 # episode page ``view=transcript`` reads every step; on the Files page ``diff``, ``side``, ``old``, ``new`` or
 # ``history`` (each page ignores the other's values). ``failed=1`` lists the episode's failed steps only;
 # ``diff=other`` diffs the response against the same step of the episode ``other`` (else the previous step).
-# ``row`` is the Compare page's picked row of the alignment; ``q`` the Search page's query.
-KEYS = ("run", "episode", "step", "other", "other_run", "file", "old", "view", "failed", "diff", "row", "q")
+# ``row`` is the Compare page's picked row of the alignment; ``other_in`` the run its episode B (``other``) comes
+# from when that is not ``run`` (a counterfactual's folder beside its parent); ``q`` the Search page's query.
+KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old", "view", "failed", "diff", "row",
+        "q")
 _PREFIX = "app."
 
 

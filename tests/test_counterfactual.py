@@ -110,3 +110,18 @@ def test_what_cannot_be_a_counterfactual_is_refused_before_any_container(tmp_pat
         counterfactual.run(parent, last, edit=[], client=Scripted([]), out_dir=tmp_path)
     with pytest.raises(ValueError, match="parent's run folder"):
         counterfactual.run(parent, 1, edit=_hinted, client=Scripted([]), out_dir=DEMO)
+
+
+def test_without_a_folder_it_goes_to_a_new_one_under_the_cache_folder_and_reports_progress(engine, tmp_path,
+                                                                                           monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    parent = load_episode(DEMO / f"{WRONG_FIX}.json")
+    lines = []
+    result = counterfactual.run(parent, 1, edit=_hinted, client=Scripted(["```bash\necho progress-probe\n```"]),
+                                max_steps=1, docker_client=engine, session=SESSION, progress=lines.append)
+    folder = pathlib.Path(result.path).parent
+    assert folder.parent == tmp_path / "cache" / "counterfactuals" and list(folder.iterdir()) == [
+        pathlib.Path(result.path)]
+    said = "\n".join(lines)
+    assert "Action 1 of at most 1: asking the model" in said and "Action 1: running echo progress-probe" in said
+    assert "Container" in said  # the restore's own progress lines come first

@@ -1,6 +1,7 @@
 """Two episodes side by side, steps aligned by what they did; two runs' rewards side by side.
 
-The URL names both episodes (``episode``, ``other``) and the picked row of the alignment (``row``).
+The URL names both episodes (``episode``, ``other``) and the picked row of the alignment (``row``). Episode B
+comes from another run when ``other_in`` names one: a counterfactual's folder, compared with its parent.
 """
 
 from __future__ import annotations
@@ -10,21 +11,46 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import aggregate_plots, align, textdiff
-from ares_viewer_app import escape, loaders, pages, state, widgets
+from ares_viewer_app import access, escape, loaders, pages, state, widgets
 
 
-def default_pair(run: ares_viewer.Run) -> tuple[str, str]:
+def run_of_b(run: ares_viewer.Run) -> ares_viewer.Run:
+    """The run episode B comes from: the one ``other_in`` names when it holds ``other`` (a counterfactual's
+    folder), else ``run``. A name that does not open, or lacks the episode, is dropped with a message."""
+    where = state.get("other_in")
+    if not where:
+        return run
+    try:
+        other = loaders.load_run(loaders.location(where))
+    except (access.RefusedLocationError, ares_viewer.LocationError) as exc:
+        st.warning(f"Cannot open episode B's run {escape.code(where)} (`other_in` in the link): {escape.md(exc)}. "
+                   "Comparing within this run.", icon=":material/help:")
+        state.update(other_in=None)
+        return run
+    if other.location == run.location:
+        return run
+    if state.get("other") not in other:
+        state.update(other_in=None)  # another episode was picked since (or the run changed): back to one run
+        return run
+    return other
+
+
+def default_pair(run: ares_viewer.Run, run_b: ares_viewer.Run | None = None) -> tuple[str, str]:
     """A failed attempt and the shortest solved attempt at the same task (the view's episodes when it names them).
+    With ``run_b`` (another run), B is the episode of that run the view names.
 
     Each is one query of the index: the run is never listed."""
     a = state.get("episode")
-    for name, wanted in (("episode", a), ("other", state.get("other"))):
+    elsewhere = run_b is not None and run_b is not run
+    for name, wanted in (("episode", a), ("other", None if elsewhere else state.get("other"))):
         if wanted and wanted not in run:
             st.warning(f"This run has no episode {escape.code(wanted)} (`{name}` in the link): comparing "
                        "others instead.", icon=":material/help:")
     if a is None or a not in run:
         # Prefer a failure whose task was also solved: that pair says the most.
         a = run.queries.unsolved_of_solved_task() or widgets.first_episode(run)
+    if elsewhere:
+        return a, state.get("other")  # run_of_b checked that it holds it
     b = state.get("other")
     if b is None or b == a or b not in run:
         # The best other attempt at this task; else the best other episode of the run.
@@ -32,15 +58,24 @@ def default_pair(run: ares_viewer.Run) -> tuple[str, str]:
     return a, b
 
 
-def pickers(run: ares_viewer.Run) -> tuple[str, str]:
-    a, b = default_pair(run)
+def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str]:
+    a, b = default_pair(run, run_b)
     left, right = st.columns(2)
     with left:
         widgets.episode_choice(run, "Episode A", "compare.a", a,
                                on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
     with right:
-        widgets.episode_choice(run, "Episode B", "compare.b", b, partners_of=a,
+        widgets.episode_choice(run_b, "Episode B" if run_b is run else "Episode B (another run)", "compare.b", b,
+                               partners_of=a if run_b is run else None,
                                on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
+    if run_b is not run:
+        parent = run_b.episode(b).metadata.get("counterfactual") or {}
+        link = (f" It is a counterfactual of episode {escape.code(parent.get('episode_id'))} from step "
+                f"{escape.line(parent.get('step'))}." if parent else "")
+        right.caption(f"From {escape.code(run_b.location)}.{link}")
+        if right.button("Compare within this run", key="compare.same_run", icon=":material/undo:"):
+            state.update(other_in=None, other=None, row=None)
+            st.rerun()
     return a, b
 
 
@@ -56,10 +91,10 @@ def picked_row(pairs: list[align.Pair], shown_first: int | None) -> int | None:
     return wanted if 0 <= wanted < len(pairs) else shown_first
 
 
-def pairs_table(run: ares_viewer.Run, a: str, b: str, pairs: list[align.Pair], diverged: int | None,
-                picked: int | None) -> None:
+def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, pairs: list[align.Pair],
+                diverged: int | None, picked: int | None) -> None:
     """The aligned steps as a table; picking a row shows it below (and names it in the URL)."""
-    ep_a, ep_b = run.episode(a), run.episode(b)
+    ep_a, ep_b = runs[0].episode(a), runs[1].episode(b)
 
     def command(episode, index):
         return "" if index is None else (episode.step(index).command or "(no command)").splitlines()[0][:120]
@@ -85,20 +120,22 @@ def pairs_table(run: ares_viewer.Run, a: str, b: str, pairs: list[align.Pair], d
                                                                               max_value=1.0, format="%.2f")})
 
 
-def pair_detail(run: ares_viewer.Run, a: str, b: str, pair: align.Pair) -> None:
-    ep_a, ep_b = run.episode(a), run.episode(b)
+def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, pair: align.Pair) -> None:
+    ep_a, ep_b = runs[0].episode(a), runs[1].episode(b)
     step_a = None if pair.a is None else ep_a.step(pair.a)
     step_b = None if pair.b is None else ep_b.step(pair.b)
     if pair.files:
         st.caption("Paired by the files both steps changed: " + ", ".join(f"`{f}`" for f in pair.files))
     left, right = st.columns(2)
-    for column, label, episode, step in ((left, "A", ep_a, step_a), (right, "B", ep_b, step_b)):
+    for column, label, episode, step, where in ((left, "A", ep_a, step_a, None),
+                                                (right, "B", ep_b, step_b, state.get("other_in"))):
         with column:
             if step is None:
                 st.info(f"{label} has no step here (a gap).")
                 continue
+            in_run = {"run": where, "other_in": None, "other": None} if where and runs[1] is not runs[0] else {}
             st.page_link(pages.path("episode"), label=f"Open {label} step {step.index}", icon=":material/open_in_new:",
-                         query_params=state.params(episode=episode.episode_id, step=step.index, row=None))
+                         query_params=state.params(episode=episode.episode_id, step=step.index, row=None, **in_run))
             st.code(step.command or step.response, language="bash", wrap_lines=True)
             st.caption(f"return code {escape.line(widgets.fmt(step.returncode))}")
     name_a = f"A step {pair.a}" if pair.a is not None else "A (gap)"
@@ -109,11 +146,11 @@ def pair_detail(run: ares_viewer.Run, a: str, b: str, pair: align.Pair) -> None:
     st.html(textdiff.to_html(step_a and step_a.output, step_b and step_b.output, a_name=name_a, b_name=name_b))
 
 
-def contrast_summary(run: ares_viewer.Run, a: str, b: str) -> None:
+def contrast_summary(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -> None:
     """What one attempt did that the other never did."""
-    where = run.location
-    only_a, only_b = align.contrast(run.episode(a), run.episode(b), files_a=loaders.step_files(where, a),
-                                    files_b=loaders.step_files(where, b))
+    run_a, run_b = runs
+    only_a, only_b = align.contrast(run_a.episode(a), run_b.episode(b), files_a=loaders.step_files(run_a.location, a),
+                                    files_b=loaders.step_files(run_b.location, b))
     lines = []
     for side, other, found in (("A", "B", only_a), ("B", "A", only_b)):
         if found:
@@ -125,11 +162,11 @@ def contrast_summary(run: ares_viewer.Run, a: str, b: str) -> None:
         st.caption("Both attempts did the same kinds of things (tests, searches, edits of the same files).")
 
 
-def submissions(run: ares_viewer.Run, a: str, b: str) -> None:
+def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -> None:
     """The two final submissions side by side."""
     with st.expander("Final submissions, side by side", icon=":material/difference:", expanded=True):
         columns = st.columns(2)
-        for column, label, episode_id in ((columns[0], "A", a), (columns[1], "B", b)):
+        for column, label, episode_id, run in ((columns[0], "A", a, runs[0]), (columns[1], "B", b, runs[1])):
             patch, source = loaders.submission(run.location, episode_id)
             reward = widgets.fmt(run.episode(episode_id).total_reward)
             with column:
@@ -139,11 +176,13 @@ def submissions(run: ares_viewer.Run, a: str, b: str) -> None:
 
 
 def episodes_section(run: ares_viewer.Run) -> None:
-    if len(run) < 2:
+    run_b = run_of_b(run)
+    if len(run) < 2 and run_b is run:
         st.info("The run has a single episode: nothing to compare it with.")
         return
-    a, b = pickers(run)
-    pairs = loaders.alignment(run.location, a, b)
+    a, b = pickers(run, run_b)
+    runs = (run, run_b)
+    pairs = loaders.alignment(run.location, a, b, None if run_b is run else run_b.location)
     diverged = align.divergence(pairs)
     gaps = sum(p.is_gap for p in pairs)
     if diverged is None:
@@ -162,13 +201,13 @@ def episodes_section(run: ares_viewer.Run) -> None:
                              f"({side.upper()} step {step})")
         st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {diverged}. "
                     + "; ".join(parts) + ".")
-    contrast_summary(run, a, b)
+    contrast_summary(runs, a, b)
     picked = picked_row(pairs, diverged)
-    pairs_table(run, a, b, pairs, diverged, picked)
+    pairs_table(runs, a, b, pairs, diverged, picked)
     if picked is not None:
         st.subheader(f"Row {picked}")
-        pair_detail(run, a, b, pairs[picked])
-    submissions(run, a, b)
+        pair_detail(runs, a, b, pairs[picked])
+    submissions(runs, a, b)
 
 
 def runs_section(run: ares_viewer.Run) -> None:

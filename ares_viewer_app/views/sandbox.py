@@ -1,4 +1,4 @@
-"""Sandbox: restore a step into a live container, replay the recorded steps, run commands, fork.
+"""Sandbox: restore a step into a live container, replay the recorded steps, run commands, fork; ask a model again.
 
 The URL names the run, the episode and the step (``?run=&episode=&step=``), like the episode page. The
 container lives in the Docker engine; this page keeps only its handle, under page-prefixed session keys. The
@@ -6,6 +6,8 @@ browser keeps the sandbox session's id (a cookie), so after a reload the page li
 containers, with their age, to reattach to or remove.
 Containers idle for ``IDLE_TIMEOUT_S`` are removed, and every container is labelled, so ``ares-viewer sandbox
 cleanup`` finds whatever a crashed server left behind.
+
+Below, the counterfactual panel (``counterfactual_panel``) asks a configured model again from the picked step.
 
 On a server bound to a non-loopback address the page is off (a sandbox runs arbitrary commands on this
 machine's engine) unless ``ARES_VIEWER_SANDBOX=1`` enables it.
@@ -22,7 +24,7 @@ import time
 import streamlit as st
 
 from ares_viewer import container, sandbox, snapshots
-from ares_viewer_app import escape, sandbox_policy, state, widgets
+from ares_viewer_app import counterfactual_panel, escape, sandbox_policy, state, widgets
 
 IDLE_TIMEOUT_S = 30 * 60
 _REAP_EVERY_S = 60
@@ -394,3 +396,6 @@ elif box is not None and _container_panel(box):
         _command_box(box)
     with tabs[2]:
         _fork(box, episode)
+
+st.divider()
+counterfactual_panel.show(episode, step, client, _session())

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import pathlib
+import shutil
+
 import page_text
 import pandas as pd
+import pytest
+from streamlit import config
+
+from ares_viewer import counterfactual
 
 
 def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
@@ -65,3 +72,48 @@ def test_an_unknown_episode_says_so(runs, app):
     at = app("compare", run="run-a", episode="no-such-episode")
     assert any("no episode `no-such-episode`" in w.value for w in at.warning)
     assert at.selectbox(key="compare.a").value == runs["run-a"]["failed"]
+
+
+@pytest.fixture
+def exposed():
+    """A server bound to every interface (``--server.address 0.0.0.0``): runs outside the runs folder are refused."""
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    yield
+    config.set_option("server.address", before)
+
+
+def _counterfactual_folder(runs, episode_id: str) -> pathlib.Path:
+    """An episode copied to a folder of its own under the cache folder's counterfactuals, as the Sandbox page
+    writes them."""
+    folder = counterfactual.new_out_dir()
+    folder.mkdir(parents=True)
+    [source] = [p for p in pathlib.Path(runs["root"]["path"], "run-b").glob("*.json") if episode_id in p.read_text()]
+    shutil.copy(source, folder / source.name)
+    return folder
+
+
+def test_episode_b_comes_from_a_counterfactual_folder_even_on_an_exposed_server(runs, app, exposed):
+    b = runs["run-b"]["solved"]
+    folder = _counterfactual_folder(runs, b)
+    at = app("compare", run="run-a", episode=runs["run-a"]["failed"], other=b, other_in=str(folder))
+    assert not at.exception and not at.warning
+    picker = at.selectbox(key="compare.b")
+    assert picker.label == "Episode B (another run)" and picker.value == b and len(picker.options) == 1
+    assert at.selectbox(key="compare.a").value == runs["run-a"]["failed"]
+    assert at.dataframe(key="compare.pairs").value["B step"].dropna().tolist() == [1, 2, 3, 4]
+    assert at.query_params["other_in"] == str(folder)
+    at.button(key="compare.same_run").click().run()
+    assert "other_in" not in at.query_params and at.selectbox(key="compare.b").label == "Episode B"
+
+
+def test_episode_b_elsewhere_is_refused_on_an_exposed_server_and_a_folder_without_it_is_dropped(runs, app, exposed,
+                                                                                                 tmp_path):
+    b = runs["run-b"]["solved"]
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(pathlib.Path(runs["root"]["path"], "run-b"), outside)
+    at = app("compare", run="run-a", other=b, other_in=str(outside))
+    assert "reachable from other machines" in page_text.of(at) and "other_in" not in at.query_params
+    assert at.selectbox(key="compare.b").label == "Episode B"
+    at = app("compare", run="run-a", other=runs["run-a"]["solved"], other_in=str(_counterfactual_folder(runs, b)))
+    assert "other_in" not in at.query_params and at.selectbox(key="compare.b").value == runs["run-a"]["solved"]

@@ -1,0 +1,98 @@
+"""A real HTTP server on 127.0.0.1 answering OpenAI chat-completions requests with scripted responses.
+
+``with chat_server.serve(["first answer", "second"]) as server:`` gives ``server.base_url``
+(``http://127.0.0.1:PORT/v1``); ``server.requests`` holds every request received (path, headers, JSON body), in
+order. Set ``server.status`` to answer that HTTP status instead, or ``server.delay_s`` to answer late.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+@dataclasses.dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class ChatServer:
+    def __init__(self, responses: list[str]) -> None:
+        self.responses = list(responses)
+        self.requests: list[Received] = []
+        self.status = 200
+        self.delay_s = 0.0
+        self.base_url = ""
+        self._lock = threading.Lock()
+
+    def answer(self, received: Received) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append(received)
+            index = len(self.requests) - 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if self.status != 200:
+            return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
+        if index >= len(self.responses):
+            return 400, {"error": {"message": f"no scripted response #{index + 1}"}}
+        text = self.responses[index]
+        return 200, {"id": f"chatcmpl-{index}", "object": "chat.completion", "created": int(time.time()),
+                     "model": received.body.get("model"),
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+def _handler(server: ChatServer) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                body = {}
+            received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            if self.path != "/v1/chat/completions":
+                status, payload = 404, {"error": {"message": f"no route {self.path}"}}
+                server.requests.append(received)
+            else:
+                status, payload = server.answer(received)
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (a timeout test)
+                pass
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve(responses: list[str]) -> Iterator[ChatServer]:
+    """A scripted chat-completions server on a free port of 127.0.0.1, stopped on exit."""
+    chat = ChatServer(responses)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(chat))
+    httpd.daemon_threads = True
+    chat.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    thread = threading.Thread(target=httpd.serve_forever, name="scripted-chat-server", daemon=True)
+    thread.start()
+    try:
+        yield chat
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

@@ -1,0 +1,106 @@
+"""The Sandbox page's counterfactual panel without a browser (AppTest): how to configure an endpoint, a bad
+configuration, which endpoint it will call, and the editor's validation. The run itself is in
+tests/browser/test_counterfactual_browser.py."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from ares_viewer_app import counterfactual_panel
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+WRONG_FIX = "aefe890e-4268-4666-90b5-dd09d3259e06"  # 4 actions: steps 0-4, the last one submits
+
+
+@pytest.fixture
+def panel(sandbox_page, docker_client, monkeypatch, tmp_path):
+    """``panel(step)``: the Sandbox page on the wrong-fix episode at a step, run; no endpoint unless the test sets
+    one (the model configuration file is the test's own)."""
+    for name in ("ARES_VIEWER_MODEL_URL", "ARES_VIEWER_MODEL", "ARES_VIEWER_MODEL_API_KEY_ENV"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ARES_VIEWER_MODEL_CONFIG", str(tmp_path / "model.toml"))
+
+    def make(step: int = 1):
+        at = sandbox_page(REPO / "sample_runs", run="demo-run", episode=WRONG_FIX, step=str(step)).run(timeout=120)
+        assert not at.exception
+        return at
+
+    return make
+
+
+def _errors(at) -> str:
+    """The error messages as the page shows them (markdown escapes dropped)."""
+    return " ".join(e.value for e in at.error).replace("\\", "")
+
+
+def _go(at):
+    return at.button(key="counterfactual.go")
+
+
+def test_without_an_endpoint_the_panel_says_how_to_configure_one(panel, tmp_path):
+    at = panel()
+    [info] = [i.value for i in at.info if "No model endpoint is configured" in i.value]
+    assert str(tmp_path / "model.toml") in info
+    shown = " ".join(c.value for c in at.code)
+    assert "ARES_VIEWER_MODEL_URL=" in shown and "ARES_VIEWER_MODEL_API_KEY_ENV=" in shown and "[request]" in shown
+    assert not [b for b in at.button if b.key == "counterfactual.go"]
+
+
+def test_a_bad_configuration_is_an_error_that_never_shows_the_key(panel, tmp_path):
+    (tmp_path / "model.toml").write_text('url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key = "sk-in-a-file"\n')
+    at = panel()
+    errors = _errors(at)
+    assert "The model configuration is not usable" in errors and "holds an API key" in errors
+    assert "sk-in-a-file" not in errors
+
+
+def test_a_configured_endpoint_is_named_and_the_json_editor_validates(panel, tmp_path, monkeypatch):
+    (tmp_path / "model.toml").write_text('url = "http://user:pw@127.0.0.1:9/v1?token=t"\nmodel = "tiny-coder"\n'
+                                         'api_key_env = "CF_PANEL_KEY"\n')
+    monkeypatch.setenv("CF_PANEL_KEY", "sk-panel")
+    at = panel()
+    said = " ".join(m.value for m in at.markdown)
+    assert "Asks model `tiny-coder` at `http://127.0.0.1:9/v1/chat/completions` with the API key from " \
+           "`$CF_PANEL_KEY`" in said
+    assert "pw" not in said and "token" not in said and "sk-panel" not in said
+    assert not _go(at).disabled and _go(at).label == "Ask tiny\\-coder and continue"
+    # The last message's text is there to edit.
+    assert at.text_area[0].value.startswith("<returncode>0</returncode>")
+
+    at.radio(key="counterfactual.mode").set_value("All messages (JSON)").run()
+    editor = at.text_area[0]
+    assert '"role": "user"' in editor.value
+    editor.set_value('[{"role": "user", "content": "hi"},').run()
+    assert "not valid JSON" in _errors(at) and _go(at).disabled
+    at.text_area[0].set_value('[{"role": "robot", "content": "hi"}]').run()
+    assert "message 1: role must be one of" in _errors(at) and _go(at).disabled
+    at.text_area[0].set_value('[{"role": "user", "content": "hi"}]').run()
+    assert not at.error and not _go(at).disabled
+
+
+def test_the_last_step_has_nothing_to_ask(panel, monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_MODEL_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("ARES_VIEWER_MODEL", "m")
+    at = panel(step=4)
+    assert any("Step 4 ended the episode" in i.value for i in at.info)
+    assert not [b for b in at.button if b.key == "counterfactual.go"]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "not valid JSON"),
+    ("{}", "non-empty JSON list"),
+    ("[]", "non-empty JSON list"),
+    ('["hi"]', "message 1 is a str"),
+    ('[{"role": "user", "content": "a"}, {"role": "user", "content": 3}]', "message 2: content must be text"),
+])
+def test_parse_messages_says_what_is_wrong(text, says):
+    with pytest.raises(ValueError, match=says):
+        counterfactual_panel.parse_messages(text)
+
+
+def test_parse_messages_keeps_valid_messages():
+    assert counterfactual_panel.parse_messages('[{"role": "system", "content": "s"}, {"role": "user", '
+                                               '"content": "u", "name": "n"}]') == [
+        {"role": "system", "content": "s"}, {"role": "user", "content": "u", "name": "n"}]

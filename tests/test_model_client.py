@@ -1,0 +1,132 @@
+"""The OpenAI-compatible client against a real HTTP server on 127.0.0.1, and the endpoint configuration."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import chat_server
+import pytest
+
+from ares_viewer import counterfactual, model_client
+from ares_viewer.model_client import ConfigError, ModelEndpointError
+
+MESSAGES = [{"role": "user", "content": "List the files.", "extra": "recorded only"},
+            {"role": "assistant", "content": "```bash\nls\n```"}, {"role": "user", "content": "a.txt"}]
+
+
+def test_a_request_has_the_chat_completions_shape_and_the_answer_is_the_text():
+    with chat_server.serve(["```bash\ncat a.txt\n```"]) as server:
+        client = counterfactual.openai_client(server.base_url, "tiny-coder", "sk-secret", temperature=0.0,
+                                              max_tokens=64)
+        assert client(MESSAGES, "You are a careful agent.") == "```bash\ncat a.txt\n```"
+    [request] = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-secret"
+    assert request.headers["content-type"] == "application/json"
+    assert request.body == {
+        "model": "tiny-coder", "temperature": 0.0, "max_tokens": 64,
+        "messages": [{"role": "system", "content": "You are a careful agent."},
+                     *[{"role": m["role"], "content": m["content"]} for m in MESSAGES]],  # only the API's fields
+    }
+
+
+def test_no_key_no_authorization_and_a_full_url_is_kept():
+    with chat_server.serve(["hi"]) as server:
+        client = model_client.openai_client(server.base_url + "/chat/completions/", "m")
+        assert client([{"role": "user", "content": "hello"}], None) == "hi"
+    [request] = server.requests
+    assert request.path == "/v1/chat/completions" and "authorization" not in request.headers
+    assert request.body["messages"] == [{"role": "user", "content": "hello"}]  # no system prompt, none added
+
+
+def test_http_500_is_an_error_naming_the_endpoint_and_status_never_the_key():
+    with chat_server.serve([]) as server:
+        server.status = 500
+        client = model_client.openai_client(server.base_url, "m", "sk-secret")
+        with pytest.raises(ModelEndpointError) as caught:
+            client(MESSAGES, None)
+    message = str(caught.value)
+    assert f"{server.base_url}/chat/completions answered HTTP 500" in message
+    assert "scripted failure" in message and "sk-secret" not in message
+
+
+def test_a_slow_endpoint_times_out_with_a_clear_error():
+    with chat_server.serve(["late"]) as server:
+        server.delay_s = 3
+        client = model_client.openai_client(server.base_url, "m", timeout_s=0.5)
+        began = time.monotonic()
+        with pytest.raises(ModelEndpointError, match=r"did not answer within 0.5 s"):
+            client(MESSAGES, None)
+        assert time.monotonic() - began < 2.5
+
+
+def test_an_unreachable_endpoint_and_a_non_chat_answer_are_errors():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    with pytest.raises(ModelEndpointError, match="cannot reach"):
+        model_client.openai_client(f"http://127.0.0.1:{port}/v1", "m", timeout_s=5)(MESSAGES, None)
+    with chat_server.serve([]) as server, pytest.raises(ModelEndpointError, match="HTTP 404"):  # another path
+            model_client.openai_client(f"{server.base_url}/elsewhere/chat/completions", "m")(MESSAGES, None)
+    with pytest.raises(ValueError, match="http"):
+        model_client.openai_client("file:///etc/passwd", "m")
+    with pytest.raises(ValueError, match="set by the client"):
+        model_client.openai_client("http://127.0.0.1:1/v1", "m", messages=[])
+
+
+# The configuration: environment variables and the file in the cache folder.
+
+
+def test_nothing_configured_is_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path))
+    assert model_client.configured({}) is None
+    assert model_client.configured({"ARES_VIEWER_MODEL_CONFIG": str(tmp_path / "absent.toml")}) is None
+
+
+def test_environment_variables_configure_an_endpoint_with_the_key_read_from_a_named_variable(tmp_path):
+    env = {"ARES_VIEWER_MODEL_CONFIG": str(tmp_path / "absent.toml"),
+           "ARES_VIEWER_MODEL_URL": "http://127.0.0.1:8000/v1", "ARES_VIEWER_MODEL": "qwen",
+           "ARES_VIEWER_MODEL_API_KEY_ENV": "MY_KEY", "ARES_VIEWER_MODEL_TIMEOUT_S": "30"}
+    config = model_client.configured(env)
+    assert config.url == "http://127.0.0.1:8000/v1/chat/completions" and config.model == "qwen"
+    assert config.api_key_env == "MY_KEY" and config.timeout_s == 30 and config.source == "environment"
+    assert not config.key_is_set(env) and config.key_is_set({**env, "MY_KEY": "sk-x"})
+    assert "sk-x" not in repr(config)
+    with chat_server.serve(["ok"]) as server:
+        env.update(ARES_VIEWER_MODEL_URL=server.base_url, MY_KEY="sk-from-env")
+        assert model_client.configured(env).client(env)(MESSAGES, None) == "ok"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+def test_the_file_in_the_cache_folder_configures_it_and_the_environment_overrides_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path))
+    (tmp_path / "model.toml").write_text('url = "https://models.example.test/v1"\nmodel = "from-file"\n'
+                                         'timeout_s = 45\n[request]\ntemperature = 0.2\n')
+    env = {}
+    config = model_client.configured(env)
+    assert (config.url, config.model, config.timeout_s) == ("https://models.example.test/v1/chat/completions",
+                                                            "from-file", 45)
+    assert config.request == {"temperature": 0.2} and config.source == str(tmp_path / "model.toml")
+    config = model_client.configured({**env, "ARES_VIEWER_MODEL": "from-env"})
+    assert config.model == "from-env" and config.url.startswith("https://models.example.test")
+    assert config.source == f"environment and {tmp_path / 'model.toml'}"
+
+
+@pytest.mark.parametrize(("text", "env", "says"), [
+    ('url = "http://127.0.0.1:8000/v1"\nmodel = "m"\napi_key = "sk-1"\n', {}, "holds an API key"),
+    ('url = "http://127.0.0.1:8000/v1"\n', {}, "no model name"),
+    ('model = "m"\n', {}, "no endpoint URL"),
+    ('url = "ftp://host/v1"\nmodel = "m"\n', {}, "http:// or https://"),
+    ('url = "http://h/v1"\nmodel = "m"\ntemperature = 1\n', {}, "unknown setting"),
+    ('url = "http://h/v1"\nmodel = "m"\n[request]\nmodel = "x"\n', {}, "may not set model"),
+    ('url = "http://h/v1"\nmodel = "m"\n', {"ARES_VIEWER_MODEL_TIMEOUT_S": "soon"}, "ARES_VIEWER_MODEL_TIMEOUT_S"),
+    ('url = "http://h/v1"\nmodel = "m"\napi_key_env = "sk-abc def"\n', {}, "names an environment variable"),
+    ('url = "http://h/v1\n', {}, "cannot read the model configuration"),
+])
+def test_a_bad_configuration_says_what_is_wrong(tmp_path, text, env, says):
+    path = tmp_path / "model.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=says) as caught:
+        model_client.configured({"ARES_VIEWER_MODEL_CONFIG": str(path), **env})
+    assert "sk-1" not in str(caught.value)

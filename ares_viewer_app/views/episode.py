@@ -21,6 +21,7 @@ from ares_viewer_app import (
     loaders,
     pages,
     review_panel,
+    snapshot_problems,
     state,
     step_list,
     step_view,
@@ -51,6 +52,7 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     for warning in episode.warnings:
         st.caption(f"⚠ {escape.md(warning)}")
     st.caption(f"{escape.code(episode.episode_id)} · {escape.line(episode.path)}")
+    snapshot_problems.show(episode)
     format_details(episode)
     other_attempt(run, episode)
     landmarks(episode)

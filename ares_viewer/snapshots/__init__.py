@@ -64,7 +64,7 @@ __all__ = [
     "ABSENT", "BASE_DIRNAME", "BLOBS_NAME", "CHANGES", "DELETED", "DIR", "ENTRY_TYPES", "FILE", "LIVE_FOLDER",
     "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "OTHER", "SNAPSHOTS_DIRNAME", "SYMLINK", "Entry", "Finder", "Snapshot",
     "SnapshotError", "SnapshotRef", "StepRef", "StepSnapshot", "changed_between", "episode_snapshots_dir", "find",
-    "finders", "for_step", "list_steps", "problems", "live_snapshot", "memory_snapshot", "open", "open_step",
+    "finders", "for_step", "list_steps", "live_snapshot", "memory_snapshot", "open", "open_step", "problems",
     "read_manifest_entries", "register_finder", "step_dirname", "utc_now", "write_base", "write_step",
 ]
 

@@ -131,9 +131,9 @@ def step_details(step: model.Step) -> None:
 
 
 def timeline(episode: model.Episode, k: int | None) -> None:
-    """The step chart, step ``k`` shaded when it has a bar (below the panes, so the step view opens above the fold, and drawn with
-    them, so the shade follows every step); a click on a step selects it (each new click once, so stepping later
-    is not undone)."""
+    """The step chart, step ``k`` shaded when it has a bar (below the panes, so the step view opens above the
+    fold, and drawn with them, so the shade follows every step); a click on a step selects it (each new click
+    once, so stepping later is not undone)."""
     labels = review_panel.step_labels(loaders.location(state.get("run")), episode.episode_id)
     event = st.plotly_chart(plots.step_timeline(episode.steps_frame(), selected=k, labels=labels),
                             key="episode.timeline", on_select="rerun", selection_mode="points")

@@ -91,6 +91,50 @@ def test_capturing_100_mb_takes_time_linear_in_bytes(engine, restore):
     assert listed < allowed, f"capture_live {listed:.1f} s vs raw read {baseline:.2f} s"
 
 
+_CAPTURE_IN_CHILD = """
+import hashlib, json, os
+import docker
+from ares_viewer import container as containers, run, snapshots
+
+def peak_mib():  # the peak resident set so far (VmHWM), in MiB
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+client = docker.from_env(timeout=120)
+live = client.containers.get(os.environ["CONTAINER"])
+episode = run.load_episode(os.environ["EPISODE"])
+recorded = snapshots.for_step(episode, 0)
+tracker = containers.ChangeTracker.start(live, containers.capture_live(live, recorded))
+wrote = live.exec_run(["sh", "-c", "mkdir /testbed/big && for i in $(seq 10); do "
+                       "head -c 10485760 /dev/urandom > /testbed/big/f$i; done"])
+assert wrote.exit_code == 0, wrote.output
+out = {"before_mib": peak_mib()}
+tracked = tracker.snapshot(recorded)
+out["tracked_mib"] = peak_mib()
+fresh = containers.capture_live(live, recorded)
+out["live_mib"] = peak_mib()
+step = containers.capture_snapshot(live, recorded.base_image, episode.episode_id, 1, os.environ["OUT"])
+out["written_mib"] = peak_mib()
+written = snapshots.open_step(step)
+out["digests"] = [sorted({hashlib.sha256(state.read(f"/testbed/big/f{i}") or b"").hexdigest()
+                          for state in (tracked, fresh, written)}) for i in range(1, 11)]
+out["sizes"] = [written.stat(f"/testbed/big/f{i}").size for i in range(1, 11)]
+print(json.dumps(out))
+"""
+
+
+def test_capturing_100_mb_of_changes_keeps_memory_bounded(engine, restore, tmp_path):
+    box = restore(SOLVED, 0)
+    out = _child(_CAPTURE_IN_CHILD, CONTAINER=box.container_id, EPISODE=str(DEMO / f"{SOLVED}.json"),
+                 OUT=str(tmp_path))
+    # Every capture holds all ten files, the same bytes.
+    assert out["sizes"] == [10 * MIB] * 10
+    assert all(len(found) == 1 and found[0] != hashlib.sha256(b"").hexdigest() for found in out["digests"]), out
+    # 100 MiB changed; each capture's content went to a temporary file, so the process grew by far less.
+    for stage in ("tracked_mib", "live_mib", "written_mib"):
+        assert out[stage] - out["before_mib"] < 40, (stage, out)
+
+
 def test_a_capture_past_its_time_limit_fails_clearly(engine, restore, monkeypatch):
     box = restore(SOLVED, 0)
     recorded = snapshots.for_step(_episode(SOLVED), 0)

@@ -34,6 +34,9 @@ RUN_COLOURS = ("#0969da", "#d4640a")
 _NONZERO_RC = "#cf222e"
 _ZERO_RC = "#8c959f"
 _LABEL = "#bc4c00"
+# The current step on an episode's timeline: the step list's highlight colour, and the shape's name.
+_CURRENT = "rgba(255, 189, 69, 0.35)"
+CURRENT_STEP = "current step"
 _LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.2}}
 
 
@@ -184,11 +187,12 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
     else the time since the previous step.
 
     Context rewrites are marked with a dashed line and rewards with a star; every bar and marker
-    carries its step index as ``customdata``.
+    carries its step index as ``customdata``. The selected step is shaded across both rows (a shape named
+    :data:`CURRENT_STEP`) and its bar outlined.
 
     Args:
         steps: ``Episode.steps_frame()``.
-        selected: a step index to outline.
+        selected: the step index to mark as the current one (no mark when it has no bar: step 0 or None).
         labels: step index -> review labels on that step, marked above its bar with their names.
     """
     frame = steps[steps["kind"] != "FIRST"]
@@ -237,12 +241,16 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
                                  customdata=frame["index"]), row=2, col=1)
     for index in frame.loc[frame["context_rewritten"].astype(bool), "index"]:
         fig.add_vline(x=index, line={"color": "#bf8700", "dash": "dash", "width": 1.5})
+    if selected is not None and selected in set(frame["index"]):
+        fig.add_vrect(x0=selected - 0.5, x1=selected + 0.5, fillcolor=_CURRENT, line_width=0, layer="below",
+                      name=CURRENT_STEP)
     fig.update_yaxes(title_text="seconds", row=1, col=1)
     fig.update_yaxes(title_text="tokens", row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     if len(frame) <= 40:
         fig.update_xaxes(dtick=1)  # whole steps only; plotly would label 1.5 on short episodes
-    return _layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten",
+    return _layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
+                        "shaded = this step",
                    height=320, showlegend=True, bargap=0.15, barmode="stack")
 
 

@@ -105,3 +105,34 @@ def test_the_sample_rewrite_step_counts_by_content():
     # A step that only appends agrees with the positional count.
     plain = episode.context_change(step.index - 1)
     assert plain.extends and len(plain.new) == episode.step(step.index - 1).new_message_count
+
+
+@pytest.mark.skipif(not DEMO.is_dir(), reason="the bundled sample runs are not in this checkout")
+def test_the_cli_shows_the_messages_new_by_content_after_a_rewrite(capsys):
+    from ares_viewer import cli
+
+    episode = ares_viewer.open_run(DEMO).episode(REWRITE_EPISODE)
+    step = next(s for s in episode.steps if s.context_rewritten)
+    assert cli.main(["show", str(DEMO / f"{REWRITE_EPISODE}.json"), "--step", str(step.index)]) == 0
+    out = capsys.readouterr().out
+    assert f"context={step.context_len} messages (+2 new)" in out
+    assert "5 kept, 2 new, 66 dropped, 0 rewritten" in out
+    listed = out.split("NEW IN THE PROMPT (2):\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    change = episode.context_change(step.index)
+    assert len(listed) == 2 and [line.split("]", 1)[0] for line in listed] == ["  [assistant", "  [user"]
+    assert "Let me rerun the reproduction" in listed[0] and "[user] <returncode>0</returncode>" in listed[1]
+    # By position the 4 messages carried over after the task would be new too; they are not listed.
+    assert len(change.kept) == 5 and step.new_message_count == 6
+    assert "Pages 1 and 2 are right now" in change.kept[3].content
+    assert "Pages 1 and 2" not in "\n".join(listed) and "Split result lists" not in "\n".join(listed)
+
+
+def test_step_text_after_an_ordinary_step_lists_the_previous_exchange_as_new(tmp_path):
+    from ares_viewer import display
+
+    episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=3, seed=2)))
+    text = display.step_text(episode, 2)
+    assert "(+2 new)" in text and "dropped or rewritten" not in text
+    previous = episode.step(1)
+    listed = text.split("NEW IN THE PROMPT (2):\n", 1)[1].split("\n\n", 1)[0]
+    assert previous.command.split()[0] in listed and "[user] <returncode>" in listed

@@ -77,6 +77,17 @@ def test_step_timeline_marks_failures_and_rewrites(tmp_path):
     assert any(t.name == "reward" and list(t.customdata) == [12] for t in fig.data)
 
 
+def test_step_timeline_shades_the_current_step_across_both_rows(tmp_path):
+    episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=6, seed=4)))
+    fig = plots.step_timeline(episode.steps_frame(), selected=4)
+    marks = [s for s in fig.layout.shapes if s.name == plots.CURRENT_STEP]
+    assert {(s.x0, s.x1) for s in marks} == {(3.5, 4.5)} and {s.xref for s in marks} == {"x", "x2"}
+    assert all(s.fillcolor and s.layer == "below" for s in marks)
+    # Step 0 (the first request) has no bar, so no mark.
+    first = plots.step_timeline(episode.steps_frame(), selected=0)
+    assert not [s for s in first.layout.shapes if s.name == plots.CURRENT_STEP]
+
+
 def test_two_runs_side_by_side(run):
     only_first_task = run.episodes[run.episodes["task_name"] == "calc__calc-1"]
     both = [("a", run.episodes), ("b", only_first_task)]

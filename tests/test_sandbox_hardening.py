@@ -91,6 +91,50 @@ def test_capturing_100_mb_takes_time_linear_in_bytes(engine, restore):
     assert listed < allowed, f"capture_live {listed:.1f} s vs raw read {baseline:.2f} s"
 
 
+_CAPTURE_IN_CHILD = """
+import hashlib, json, os
+import docker
+from ares_viewer import container as containers, run, snapshots
+
+def peak_mib():  # the peak resident set so far (VmHWM), in MiB
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+client = docker.from_env(timeout=120)
+live = client.containers.get(os.environ["CONTAINER"])
+episode = run.load_episode(os.environ["EPISODE"])
+recorded = snapshots.for_step(episode, 0)
+tracker = containers.ChangeTracker.start(live, containers.capture_live(live, recorded))
+wrote = live.exec_run(["sh", "-c", "mkdir /testbed/big && for i in $(seq 10); do "
+                       "head -c 10485760 /dev/urandom > /testbed/big/f$i; done"])
+assert wrote.exit_code == 0, wrote.output
+out = {"before_mib": peak_mib()}
+tracked = tracker.snapshot(recorded)
+out["tracked_mib"] = peak_mib()
+fresh = containers.capture_live(live, recorded)
+out["live_mib"] = peak_mib()
+step = containers.capture_snapshot(live, recorded.base_image, episode.episode_id, 1, os.environ["OUT"])
+out["written_mib"] = peak_mib()
+written = snapshots.open_step(step)
+out["digests"] = [sorted({hashlib.sha256(state.read(f"/testbed/big/f{i}") or b"").hexdigest()
+                          for state in (tracked, fresh, written)}) for i in range(1, 11)]
+out["sizes"] = [written.stat(f"/testbed/big/f{i}").size for i in range(1, 11)]
+print(json.dumps(out))
+"""
+
+
+def test_capturing_100_mb_of_changes_keeps_memory_bounded(engine, restore, tmp_path):
+    box = restore(SOLVED, 0)
+    out = _child(_CAPTURE_IN_CHILD, CONTAINER=box.container_id, EPISODE=str(DEMO / f"{SOLVED}.json"),
+                 OUT=str(tmp_path))
+    # Every capture holds all ten files, the same bytes.
+    assert out["sizes"] == [10 * MIB] * 10
+    assert all(len(found) == 1 and found[0] != hashlib.sha256(b"").hexdigest() for found in out["digests"]), out
+    # 100 MiB changed; each capture's content went to a temporary file, so the process grew by far less.
+    for stage in ("tracked_mib", "live_mib", "written_mib"):
+        assert out[stage] - out["before_mib"] < 40, (stage, out)
+
+
 def test_a_capture_past_its_time_limit_fails_clearly(engine, restore, monkeypatch):
     box = restore(SOLVED, 0)
     recorded = snapshots.for_step(_episode(SOLVED), 0)
@@ -264,6 +308,26 @@ def test_background_and_new_session_processes_die_with_their_command(restore):
     assert "sleep infinity" in left  # the container's own process is not a command's
 
 
+def _outside_any_command(box, script: str) -> None:
+    """Start ``script`` in the container the way the container's own services start: its own exec, not a
+    sandbox command (so no command's clean-up is about it)."""
+    box.container().exec_run(["sh", "-c", script], detach=True)
+
+
+def test_processes_that_clear_their_environment_die_with_their_command(restore):
+    box = restore(SOLVED, 0)
+    _outside_any_command(box, "exec sleep 3000")  # a long-lived process the container ran before the command
+    time.sleep(0.5)
+    started = box.run("env -i setsid sleep 1003 & env -u ARES_VIEWER_COMMAND nohup sleep 1004 >/dev/null 2>&1 & "
+                      "(exec env -i sh -c 'sleep 1005 & sleep 1006 &') ; (exec -c sleep 1007) & echo started")
+    assert started.returncode == 0 and started.output.strip() == "started", started
+    assert started.killed_leftovers >= 5, started
+    left = _processes(box)
+    assert not any(f"sleep {n}" in left for n in range(1003, 1008)), left
+    # What was running before the command is not the command's: it is left alone.
+    assert "sleep 3000" in left and "sleep infinity" in left
+
+
 def test_a_fork_bomb_is_cleaned_up_and_later_commands_work(restore):
     box = restore(SOLVED, 0, pids_limit=64)
     bomb = box.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo done", timeout_s=20)
@@ -275,9 +339,9 @@ def test_a_fork_bomb_is_cleaned_up_and_later_commands_work(restore):
 
 def test_a_container_that_cannot_start_commands_says_why(restore):
     box = restore(SOLVED, 0, pids_limit=32)
-    # A process that removes the marker from its environment hides from the clean-up and fills every slot.
-    fill = textwrap.dedent("""\
-        env -u ARES_VIEWER_COMMAND setsid python3 -c '
+    # A process that is no command's (no clean-up is about it) fills every slot.
+    _outside_any_command(box, textwrap.dedent("""\
+        exec python3 -c '
         import os, time
         while True:
             try:
@@ -285,9 +349,8 @@ def test_a_container_that_cannot_start_commands_says_why(restore):
                     time.sleep(100000)
             except OSError:
                 time.sleep(0.01)
-        ' >/dev/null 2>&1 &
-        sleep 3""")
-    box.run(fill, timeout_s=20)
+        ' >/dev/null 2>&1"""))
+    time.sleep(3)
     stuck = box.run("echo hello", timeout_s=10)
     assert stuck.error is not None and stuck.returncode != 0
     assert "could not start the command" in stuck.error and "process limit (32)" in stuck.error
@@ -310,12 +373,13 @@ def test_a_planted_conftest_and_reward_do_not_fool_the_verifier(restore):
         f" && cp /verifier/tests/conftest.py /verifier/conftest.py && cp /verifier/tests/conftest.py /conftest.py"
         " && printf '[pytest]\\naddopts = -p no:terminal\\n' > /pytest.ini"
         " && echo 1 > /logs/verifier/reward.txt"
-        # and a process hidden from the clean-up after each command, re-planting both as fast as it can
-        " && env -u ARES_VIEWER_COMMAND setsid sh -c 'while :; do mkdir -p /verifier/tests /logs/verifier;"
-        " cp /conftest.py /verifier/tests/conftest.py; echo 1 > /logs/verifier/reward.txt; done'"
-        " >/dev/null 2>&1 & sleep 1; echo planted"
+        " && echo planted"
     )
     assert box.run(plant).output.strip() == "planted"
+    # and a process no command's clean-up is about (as if the container ran it), re-planting both as fast as it can
+    _outside_any_command(box, "while :; do mkdir -p /verifier/tests /logs/verifier;"
+                              " cp /conftest.py /verifier/tests/conftest.py; echo 1 > /logs/verifier/reward.txt; done")
+    time.sleep(1)
     # Without the clean-up, that conftest turns the wrong fix into a pass:
     fooled = box.run("cd /testbed && python3 -m pytest -q -p no:cacheprovider /verifier/tests; echo rc=$?")
     assert "rc=0" in fooled.output

@@ -54,6 +54,37 @@ def test_a_deeply_nested_snapshot_json_is_a_per_file_error(boundary_run):
     assert snapshots.for_step(episode, 3).read("/testbed/a.py") == b"x = 2\n"
 
 
+def test_unreadable_boundary_snapshots_near_an_episode_are_reported_by_name(boundary_run):
+    run_dir, episode_id = boundary_run
+    (run_dir / "broken").mkdir()
+    (run_dir / "broken" / episode_boundary.SNAPSHOT_JSON).write_text('{"agent_messages": [')
+    episode = run.load_episode(run_dir / f"{episode_id}.json")
+    found = {e.path: e.reason for e in snapshots.problems(episode)}
+    assert found.keys() == {str(run_dir / "deep"), str(run_dir / "broken")}
+    assert "snapshot.json is nested too deeply" in found[str(run_dir / "deep")]
+    assert "snapshot.json is not valid JSON" in found[str(run_dir / "broken")]
+
+
+def test_unreadable_boundary_snapshots_of_a_remote_run_are_named_by_their_remote_folder(boundary_run):
+    import fsspec
+
+    import ares_viewer
+
+    run_dir, episode_id = boundary_run
+    fs = fsspec.filesystem("memory")
+    for file in run_dir.rglob("*"):
+        if file.is_file():
+            fs.pipe("/hardening-run/" + file.relative_to(run_dir).as_posix(), file.read_bytes())
+    try:
+        episode = ares_viewer.open_run("memory://hardening-run").episode(episode_id)
+        assert [ref.step_index for ref in snapshots.find(episode)] == [1, 3]
+        [problem] = snapshots.problems(episode)
+        assert problem.path == "memory:///hardening-run/deep" and "nested too deeply" in problem.reason
+    finally:
+        fs.rm("/hardening-run", recursive=True)
+        episode_boundary._REMOTE_SEEN.clear()
+
+
 def test_messages_too_deep_to_compare_are_a_per_file_error(tmp_path):
     folder = tmp_path / "snap"
     (folder / episode_boundary.CONTAINER_FS).mkdir(parents=True)

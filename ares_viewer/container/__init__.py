@@ -2,7 +2,8 @@
 
 - ``engine.py``: connecting to the engine, and errors that tell an unreachable engine from a missing image;
 - ``labels.py``: the labels every project container carries; ``limits.py``: the one ``ResourceLimits``;
-- ``capture.py``: a live container's changes written as a per-step snapshot (or held in memory);
+- ``capture.py``: a live container's changes written as a per-step snapshot (or kept as a live one, its content
+  spooled to a temporary file);
 - ``changes.py``: following a live container cheaply (``ChangeTracker``);
 - ``image.py``: a whole-filesystem copy compared with its image (``against_image``, ``as_changes``);
 - ``restore.py``: a snapshot restored into a new, locked-down container.

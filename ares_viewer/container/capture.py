@@ -1,10 +1,11 @@
 """Capture a per-step snapshot from a running Docker container (the writer side of :mod:`ares_viewer.snapshots`).
 
 Only what differs from the base image is stored: the engine's own change list (``container.diff()``) says
-which paths were modified, added or deleted, and only those are fetched, through the archive API, straight
-into memory (nothing is ever extracted onto the host). The base image's versions of the touched paths are
-read from a helper container that is created from the base image but never started, and recorded once per
-episode. Usable by anyone recording ARES episodes::
+which paths were modified, added or deleted, and only those are fetched, through the archive API, and their
+content streamed into a temporary file (:class:`~ares_viewer.snapshots.spool.SpooledBlobs`; nothing is ever
+extracted onto the host), so memory stays bounded however many bytes changed. The base image's versions of the
+touched paths are read from a helper container that is created from the base image but never started, and
+recorded once per episode. Usable by anyone recording ARES episodes::
 
     import docker
     from ares_viewer import container
@@ -36,6 +37,7 @@ from ares_viewer import snapshots
 from ares_viewer.container import labels
 from ares_viewer.container.streams import StreamError, archive_to_file
 from ares_viewer.snapshots.base import parents
+from ares_viewer.snapshots.spool import SpooledBlobs
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -79,7 +81,10 @@ class CaptureError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Fetched:
-    """A path's state read from a container: its entry (without storage info) and its content if a file."""
+    """A path's state read from a container: its entry (without storage info) and its content if a file.
+
+    Content read into a :class:`SpooledBlobs` is there under ``entry.sha256``, and ``content`` is None.
+    """
 
     entry: snapshots.Entry
     content: bytes | None
@@ -125,7 +130,8 @@ def capture_snapshot(
     episode_dir = snapshots.episode_snapshots_dir(out_dir, episode_id)
     episode_dir.mkdir(parents=True, exist_ok=True)
     changes = _engine_changes(container, ignore)
-    fetched = _fetch_changes(container, changes, max_file_bytes)
+    store = SpooledBlobs()
+    fetched = _fetch_changes(container, changes, max_file_bytes, store)
 
     # Content already stored by an earlier step or in the base is referenced, not stored again.
     known = _known_blobs(episode_dir, step_index)
@@ -136,7 +142,7 @@ def capture_snapshot(
         if entry.stored_in is not None and entry.sha256 is not None:
             known.setdefault(entry.sha256, entry.stored_in)
     folder = snapshots.step_dirname(step_index)
-    entries, blobs = _entries(changes, fetched, known, folder, f"capture {episode_id} step {step_index}")
+    entries, stored = _entries(changes, fetched, known, folder, f"capture {episode_id} step {step_index}")
     return snapshots.write_step(
         episode_dir,
         episode_id=episode_id,
@@ -145,7 +151,7 @@ def capture_snapshot(
         image_id=image.id,
         workdir=workdir,
         entries=entries,
-        blobs=blobs,
+        blobs=store.subset(stored),
         created_at=snapshots.utc_now(created_at),
     )
 
@@ -160,7 +166,8 @@ def capture_live(
     """How ``container`` differs from its base image now, as an in-memory snapshot comparable with ``recorded``.
 
     The same reading as :func:`capture_snapshot` (the engine's change list, then the changed paths through the
-    archive API), but nothing is written: the content stays in memory, and the base versions are the ones
+    archive API), but nothing is written into the run: the content is spooled to a temporary file that lives as
+    long as the returned snapshot (memory holds one chunk at a time), and the base versions are the ones
     ``recorded``'s episode already holds. Compare with ``fsdiff.diff_snapshots(recorded, live)``.
 
     Args:
@@ -170,9 +177,10 @@ def capture_live(
         max_file_bytes: Files larger than this are listed without content.
     """
     changes = _engine_changes(container, ignore)
-    fetched = _fetch_changes(container, changes, max_file_bytes)
-    entries, blobs = _entries(changes, fetched, {}, snapshots.LIVE_FOLDER, f"live {container.short_id}")
-    return snapshots.live_snapshot(recorded, entries, blobs)
+    store = SpooledBlobs()
+    fetched = _fetch_changes(container, changes, max_file_bytes, store)
+    entries, stored = _entries(changes, fetched, {}, snapshots.LIVE_FOLDER, f"live {container.short_id}")
+    return snapshots.live_snapshot(recorded, entries, store.subset(stored))
 
 
 
@@ -181,9 +189,10 @@ def capture_live(
 
 def _entries(
     changes: dict[str, str], fetched: dict[str, Fetched], known: dict[str, str], folder: str, what: str
-) -> tuple[list[snapshots.Entry], dict[str, bytes]]:
-    """The entries of a capture and the new content to store in ``folder`` (``known``: content stored already)."""
-    entries, blobs = [], {}
+) -> tuple[list[snapshots.Entry], set[str]]:
+    """The entries of a capture, and the sha256 of the spooled content to store in ``folder`` (``known``: content
+    stored already)."""
+    entries, stored = [], set()
     for path, change in sorted(changes.items()):
         if change == "deleted":
             entries.append(snapshots.Entry(path=path, type=snapshots.DELETED, change="deleted"))
@@ -193,14 +202,14 @@ def _entries(
             _LOGGER.warning("%s: %s disappeared during capture", what, path)
             continue
         entry = dataclasses.replace(item.entry, change=change)
-        if item.content is not None and entry.sha256 is not None:
+        if entry.type == snapshots.FILE and entry.sha256 is not None:
             stored_in = known.get(entry.sha256)
             if stored_in is None:
-                blobs[entry.sha256] = item.content
+                stored.add(entry.sha256)
                 stored_in = known[entry.sha256] = folder
             entry = dataclasses.replace(entry, stored_in=stored_in)
         entries.append(entry)
-    return entries, blobs
+    return entries, stored
 
 
 def ignored(path: str, patterns: tuple[str, ...]) -> bool:
@@ -234,8 +243,11 @@ def _engine_changes(container: Any, ignore: Iterable[str]) -> dict[str, str]:
     return changes
 
 
-def _fetch_changes(container: Any, changes: dict[str, str], max_file_bytes: int) -> dict[str, Fetched]:
-    """Read every added or modified path, fetching each added folder tree in one archive request.
+def _fetch_changes(
+    container: Any, changes: dict[str, str], max_file_bytes: int, store: SpooledBlobs
+) -> dict[str, Fetched]:
+    """Read every added or modified path, fetching each added folder tree in one archive request; file content
+    goes into ``store``.
 
     The requests are independent (one per path not under an added folder, which is fetched whole), so a few
     run at once: each is a round trip to the engine, and the engine answers them in parallel.
@@ -260,7 +272,8 @@ def _fetch_changes(container: Any, changes: dict[str, str], max_file_bytes: int)
             return [Fetched(snapshots.Entry(path=path, type=snapshots.OTHER, mode=mode), None)]
         if not stat["mode"] & (_GO_DIR | _GO_SYMLINK) and stat["size"] > max_file_bytes:
             return [Fetched(_too_large(path, stat), None)]
-        return [item for item in _archive_items(container, path, max_file_bytes) if item.entry.path in present]
+        return [item for item in _archive_items(container, path, max_file_bytes, store)
+                if item.entry.path in present]
 
     if len(roots) <= 1:
         results = [fetch(path) for path in roots]
@@ -356,19 +369,27 @@ def _stat(container: Any, path: str) -> dict[str, Any] | None:
     return json.loads(base64.b64decode(header))
 
 
-def _archive_items(container: Any, path: str, max_file_bytes: int) -> Iterator[Fetched]:
+def _archive_items(
+    container: Any, path: str, max_file_bytes: int, store: SpooledBlobs | None = None
+) -> Iterator[Fetched]:
     """The entries of ``path``'s archive (the path itself and, for a folder, everything under it)."""
     try:
         archive = archive_to_file(container, path)
     except StreamError as exc:
         raise CaptureError(str(exc)) from exc
     with archive:
-        yield from tar_items(archive, posixpath.dirname(path), f"archive of {path}", max_file_bytes)
+        yield from tar_items(archive, posixpath.dirname(path), f"archive of {path}", max_file_bytes, store)
 
 
-def tar_items(buffer: IO[bytes], parent: str, what: str, max_file_bytes: int) -> Iterator[Fetched]:
-    """The entries of a tar stream (a seekable file) whose member names are relative to ``parent``."""
-    contents: dict[str, bytes] = {}
+def tar_items(
+    buffer: IO[bytes], parent: str, what: str, max_file_bytes: int, store: SpooledBlobs | None = None
+) -> Iterator[Fetched]:
+    """The entries of a tar stream (a seekable file) whose member names are relative to ``parent``.
+
+    A regular file's content (up to ``max_file_bytes``) is streamed into ``store`` when one is given (the entry's
+    sha256 names it there), else read into ``Fetched.content``.
+    """
+    contents: dict[str, Fetched] = {}  # regular files so far, for the hard links that repeat them
     with tarfile.open(fileobj=buffer, mode="r:") as tar:
         for member in tar:
             name = member.name.rstrip("/")
@@ -386,15 +407,24 @@ def tar_items(buffer: IO[bytes], parent: str, what: str, max_file_bytes: int) ->
                 yield Fetched(entry, None)
             elif member.islnk():
                 # A hard link repeats an earlier member of this archive: same content, its own path.
-                data = contents.get(posixpath.join(parent, member.linkname.rstrip("/")))
-                size = len(data) if data is not None else member.size
-                yield _file(full, mode, data, size, max_file_bytes, mtime)
+                target = contents.get(posixpath.join(parent, member.linkname.rstrip("/")))
+                if target is None:
+                    yield _file(full, mode, None, member.size, max_file_bytes, mtime)
+                else:
+                    entry = dataclasses.replace(target.entry, path=full, mode=mode, mtime=mtime)
+                    yield Fetched(entry, target.content)
             elif member.isreg():
                 handle = tar.extractfile(member)
-                data = handle.read() if handle is not None and member.size <= max_file_bytes else None
-                if data is not None:
-                    contents[full] = data
-                yield _file(full, mode, data, member.size, max_file_bytes, mtime)
+                if handle is None or member.size > max_file_bytes:
+                    item = _file(full, mode, None, member.size, max_file_bytes, mtime)
+                elif store is not None:
+                    digest = store.add_stream(handle, member.size)
+                    item = Fetched(snapshots.Entry(path=full, type=snapshots.FILE, mode=mode, size=member.size,
+                                                   sha256=digest, mtime=mtime), None)
+                else:
+                    item = _file(full, mode, handle.read(), member.size, max_file_bytes, mtime)
+                contents[full] = item
+                yield item
             else:
                 yield Fetched(snapshots.Entry(path=full, type=snapshots.OTHER, mode=mode), None)
 

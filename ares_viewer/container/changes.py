@@ -27,6 +27,7 @@ from ares_viewer.container.listing import (
     read_listed,
 )
 from ares_viewer.snapshots.base import parents
+from ares_viewer.snapshots.spool import SpooledBlobs
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -91,12 +92,13 @@ class ChangeTracker:
             if path != "/":
                 self._children.setdefault(posixpath.dirname(path), set()).add(path)
         self._entries: dict[str, snapshots.Entry] = dict(start.entries)
-        # Content held in memory (a start state read from a live container) moves to this tracker's own store.
-        self._blobs: dict[str, bytes] = {}
+        # Content a start state read from a live container holds moves to this tracker's own store: a temporary
+        # file, so memory does not grow with the bytes the container changes.
+        self._blobs = SpooledBlobs()
         for path, entry in start.entries.items():
             content = start.read(path) if entry.stored_in == snapshots.LIVE_FOLDER and entry.sha256 else None
             if content is not None:
-                self._blobs[entry.sha256] = content
+                self._blobs.add(content)
         # Whether a path exists in the base image: what the start state changed or deleted, and every listed
         # path it did not add.
         self._base = {p for p, e in start.entries.items() if e.change in ("modified", "deleted")}
@@ -119,22 +121,20 @@ class ChangeTracker:
         return cls(container, state, listing, since, **options)
 
     def snapshot(self, recorded: snapshots.Snapshot) -> snapshots.Snapshot:
-        """The container's filesystem now, in memory, comparable with ``recorded`` (a step of its episode)."""
+        """The container's filesystem now (its changed files' content in a temporary file), comparable with
+        ``recorded`` (a step of its episode)."""
         self._look()
-        blobs = {
-            e.sha256: self._blobs[e.sha256]
-            for e in self._entries.values()
-            if e.stored_in == snapshots.LIVE_FOLDER and e.sha256 in self._blobs
-        }
-        self._blobs = blobs  # content no entry refers to any more is let go
-        return snapshots.live_snapshot(recorded, self._entries.values(), blobs, also=(self._start,))
+        referred = {e.sha256 for e in self._entries.values() if e.stored_in == snapshots.LIVE_FOLDER and e.sha256}
+        self._blobs = self._blobs.compacted(referred)  # content no entry refers to any more is let go
+        return snapshots.live_snapshot(recorded, self._entries.values(), self._blobs.subset(referred),
+                                       also=(self._start,))
 
     # ----- one look ------------------------------------------------------------------------------------------
 
     def _look(self) -> None:
         limit = str(self._max_file_bytes + 1)
         # The answer is read as a stream into a temporary file, then parsed record by record and its tar read
-        # member by member: time linear in its size, memory bounded by the files kept.
+        # member by member: time linear in its size, memory bounded (content goes to the spool).
         with exec_file(self._container, ["sh", "-c", _SCAN_SCRIPT, "sh", f"{self._since:.9f}", limit]) as out:
             clock = out.readline(64).strip()
             try:
@@ -151,7 +151,8 @@ class ChangeTracker:
             rest.seek(start)
             fetched = {
                 item.entry.path: item
-                for item in tar_items(rest, "/", f"scan of {self._container.short_id}", self._max_file_bytes)
+                for item in tar_items(rest, "/", f"scan of {self._container.short_id}", self._max_file_bytes,
+                                      self._blobs)
             } if has_tar else {}
         for path, item in changed.items():
             if item.dev != self._root_dev or path == "/" or ignored(path, self._patterns):
@@ -192,8 +193,7 @@ class ChangeTracker:
         kind = FIND_TYPES.get(item.type, snapshots.OTHER)
         if kind == snapshots.FILE and fetched is not None and fetched.entry.type == snapshots.FILE:
             entry = dataclasses.replace(fetched.entry, change=change)
-            if fetched.content is not None and entry.sha256 is not None:
-                self._blobs[entry.sha256] = fetched.content
+            if entry.sha256 is not None:  # its content is in self._blobs
                 entry = dataclasses.replace(entry, stored_in=snapshots.LIVE_FOLDER)
         elif kind == snapshots.FILE:
             note = (f"content not stored: {item.size} bytes is over the {self._max_file_bytes} byte limit"

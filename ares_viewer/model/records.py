@@ -136,7 +136,8 @@ class Step:
         context_index: which model call's context this action answered (index into ``Episode.links``).
         context_len: number of messages in the context the model answered (0 for FIRST).
         context_rewritten: True when that context does not extend the previous call's context.
-        new_message_count: how many messages entered the context since the previous model call.
+        new_message_count: how many messages follow the part of the previous call's context that this one kept
+            as its prefix (by position; ``Episode.context_change(k)`` says which messages are new by content).
         extra: format-specific fields that have no column of their own.
         reasoning: the model's reasoning for this response (reasoning/thinking text the provider returned apart
             from the answer), "" when the file records none.

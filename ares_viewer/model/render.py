@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ares_viewer.model.records import Episode
-
+    from ares_viewer.model.records import Episode, Message
 
 
 class RunView(Protocol):
@@ -75,8 +74,18 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
     ]
 
 
+def _message_line(message: Message, limit: int = 120) -> str:
+    """One message on one line: its role and the start of its text (with its length when clipped)."""
+    text = " ".join(message.content.split())
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(message.content)} characters)"
+    calls = f" [tool calls: {', '.join(c.name for c in message.tool_calls)}]" if message.tool_calls else ""
+    return f"  [{message.role}] {text}{calls}"
+
+
 def step_text(episode: Episode, k: int) -> str:
-    """One step as readable text: reasoning, thought, command, result (with its failure, if any), tokens, times."""
+    """One step as readable text: reasoning, thought, command, result (with its failure, if any), tokens, times,
+    and the messages new in its prompt since the previous call, matched by content (``Episode.context_change``)."""
     step = episode.step(k)
     lines = [f"step {step.index} ({step.kind.value})  reward={_fmt(step.reward)}  dt={_fmt(step.dt)} s"]
     if step.model_time is not None or step.command_time is not None:
@@ -84,12 +93,15 @@ def step_text(episode: Episode, k: int) -> str:
     if not step.has_action:
         lines.append(f"first request: {len(episode.links[0].added) if episode.links else 0} message(s)")
         return "\n".join(lines)
+    change = episode.context_change(k)
     lines.append(
         f"tokens: {_fmt(step.usage.prompt_tokens)} prompt / {_fmt(step.usage.generated_tokens)} generated"
-        f"  cost=${_fmt(step.cost)}  context={step.context_len} messages (+{step.new_message_count} new)"
+        f"  cost=${_fmt(step.cost)}  context={step.context_len} messages (+{len(change.new)} new)"
     )
-    if step.context_rewritten:
-        lines.append("! earlier context was dropped or rewritten before this call")
+    if not change.extends:
+        lines.append(f"! earlier context was dropped or rewritten before this call: {change.summary()}")
+    if change.new:
+        lines += ["", f"NEW IN THE PROMPT ({len(change.new)}):", *(_message_line(m) for m in change.new)]
     if step.reasoning:
         lines += ["", "REASONING:", _clip(step.reasoning)]
     if step.thought:

@@ -5,7 +5,8 @@ engine is contacted, compares a whole-filesystem copy with its image first (``co
 starts a container of the base image with the step's changes and deletions applied: no network unless asked,
 ``container.ResourceLimits``, never privileged, no host mounts, and labels naming the project, the episode,
 the step, the owning session and the creation time (``registry`` finds them all). Nothing is ever written
-into the run folder: live states are captured in memory (``container.capture_live``).
+into the run folder: live states are captured by this process (``container.capture_live``; content spooled
+to a temporary file).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class Sandbox:
             return "unreachable"
 
     def capture(self, recorded: snapshots.Snapshot) -> snapshots.Snapshot:
-        """The container's filesystem now, in memory, comparable with ``recorded`` (a step of its episode).
+        """The container's filesystem now (its changed files' content in a temporary file), comparable with
+        ``recorded`` (a step of its episode).
 
         The first capture of a sandbox this process did not restore reads the engine's change list; after that
         (and from a restore on) a ``container.ChangeTracker`` reads only what changed since the previous look.

@@ -8,7 +8,6 @@ import math
 import re
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,19 +79,19 @@ def run_command(
     The timeout is enforced twice: coreutils ``timeout`` inside the container signals the command's whole
     process group (TERM, then KILL 5 s later), and the call itself is abandoned when the engine has not
     answered ``ENGINE_GRACE_S`` after that, so a hung engine cannot hang the caller. When the command ends,
-    every process it started and left running (in the background, in a new session, a fork bomb) is stopped
-    and killed: each carries a marker in its environment that only this command's processes have.
+    every process it started and left running (in the background, in a new session, with a cleared
+    environment, a fork bomb) is stopped and killed: every process that was not running before the command and
+    descends from it, or was orphaned while it ran (see ``_WRAPPER``).
 
     The output is read as it comes: the first and last ``limits.command_output_bytes / 2`` bytes are kept and
     the bytes between only counted, so an endless stream costs bounded memory.
     """
     limits = limits or ResourceLimits()
     seconds = max(1, math.ceil(timeout_s))
-    marker = uuid.uuid4().hex
     # stderr joins stdout at the source: the engine reads two pipes concurrently, so kept apart, their lines
     # could interleave in any order and identical runs would differ. The wrapper's own stderr carries only its
     # start sentinel and how many processes it killed.
-    argv = ["bash", "-c", _WRAPPER, "ares-viewer", marker, str(seconds), command]
+    argv = ["bash", "-c", _WRAPPER, "ares-viewer", str(seconds), command]
     began = time.monotonic()
     wall_start = time.time()
     limit_s = seconds + 5 + _SWEEP_GRACE_S + ENGINE_GRACE_S
@@ -136,27 +135,46 @@ def run_command(
     return CommandResult(returncode, text, duration, killed_leftovers=killed)
 
 
-# The command runs under ``timeout`` with a marker in its environment; afterwards every process still carrying
-# the marker is stopped (so a fork bomb cannot outrun the sweep), then killed. Only shell builtins run after
-# the command: no fork is needed, so the sweep works even when the command used up the process limit. The
-# engine's init (PID 1, see ``ResourceLimits.run_options``) reaps what was killed.
+# The wrapper notes every process running in the container and when it started (a reused PID is a new process),
+# runs the command under ``timeout``, then stops every process that was not running before and is this
+# command's: its chain of parents leads to the wrapper, or to PID 1 (orphaned: a parent that exited, ``setsid``,
+# ``nohup``, a double fork), whatever it did to its environment. Processes of another exec (parent 0) and new
+# children of processes that were running before (a server the container runs) are left alone. Stopping goes in
+# rounds until nothing new is found (so a fork bomb cannot outrun it), then everything stopped is killed. Only
+# shell builtins run after the command: no fork is needed, so the sweep works even when the command used up the
+# process limit. The engine's init (PID 1, see ``ResourceLimits.run_options``) reaps what was killed.
 _WRAPPER = r"""
-marker="$1"; seconds="$2"; command="$3"
+seconds="$1"; command="$2"
 printf 'ares-viewer:started\n' >&2
-ARES_VIEWER_COMMAND="$marker" timeout -k 5 "$seconds" bash -c 'exec bash -lc "$1" 2>&1' bash "$command"
-rc=$?
-declare -A stopped
-for ((round = 0; round < 100; round++)); do
-    found=0
+declare -A before parent started stopped
+look() {  # parent[pid] and started[pid] of every live process now (zombies left out)
+    parent=(); started=()
+    local dir stat fields
     for dir in /proc/[0-9]*; do
-        pid="${dir#/proc/}"
-        [ "$pid" = "$$" ] || [ -n "${stopped[$pid]}" ] && continue
-        while IFS= read -r -d '' item; do
-            if [ "$item" = "ARES_VIEWER_COMMAND=$marker" ]; then
-                kill -STOP "$pid" 2>/dev/null && stopped[$pid]=1 && found=1
-                break
-            fi
-        done 2>/dev/null < "$dir/environ"
+        read -r stat 2>/dev/null < "$dir/stat" || continue
+        set -f; fields=(${stat##*) }); set +f
+        [ "${fields[0]}" = Z ] && continue
+        parent[${dir#/proc/}]="${fields[1]}"; started[${dir#/proc/}]="${fields[19]}"
+    done
+}
+look
+for pid in "${!started[@]}"; do before[$pid]="${started[$pid]}"; done
+timeout -k 5 "$seconds" bash -c 'exec bash -lc "$1" 2>&1' bash "$command"
+rc=$?
+for ((round = 0; round < 100; round++)); do
+    look
+    found=0
+    for pid in "${!started[@]}"; do
+        [ "$pid" = "$$" ] || [ -n "${stopped[$pid]}" ] || [ "${before[$pid]}" = "${started[$pid]}" ] && continue
+        up="${parent[$pid]}"
+        for ((hops = 0; hops < 4096; hops++)); do
+            [ -z "$up" ] || [ "$up" = "$$" ] || [ "$up" = 1 ] || [ "$up" = 0 ] && break
+            [ -n "${before[$up]}" ] && [ "${before[$up]}" = "${started[$up]}" ] && break
+            up="${parent[$up]}"
+        done
+        if [ "$up" = "$$" ] || [ "$up" = 1 ]; then
+            kill -STOP "$pid" 2>/dev/null && stopped[$pid]=1 && found=1
+        fi
     done
     [ "$found" = 0 ] && break
 done
@@ -214,8 +232,8 @@ def _cannot_run(client: Any, container_id: str, returncode: int | None, text: st
     hint = ""
     if "resource temporarily unavailable" in text.lower() or "fork" in text.lower():
         pids = (attrs.get("HostConfig") or {}).get("PidsLimit") or limits.pids_limit
-        hint = (f" it has reached its process limit ({pids}): processes that hid from the clean-up after "
-                "each command hold every slot;")
+        hint = (f" it has reached its process limit ({pids}): processes that are no command's (the container's "
+                "own, or started outside the sandbox's commands) hold every slot;")
     return (f"the container could not start the command (exit code {returncode}: {said});{hint} "
             "restore the step again")
 

@@ -64,7 +64,7 @@ __all__ = [
     "ABSENT", "BASE_DIRNAME", "BLOBS_NAME", "CHANGES", "DELETED", "DIR", "ENTRY_TYPES", "FILE", "LIVE_FOLDER",
     "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "OTHER", "SNAPSHOTS_DIRNAME", "SYMLINK", "Entry", "Finder", "Snapshot",
     "SnapshotError", "SnapshotRef", "StepRef", "StepSnapshot", "changed_between", "episode_snapshots_dir", "find",
-    "finders", "for_step", "list_steps", "live_snapshot", "memory_snapshot", "open", "open_step",
+    "finders", "for_step", "list_steps", "live_snapshot", "memory_snapshot", "open", "open_step", "problems",
     "read_manifest_entries", "register_finder", "step_dirname", "utc_now", "write_base", "write_step",
 ]
 
@@ -103,6 +103,26 @@ def find(episode: model.Episode) -> list[SnapshotRef]:
             _LOGGER.debug("%s: %d %s", episode.episode_id, len(refs), finder.name)
             return refs
     return []
+
+
+def problems(episode: model.Episode) -> list[SnapshotError]:
+    """Snapshots near ``episode`` that could not be read well enough to tell which step they belong to.
+
+    Asked of the same finders, in the same order, as :func:`find` (a finder answers through its optional
+    ``problems(episode)`` method); the finder that answers :func:`find` is the last one asked. A snapshot that is
+    found but unreadable is not here: opening it raises :class:`SnapshotError`.
+    """
+    location = str(episode.path)
+    found: list[SnapshotError] = []
+    for finder in finders():
+        if not finder.handles(location):
+            continue
+        ask = getattr(finder, "problems", None)
+        if ask is not None:
+            found.extend(ask(episode))
+        if finder.find(episode):
+            break
+    return found
 
 
 def open(ref: SnapshotRef) -> Snapshot:

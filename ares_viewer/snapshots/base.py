@@ -230,6 +230,10 @@ class SnapshotRef(Protocol):
 class Finder(Protocol):
     """One way snapshots are recorded next to episodes (registered with ``snapshots.register_finder``).
 
+    A finder that must read something to link a snapshot to a step may also define
+    ``problems(episode) -> list[SnapshotError]``: the snapshots it could not read for that (asked by
+    ``snapshots.problems``).
+
     Attributes:
         name: What it finds, in words (for logs and errors).
     """

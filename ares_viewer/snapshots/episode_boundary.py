@@ -256,13 +256,13 @@ def scan(run_dir: str | os.PathLike[str]) -> tuple[list[_Header], list[SnapshotE
 
 def _local_dir(episode_path: str) -> pathlib.Path | None:
     if "://" in episode_path:
-        return None  # remote runs: see _remote_headers
+        return None  # remote runs: see _remote_scan
     folder = pathlib.Path(episode_path).parent
     return folder if folder.is_dir() else None
 
 
 # A remote run's boundary snapshots are listed again after a minute (each page view asks for them).
-_REMOTE_SEEN: BoundedCache[list[_Header]] = BoundedCache(maxsize=64, ttl=60.0)
+_REMOTE_SEEN: BoundedCache[tuple[list[_Header], list[SnapshotError]]] = BoundedCache(maxsize=64, ttl=60.0)
 # Local copy of a remote snapshot's snapshot.json folder -> (filesystem, remote folder): fetched whole on open.
 # A registry, not a cache: a linked reference must stay openable.
 _REMOTE_ORIGIN: dict[str, tuple[Any, str]] = {}
@@ -271,8 +271,8 @@ _HEADERS_KIND = "remote-boundary-headers"
 _COPIES_KIND = "remote-boundary"
 
 
-def _remote_headers(episode_url: str) -> list[_Header]:
-    """The boundary snapshots beside an episode read through fsspec (``s3://``, ``memory://``...).
+def _remote_scan(episode_url: str) -> tuple[list[_Header], list[SnapshotError]]:
+    """The boundary snapshots beside an episode read through fsspec (``s3://``, ``memory://``...), as :func:`scan`.
 
     Only each snapshot's ``snapshot.json`` is copied into the local cache to link it; the filesystem copy is
     fetched when the snapshot is opened (:func:`open_boundary`). Nothing is written into the run.
@@ -281,15 +281,15 @@ def _remote_headers(episode_url: str) -> list[_Header]:
         fs, path, local = mirror.url_to_fs(episode_url)
         run_dir = posixpath.dirname(path)
         if local:
-            return scan(run_dir)[0]
+            return scan(run_dir)
     except (ValueError, OSError) as exc:
         _LOGGER.warning("%s: cannot look for boundary snapshots (%s)", episode_url, exc)
-        return []
+        return [], []
     key = fs.unstrip_protocol(run_dir)
     seen = _REMOTE_SEEN.get(key)
     if seen is not None:
         return seen
-    headers = []
+    headers, errors = [], []
     for root in (run_dir, posixpath.join(run_dir, SNAPSHOTS_DIRNAME)):
         try:
             found = sorted(fs.glob(posixpath.join(root, "*", SNAPSHOT_JSON)))[:MAX_SEARCHED_FOLDERS]
@@ -303,15 +303,36 @@ def _remote_headers(episode_url: str) -> list[_Header]:
             copy = mirror.mirror_remote(fs, remote, _HEADERS_KIND, posixpath.basename(remote),
                                            only={SNAPSHOT_JSON})
             if copy is None:
+                errors.append(SnapshotError(fs.unstrip_protocol(remote),
+                                            f"cannot copy {SNAPSHOT_JSON} into the local cache"))
                 continue
             with _ORIGIN_LOCK:
                 _REMOTE_ORIGIN[str(copy)] = (fs, remote)
             header = _header(copy)
             if isinstance(header, _Header):
                 headers.append(header)
-            else:
-                _LOGGER.warning("%s", header)
-    return _REMOTE_SEEN.put(key, headers)
+            else:  # named by where it is, not by the cache's copy
+                errors.append(SnapshotError(fs.unstrip_protocol(remote), header.reason))
+    return _REMOTE_SEEN.put(key, (headers, errors))
+
+
+def _scan_near(episode: model.Episode) -> tuple[list[_Header], list[SnapshotError]]:
+    """:func:`scan` of the folder an episode file is in, local or read through fsspec."""
+    folder = _local_dir(episode.path)
+    if folder is not None:
+        return scan(folder)
+    if "://" in episode.path:
+        return _remote_scan(episode.path)
+    return [], []
+
+
+def unreadable_near(episode: model.Episode) -> list[SnapshotError]:
+    """An error per boundary snapshot beside ``episode``'s file whose ``snapshot.json`` cannot be read.
+
+    Such a snapshot cannot be linked to any step (its conversation is unknown), so it may be this episode's: a
+    reader is told which folder it is and why it does not read.
+    """
+    return _scan_near(episode)[1]
 
 
 def find_for_episode(episode: model.Episode) -> list[BoundaryRef]:
@@ -325,14 +346,7 @@ def find_for_episode(episode: model.Episode) -> list[BoundaryRef]:
     state before any action, in the same task container) and is linked to each. Two snapshots of one step:
     the first by folder name is kept.
     """
-    folder = _local_dir(episode.path)
-    if folder is not None:
-        headers = scan(folder)[0]
-    elif "://" in episode.path:
-        headers = _remote_headers(episode.path)
-    else:
-        return []
-    headers = [h for h in headers if h.digests]
+    headers = [h for h in _scan_near(episode)[0] if h.digests]
     if not headers:
         return []
     # The step viewer asks on every step: link once per episode while its snapshots' headers stay the same.
@@ -816,3 +830,6 @@ class BoundaryFinder:
 
     def find(self, episode: model.Episode) -> list[BoundaryRef]:
         return find_for_episode(episode)
+
+    def problems(self, episode: model.Episode) -> list[SnapshotError]:
+        return unreadable_near(episode)

@@ -55,6 +55,7 @@ from ares_viewer.snapshots.base import (
     check_budget,
     parents,
 )
+from ares_viewer.snapshots.spool import SpooledBlobs
 from ares_viewer.snapshots.tar_safety import SHA256_RE, scan_archive
 
 if TYPE_CHECKING:
@@ -137,16 +138,18 @@ class _Archive:
 
 
 class _MemoryArchive:
-    """Content held in memory (a live container's state read by the capture helper): nothing to validate."""
+    """Content read by the capture helper (a live container's state): held in memory, or spooled to a temporary
+    file (:class:`~.spool.SpooledBlobs`); nothing to validate."""
 
     def __init__(self, blobs: Mapping[str, bytes]) -> None:
         self.path = "<memory>"
         self.folder = LIVE_FOLDER
-        self._blobs = dict(blobs)
+        self._blobs: Mapping[str, bytes] = blobs if isinstance(blobs, SpooledBlobs) else dict(blobs)
         self._members = {}
-        for digest, data in self._blobs.items():
+        for digest in self._blobs:
             info = tarfile.TarInfo(digest)
-            info.size = len(data)
+            spooled = isinstance(self._blobs, SpooledBlobs)
+            info.size = self._blobs.size(digest) if spooled else len(self._blobs[digest])  # type: ignore[attr-defined]
             self._members[digest] = info
 
     def members(self, snapshot: str) -> Mapping[str, tarfile.TarInfo]:
@@ -157,7 +160,11 @@ class _MemoryArchive:
 
     @contextlib.contextmanager
     def open(self, member: tarfile.TarInfo) -> Iterator[IO[bytes]]:
-        yield io.BytesIO(self._blobs[member.name])
+        if isinstance(self._blobs, SpooledBlobs):
+            with self._blobs.open(member.name) as stream:
+                yield stream
+        else:
+            yield io.BytesIO(self._blobs[member.name])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Writing per-step snapshots (the capture helper's side of :mod:`.per_step`): manifests and content archives.
 
 Each file is written under a temporary name and renamed into place, and a step folder is assembled under a
-temporary name, so a reader never sees half of one. Archives are deterministic (same input, same bytes).
+temporary name, so a reader never sees half of one. Archives are deterministic (same input, same bytes) and
+written as a stream: blobs spooled to a temporary file (:class:`~.spool.SpooledBlobs`) are never all in memory.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ares_viewer.snapshots.per_step import (
     step_dirname,
     utc_now,
 )
+from ares_viewer.snapshots.spool import SpooledBlobs
 
 
 def read_manifest_entries(folder: str | os.PathLike[str]) -> dict[str, Entry]:
@@ -69,7 +71,9 @@ def write_base(
         "created_at": created_at or utc_now(),
         "entries": {e.path: e.to_json() for e in sorted(entries, key=lambda e: e.path)},
     }
-    _atomic_write(folder / BLOBS_NAME, _blobs_archive(blobs))
+    staging = _staging(folder / BLOBS_NAME)
+    _write_blobs_archive(staging, blobs)
+    staging.replace(folder / BLOBS_NAME)
     _atomic_write(folder / MANIFEST_NAME, _manifest_bytes(manifest))
     return folder
 
@@ -120,7 +124,7 @@ def write_step(
         "entries": {e.path: e.to_json() for e in sorted(entries, key=lambda e: e.path)},
     }
     if blobs:
-        (staging / BLOBS_NAME).write_bytes(_blobs_archive(blobs))
+        _write_blobs_archive(staging / BLOBS_NAME, blobs)
     (staging / MANIFEST_NAME).write_bytes(_manifest_bytes(manifest))
     if final.exists():
         shutil.rmtree(final)
@@ -128,27 +132,38 @@ def write_step(
     return final
 
 
-def _blobs_archive(blobs: Mapping[str, bytes]) -> bytes:
-    """A deterministic gzip tar of content blobs named by their sha256 (same input, same bytes)."""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+def _write_blobs_archive(path: pathlib.Path, blobs: Mapping[str, bytes]) -> None:
+    """A deterministic gzip tar of content blobs named by their sha256 (same input, same bytes), streamed to
+    ``path``: one blob at a time, spooled blobs (:class:`~.spool.SpooledBlobs`) without reading them whole."""
+    spooled = isinstance(blobs, SpooledBlobs)
+    with path.open("wb") as out, \
+            gzip.GzipFile(filename="", fileobj=out, mode="wb", compresslevel=9, mtime=0) as packed, \
+            tarfile.open(fileobj=packed, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for digest in sorted(blobs):
+            info = tarfile.TarInfo(digest)
+            info.mode = 0o644
+            info.mtime = 0
+            if spooled:  # hashed as it was spooled
+                info.size = blobs.size(digest)  # type: ignore[attr-defined]
+                with blobs.open(digest) as stream:  # type: ignore[attr-defined]
+                    tar.addfile(info, stream)
+                continue
             data = blobs[digest]
             if hashlib.sha256(data).hexdigest() != digest:
                 raise ValueError(f"blob {digest} does not match its content")
-            info = tarfile.TarInfo(digest)
             info.size = len(data)
-            info.mode = 0o644
-            info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
 
 
 def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     return (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def _staging(path: pathlib.Path) -> pathlib.Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    staging = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    staging = _staging(path)
     staging.write_bytes(data)
     staging.replace(path)

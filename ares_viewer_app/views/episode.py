@@ -2,9 +2,9 @@
 
 The step view leads with what the model did (its reasoning, response and output), then, at the last step, why
 the reward is what it is, then what changed in its prompt. Only the steps on screen are sent to the browser;
-full contexts and the system prompt are rendered when their toggles are on. The panes are a fragment, so
-stepping reruns only them. Everything a reader chooses here is in the URL (``step``, ``view``, ``failed``,
-``diff``, ``other``).
+full contexts and the system prompt are rendered when their toggles are on. The panes and the step chart below
+them (which shades the current step) are a fragment, so stepping reruns only them. Everything a reader chooses
+here is in the URL (``step``, ``view``, ``failed``, ``diff``, ``other``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ares_viewer_app import (
     loaders,
     pages,
     review_panel,
+    snapshot_problems,
     state,
     step_list,
     step_view,
@@ -51,6 +52,7 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     for warning in episode.warnings:
         st.caption(f"⚠ {escape.md(warning)}")
     st.caption(f"{escape.code(episode.episode_id)} · {escape.line(episode.path)}")
+    snapshot_problems.show(episode)
     format_details(episode)
     other_attempt(run, episode)
     landmarks(episode)
@@ -128,12 +130,13 @@ def step_details(step: model.Step) -> None:
             st.json(dict(step.extra))
 
 
-def timeline(episode: model.Episode) -> None:
-    """The step chart (below the panes, so the step view opens above the fold); a click on a step selects it
-    (each new click once, so stepping later is not undone)."""
+def timeline(episode: model.Episode, k: int | None) -> None:
+    """The step chart, step ``k`` shaded when it has a bar (below the panes, so the step view opens above the
+    fold, and drawn with them, so the shade follows every step); a click on a step selects it (each new click
+    once, so stepping later is not undone)."""
     labels = review_panel.step_labels(loaders.location(state.get("run")), episode.episode_id)
-    event = st.plotly_chart(plots.step_timeline(episode.steps_frame(), labels=labels), key="episode.timeline",
-                            on_select="rerun", selection_mode="points")
+    event = st.plotly_chart(plots.step_timeline(episode.steps_frame(), selected=k, labels=labels),
+                            key="episode.timeline", on_select="rerun", selection_mode="points")
     points = (event or {}).get("selection", {}).get("points", [])
     clicked = [p.get("customdata") for p in points if p.get("customdata") is not None]
     # A selection outlives its click; act on each new one only, and forget it once cleared so the
@@ -332,11 +335,12 @@ def panes(where: str, episode_id: str) -> None:
     st.session_state["episode.view"] = "Transcript" if state.get("view") == "transcript" else "Step"
     st.segmented_control("View", ["Step", "Transcript"], key="episode.view", on_change=_set_view,
                          label_visibility="collapsed", help="One step at a time, or every step top to bottom")
+    k = step_list.current(episode)
     if state.get("view") == "transcript":
         transcript(episode)
+        timeline(episode, k)
         return
     refs = snapshot_refs(episode)
-    k = step_list.current(episode)
     problem = unknown_step(episode)
     left, right = st.columns([2, 3], gap="medium")
     with left:
@@ -348,6 +352,7 @@ def panes(where: str, episode_id: str) -> None:
         else:
             step_body(run, episode, k, refs)
             review_panel.step_panel(where, episode, k)
+    timeline(episode, None if problem else k)
     step_list.drawn(state.get("step") if problem else k)
 
 
@@ -357,4 +362,3 @@ episode = widgets.read_episode(run, episode_id)
 header(run, episode)
 step_list.keys()
 panes(loaders.location(state.get("run")), episode_id)
-timeline(episode)

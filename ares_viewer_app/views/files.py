@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ares_viewer import fsdiff, model, review, snapshots, textdiff
-from ares_viewer_app import escape, loaders, review_panel, state, widgets
+from ares_viewer_app import escape, loaders, review_panel, snapshot_problems, state, widgets
 
 BASE = "base"  # the ``old`` parameter's value for the base image
 # Rows of the change tree sent at most; closing folders or a filter narrows the rest.
@@ -402,6 +402,7 @@ run = widgets.current_run()
 where = loaders.location(state.get("run"))
 episode_id = widgets.episode_picker(run, "files.episode", reset={"step": None, "old": None, "file": None})
 episode = widgets.read_episode(run, episode_id)
+snapshot_problems.show(episode)
 refs = snapshots.find(episode)
 if not refs:
     st.info("This episode has no recorded snapshots, so there are no files to compare. Snapshots are looked for "

@@ -225,3 +225,23 @@ def test_a_failed_attempt_links_to_a_solved_attempt_at_the_same_task(runs, app):
         "Compare with another attempt at"]
     at = app("episode", run="run-a", episode=ids["truncated"], step="1")
     assert not [link for link in at.get("page_link") if link.proto.page == "compare"]
+
+
+def _timeline_mark(at) -> set[tuple[float, float]]:
+    import json
+
+    from ares_viewer import plots
+
+    chart = next(c for c in at.get("plotly_chart") if "Steps: time taken" in c.proto.spec)
+    shapes = json.loads(chart.proto.spec)["layout"].get("shapes", [])
+    return {(s["x0"], s["x1"]) for s in shapes if s.get("name") == plots.CURRENT_STEP}
+
+
+def test_the_step_timeline_shades_the_current_step_and_follows_stepping(runs, app):
+    at = open_step(app, runs, step=3)
+    assert _timeline_mark(at) == {(2.5, 3.5)}
+    at.button(key="episode_next").click().run()
+    assert _timeline_mark(at) == {(3.5, 4.5)}
+    at.button(key="episode_prev").click().run()
+    at.button(key="episode_prev").click().run()
+    assert _timeline_mark(at) == {(1.5, 2.5)}

@@ -142,6 +142,9 @@ def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root, wait_idle
     # Step away with the keyboard, then click the same bar again: it selects that step again.
     page.keyboard.press("j")
     expect(step_caption(page)).to_contain_text("step 4 (")
+    # The chart is drawn again with the panes (its current-step shade moved): wait until it stays put.
+    expect(page.locator('[data-ares-step="4"]')).to_have_count(1)
+    wait_idle(page)
     for _ in range(2):  # the first click may only clear plotly's selection of that bar
         bars.nth(2).click(force=True)
         page.wait_for_timeout(700)

@@ -68,6 +68,32 @@ def test_six_fast_j_presses_land_on_step_six_and_shift_j_finds_failures(page, ap
         expect(step_caption(page)).to_contain_text(f"step {after[0]} (")
 
 
+_TIMELINE_MARK = """() => {
+  const chart = [...document.querySelectorAll(".js-plotly-plot")].find(
+      (c) => (c.layout?.title?.text || "").includes("Steps: time taken"));
+  const marks = (chart?.layout?.shapes || []).filter((s) => s.name === "current step");
+  return marks.length ? marks.map((s) => (s.x0 + s.x1) / 2).join(",") : null;
+}"""
+
+
+def test_the_step_timeline_shade_follows_j_and_k(page, app_url, runs_root, wait_idle):
+    run = first_run(runs_root)
+    longest = run.episodes.sort_values("num_actions")["episode_id"].iloc[-1]
+    page.goto(episode_url(app_url, run_name(run), longest, step="2"))
+    expect(step_caption(page)).to_contain_text("step 2 (")
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '2,2'")  # both rows: the bars and the tokens
+    shaded = page.locator(".js-plotly-plot .shapelayer path[style*='fill: rgb(255, 189, 69)']")
+    expect(shaded.first).to_be_attached()
+    ready_for_keys(page, wait_idle)
+    page.keyboard.press("j")
+    expect(page).to_have_url(re.compile(r"step=3(&|$)"))
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '3,3'")
+    page.keyboard.press("k")
+    page.keyboard.press("k")
+    expect(page).to_have_url(re.compile(r"step=1(&|$)"))
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '1,1'")
+
+
 def write_long_prompt_run(folder: pathlib.Path) -> tuple[str, int]:
     """A run whose step 3 answers a prompt that grew by a 10,000-character output; returns (episode, step)."""
     doc = synthetic.episode_dict(task_name="calc__calc-9", actions=5, output_chars=24_000, seed=21)

@@ -6,6 +6,7 @@ import pathlib
 
 import demo_runs
 import pytest
+from streamlit import config
 
 import ares_viewer_app
 
@@ -37,3 +38,13 @@ def app():
         return at.run()
 
     return make
+
+
+@pytest.fixture
+def exposed():
+    """The app as a server bound to every interface (``--server.address 0.0.0.0``): runs outside the runs
+    folder are refused."""
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    yield
+    config.set_option("server.address", before)

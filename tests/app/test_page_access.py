@@ -7,18 +7,8 @@ import os
 import demo_runs
 import page_text
 import pytest
-from streamlit import config
 
 from ares_viewer_app import access
-
-
-@pytest.fixture
-def exposed():
-    """The app as a server bound to every interface serves it (``--server.address 0.0.0.0``)."""
-    before = config.get_option("server.address")
-    config.set_option("server.address", "0.0.0.0")
-    yield
-    config.set_option("server.address", before)
 
 
 def _refusal(at) -> str:

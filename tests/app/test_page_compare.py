@@ -7,8 +7,6 @@ import shutil
 
 import page_text
 import pandas as pd
-import pytest
-from streamlit import config
 
 from ares_viewer import counterfactual
 
@@ -74,13 +72,6 @@ def test_an_unknown_episode_says_so(runs, app):
     assert at.selectbox(key="compare.a").value == runs["run-a"]["failed"]
 
 
-@pytest.fixture
-def exposed():
-    """A server bound to every interface (``--server.address 0.0.0.0``): runs outside the runs folder are refused."""
-    before = config.get_option("server.address")
-    config.set_option("server.address", "0.0.0.0")
-    yield
-    config.set_option("server.address", before)
 
 
 def _counterfactual_folder(runs, episode_id: str) -> pathlib.Path:

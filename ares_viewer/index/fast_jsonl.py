@@ -1,0 +1,183 @@
+"""JSON Lines files read by DuckDB's JSON reader: the plumbing every format's fast path shares.
+
+A format's fast path (``fast_tinker``, ``fast_ray``, ``fast_mini``) is a ``Spec``: which adapter's files it
+takes, and how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path``
+column, an ``odd`` column) and selects their index rows from it. This module picks the files (local JSON Lines
+files whose first line the adapter sniffs as its own), runs the spec on a batch of them (``builder`` cuts the
+batches and runs them in its worker processes), writes each batch as one partition and sends the files it does
+not take to the ordinary path: a batch DuckDB cannot read is
+retried file by file, and a file with an odd row is left whole to the ordinary path, whose errors and warnings
+are then the file's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+import duckdb
+import orjson
+import pyarrow as pa
+
+from ares_viewer import sources
+from ares_viewer.formats import registry
+from ares_viewer.index import store
+
+# A batch of files read by one query (and written as one partition).
+BATCH_BYTES = 128 * 1024 * 1024
+_FIRST_LINE_BYTES = 4 * 1024 * 1024
+_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+# JSON text (a column read as JSON) classified by its first character, without parsing it again.
+DIGITS = "('-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9')"
+
+
+def number(column: str) -> str:
+    """A JSON number, true or false as a DOUBLE (``chat.number`` without its warnings); NULL for the rest."""
+    return (f"CASE WHEN left({column}, 1) IN {DIGITS} THEN TRY_CAST({column} AS DOUBLE) "
+            f"WHEN {column} = 'true' THEN 1.0 WHEN {column} = 'false' THEN 0.0 END")
+
+
+def integer(column: str) -> str:
+    """A JSON integer literal as a BIGINT (NULL for anything else: ``is_integer`` below tells them apart)."""
+    return f"CASE WHEN {is_integer(column)} THEN TRY_CAST({column} AS BIGINT) END"
+
+
+def is_integer(column: str) -> str:
+    return f"(regexp_full_match({column}, '-?[0-9]{{1,18}}'))"
+
+
+def count(column: str) -> str:
+    """A token count as ``chat.count`` reads it: a non-negative number truncated, anything else 0."""
+    return (f"CASE WHEN left({column}, 1) BETWEEN '0' AND '9' THEN coalesce(trunc(TRY_CAST({column} AS DOUBLE)), 0) "
+            "ELSE 0 END")
+
+
+def string(column: str) -> str:
+    """A JSON string's value (NULL for other JSON values)."""
+    return f"CASE WHEN left({column}, 1) = '\"' THEN json_extract_string({column}, '$') END"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A format's fast path (a module's ``SPEC``)."""
+
+    module: str
+    """The module that holds it as ``SPEC`` (worker processes look it up there)."""
+
+    adapter: ModuleType
+    """The format module whose files it takes (``registry.sniff`` of a file's first line)."""
+    load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile]], None]
+    """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files; raises
+    ``duckdb.Error`` when DuckDB cannot read them."""
+    rows: str
+    """The index rows as one SELECT over ``raw_ok`` (``raw`` without the odd files' rows, plus ``_seq``: the
+    row's place in ``raw``), with the ``model.EpisodeRow`` columns, the format's own and ``_seq``."""
+    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+    """Run once ``raw_ok`` exists, before ``rows``: what the rows join (e.g. values worked out in Python)."""
+    tables: tuple[str, ...] = ()
+    """Names ``load`` registers on the connection, unregistered after each batch."""
+
+
+def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> ModuleType | None:
+    """The adapter of a local JSON Lines file's first line (None: not one, or left to the ordinary path).
+
+    A file over the size bound (``sources.Limits``) is left to the ordinary path, which reports it."""
+    if ("://" in file.path or file.size == 0 or file.size > max_bytes
+            or not file.path.lower().endswith(_SUFFIXES)):
+        return None
+    try:
+        with open(file.path, "rb") as handle:
+            first = handle.readline(_FIRST_LINE_BYTES)
+    except OSError:
+        return None
+    if not first.endswith(b"\n"):
+        return None
+    try:
+        doc = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return None
+    return registry.sniff(doc)
+
+
+def connect(threads: int) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute(f"SET threads = {max(1, int(threads))}")
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def _unregister(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
+    for table in spec.tables:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(table)
+
+
+def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.SourceFile], target: store.Store
+               ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+    """One partition from these files; their entries, and the files left for the ordinary path."""
+    try:
+        spec.load(con, [f.path for f in files], files)
+        odd = {row[0] for row in con.execute("SELECT DISTINCT path FROM raw WHERE odd").fetchall()}
+    except duckdb.Error:
+        _unregister(con, spec)
+        if len(files) == 1:
+            return [], files
+        taken, rest = [], []
+        for f in files:  # one unreadable file must not send the whole batch the slow way
+            t, r = read_batch(con, spec, [f], target)
+            taken += t
+            rest += r
+        return taken, rest
+    con.execute("CREATE OR REPLACE TEMP VIEW raw_ok AS SELECT *, rowid AS _seq FROM raw"
+                + (f" WHERE path NOT IN {tuple(sorted(odd)) + ('',)!r}" if odd else ""))
+    counts = dict(con.execute("SELECT path, count(*) FROM raw_ok GROUP BY path").fetchall())
+    name = target.new_part_name()
+    if counts:
+        if spec.prepare is not None:
+            spec.prepare(con)
+        target.parts.mkdir(parents=True, exist_ok=True)
+        tmp = target.parts / f".{name}.tmp"
+        con.execute(f"COPY ({spec.rows}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+        os.replace(tmp, target.parts / name)
+    _unregister(con, spec)
+    taken = [f for f in files if f.path not in odd]
+    entries = [store.FileEntry(f.path, f.size, f.mtime_ns, "read", name if counts.get(f.path) else None,
+                               counts.get(f.path, 0)) for f in taken]
+    return entries, [f for f in files if f.path in odd]
+
+
+def choose(files: Sequence[sources.SourceFile], specs: Sequence[Spec]
+           ) -> tuple[dict[Spec, list[sources.SourceFile]], list[sources.SourceFile]]:
+    """The files each spec takes, and the rest (for the ordinary path)."""
+    max_bytes = sources.Limits.from_env().max_file_bytes
+    by_adapter = {spec.adapter: spec for spec in specs}
+    mine: dict[Spec, list[sources.SourceFile]] = {}
+    rest: list[sources.SourceFile] = []
+    for f in files:
+        spec = by_adapter.get(first_line_adapter(f, max_bytes))
+        if spec is None:
+            rest.append(f)
+        else:
+            mine.setdefault(spec, []).append(f)
+    return mine, rest
+
+
+_WORKER_CONNECTION: list[duckdb.DuckDBPyConnection] = []
+
+
+def read_in_worker(folder: str, spec_module: str, files: list[sources.SourceFile]
+                   ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+    """``read_batch`` in a worker process: one one-thread connection per process, for all its batches."""
+    if not _WORKER_CONNECTION:
+        _WORKER_CONNECTION.append(connect(1))
+    spec = importlib.import_module(spec_module).SPEC
+    return read_batch(_WORKER_CONNECTION[0], spec, files, store.Store(folder))
+
+
+def register(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, pa.Array]) -> None:
+    con.register(name, pa.table(columns))

@@ -24,7 +24,7 @@ import orjson
 import pyarrow as pa
 
 from ares_viewer import sources
-from ares_viewer.formats import registry
+from ares_viewer.formats import chat, registry
 from ares_viewer.index import store
 
 # A batch of files read by one query (and written as one partition).
@@ -177,6 +177,59 @@ def read_in_worker(folder: str, spec_module: str, files: list[sources.SourceFile
         _WORKER_CONNECTION.append(connect(1))
     spec = importlib.import_module(spec_module).SPEC
     return read_batch(_WORKER_CONNECTION[0], spec, files, store.Store(folder))
+
+
+# Consecutive contexts of an episode (``rid``: its row, ``i``: the call's order, ``msgs``: the context's messages as
+# JSON text, ``irregular``: a call this module cannot read). A context that extends the previous one unchanged
+# (compared as JSON text) is no rewrite, and the previous action's result is the first user or tool message
+# after the last assistant message among the added ones (``chat.kept`` and ``chat.result_message``). Anything
+# else marks the episode irregular, for its format to count the ordinary way.
+_PAIRS = """
+CREATE OR REPLACE TEMP TABLE pairs AS
+WITH w AS (
+    SELECT rid, msgs, irregular, lag(msgs) OVER (PARTITION BY rid ORDER BY i) AS prev,
+           row_number() OVER (PARTITION BY rid ORDER BY i) AS n
+    FROM ($contexts)
+), x AS (
+    SELECT rid, irregular OR (n > 1 AND NOT (len(msgs) >= len(prev) AND msgs[1:len(prev)] = prev)) AS irregular,
+           CASE WHEN n > 1 THEN msgs[len(prev) + 1:] END AS added
+    FROM w
+), r AS (
+    SELECT rid, irregular, added, list_transform(added, lambda m: json_extract_string(m, '$.role')) AS roles FROM x
+), a AS (
+    SELECT rid, irregular, added, roles,
+           coalesce(len(roles) + 1 - list_position(list_reverse(roles), 'assistant'), 0) AS last_said
+    FROM r
+), m AS (
+    SELECT rid, irregular,
+           json_extract(added[last_said + list_position(list_transform(roles[last_said + 1:],
+                                                                      lambda q: q IN ('user', 'tool')), true)],
+                        '$.content') AS content
+    FROM a
+)
+SELECT rid, irregular OR (content IS NOT NULL AND left(content::VARCHAR, 1) <> '"') AS irregular,
+       CASE WHEN left(content::VARCHAR, 1) = '"' THEN json_extract_string(content, '$') END AS body
+FROM m
+"""
+
+
+def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str) -> None:
+    """Tables ``pairs`` (one row per context, see ``_PAIRS``) and ``pair_counts`` (``rid``, ``irregular``,
+    ``nonzero``: the results whose return code is not 0) from the SELECT ``contexts``.
+
+    Only the distinct result texts that hold a return code are read in Python, by ``chat.command_result``."""
+    con.execute(_PAIRS.replace("$contexts", contexts))
+    bodies = [row[0] for row in con.execute(
+        "SELECT DISTINCT body FROM pairs WHERE contains(body, '<returncode>') OR contains(body, '<output')"
+    ).fetchall()]
+    failed = [b for b in bodies if chat.command_result({"content": b}).returncode not in (None, 0)]
+    register(con, "failed_results", {"body": pa.array(failed, pa.string())})
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE pair_counts AS
+        SELECT rid, bool_or(irregular) AS irregular,
+               count(*) FILTER (WHERE body IN (SELECT body FROM failed_results)) AS nonzero
+        FROM pairs GROUP BY rid""")
+    con.unregister("failed_results")
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, pa.Array]) -> None:

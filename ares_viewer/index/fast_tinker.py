@@ -22,7 +22,7 @@ import orjson
 import pyarrow as pa
 
 from ares_viewer import sources
-from ares_viewer.formats import chat, tinker
+from ares_viewer.formats import tinker
 from ares_viewer.index import fast_jsonl, store
 from ares_viewer.index.fast_jsonl import count, integer, is_integer, number, string
 
@@ -64,43 +64,14 @@ FROM (SELECT filename AS path, group_idx::VARCHAR AS g, traj_idx::VARCHAR AS tr,
       FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r}))
 """
 
-# Consecutive contexts of the multi-step rollouts (prompts that are no conversation skipped, the system
-# message split off, as ``tinker.context_counts`` does). A pair whose context extends the previous one
-# unchanged (compared as JSON text) is read here: no rewrite, and its action's result is the first user or tool
-# message after the last assistant message among the added ones. Anything else marks the rollout irregular.
-_PAIRS = """
-CREATE OR REPLACE TEMP TABLE pairs AS
-WITH p AS (
-    SELECT _seq AS rid, generate_subscripts(prompts, 1) AS i, unnest(prompts) AS msgs FROM raw_ok
-    WHERE prompts IS NOT NULL
-), s AS (
-    SELECT rid, i, CASE WHEN json_extract_string(msgs[1], '$.role') IN ('system', 'developer') THEN msgs[2:]
-                        ELSE msgs END AS msgs
-    FROM p WHERE msgs IS NOT NULL
-), w AS (
-    SELECT rid, msgs, lag(msgs) OVER (PARTITION BY rid ORDER BY i) AS prev,
-           row_number() OVER (PARTITION BY rid ORDER BY i) AS n
-    FROM s
-), x AS (
-    SELECT rid, n > 1 AND NOT (len(msgs) >= len(prev) AND msgs[1:len(prev)] = prev) AS irregular,
-           CASE WHEN n > 1 THEN msgs[len(prev) + 1:] END AS added
-    FROM w
-), r AS (
-    SELECT rid, irregular, added, list_transform(added, lambda m: json_extract_string(m, '$.role')) AS roles FROM x
-), a AS (
-    SELECT rid, irregular, added, roles,
-           coalesce(len(roles) + 1 - list_position(list_reverse(roles), 'assistant'), 0) AS last_said
-    FROM r
-), m AS (
-    SELECT rid, irregular,
-           json_extract(added[last_said + list_position(list_transform(roles[last_said + 1:],
-                                                                      lambda q: q IN ('user', 'tool')), true)],
-                        '$.content') AS content
-    FROM a
-)
-SELECT rid, irregular OR (content IS NOT NULL AND left(content::VARCHAR, 1) <> '"') AS irregular,
-       CASE WHEN left(content::VARCHAR, 1) = '"' THEN json_extract_string(content, '$') END AS body
-FROM m
+# The prompts of the multi-step rollouts as contexts: prompts that are no conversation skipped, the system
+# message split off, as ``tinker.context_counts`` does.
+_CONTEXTS = """
+SELECT rid, i, CASE WHEN json_extract_string(msgs[1], '$.role') IN ('system', 'developer') THEN msgs[2:] ELSE msgs END
+    AS msgs, false AS irregular
+FROM (SELECT _seq AS rid, generate_subscripts(prompts, 1) AS i, unnest(prompts) AS msgs FROM raw_ok
+      WHERE prompts IS NOT NULL)
+WHERE msgs IS NOT NULL
 """
 
 
@@ -136,13 +107,9 @@ def _tasks(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _contexts(con: duckdb.DuckDBPyConnection) -> None:
-    """Non-zero exits and context rewrites of the multi-step rollouts (one-step ones have neither)."""
-    con.execute(_PAIRS)
-    bodies = [row[0] for row in con.execute(
-        "SELECT DISTINCT body FROM pairs WHERE contains(body, '<returncode>') OR contains(body, '<output')"
-    ).fetchall()]
-    failed = [b for b in bodies if chat.command_result({"content": b}).returncode not in (None, 0)]
-    fast_jsonl.register(con, "failed_results", {"body": pa.array(failed, pa.string())})
+    """Non-zero exits and context rewrites of the multi-step rollouts (one-step ones have neither); a rollout whose
+    contexts are not plain extensions of each other is counted by the ordinary path's function."""
+    fast_jsonl.context_pairs(con, _CONTEXTS)
     rids, nonzero, rewrites = [], [], []
     irregular = con.execute(
         "SELECT _seq, prompts FROM raw_ok WHERE _seq IN (SELECT rid FROM pairs WHERE irregular)").fetchall()
@@ -156,8 +123,7 @@ def _contexts(con: duckdb.DuckDBPyConnection) -> None:
                                               "rewrites": pa.array(rewrites, pa.int64())})
     con.execute("""
         CREATE OR REPLACE TEMP TABLE context_counts AS
-        SELECT rid, count(*) FILTER (WHERE body IN (SELECT body FROM failed_results)) AS nonzero, 0 AS rewrites
-        FROM pairs GROUP BY rid HAVING NOT bool_or(irregular)
+        SELECT rid, nonzero, 0 AS rewrites FROM pair_counts WHERE NOT irregular
         UNION ALL SELECT rid, nonzero, rewrites FROM odd_contexts""")
 
 
@@ -191,7 +157,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
 
 
 SPEC = fast_jsonl.Spec(module=__name__, adapter=tinker, load=_load, rows=_ROWS, prepare=_prepare,
-                       tables=("places", "task_texts", "failed_results", "odd_contexts"))
+                       tables=("places", "task_texts", "odd_contexts"))
 
 
 def build(files: Sequence[sources.SourceFile], target: store.Store, *, threads: int

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ares_viewer import formats, sources
-from ares_viewer.index import fast_jsonl, fast_tinker, store
+from ares_viewer.index import fast_jsonl, fast_ray, fast_tinker, store
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
 
 
 # Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
-FAST_PATHS = (fast_tinker.SPEC,)
+FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC)
 
 
 def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int

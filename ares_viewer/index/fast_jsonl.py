@@ -78,7 +78,8 @@ class Spec:
     """The index rows as one SELECT over ``raw_ok`` (``raw`` without the odd files' rows, plus ``_seq``: the
     row's place in ``raw``), with the ``model.EpisodeRow`` columns, the format's own and ``_seq``."""
     prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None
-    """Run once ``raw_ok`` exists, before ``rows``: what the rows join (e.g. values worked out in Python)."""
+    """Run once ``raw_ok`` exists, before ``rows``: what the rows join (e.g. values worked out in Python). It may
+    set ``odd`` on more rows of ``raw``."""
     tables: tuple[str, ...] = ()
     """Names ``load`` registers on the connection, unregistered after each batch."""
 
@@ -117,12 +118,23 @@ def _unregister(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
             con.unregister(table)
 
 
+def _odd(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The files with an odd row; ``raw_ok`` becomes the other files' rows."""
+    odd = {row[0] for row in con.execute("SELECT DISTINCT path FROM raw WHERE odd").fetchall()}
+    con.execute("CREATE OR REPLACE TEMP VIEW raw_ok AS SELECT *, rowid AS _seq FROM raw"
+                + (f" WHERE path NOT IN {tuple(sorted(odd)) + ('',)!r}" if odd else ""))
+    return odd
+
+
 def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.SourceFile], target: store.Store
                ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
     """One partition from these files; their entries, and the files left for the ordinary path."""
     try:
         spec.load(con, [f.path for f in files], files)
-        odd = {row[0] for row in con.execute("SELECT DISTINCT path FROM raw WHERE odd").fetchall()}
+        odd = _odd(con)
+        if spec.prepare is not None:
+            spec.prepare(con)  # may find more odd rows
+            odd = _odd(con)
     except duckdb.Error:
         _unregister(con, spec)
         if len(files) == 1:
@@ -133,13 +145,9 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
             taken += t
             rest += r
         return taken, rest
-    con.execute("CREATE OR REPLACE TEMP VIEW raw_ok AS SELECT *, rowid AS _seq FROM raw"
-                + (f" WHERE path NOT IN {tuple(sorted(odd)) + ('',)!r}" if odd else ""))
     counts = dict(con.execute("SELECT path, count(*) FROM raw_ok GROUP BY path").fetchall())
     name = target.new_part_name()
     if counts:
-        if spec.prepare is not None:
-            spec.prepare(con)
         target.parts.mkdir(parents=True, exist_ok=True)
         tmp = target.parts / f".{name}.tmp"
         con.execute(f"COPY ({spec.rows}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")

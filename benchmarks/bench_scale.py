@@ -89,8 +89,8 @@ def _ray_trajectory(epoch: int, n: int, rng: random.Random) -> dict:
     timesteps = []
     turns = 3 + rng.randrange(6)
     for turn in range(turns):
-        call = {"id": f"call_{n}_{turn}", "type": "function",
-                "function": {"name": "bash", "arguments": json.dumps({"command": f"grep -n slots sympy/core/f{turn}.py"})}}
+        command = json.dumps({"command": f"grep -n slots sympy/core/f{turn}.py"})
+        call = {"id": f"call_{n}_{turn}", "type": "function", "function": {"name": "bash", "arguments": command}}
         said = {"role": "assistant", "content": f"Look at part {turn} of the code.", "tool_calls": [call]}
         last = turn == turns - 1
         timesteps.append({"chats": [[*messages, said]], "reward": (1.0 if rng.random() < 0.4 else 0.0) if last else 0.0,

@@ -72,8 +72,8 @@ class Spec:
     adapter: ModuleType
     """The format module whose files it takes (``registry.sniff`` of a file's first line)."""
     load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile]], None]
-    """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files; raises
-    ``duckdb.Error`` when DuckDB cannot read them."""
+    """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files (``read``
+    runs its ``read_json`` query); raises ``duckdb.Error`` when DuckDB cannot read them."""
     rows: str
     """The index rows as one SELECT over ``raw_ok`` (``raw`` without the odd files' rows, plus ``_seq``: the
     row's place in ``raw``), with the ``model.EpisodeRow`` columns, the format's own and ``_seq``."""
@@ -120,10 +120,20 @@ def _unregister(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
 
 def _odd(con: duckdb.DuckDBPyConnection) -> set[str]:
     """The files with an odd row; ``raw_ok`` becomes the other files' rows."""
-    odd = {row[0] for row in con.execute("SELECT DISTINCT path FROM raw WHERE odd").fetchall()}
-    con.execute("CREATE OR REPLACE TEMP VIEW raw_ok AS SELECT *, rowid AS _seq FROM raw"
-                + (f" WHERE path NOT IN {tuple(sorted(odd)) + ('',)!r}" if odd else ""))
-    return odd
+    con.execute("CREATE OR REPLACE TEMP TABLE odd_paths AS SELECT DISTINCT path FROM raw WHERE odd")
+    con.execute("CREATE OR REPLACE TEMP VIEW raw_ok AS SELECT *, rowid AS _seq FROM raw "
+                "WHERE path NOT IN (SELECT path FROM odd_paths)")
+    return {row[0] for row in con.execute("SELECT path FROM odd_paths").fetchall()}
+
+
+def read(con: duckdb.DuckDBPyConnection, query: str, paths: list[str]) -> None:
+    """Run a query whose ``read_json`` reads ``$files``: these paths."""
+    con.execute(query, {"files": paths})
+
+
+def literal(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.SourceFile], target: store.Store
@@ -150,7 +160,7 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
     if counts:
         target.parts.mkdir(parents=True, exist_ok=True)
         tmp = target.parts / f".{name}.tmp"
-        con.execute(f"COPY ({spec.rows}) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
+        con.execute(f"COPY ({spec.rows}) TO {literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
         os.replace(tmp, target.parts / name)
     _unregister(con, spec)
     taken = [f for f in files if f.path not in odd]

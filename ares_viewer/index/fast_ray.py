@@ -78,22 +78,22 @@ SELECT rid, i, coalesce(msgs[1:start - 1], []) AS msgs, coalesce(start <= 1, tru
 
 
 def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
-    con.execute(_RAW.replace("$files", repr(paths)))
+    fast_jsonl.read(con, _RAW, paths)
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     kwargs = [row[0] for row in con.execute("SELECT DISTINCT kwargs FROM raw_ok").fetchall()]
     tasks = [ray_runner.task_name({} if k is None else {"reset_kwargs": orjson.loads(k)}) for k in kwargs]
-    fast_jsonl.register(con, "tasks", {"kwargs": pa.array(kwargs, pa.string()), "task_name": pa.array(tasks, pa.string())})
+    fast_jsonl.register(con, "tasks", {"kwargs": pa.array(kwargs, pa.string()),
+                                       "task_name": pa.array(tasks, pa.string())})
     errs = [row[0] for row in con.execute("SELECT DISTINCT err FROM raw_ok").fetchall()]
     found = [ray_runner.error_of(None if e is None else orjson.loads(e)) for e in errs]
     fast_jsonl.register(con, "errors", {"err": pa.array(errs, pa.string()),
                                         "errored": pa.array([f is not None for f in found], pa.bool_()),
                                         "error": pa.array([model.describe_error(f) for f in found], pa.string())})
     fast_jsonl.context_pairs(con, _CONTEXTS)
-    odd = con.execute("SELECT DISTINCT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular").fetchall()
-    if odd:
-        con.execute(f"UPDATE raw SET odd = true WHERE path IN {tuple(p for (p,) in odd) + ('',)!r}")
+    con.execute("UPDATE raw SET odd = true WHERE path IN "
+                "(SELECT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular)")
 
 
 _ROWS = """

@@ -76,7 +76,7 @@ WHERE msgs IS NOT NULL
 
 
 def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
-    con.execute(_RAW.replace("$files", repr(paths)))
+    fast_jsonl.read(con, _RAW, paths)
     _places(con, files)
 
 

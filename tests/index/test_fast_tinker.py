@@ -182,3 +182,10 @@ def test_a_run_read_by_worker_processes_equals_the_ordinary_path(tmp_path, monke
     builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
     fast, ordinary = _frame(tmp_path / "fast"), _frame(tmp_path / "ordinary")
     pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
+
+
+def test_a_quote_in_the_run_or_cache_folder_is_no_sql(tmp_path):
+    folder = tmp_path / "it's"
+    files = _write(folder, [_swe_rollout(0, 0)])
+    taken, rest = fast_tinker.build(files, store.Store(folder / "cache 'x'"), threads=1)
+    assert len(taken) == 1 and not rest and taken[0].rows == 1

@@ -189,3 +189,20 @@ def test_a_quote_in_the_run_or_cache_folder_is_no_sql(tmp_path):
     files = _write(folder, [_swe_rollout(0, 0)])
     taken, rest = fast_tinker.build(files, store.Store(folder / "cache 'x'"), threads=1)
     assert len(taken) == 1 and not rest and taken[0].rows == 1
+
+
+@pytest.mark.parametrize("layout", ["blank-lines", "crlf", "indented"])
+def test_line_layouts_give_the_ordinary_rows(tmp_path, layout):
+    lines = [json.dumps(_swe_rollout(0, t)) for t in range(3)]
+    text = {"blank-lines": "\n\n".join(lines) + "\n", "crlf": "\r\n".join(lines) + "\r\n",
+            "indented": "".join("  " + line + "\n" for line in lines)}[layout]
+    path = tmp_path / "run" / "iteration_000003" / "train_rollout_summaries.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(text, newline="")
+    files = sources.list_files(tmp_path / "run")
+    taken, rest = fast_tinker.build(files, store.Store(tmp_path / "fast"), threads=1)
+    result = builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
+    assert not result[0].errors
+    if taken:
+        fast, ordinary = _frame(tmp_path / "fast"), _frame(tmp_path / "ordinary")
+        pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)

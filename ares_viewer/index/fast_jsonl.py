@@ -1,13 +1,14 @@
 """JSON Lines files read by DuckDB's JSON reader: the plumbing every format's fast path shares.
 
-A format's fast path (``fast_tinker``, ``fast_ray``, ``fast_mini``) is a ``Spec``: which adapter's files it
-takes, and how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path``
-column, an ``odd`` column) and selects their index rows from it. This module picks the files (local JSON Lines
-files whose first line the adapter sniffs as its own), runs the spec on a batch of them (``builder`` cuts the
-batches and runs them in its worker processes), writes each batch as one partition and sends the files it does
-not take to the ordinary path: a batch DuckDB cannot read is
-retried file by file, and a file with an odd row is left whole to the ordinary path, whose errors and warnings
-are then the file's.
+A format's fast path (``fast_tinker``, ``fast_ray``) is a ``Spec``: which adapter's files it takes, how it
+loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd``
+column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose first
+line the adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches and runs them
+in its worker processes), writes each batch as one partition and sends the files it does not take to the
+ordinary path: a batch DuckDB cannot read is retried file by file, and a file with an odd row is left whole to
+the ordinary path, whose errors and warnings are then the file's. It also holds what the specs share: reading
+JSON values kept as JSON text (``number``, ``integer``, ``count``, ``string``) and the rewrites and command
+results of consecutive contexts (``context_pairs``).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Spec:
     """Run once ``raw_ok`` exists, before ``rows``: what the rows join (e.g. values worked out in Python). It may
     set ``odd`` on more rows of ``raw``."""
     tables: tuple[str, ...] = ()
-    """Names ``load`` registers on the connection, unregistered after each batch."""
+    """Names ``load`` and ``prepare`` register on the connection, unregistered after each batch."""
 
 
 def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> ModuleType | None:

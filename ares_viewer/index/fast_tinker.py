@@ -8,9 +8,10 @@ a group's rollouts share, for the task; the result texts that hold a return code
 contexts are not plain extensions of each other, each through the function the ordinary path uses.
 
 Rows agree with ``tinker.summarize``. A file is left to the ordinary path (``fast_jsonl``) when anything about it
-is not the regular shape read here exactly: a line DuckDB cannot read (corrupt, truncated, a step or trace that
-is not an object), a text where a rollout's number belongs (which the ordinary path warns about), a group or
-trajectory index that is not an integer, a tag that is not a plain string, a step reward written as text.
+is not the regular shape read here exactly: a line DuckDB cannot read (corrupt, truncated, longer than DuckDB's
+default object size, a step or trace that is not an object, a prompt given as a text or a list), a text where a
+rollout's number belongs (which the ordinary path warns about), a group or trajectory index that is not an
+integer, a tag that is not a plain string, a step reward written as text.
 """
 
 from __future__ import annotations

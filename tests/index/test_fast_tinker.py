@@ -200,7 +200,7 @@ def test_line_layouts_give_the_ordinary_rows(tmp_path, layout):
     path.parent.mkdir(parents=True)
     path.write_text(text, newline="")
     files = sources.list_files(tmp_path / "run")
-    taken, rest = fast_tinker.build(files, store.Store(tmp_path / "fast"), threads=1)
+    taken, _ = fast_tinker.build(files, store.Store(tmp_path / "fast"), threads=1)
     result = builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
     assert not result[0].errors
     if taken:

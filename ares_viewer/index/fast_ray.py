@@ -53,7 +53,9 @@ FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR
 """
 
 # Each timestep's context: its main chat without the system message and the answer (the closing run of
-# assistant messages). A timestep without one is irregular (the ordinary path pairs results across it).
+# assistant messages). Only the last four messages' roles are read: an answer that may reach further back, a
+# chat without an answer among them, or a timestep without a context is irregular (the ordinary path pairs
+# results across the last).
 _CONTEXTS = """
 WITH t AS (
     SELECT _seq AS rid, generate_subscripts(chats, 1) AS i, unnest(chats) AS msgs FROM raw_ok
@@ -62,18 +64,22 @@ WITH t AS (
                         ELSE msgs END AS msgs
     FROM t
 ), r AS (
-    SELECT rid, i, msgs, list_transform(msgs, lambda m: json_extract_string(m, '$.role') = 'assistant') AS said
+    SELECT rid, i, msgs, greatest(len(msgs) - 3, 1) AS base,
+           list_transform(msgs[greatest(len(msgs) - 3, 1):],
+                          lambda m: json_extract_string(m, '$.role') = 'assistant') AS said
     FROM s
 ), p AS (
-    SELECT rid, i, msgs, said, coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0) AS last_said
-    FROM r
+    SELECT *, coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0) AS last_said FROM r
 ), q AS (
-    SELECT rid, i, msgs, CASE WHEN last_said = 0 THEN len(msgs) + 1
-        ELSE last_said - coalesce(list_position(list_reverse(said[1:last_said]), false), last_said + 1) + 2 END
-        AS start
+    SELECT rid, i, msgs, base,
+           CASE WHEN last_said = 0 THEN (CASE WHEN base = 1 THEN len(said) + 1 END)
+                ELSE last_said - coalesce(list_position(list_reverse(said[1:last_said]), false), last_said + 1) + 2
+           END AS local_start
     FROM p
 )
-SELECT rid, i, coalesce(msgs[1:start - 1], []) AS msgs, coalesce(start <= 1, true) AS irregular FROM q
+SELECT rid, i, coalesce(msgs[1:base + local_start - 2], []) AS msgs,
+       coalesce(local_start IS NULL OR (local_start = 1 AND base > 1) OR base + local_start <= 2, true) AS irregular
+FROM q
 """
 
 

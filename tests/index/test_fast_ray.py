@@ -109,3 +109,19 @@ def test_a_run_of_both_formats_indexes_each_its_own_way(tmp_path):
     rows = _frame(tmp_path / "ix")
     assert sorted(set(rows["format"])) == ["ray", "tinker"]
     assert json.loads(json.dumps(list(rows["episode_id"])))[:1]
+
+
+def _long_answer(doc: dict) -> None:
+    for step in doc["timesteps"]:
+        step["chats"][-1].extend({"role": "assistant", "content": f"thought {k}"} for k in range(4))
+
+
+def _no_answer(doc: dict) -> None:
+    doc["timesteps"][1]["chats"][-1].extend({"role": "user", "content": f"more {k}"} for k in range(4))
+
+
+@pytest.mark.parametrize("change", [_long_answer, _no_answer], ids=["long-answer", "no-answer-at-the-end"])
+def test_answers_beyond_the_last_messages_give_the_ordinary_rows(tmp_path, change):
+    records = _generated(6)
+    change(records[2])
+    _same_rows(tmp_path, records)  # read the ordinary way, or in SQL with the same rows

@@ -4,6 +4,8 @@ measured in the same run.
     python3 -m benchmarks.bench_scale                      # 1,000,000 rollouts (~1.1 GB), then 100
     python3 -m benchmarks.bench_scale --rollouts 100000    # a quicker look
     python3 -m benchmarks.bench_scale --no-browser         # index figures only
+    python3 -m benchmarks.bench_scale --format ray --rollouts 100000 --no-browser   # Ray runner JSON Lines
+    python3 -m benchmarks.bench_scale --format mini --rollouts 20000 --no-browser   # mini-swe-agent JSON Lines
 
 Prints:
 - cold index throughput / single-core ``read + orjson.loads`` throughput over the same lines (target >= 1.5);
@@ -78,15 +80,72 @@ def _rollout(iteration: int, group: int, traj: int, rng: random.Random) -> dict:
             "trajectory_metrics": {"num_turns": turns}, "steps": steps, "final_ob_len": 200}
 
 
-def write_run(folder: pathlib.Path, rollouts: int, *, seed: int = 0) -> int:
-    """A Tinker run of ``rollouts`` rollout lines: ``iteration_NNNNNN/train_rollout_summaries.jsonl`` files of
-    2,000 lines (250 groups of 8). Returns the bytes written."""
+def _ray_trajectory(epoch: int, n: int, rng: random.Random) -> dict:
+    """One Ray runner trajectory line: a SWE task played over 3 to 8 tool calls, each timestep's chat the whole
+    conversation so far ending with the model's call; every 20th one ends with ``error_info``."""
+    task = f"sympy__sympy-{20000 + n % 500}"
+    messages: list[dict] = [{"role": "system", "content": "You are a software engineering agent. Use the bash tool."},
+                            {"role": "user", "content": f"Resolve this issue in /testbed ({task}): " + _QUESTIONS[n % 4]
+                             .format(a=n % 97, b=n % 13)}]
+    timesteps = []
+    turns = 3 + rng.randrange(6)
+    for turn in range(turns):
+        command = json.dumps({"command": f"grep -n slots sympy/core/f{turn}.py"})
+        call = {"id": f"call_{n}_{turn}", "type": "function", "function": {"name": "bash", "arguments": command}}
+        said = {"role": "assistant", "content": f"Look at part {turn} of the code.", "tool_calls": [call]}
+        last = turn == turns - 1
+        timesteps.append({"chats": [[*messages, said]], "reward": (1.0 if rng.random() < 0.4 else 0.0) if last else 0.0,
+                          "done": last, "timestamp": 1.7e9 + n * 60 + turn * 7.5,
+                          "available_tool_schemas": [{"type": "function", "function": {"name": "bash"}}]})
+        output = "\n".join(f"sympy/core/f{turn}.py:{k}:    __slots__ = ('name',)" for k in range(rng.randrange(1, 6)))
+        messages = [*messages, said, {"role": "tool", "tool_call_id": call["id"], "content": output}]
+    error = {"type": "RayActorError", "message": "The actor died unexpectedly."} if n % 20 == 7 else None
+    return {"timesteps": timesteps, "reset_kwargs": {"task_id": task, "split": "train", "seed": epoch},
+            "error_info": error, "episode_id": f"ep-{epoch}-{n:07d}", "trace_last_response_flow_id": None}
+
+
+def _mini_trajectory(n: int, rng: random.Random) -> dict:
+    """One mini-swe-agent trajectory line (the fixture's conversation with its own instance and costs)."""
+    doc = json.loads(_MINI_TEMPLATE.read_text())
+    doc["instance_id"] = f"astropy__astropy-{10000 + n}"
+    for message in doc.get("messages", []):
+        extra = message.get("extra") if isinstance(message, dict) else None
+        if isinstance(extra, dict) and "cost" in extra:
+            extra["cost"] = round(rng.random() / 100, 5)
+    return doc
+
+
+_MINI_TEMPLATE = REPO / "tests" / "fixtures" / "mini-swe-agent" / "swebench-sonnet" / "astropy__astropy-12907" / \
+    "astropy__astropy-12907.traj.json"
+
+
+def _line(fmt: str, block: int, n: int, rng: random.Random) -> dict:
+    if fmt == "ray":
+        return _ray_trajectory(block, n, rng)
+    if fmt == "mini":
+        return _mini_trajectory(n, rng)
+    return _rollout(block, (n % PER_FILE) // 8, n % 8, rng)
+
+
+def _file(fmt: str, block: int) -> str:
+    if fmt == "ray":
+        return f"rollouts-epoch{block:06d}.jsonl"
+    if fmt == "mini":
+        return f"batch_{block:06d}/trajectories.jsonl"
+    return f"iteration_{block:06d}/train_rollout_summaries.jsonl"
+
+
+def write_run(folder: pathlib.Path, rollouts: int, *, seed: int = 0, fmt: str = "tinker") -> int:
+    """A run of ``rollouts`` JSON Lines episodes in files of 2,000 lines; Tinker's
+    ``iteration_NNNNNN/train_rollout_summaries.jsonl`` (250 groups of 8), Ray runner ``rollouts-epochNNNNNN.jsonl``
+    or mini-swe-agent ``batch_NNNNNN/trajectories.jsonl``. Returns the bytes written."""
     rng = random.Random(seed)
     total = 0
     for iteration in range((rollouts + PER_FILE - 1) // PER_FILE):
         count = min(PER_FILE, rollouts - iteration * PER_FILE)
-        data = "".join(json.dumps(_rollout(iteration, i // 8, i % 8, rng)) + "\n" for i in range(count)).encode()
-        target = folder / f"iteration_{iteration:06d}" / "train_rollout_summaries.jsonl"
+        data = "".join(json.dumps(_line(fmt, iteration, iteration * PER_FILE + i, rng)) + "\n"
+                       for i in range(count)).encode()
+        target = folder / _file(fmt, iteration)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         total += len(data)
@@ -206,6 +265,8 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="skip the overview in Chromium")
     parser.add_argument("--ray", action="store_true", help="also index on a local 2-worker Ray cluster")
     parser.add_argument("--keep", help="keep the generated data in this folder (and reuse it when there)")
+    parser.add_argument("--format", choices=("tinker", "ray", "mini"), default="tinker",
+                        help="the JSON Lines format of the big run (the overview comparison is Tinker only)")
     args = parser.parse_args()
 
     root = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="ares-viewer-scale-"))
@@ -213,10 +274,11 @@ def main() -> None:
     big, small, tiny = runs / "big", runs / "small", runs / "warmup"
     print(f"data in {root}")
     start = time.perf_counter()
-    if not (big / "done").exists():
+    done = big / f"done-{args.format}-{args.rollouts}"
+    if not done.exists():
         shutil.rmtree(big, ignore_errors=True)
-        write_run(big, args.rollouts)
-        (big / "done").write_text("")
+        write_run(big, args.rollouts, fmt=args.format)
+        done.write_text("")
     total = sum(p.stat().st_size for p in big.rglob("*.jsonl"))
     for folder, count in ((small, args.small), (tiny, 8)):
         shutil.rmtree(folder, ignore_errors=True)
@@ -245,7 +307,7 @@ def main() -> None:
     print(f"warm reopen (fresh process, imports included): {warm['seconds']:.2f} s  (target < 1 s: "
           f"{'ok' if warm['seconds'] < 1 else 'MISSED'}); peak RSS {warm['self_kb'] / 1024:.0f} MB")
 
-    if not args.no_browser:
+    if not args.no_browser and args.format == "tinker":
         for folder in (small, tiny):
             open_in_process(folder, cache)
         times, server_kb = page_times(runs, cache, ["warmup", "small", "big"])
@@ -256,7 +318,7 @@ def main() -> None:
                   f"{small_s:.2f} s; RATIO {big_s / small_s:.2f}  (target <= 2)")
         print(f"  streamlit server peak RSS: {server_kb / 1024:.0f} MB  (target < 1024 MB: "
               f"{'ok' if server_kb < 1024 * 1024 else 'MISSED'})")
-    if args.ray:
+    if args.ray and args.format == "tinker":
         ray_compare(big, cold["seconds"], total)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

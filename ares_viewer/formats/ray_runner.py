@@ -54,7 +54,7 @@ def episode_id(doc: Any, path: str, record: int | None = None) -> str:
     return stem if record is None else f"{stem}#{record}"
 
 
-def _task(doc: Mapping[str, Any]) -> str:
+def task_name(doc: Mapping[str, Any]) -> str:
     kwargs = doc.get("reset_kwargs")
     if isinstance(kwargs, Mapping):
         for key in _TASK_KEYS:
@@ -70,7 +70,7 @@ def _task(doc: Mapping[str, Any]) -> str:
     return ""
 
 
-def _error(raw: Any) -> dict[str, str] | None:
+def error_of(raw: Any) -> dict[str, str] | None:
     """``error_info`` as ``{type, message}`` (None when the episode ended without one)."""
     if raw is None or raw == "" or raw == {}:
         return None
@@ -194,7 +194,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
             reasoning=reasoning.from_messages(said),
         ))
 
-    error = _error(doc.get("error_info"))
+    error = error_of(doc.get("error_info"))
     if error:
         outcome = model.Outcome.ERRORED
     elif done:
@@ -214,7 +214,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     times = [s.timestamp for s in steps if s.timestamp is not None]
     return [model.Episode(
         episode_id=episode_id(doc, path, record),
-        task_name=_task(doc),
+        task_name=task_name(doc),
         outcome=outcome,
         total_reward=sum(rewards) if rewards else None,
         start_time=times[0] if times else None,

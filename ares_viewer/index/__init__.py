@@ -1,7 +1,8 @@
 """The run index: per-file episode rows in Parquet partitions in the cache, queried with DuckDB.
 
 ``store`` keeps the partitions and the manifest; ``update`` brings them up to date (only new or changed
-files are summarized, by ``builder``, with ``fast_tinker`` for Tinker rollout files); ``table`` is the DuckDB
+files are summarized, by ``builder``; Tinker and Ray runner JSON Lines files are read by DuckDB, ``fast_jsonl``
+with ``fast_tinker`` and ``fast_ray``); ``table`` is the DuckDB
 view of a run's episodes, with what ``joins`` adds beyond each file (harbor trial results, evaluation reports'
 verdicts, keys for repeated episode ids); ``queries`` answers the aggregate and paging questions the overview
 asks (``ares_viewer.aggregate_plots`` draws them); ``live`` follows a run that is still being written;

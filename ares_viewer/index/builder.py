@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ares_viewer import formats, sources
-from ares_viewer.index import fast_tinker, store
+from ares_viewer.index import fast_jsonl, fast_ray, fast_tinker, store
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -75,10 +75,10 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def batches(files: Sequence[sources.SourceFile], parts: int) -> list[list[sources.SourceFile]]:
-    """Files in path order, cut into at least ``parts`` batches of at most about ``_PART_BYTES`` each."""
+def batches(files: Sequence[sources.SourceFile], parts: int, most: int = _PART_BYTES) -> list[list[sources.SourceFile]]:
+    """Files in path order, cut into at least ``parts`` batches of at most about ``most`` bytes each."""
     total = sum(f.size for f in files)
-    limit = max(1, min(_PART_BYTES, total // max(1, parts) + 1))
+    limit = max(1, min(most, total // max(1, parts) + 1))
     out: list[list[sources.SourceFile]] = []
     size = 0
     for f in files:
@@ -107,14 +107,42 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
             yield from entries
 
 
+# Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
+FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC)
+
+
+def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int
+          ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+    total = sum(f.size for files in chosen.values() for f in files)
+    parallel = workers > 1 and total >= PARALLEL_MIN_BYTES
+    work = [(spec, batch) for spec, files in chosen.items()
+            for batch in batches(files, workers * 2 if parallel else 1, fast_jsonl.BATCH_BYTES)]
+    entries: list[store.FileEntry] = []
+    left: list[sources.SourceFile] = []
+    if parallel and len(work) > 1:
+        work.sort(key=lambda w: -sum(f.size for f in w[1]))  # big batches first
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+            for taken, rest in pool.map(fast_jsonl.read_in_worker, [str(target.folder)] * len(work),
+                                        [spec.module for spec, _ in work], [batch for _, batch in work]):
+                entries += taken
+                left += rest
+        return entries, left
+    con = fast_jsonl.connect(workers)
+    try:
+        for spec, batch in work:
+            taken, rest = fast_jsonl.read_batch(con, spec, batch, target)
+            entries += taken
+            left += rest
+    finally:
+        con.close()
+    return entries, left
+
+
 def build(files: list[sources.SourceFile], target: store.Store, *, workers: int | None = None
           ) -> list[store.FileEntry]:
     """Summarize these files into new partitions of ``target``; their manifest entries (not yet committed)."""
     workers = workers_for(workers)
-    entries: list[store.FileEntry] = []
-    rest = files
-    if files:
-        taken, rest = fast_tinker.build(files, target, threads=workers)
-        entries.extend(taken)
-    entries.extend(_ordinary(rest, target, workers))
+    chosen, rest = fast_jsonl.choose(files, FAST_PATHS)
+    entries, left = _fast(chosen, target, workers)
+    entries.extend(_ordinary(sorted(rest + left, key=lambda f: f.path), target, workers))
     return entries

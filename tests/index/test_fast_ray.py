@@ -1,0 +1,127 @@
+"""DuckDB's reading of Ray runner JSON Lines gives the ordinary path's rows, or leaves the file to it."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import duckdb
+import formats_fixtures as fx
+import pandas as pd
+import pytest
+
+from ares_viewer import sources
+from ares_viewer.index import builder, fast_jsonl, fast_ray, store
+from benchmarks import bench_scale
+
+
+def _frame(folder) -> pd.DataFrame:
+    parts = sorted(str(p) for p in (folder / "parts").glob("*.parquet"))
+    return duckdb.sql(f"SELECT * EXCLUDE (_seq) FROM read_parquet({parts!r}, union_by_name = true) "
+                      "ORDER BY path, _seq").df()
+
+
+def _same_rows(tmp_path, records: list[dict]) -> bool:
+    """True when the fast path took the file; either way its rows equal the ordinary path's."""
+    path = fx.write_lines(tmp_path / "run" / "rollouts.jsonl", records)
+    files = sources.list_files(path.parent)
+    chosen, rest = fast_jsonl.choose(files, [fast_ray.SPEC])
+    assert not rest
+    con = fast_jsonl.connect(2)
+    taken, left = fast_jsonl.read_batch(con, fast_ray.SPEC, chosen[fast_ray.SPEC], store.Store(tmp_path / "fast"))
+    builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
+    ordinary = _frame(tmp_path / "ordinary")
+    if taken:
+        fast = _frame(tmp_path / "fast")
+        pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
+    return bool(taken) and not left
+
+
+def _generated(n: int = 40) -> list[dict]:
+    rng = random.Random(3)
+    return [bench_scale._ray_trajectory(2, i, rng) for i in range(n)]
+
+
+def test_the_fixture_and_generated_runs_are_read_in_sql(tmp_path):
+    assert _same_rows(tmp_path / "a", fx.lines(fx.RAY_LINES))
+    assert _same_rows(tmp_path / "b", _generated())
+
+
+def _result_codes(doc: dict) -> None:
+    # Results written in the shell protocol: the second command failed.
+    for step in doc["timesteps"]:
+        for n, m in enumerate(m for m in step["chats"][-1] if m["role"] == "tool"):
+            m["content"] = f"<returncode>{int(n == 1)}</returncode>\n<output>\nx\n</output>"
+
+
+def _two_answers(doc: dict) -> None:
+    # The answer is a run of two assistant messages: both stay out of the context.
+    for step in doc["timesteps"]:
+        step["chats"][-1].append({"role": "assistant", "content": "and one more thought"})
+
+
+@pytest.mark.parametrize("change", [
+    _result_codes, _two_answers,
+    lambda d: d.update(error_info="ConnectionResetError: sandbox closed the socket"),
+    lambda d: d.update(error_info={"exception_type": "TimeoutError", "error_message": "step exceeded 600 s"}),
+    lambda d: d.update(error_info={}),
+    lambda d: d.update(reset_kwargs={"task": {"id": "nested-task"}}),
+    lambda d: d.update(reset_kwargs=None),
+    lambda d: d.update(episode_id=12),
+    lambda d: d.update(total_cost=0.25),
+    lambda d: [t.pop("timestamp") for t in d["timesteps"]],
+    lambda d: d["timesteps"][-1].update(done="true", reward=True),
+    lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
+], ids=["codes", "two-answers", "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id",
+        "cost", "no-times", "done-text", "other-chat"])
+def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
+    records = _generated(6)
+    change(records[2])
+    assert _same_rows(tmp_path, records)
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d.pop("episode_id"),  # the id falls back to the line number
+    lambda d: d.update(episode_id=""),
+    lambda d: d["timesteps"][1].update(reward="0.5"),  # the ordinary path warns
+    lambda d: d["timesteps"][1].update(timestamp="noon"),
+    lambda d: d["timesteps"][1].update(chats=d["timesteps"][1]["chats"][-1]),  # one chat written flat
+    lambda d: d["timesteps"].append("a timestep"),
+    lambda d: d["timesteps"][2].update(chats=[]),  # a timestep without a context
+    lambda d: d["timesteps"][2]["chats"][-1].pop(2),  # a context that drops a message: a rewrite
+    lambda d: d["timesteps"][2]["chats"][-1][3].update(content=[{"type": "text", "text": "parts"}]),  # a result
+    lambda d: d.update(timesteps={"0": {}}),
+], ids=["no-id", "empty-id", "reward-text", "time-text", "flat-chat", "string-step", "no-context", "rewrite",
+        "content-parts", "steps-object"])
+def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
+    records = _generated(6)
+    change(records[2])
+    assert not _same_rows(tmp_path, records)
+
+
+def test_a_run_of_both_formats_indexes_each_its_own_way(tmp_path):
+    run = tmp_path / "run"
+    fx.write_lines(run / "ray" / "rollouts.jsonl", _generated(10))
+    bench_scale.write_run(run / "tinker", 20)
+    files = sources.list_files(run)
+    entries = builder.build(files, store.Store(tmp_path / "ix"), workers=1)
+    assert sorted(e.rows for e in entries) == [10, 20]
+    rows = _frame(tmp_path / "ix")
+    assert sorted(set(rows["format"])) == ["ray", "tinker"]
+    assert json.loads(json.dumps(list(rows["episode_id"])))[:1]
+
+
+def _long_answer(doc: dict) -> None:
+    for step in doc["timesteps"]:
+        step["chats"][-1].extend({"role": "assistant", "content": f"thought {k}"} for k in range(4))
+
+
+def _no_answer(doc: dict) -> None:
+    doc["timesteps"][1]["chats"][-1].extend({"role": "user", "content": f"more {k}"} for k in range(4))
+
+
+@pytest.mark.parametrize("change", [_long_answer, _no_answer], ids=["long-answer", "no-answer-at-the-end"])
+def test_answers_beyond_the_last_messages_give_the_ordinary_rows(tmp_path, change):
+    records = _generated(6)
+    change(records[2])
+    _same_rows(tmp_path, records)  # read the ordinary way, or in SQL with the same rows

@@ -1,14 +1,17 @@
 """Building a run's index: the files that are new or changed are summarized into new partitions.
 
 Files are read in batches; each batch becomes one partition, written by whoever summarized it (a worker
-process when the run is large enough for that to pay), so rows never travel between processes. Tinker
-rollout files go through DuckDB's JSON reader (``fast_tinker``), which reads them on every core; any file
-it does not take is read the ordinary way (``formats.summarize_file``).
+process when the run is large enough for that to pay), so rows never travel between processes. JSON Lines
+files of the formats in ``FAST_PATHS`` go through DuckDB's JSON reader (``fast_jsonl``), which reads them on
+every core in this process (DuckDB is never used in a forked child: a fork inherits its threads' state
+half-copied); any file it does not take is read the ordinary way (``formats.summarize_file``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -68,11 +71,22 @@ def _batch_in_worker(folder: str, files: Sequence[sources.SourceFile]) -> list[s
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
-    # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a
-    # Streamlit script); the workers only read files and parse, so the parent's threads do not matter.
+    # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a Streamlit script,
+    # a script without a main guard); the workers only read files, parse and write Parquet with pyarrow.
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """The caller's objects kept out of the forked workers' garbage collection (``gc.freeze``): a child must not
+    collect objects it merely inherited, such as a DuckDB connection whose threads it does not have."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def batches(files: Sequence[sources.SourceFile], parts: int, most: int = _PART_BYTES) -> list[list[sources.SourceFile]]:
@@ -102,7 +116,8 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
         return
     work = batches(files, workers * 4)
     work.sort(key=lambda b: -sum(f.size for f in b))  # big batches first: the last worker ends with the others
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+    with _frozen_heap(), \
+            concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
         for entries in pool.map(_batch_in_worker, [str(target.folder)] * len(work), work):
             yield from entries
 
@@ -113,26 +128,18 @@ FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC)
 
 def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int
           ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
-    total = sum(f.size for files in chosen.values() for f in files)
-    parallel = workers > 1 and total >= PARALLEL_MIN_BYTES
-    work = [(spec, batch) for spec, files in chosen.items()
-            for batch in batches(files, workers * 2 if parallel else 1, fast_jsonl.BATCH_BYTES)]
+    """The fast path's batches, read by one DuckDB connection with ``workers`` threads."""
     entries: list[store.FileEntry] = []
     left: list[sources.SourceFile] = []
-    if parallel and len(work) > 1:
-        work.sort(key=lambda w: -sum(f.size for f in w[1]))  # big batches first
-        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-            for taken, rest in pool.map(fast_jsonl.read_in_worker, [str(target.folder)] * len(work),
-                                        [spec.module for spec, _ in work], [batch for _, batch in work]):
-                entries += taken
-                left += rest
+    if not chosen:
         return entries, left
     con = fast_jsonl.connect(workers)
     try:
-        for spec, batch in work:
-            taken, rest = fast_jsonl.read_batch(con, spec, batch, target)
-            entries += taken
-            left += rest
+        for spec, files in chosen.items():
+            for batch in batches(files, 1, fast_jsonl.BATCH_BYTES):
+                taken, rest = fast_jsonl.read_batch(con, spec, batch, target)
+                entries += taken
+                left += rest
     finally:
         con.close()
     return entries, left

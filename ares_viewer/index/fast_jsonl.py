@@ -1,10 +1,10 @@
 """JSON Lines files read by DuckDB's JSON reader: the plumbing every format's fast path shares.
 
-A format's fast path (``fast_tinker``, ``fast_ray``) is a ``Spec``: which adapter's files it takes, how it
-loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd``
-column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose first
-line the adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches and runs them
-in its worker processes), writes each batch as one partition and sends the files it does not take to the
+A format's fast path (``fast_tinker``, ``fast_ray``) is a ``Spec``: which adapter's files it takes, how it loads
+a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd`` column) and
+the SELECT of their index rows. This module picks the files (local JSON Lines files whose first line the adapter
+sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches; DuckDB reads each on every
+core, in the calling process), writes each batch as one partition and sends the files it does not take to the
 ordinary path: a batch DuckDB cannot read is retried file by file, and a file with an odd row is left whole to
 the ordinary path, whose errors and warnings are then the file's. It also holds what the specs share: reading
 JSON values kept as JSON text (``number``, ``integer``, ``count``, ``string``) and the rewrites and command
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import os
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -68,7 +67,7 @@ class Spec:
     """A format's fast path (a module's ``SPEC``)."""
 
     module: str
-    """The module that holds it as ``SPEC`` (worker processes look it up there)."""
+    """The module that holds it as ``SPEC``."""
 
     adapter: ModuleType
     """The format module whose files it takes (``registry.sniff`` of a file's first line)."""
@@ -184,18 +183,6 @@ def choose(files: Sequence[sources.SourceFile], specs: Sequence[Spec]
         else:
             mine.setdefault(spec, []).append(f)
     return mine, rest
-
-
-_WORKER_CONNECTION: list[duckdb.DuckDBPyConnection] = []
-
-
-def read_in_worker(folder: str, spec_module: str, files: list[sources.SourceFile]
-                   ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
-    """``read_batch`` in a worker process: one one-thread connection per process, for all its batches."""
-    if not _WORKER_CONNECTION:
-        _WORKER_CONNECTION.append(connect(1))
-    spec = importlib.import_module(spec_module).SPEC
-    return read_batch(_WORKER_CONNECTION[0], spec, files, store.Store(folder))
 
 
 # Consecutive contexts of an episode (``rid``: its row, ``i``: the call's order, ``msgs``: the context's messages as

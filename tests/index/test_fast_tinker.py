@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ares_viewer import sources
-from ares_viewer.index import builder, fast_tinker, store
+from ares_viewer.index import builder, fast_jsonl, fast_tinker, store
 
 _SYSTEM = {"role": "system", "content": "You are a coding agent. Run one command per turn."}
 _TASK = {"role": "user", "content": "Fix   the failing test\tin  tests/test_io.py, then  submit."}
@@ -169,16 +169,16 @@ def test_odd_values_leave_the_file_to_the_ordinary_path(tmp_path, change):
     assert not _same_rows(tmp_path, records)
 
 
-def test_a_run_read_by_worker_processes_equals_the_ordinary_path(tmp_path, monkeypatch):
+def test_a_run_read_in_batches_on_two_threads_equals_the_ordinary_path(tmp_path, monkeypatch):
     run = tmp_path / "run"
     for n in range(6):
         path = run / f"iteration_{n:06d}" / "train_rollout_summaries.jsonl"
         path.parent.mkdir(parents=True)
         path.write_text("".join(json.dumps(_swe_rollout(g, t, (g % 3, 0))) + "\n" for g in range(20) for t in range(4)))
     files = sources.list_files(run)
-    monkeypatch.setattr(builder, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(fast_jsonl, "BATCH_BYTES", files[0].size * 2)
     entries = builder.build(files, store.Store(tmp_path / "fast"), workers=2)
-    assert len({e.part for e in entries}) > 1  # several batches, each its worker's partition
+    assert len({e.part for e in entries}) > 1  # several batches, each its own partition
     builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
     fast, ordinary = _frame(tmp_path / "fast"), _frame(tmp_path / "ordinary")
     pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)

@@ -132,7 +132,8 @@ def openai_client(
     The client raises :class:`ModelEndpointError` when the endpoint cannot be reached, does not answer in time,
     answers an HTTP error (its status and the start of its body are quoted), or answers something that is not a
     chat completion. The message names the endpoint as :func:`shown_url` shows it and never holds the key (a body
-    that quotes it back has it replaced by ``***``), so it can be shown and written into an episode file.
+    that quotes it, or the URL's password or query, back has them replaced by ``***``), so it can be shown and
+    written into an episode file.
     """
     url = chat_completions_url(base_url)
     if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
@@ -145,12 +146,19 @@ def openai_client(
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
 
+    # What an endpoint may quote back in its error body (the key, the URL's password or query), never passed on.
+    parts = urllib.parse.urlsplit(url)
+    secrets = [secret for secret in (api_key, parts.password, parts.query) if secret]
+
     def call(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
         try:
             return ask(messages, system_prompt)
-        except ModelEndpointError as exc:  # an endpoint may quote the key back in its error body: never pass it on
-            if api_key and api_key in str(exc):
-                raise ModelEndpointError(str(exc).replace(api_key, "***")) from None
+        except ModelEndpointError as exc:
+            message = str(exc)
+            if any(secret in message for secret in secrets):
+                for secret in secrets:
+                    message = message.replace(secret, "***")
+                raise ModelEndpointError(message) from None
             raise
 
     def ask(messages: list[dict[str, Any]], system_prompt: str | None) -> str:

@@ -8,6 +8,13 @@ episode file linked to its parent (run file, episode, step, the edit) under ``ou
 never the parent's run folder (by default a new folder under ``counterfactuals/`` in the cache folder,
 :func:`new_out_dir`); it opens like any episode and compares against the parent in Compare.
 
+The episode is written as it happens, the way the recorder writes one (``recorder.EpisodeFile``): the file after
+every action, and a per-step snapshot of the container (step 0: the restored state it starts from), so its Files
+page shows what each action changed and Compare pairs its steps with the parent's by the files they changed. A
+model, container or verifier failure partway leaves the actions done so far, ended ``errored`` with the failure
+(:class:`CounterfactualError`). With an ``ActivationCapture`` around an in-process model, its activations are
+saved beside the episode with the tokens of every call, as the recorder saves them.
+
 A client is any callable ``client(messages, system_prompt) -> str`` (or an awaitable of one): a scripted list,
 an OpenAI-compatible endpoint (:func:`openai_client`; the endpoint the user configured is
 ``model_client.configured().client()``), or an ARES LLM client wrapped by :func:`ares_client`
@@ -21,7 +28,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import inspect
-import json
+import logging
 import os
 import pathlib
 import time
@@ -29,11 +36,16 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ares_viewer import activations, agent_text, index_cache, model, sandbox
+import ares_viewer
+from ares_viewer import agent_text, container, index_cache, model, sandbox
 from ares_viewer.model_client import ModelEndpointError, openai_client
+from ares_viewer.recorder import activations as recorder_activations
+from ares_viewer.recorder import episode_file
 
-__all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "Edit", "ModelEndpointError", "Result", "ares_client",
-           "new_out_dir", "openai_client", "out_root", "run"]
+__all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "CounterfactualError", "Edit", "ModelEndpointError",
+           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run"]
+
+_LOGGER = logging.getLogger(__name__)
 
 Client = Callable[[list[dict[str, Any]], str | None], "str | Awaitable[str]"]
 Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | Sequence[dict[str, Any]]
@@ -55,6 +67,9 @@ class Result:
         parent: the link to where it forked (``run_file``, ``episode_id``, ``step``, ``edit``).
         responses: the model's responses, in order.
         box: the live sandbox when ``keep_sandbox`` was asked for (the caller removes it), else None.
+        status: the episode's ``end_status``: ``completed`` (the model submitted), ``truncated`` (``max_steps``),
+            ``errored`` (see :class:`CounterfactualError`).
+        error: the failure in one line when errored.
     """
 
     path: str
@@ -62,6 +77,22 @@ class Result:
     parent: dict[str, Any]
     responses: tuple[str, ...]
     box: sandbox.Sandbox | None = None
+    status: str = "completed"
+    error: str | None = None
+
+
+class CounterfactualError(RuntimeError):
+    """The model, the container or the verifier failed partway through a counterfactual.
+
+    The episode is written all the same, with every action done before the failure and ``end_status``
+    ``errored``, its ``error`` naming the failure (a ``ModelEndpointError``'s message: the endpoint and what it
+    answered, never the key). ``result`` is that episode (``result.status == "errored"``); ``__cause__`` is the
+    failure itself.
+    """
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def out_root() -> pathlib.Path:
@@ -129,6 +160,80 @@ def _verified_reward(box: sandbox.Sandbox, episode: model.Episode) -> float | No
     return sandbox.verify(box, recipe).reward
 
 
+class _Writer:
+    """The new episode on disk as it happens: its file rewritten after every action (``recorder.EpisodeFile``, the
+    recorder's writer), and a per-step snapshot of the container after each, taken while the model is asked for
+    the next action (the container cannot change before the next command, which waits for it)."""
+
+    def __init__(self, path: pathlib.Path, episode_id: str, task_name: str | None, start: float,
+                 box: sandbox.Sandbox, extra: dict[str, Any]) -> None:
+        self.file = episode_file.EpisodeFile(path, episode_id, task_name, start)
+        self.file.extra.update(extra)
+        self.box = box
+        self.out = path.parent
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="cf-snapshot")
+        self._pending: concurrent.futures.Future[dict[str, Any] | None] | None = None
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.file.add_step(record)
+        self.file.write()
+
+    def snapshot_soon(self, index: int) -> None:
+        """Capture the container now as step ``index`` (``snapshots/<episode_id>/step_NNNN/``), in the background."""
+        self.settle()
+        self._pending = self._pool.submit(self._capture, index)
+
+    def _capture(self, index: int) -> dict[str, Any] | None:
+        try:
+            container.capture_snapshot(self.box.container(), self.box.image, self.file.header["episode_id"], index,
+                                       self.out, self.box.workdir)
+        except Exception as exc:  # a snapshot that cannot be taken must not lose the episode itself
+            _LOGGER.warning("counterfactual %s: no snapshot of step %d: %s", self.file.header["episode_id"], index,
+                            exc)
+            return {"step_index": index, **episode_file.error_record(exc)}
+        return None
+
+    def settle(self) -> None:
+        """Wait for the snapshot under way; a failure is recorded in ``snapshot_errors``."""
+        pending, self._pending = self._pending, None
+        failed = pending.result() if pending is not None else None
+        if failed is not None:
+            self.file.extra.setdefault("snapshot_errors", []).append(failed)
+            self.file.write()
+
+    def end(self, status: str, exc: BaseException | None = None) -> None:
+        try:
+            self.settle()
+        finally:
+            self._pool.shutdown(wait=True)
+            self.file.header["end_time"] = time.time()
+            self.file.extra["end_status"] = status
+            if exc is not None:
+                self.file.extra["error"] = episode_file.error_record(exc)
+            self.file.write()
+
+
+def _status_of(exc: BaseException) -> str:
+    if isinstance(exc, Exception):
+        return episode_file.ERRORED
+    return episode_file.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else episode_file.CANCELLED
+
+
+def _save_activations(recorder: recorder_activations.CaptureRecorder | None, writer: _Writer) -> None:
+    """Save the capture beside the episode (a failure is recorded; the episode itself is still written)."""
+    if recorder is None:
+        return
+    try:
+        info = recorder.save(writer.out, writer.file.header["episode_id"])
+    except Exception as exc:
+        _LOGGER.warning("counterfactual %s: its activations could not be saved: %s", writer.file.header["episode_id"],
+                        exc)
+        writer.file.extra["activations_error"] = episode_file.error_record(exc)
+        return
+    if info is not None:
+        writer.file.extra["recording"]["activations"] = info
+
+
 def run(
     episode: model.Episode,
     step: int,
@@ -142,10 +247,16 @@ def run(
     limits: Any = None,
     keep_sandbox: bool = False,
     verify: bool = True,
-    save_activations: Callable[[str], None] | None = None,
+    activations: Any = None,
     progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Continue ``episode`` from step ``step`` with edited messages and a model client, in a restored container.
+
+    The new episode is written as it happens: its file after every action (``end_status`` ``running`` until it
+    ends), and a per-step snapshot of the container (``<out_dir>/snapshots/<episode_id>/step_NNNN/``, the
+    recorder's layout) at step 0 (the restored state of the parent's step ``step``) and after every action, so its
+    Files page shows what each action changed and Compare pairs its steps with the parent's by the files they
+    changed.
 
     Args:
         episode: the parent episode (with snapshots: the container is restored from step ``step``'s).
@@ -160,17 +271,20 @@ def run(
         keep_sandbox: return the live sandbox in ``Result.box`` instead of removing it.
         verify: when the model submits, run the task's verifier (``sandbox.verify``) for the reward, where the
             run records how (``sandbox.task_recipe``); the reward stays unknown otherwise.
-        save_activations: called with the folder where the new episode's activations belong
-            (``<out_dir>/activations/<episode_id>/``, ``activations.linking``'s layout) once the episode is written,
-            e.g. ``lambda folder: capture.get_trajectory().save(folder)`` around an in-process HookedTransformer.
+        activations: ARES's ``ActivationCapture`` around the model the client runs (an in-process
+            ``HookedTransformerLLMClient`` through :func:`ares_client`): its capture steps are saved beside the new
+            episode (``<out_dir>/activations/<episode_id>/``) with the tokens of every model call, as the recorder
+            saves a recorded episode's (``recorder.activations``), and the capture is emptied.
         progress: called with a line of text at each stage (the restore's, each model call, each command).
 
     Raises:
         ValueError: the step has no observation (a finished episode's last step), or ``out_dir`` is the parent's
             run folder.
-        LookupError, snapshots.SnapshotError, sandbox.SandboxError: from ``sandbox.restore``.
-        ModelEndpointError (or what the client raises): the model did not answer; nothing is written and the
-            container is removed.
+        LookupError, snapshots.SnapshotError, sandbox.SandboxError: from ``sandbox.restore``; nothing is written.
+        CounterfactualError: the model (``ModelEndpointError``, or what the client raised), the container or the
+            verifier failed after the restore: the episode is written with the actions done so far and
+            ``end_status`` ``errored``, its ``error`` naming the failure; ``.result`` says where, ``__cause__`` is
+            the failure. The container is removed unless ``keep_sandbox``.
     """
     seen = episode.observation(step)
     if seen is None:
@@ -187,63 +301,97 @@ def run(
     episode_id = str(uuid.uuid4())
     parent = {"run_file": episode.path, "episode_id": episode.episode_id, "step": step,
               "edit": {"before": before, "after": messages}}
-    start = time.time()
-    steps: list[dict[str, Any]] = [{"step_index": 0, "step_type": "FIRST", "observation": _request(
-        messages, episode.system_prompt, template), "action": None, "reward": None, "discount": None,
-        "timestamp": start}]
-    responses: list[str] = []
     box = sandbox.restore(episode, step, client=docker_client, session=session, limits=limits, progress=progress)
+    start = time.time()
+    responses: list[str] = []
+    action_now = [0]  # the action the model is being asked for (the capture's notes name it)
+    recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
+                                                                                      lambda: action_now[0] or None)
+    writer = _Writer(out / f"{episode_id}.json", episode_id, episode.task_name, start, box, {
+        "end_status": episode_file.RUNNING,
+        "counterfactual": parent,
+        "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
+                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}"},
+    })
     try:
-        finished = False
-        for k in range(1, max_steps + 1):
-            say(f"Action {k} of at most {max_steps}: asking the model…")
-            text = _ask(client, messages, episode.system_prompt)
-            responses.append(text)
-            action = {"data": [{"content": text}], "cost": 0.0, "usage": None}
-            parsed = agent_text.parse_response(text)
-            if parsed.command is None:
-                say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")
-                feedback = FORMAT_ERROR.format(found=parsed.bash_blocks)
-            else:
-                say(f"Action {k}: running {parsed.command.splitlines()[0][:200] if parsed.command else '(empty)'}")
-                result = box.run(parsed.command)
-                if any(marker in parsed.command for marker in _SUBMIT) and result.error is None:
-                    steps.append({"step_index": k, "step_type": "LAST", "observation": None, "action": action,
-                                  "reward": None, "discount": 0.0, "timestamp": time.time()})
-                    finished = True
-                    break
-                feedback = _result_message(result)
-            messages = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
-            steps.append({"step_index": k, "step_type": "LAST" if k == max_steps else "MID",
-                          "observation": _request(messages, episode.system_prompt, template), "action": action,
-                          "reward": 0.0, "discount": 1.0, "timestamp": time.time()})
+        if recorder is not None:
+            recorder.install()
+            recorder.begin_episode()
+        writer.add(episode_file.step_record(0, "FIRST", _request(messages, episode.system_prompt, template), None,
+                                            None, None, start))
+        writer.snapshot_soon(0)  # the parent's step, restored: where the counterfactual starts from
+        finished = _continue(episode, box, client, messages, template, max_steps, writer, responses, action_now,
+                             say)
         if finished and verify:
             say("The model submitted: running the task's verifier…")
         reward = _verified_reward(box, episode) if finished and verify else None
-    except BaseException:
-        box.remove()
-        raise
-    if reward is not None:
-        steps[-1]["reward"] = reward
-    doc = {
-        "episode_id": episode_id,
-        "task_name": episode.task_name,
-        "start_time": start,
-        "end_time": time.time(),
-        "total_reward": reward,
-        "num_steps": len(steps),
-        "truncated": not finished,
-        "steps": steps,
-        "end_status": "completed" if finished else "truncated",
-        "counterfactual": parent,
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{episode_id}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    tmp.replace(path)
+        if reward is not None and writer.file.last_record is not None:
+            writer.file.header["total_reward"] = reward
+            writer.file.replace_last_step({**writer.file.last_record, "reward": reward})
+        writer.file.header["truncated"] = not finished
+        _save_activations(recorder, writer)
+        writer.end(episode_file.COMPLETED if finished else episode_file.TRUNCATED)
+    except BaseException as exc:
+        status = _status_of(exc)
+        _save_activations(recorder, writer)
+        writer.end(status, exc)
+        kept = keep_sandbox and box.state() == "running"
+        if not kept:
+            box.remove()
+        result = Result(str(writer.file.path), episode_id, parent, tuple(responses), box if kept else None,
+                        status, model.describe_error(writer.file.extra.get("error")))
+        if not isinstance(exc, Exception):
+            raise
+        actions = max(writer.file.num_steps - 1, 0)
+        raise CounterfactualError(f"{exc} (after {actions} action(s); the episode so far is {result.path})",
+                                  result) from exc
+    finally:
+        if recorder is not None:
+            recorder.uninstall()
     if not keep_sandbox:
         box.remove()
-    if save_activations is not None:
-        save_activations(str(out / activations.ACTIVATIONS_DIRNAME / episode_id))
-    return Result(str(path), episode_id, parent, tuple(responses), box if keep_sandbox else None)
+    status = writer.file.extra["end_status"]
+    return Result(str(writer.file.path), episode_id, parent, tuple(responses), box if keep_sandbox else None, status)
+
+
+def _continue(episode: model.Episode, box: sandbox.Sandbox, client: Client, messages: list[dict[str, Any]],
+              template: dict[str, Any], max_steps: int, writer: _Writer, responses: list[str], action_now: list[int],
+              say: Callable[[str], None]) -> bool:
+    """Ask for and run up to ``max_steps`` actions, each written as it is done. True when the model submitted (the
+    reward is the verifier's, asked by the caller). Raises what the client raises, and ``SandboxError`` when the
+    container is gone."""
+    messages = list(messages)
+    for k in range(1, max_steps + 1):
+        action_now[0] = k
+        say(f"Action {k} of at most {max_steps}: asking the model…")
+        text = _ask(client, messages, episode.system_prompt)
+        responses.append(text)
+        action = {"data": [{"content": text}], "cost": 0.0, "usage": None}
+        parsed = agent_text.parse_response(text)
+        if parsed.command is None:
+            say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")
+            feedback = FORMAT_ERROR.format(found=parsed.bash_blocks)
+            result = None
+        else:
+            say(f"Action {k}: running {parsed.command.splitlines()[0][:200] if parsed.command else '(empty)'}")
+            writer.settle()  # the previous step's snapshot is taken before the command changes the container
+            result = box.run(parsed.command)
+            if any(marker in parsed.command for marker in _SUBMIT) and result.error is None:
+                writer.file.extra["final_command"] = {
+                    "step_index": k, "command": parsed.command, "returncode": result.returncode,
+                    **episode_file.cut_output(result.output), "duration_s": round(result.duration_s, 3)}
+                writer.add(episode_file.step_record(k, "LAST", None, action, None, 0.0, time.time()))
+                writer.snapshot_soon(k)
+                writer.settle()  # the state the model submitted, before the verifier changes anything
+                return True
+            feedback = _result_message(result)
+        messages = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
+        writer.add(episode_file.step_record(k, "LAST" if k == max_steps else "MID",
+                                            _request(messages, episode.system_prompt, template), action, 0.0, 1.0,
+                                            time.time()))
+        writer.snapshot_soon(k)
+        if result is not None and result.error is not None:
+            state = box.state()
+            if state != "running":
+                raise sandbox.SandboxError(f"the sandbox's container is {state}: {result.error}")
+    return False

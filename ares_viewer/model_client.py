@@ -60,6 +60,16 @@ class ConfigError(ValueError):
     """The model configuration is incomplete or invalid; the message names the variable or file and the fix."""
 
 
+def shown_url(url: str) -> str:
+    """A URL as a page or an error message may show it: without a user name, password, query string or fragment
+    (they may hold secrets)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def chat_completions_url(base_url: str) -> str:
     """The chat-completions URL of an endpoint's base URL (``.../v1`` → ``.../v1/chat/completions``); a URL that
     already ends in ``/chat/completions`` is kept."""
@@ -121,7 +131,9 @@ def openai_client(
 
     The client raises :class:`ModelEndpointError` when the endpoint cannot be reached, does not answer in time,
     answers an HTTP error (its status and the start of its body are quoted), or answers something that is not a
-    chat completion.
+    chat completion. The message names the endpoint as :func:`shown_url` shows it and never holds the key (a body
+    that quotes it, or the URL's password or query, back has them replaced by ``***``), so it can be shown and
+    written into an episode file.
     """
     url = chat_completions_url(base_url)
     if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
@@ -129,11 +141,27 @@ def openai_client(
     clash = _OWN_FIELDS & set(request_fields)
     if clash:
         raise ValueError(f"request fields {sorted(clash)} are set by the client itself")
+    shown = shown_url(url)  # what error messages name: no credentials a URL may carry
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
 
+    # What an endpoint may quote back in its error body (the key, the URL's password or query), never passed on.
+    parts = urllib.parse.urlsplit(url)
+    secrets = [secret for secret in (api_key, parts.password, parts.query) if secret]
+
     def call(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
+        try:
+            return ask(messages, system_prompt)
+        except ModelEndpointError as exc:
+            message = str(exc)
+            if any(secret in message for secret in secrets):
+                for secret in secrets:
+                    message = message.replace(secret, "***")
+                raise ModelEndpointError(message) from None
+            raise
+
+    def ask(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
         body = {"model": model, "messages": _payload_messages(messages, system_prompt), **request_fields}
         request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
         try:
@@ -144,26 +172,26 @@ def openai_client(
                 quoted = _quote(exc.read(_QUOTED + 1)) if exc.fp is not None else ""
             except OSError:
                 quoted = ""
-            raise ModelEndpointError(f"{url} answered HTTP {exc.code} {exc.reason}"
+            raise ModelEndpointError(f"{shown} answered HTTP {exc.code} {exc.reason}"
                                      + (f": {quoted}" if quoted else "")) from None
         except TimeoutError as exc:
-            raise ModelEndpointError(f"{url} did not answer within {timeout_s:g} s") from exc
+            raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
         except urllib.error.URLError as exc:
             reason = exc.reason
             if isinstance(reason, TimeoutError):
-                raise ModelEndpointError(f"{url} did not answer within {timeout_s:g} s") from exc
-            raise ModelEndpointError(f"cannot reach {url}: {reason}") from exc
+                raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
+            raise ModelEndpointError(f"cannot reach {shown}: {reason}") from exc
         except OSError as exc:  # the connection dropped mid-answer
-            raise ModelEndpointError(f"{url} failed: {exc}") from exc
+            raise ModelEndpointError(f"{shown} failed: {exc}") from exc
         if len(raw) > max_response_bytes:
-            raise ModelEndpointError(f"{url} answered more than {max_response_bytes:,} bytes")
+            raise ModelEndpointError(f"{shown} answered more than {max_response_bytes:,} bytes")
         try:
             answer_json = json.loads(raw)
         except ValueError:
-            raise ModelEndpointError(f"{url} answered something that is not JSON: {_quote(raw)}") from None
-        return _response_text(answer_json, url)
+            raise ModelEndpointError(f"{shown} answered something that is not JSON: {_quote(raw)}") from None
+        return _response_text(answer_json, shown)
 
-    call.__qualname__ = f"openai_client({model!r} at {url})"
+    call.__qualname__ = f"openai_client({model!r} at {shown})"
     return call
 
 
@@ -189,12 +217,8 @@ class EndpointConfig:
 
     @property
     def shown_url(self) -> str:
-        """The URL as a page may show it: without a user name, password or query string (they may hold secrets)."""
-        parts = urllib.parse.urlsplit(self.url)
-        host = parts.hostname or ""
-        host = f"[{host}]" if ":" in host else host
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        """The URL as a page may show it (:func:`shown_url`)."""
+        return shown_url(self.url)
 
     def key_is_set(self, environ: Mapping[str, str] | None = None) -> bool:
         """Whether the key's variable is set (always True when no key is configured)."""

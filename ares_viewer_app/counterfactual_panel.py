@@ -6,7 +6,8 @@ messages the model saw after step k (the last message's text, or all of them as 
 the model may take, and runs it: a container restored at step k in the Docker engine, the endpoint asked, its
 commands run there, the task's verifier asked when it submits. The new episode is written to a folder of its own
 under the cache folder (``counterfactual.new_out_dir``), never the run folder, and opens in Compare against its
-parent (``other_in`` in the link names its folder).
+parent (``other_in`` in the link names its folder). When the endpoint or the container fails partway, the page
+says why and still shows the actions done before it (the episode is written, ``errored``).
 
 The page's last result is kept in the session under ``counterfactual.*`` keys; the endpoint's key is read from its
 environment variable at the call and never shown.
@@ -118,14 +119,21 @@ def _run(episode: model.Episode, step: int, messages: list[dict[str, Any]], max_
             result = counterfactual.run(episode, step, edit=messages, client=config.client(), out_dir=folder,
                                         max_steps=max_steps, docker_client=engine, session=session, verify=verify,
                                         progress=lambda line: status.markdown(escape.md(line)))
-            new = run.load_episode(result.path)
-        except Exception as exc:  # the endpoint, the engine, the snapshot: a message, never a traceback
+        except counterfactual.CounterfactualError as exc:  # partway: what was done is written, and shown below
+            result, failure = exc.result, exc.__cause__ or exc
+        except Exception as exc:  # the snapshot or the engine before anything ran: a message, never a traceback
             status.update(label="The counterfactual failed", state="error")
-            st.error(f"{escape.md(exc)}" if isinstance(exc, model_client.ModelEndpointError) else
-                     f"{type(exc).__name__}: {escape.md(exc)}", icon=":material/error:")
+            st.error(f"{type(exc).__name__}: {escape.md(exc)}", icon=":material/error:")
             return
-        status.update(label=f"Counterfactual from step {step}: {new.num_actions} action(s), written",
-                      state="complete", expanded=False)
+        else:
+            failure = None
+        new = run.load_episode(result.path)
+        if failure is not None:
+            status.update(label=f"The counterfactual failed after {new.num_actions} action(s), written",
+                          state="error", expanded=False)
+        else:
+            status.update(label=f"Counterfactual from step {step}: {new.num_actions} action(s), written",
+                          state="complete", expanded=False)
     st.session_state[f"{_KEY}done"] = Done(episode.episode_id, step, str(folder), new)
 
 
@@ -133,6 +141,9 @@ def _result(done: Done, parent: model.Episode) -> None:
     new = done.episode
     st.markdown(f"**Counterfactual from step {done.step}**, episode {escape.code(new.episode_id)} in "
                 f"{escape.code(done.folder)}")
+    if new.outcome is model.Outcome.ERRORED:
+        st.error(f"It stopped on an error after {new.num_actions} action(s), which are kept: "
+                 f"{escape.md(new.error or 'no reason recorded')}", icon=":material/error:")
     cols = st.columns(4)
     cols[0].metric("Actions", new.num_actions)
     cols[1].metric("Outcome", str(new.outcome))

@@ -3,7 +3,9 @@
 Runs in the Python 3.12 interp venv with the checkout on PYTHONPATH and a Docker engine with the sample base
 image: continues ``--episode`` from ``--step`` with a hint added to the model's observation, through a
 random-weight HookedTransformer behind ARES's own client (``counterfactual.ares_client``), inside
-``automatic_activation_capture``; the capture is saved beside the new episode. Prints one JSON object.
+``automatic_activation_capture`` (``counterfactual.run(..., activations=capture)``): the capture is saved beside
+the new episode with the tokens of every call. ``--fail-at N`` makes model call N raise (the episode ends
+errored, its capture still saved). Prints one JSON object.
 
     PYTHONPATH=. $(bash .ci/interp-venv.sh) testdata/ares_counterfactual.py --episode E.json --step 1 --out DIR
 """
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--session", default=None)
+    parser.add_argument("--fail-at", type=int, default=None, help="make this model call raise")
     args = parser.parse_args()
     model, _, client = ares_capture.build_client()
     from ares.contrib.mech_interp import activation_capture
@@ -39,11 +42,29 @@ def main() -> None:
         return [*messages[:-1], {**messages[-1], "content": f"{messages[-1]['content']}\n\n{HINT}"}]
 
     with activation_capture.automatic_activation_capture(model) as capture:
-        result = counterfactual.run(
-            run.load_episode(args.episode), args.step, edit=hinted, client=counterfactual.ares_client(client),
-            out_dir=args.out, max_steps=args.max_steps, session=args.session,
-            save_activations=lambda folder: capture.get_trajectory().save(folder))
-    print(json.dumps({"path": result.path, "episode_id": result.episode_id, "responses": list(result.responses)}))
+        try:
+            result = counterfactual.run(
+                run.load_episode(args.episode), args.step, edit=hinted, client=client_of(client, args.fail_at),
+                out_dir=args.out, max_steps=args.max_steps, session=args.session, activations=capture)
+        except counterfactual.CounterfactualError as exc:
+            result = exc.result
+    print(json.dumps({"path": result.path, "episode_id": result.episode_id, "responses": list(result.responses),
+                      "status": result.status, "error": result.error}))
+
+
+def client_of(client, fail_at: int | None):
+    """ARES's client as a counterfactual client; with ``fail_at``, that call raises before the model runs (as an
+    endpoint that does not answer)."""
+    ask = counterfactual.ares_client(client)
+    calls = []
+
+    async def call(messages, system_prompt):
+        calls.append(1)
+        if fail_at is not None and len(calls) >= fail_at:
+            raise RuntimeError(f"scripted failure at model call {len(calls)}")
+        return await ask(messages, system_prompt)
+
+    return call
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 ``with chat_server.serve(["first answer", "second"]) as server:`` gives ``server.base_url``
 (``http://127.0.0.1:PORT/v1``); ``server.requests`` holds every request received (path, headers, JSON body), in
-order. Set ``server.status`` to answer that HTTP status instead, or ``server.delay_s`` to answer late.
+order. Set ``server.status`` to answer that HTTP status instead (with ``server.error_message``), or
+``server.delay_s`` to answer late.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class ChatServer:
         self.responses = list(responses)
         self.requests: list[Received] = []
         self.status = 200
+        self.error_message = "scripted failure"
         self.delay_s = 0.0
         self.base_url = ""
         self._lock = threading.Lock()
@@ -40,7 +42,7 @@ class ChatServer:
         if self.delay_s:
             time.sleep(self.delay_s)
         if self.status != 200:
-            return self.status, {"error": {"message": "scripted failure", "type": "server_error"}}
+            return self.status, {"error": {"message": self.error_message, "type": "server_error"}}
         if index >= len(self.responses):
             return 400, {"error": {"message": f"no scripted response #{index + 1}"}}
         text = self.responses[index]
@@ -60,7 +62,7 @@ def _handler(server: ChatServer) -> type[http.server.BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            if self.path != "/v1/chat/completions":
+            if self.path.split("?")[0] != "/v1/chat/completions":
                 status, payload = 404, {"error": {"message": f"no route {self.path}"}}
                 server.requests.append(received)
             else:

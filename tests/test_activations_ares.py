@@ -187,23 +187,29 @@ def test_a_full_sequence_capture_covers_every_prompt_position(recorded):
     assert attention["token"].tolist() == capture.tokens(0)[:-1]
 
 
-def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(interp_python, docker_client, tmp_path):
-    """counterfactual.run with ARES's in-process client inside ActivationCapture: a linked episode, its capture
-    beside it, one model call per action."""
+def _counterfactual(interp_python, docker_client, out: pathlib.Path, *extra: str) -> dict:
+    """Run testdata/ares_counterfactual.py from step 1 of the wrong-fix sample episode; its JSON line."""
     from ares_viewer import sandbox
 
     docker_client.images.get("ares-viewer/sample-base:1")
     parent = REPO / "sample_runs" / "demo-run" / "aefe890e-4268-4666-90b5-dd09d3259e06.json"
-    session = f"pytest-interp-{os.getpid()}"
+    session = f"pytest-interp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     try:
         done = subprocess.run([interp_python, str(REPO / "testdata" / "ares_counterfactual.py"), "--episode",
-                               str(parent), "--step", "1", "--out", str(tmp_path / "cf"), "--max-steps", "2",
-                               "--session", session], capture_output=True, text=True, timeout=600, check=False,
+                               str(parent), "--step", "1", "--out", str(out), "--session", session, *extra],
+                              capture_output=True, text=True, timeout=600, check=False,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         sandbox.cleanup(docker_client, session=session)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(interp_python, docker_client, tmp_path):
+    """counterfactual.run with ARES's in-process client and ``activations=`` its ActivationCapture: a linked
+    episode, its capture beside it with the tokens of every call, one model call per action, like a recorded
+    episode's."""
+    result = _counterfactual(interp_python, docker_client, tmp_path / "cf", "--max-steps", "2")
     episode = load_episode(result["path"])
     assert episode.metadata["counterfactual"]["step"] == 1
     assert episode.context(1)[-1].content.endswith("Hint: look at the tests first.")
@@ -211,3 +217,23 @@ def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(int
     linked = activations.find(episode)
     assert linked is not None and linked.steps() == [1, 2] and not linked.warnings
     assert linked.capture.model_name == "random-tiny"
+    # The recorder's notes: which step each call answered, the tokens it ran on and produced, their logprobs.
+    for i in (0, 1):
+        meta = linked.capture.meta(i)
+        assert meta["step"] == i + 1 and len(meta["tokens"]) == len(meta["token_ids"]) > meta["prompt_length"]
+        assert len(meta["logprobs"]) == len(meta["token_ids"]) - meta["prompt_length"]
+    assert episode.metadata["recording"]["activations"]["folder"] == f"activations/{episode.episode_id}"
+    assert episode.metadata["recording"]["activations"]["model_calls"] == 2
+    frame = tokens.token_frame(episode.step(1), capture=linked.capture)
+    assert frame is not None and len(frame) == len(linked.capture.meta(0)["logprobs"])
+
+
+def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions_before(interp_python,
+                                                                                        docker_client, tmp_path):
+    result = _counterfactual(interp_python, docker_client, tmp_path / "cf", "--max-steps", "3", "--fail-at", "2")
+    assert result["status"] == "errored" and "scripted failure at model call 2" in result["error"]
+    episode = load_episode(result["path"])
+    assert episode.num_actions == 1 and "scripted failure" in episode.error
+    linked = activations.find(episode)
+    assert linked is not None and linked.steps() == [1] and not linked.warnings
+    assert linked.capture.meta(0)["step"] == 1 and linked.capture.tokens(0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 
+import chat_server
 import pytest
 
 from ares_viewer_app import counterfactual_panel
@@ -78,6 +79,26 @@ def test_a_configured_endpoint_is_named_and_the_json_editor_validates(panel, tmp
     assert "message 1: role must be one of" in _errors(at) and _go(at).disabled
     at.text_area[0].set_value('[{"role": "user", "content": "hi"}]').run()
     assert not at.error and not _go(at).disabled
+
+
+def test_an_endpoint_that_fails_partway_shows_why_and_the_actions_done_before(panel, monkeypatch, tmp_path):
+    """A real chat-completions server with one answer: the second request gets HTTP 400. The action done is kept."""
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    with chat_server.serve(["```bash\necho kept > /testbed/kept.txt\n```"]) as server:
+        monkeypatch.setenv("ARES_VIEWER_MODEL_URL", server.base_url)
+        monkeypatch.setenv("ARES_VIEWER_MODEL", "one-answer")
+        at = panel()
+        _go(at).click().run(timeout=240)
+    # AppTest runs the Sandbox page without the app's navigation, so the result's links to other pages cannot
+    # resolve (the browser test follows them); everything before them is drawn.
+    assert all("Could not find page" in e.message for e in at.exception) and len(server.requests) == 2
+    errors = _errors(at)
+    assert "It stopped on an error after 1 action(s), which are kept" in errors
+    assert "answered HTTP 400" in errors and "no scripted response #2" in errors
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Actions"] == "1" and metrics["Outcome"] == "errored"
+    [written] = list((tmp_path / "cache" / "counterfactuals").glob("*/*.json"))
+    assert (written.parent / "snapshots").is_dir()
 
 
 def test_the_last_step_has_nothing_to_ask(panel, monkeypatch):

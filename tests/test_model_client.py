@@ -51,6 +51,25 @@ def test_http_500_is_an_error_naming_the_endpoint_and_status_never_the_key():
     assert "scripted failure" in message and "sk-secret" not in message
 
 
+def test_an_error_never_holds_the_key_or_credentials_in_the_url():
+    """An endpoint may quote the key back, and a URL may carry a token in its query: the message, which ends up on
+    the page and in a counterfactual's episode file, holds neither."""
+    with chat_server.serve([]) as server:
+        server.status, server.error_message = 401, "Incorrect API key provided: sk-echoed-secret"
+        port = server.base_url.split(":")[2].split("/")[0]
+        client = model_client.openai_client(f"http://127.0.0.1:{port}/v1?token=tok-secret", "m", "sk-echoed-secret")
+        with pytest.raises(ModelEndpointError) as caught:
+            client(MESSAGES, None)
+    message = str(caught.value)
+    assert f"http://127.0.0.1:{port}/v1/chat/completions answered HTTP 401" in message
+    assert "Incorrect API key provided: ***" in message
+    assert "sk-echoed-secret" not in message and "tok-secret" not in message
+    # A 404 that quotes the path it was asked for, query and all.
+    with chat_server.serve([]) as server, pytest.raises(ModelEndpointError) as caught:
+        model_client.openai_client(f"{server.base_url}/elsewhere?token=tok-secret", "m")(MESSAGES, None)
+    assert "HTTP 404" in str(caught.value) and "tok-secret" not in str(caught.value)
+
+
 def test_a_slow_endpoint_times_out_with_a_clear_error():
     with chat_server.serve(["late"]) as server:
         server.delay_s = 3

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,18 @@ HEADER_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_rewar
 # Stand-in for the steps array while the rest of the document is serialized (never a real key's value).
 _STEPS_PLACEHOLDER = "\x00ares-viewer-steps\x00"
 _INDENT = "  "
+
+# end_status values (the ares adapter maps them onto outcomes; docs/recording.md says when each is written).
+RUNNING = "running"
+COMPLETED = "completed"
+TRUNCATED = "truncated"
+ERRORED = "errored"
+CANCELLED = "cancelled"
+INTERRUPTED = "interrupted"
+ABANDONED = "abandoned"  # reset() while an episode was still running
+ABORTED = "aborted"  # the recorder was closed while an episode was still running
+# Command outputs kept in the extra keys (``final_command``, the verifier's) are cut at this many characters.
+MAX_OUTPUT_CHARS = 200_000
 
 
 def to_jsonable(value: Any) -> Any:
@@ -50,6 +63,23 @@ def to_jsonable(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return repr(value)
+
+
+def cut_output(text: str) -> dict[str, Any]:
+    """A command's output as the extra keys hold it: ``output``, and ``output_chars``/``output_cut`` when cut."""
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return {"output": text}
+    return {"output": text[:MAX_OUTPUT_CHARS], "output_chars": len(text), "output_cut": True}
+
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """An exception as the ``error`` key holds it: type, message, its cause (ARES wraps agent failures), traceback."""
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None:
+        error["cause"] = {"type": type(cause).__name__, "message": str(cause) or repr(cause)}
+    error["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
+    return error
 
 
 def step_record(
@@ -103,6 +133,12 @@ class EpisodeFile:
         self._steps.append(text.replace("\n", "\n" + _INDENT * 2))
         self.last_record = dict(record)
         self.header["num_steps"] = len(self._steps)
+
+    def replace_last_step(self, record: Mapping[str, Any]) -> None:
+        """Replace the last step record (e.g. with the reward a verifier gave after it was written)."""
+        if self._steps:
+            self._steps.pop()
+        self.add_step(record)
 
     def render(self) -> str:
         """The whole document, exactly as ``json.dumps(document, indent=2)`` writes it."""

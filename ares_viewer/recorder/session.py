@@ -26,7 +26,6 @@ import os
 import pathlib
 import signal
 import time
-import traceback
 import uuid
 from collections.abc import Iterable, Iterator
 from types import TracebackType
@@ -35,39 +34,25 @@ from typing import Any
 import ares_viewer
 from ares_viewer.recorder import activations as activations_mod
 from ares_viewer.recorder import container_state
-from ares_viewer.recorder.episode_file import EpisodeFile, step_record, to_jsonable
+from ares_viewer.recorder.episode_file import (
+    ABANDONED,
+    ABORTED,
+    CANCELLED,
+    COMPLETED,
+    ERRORED,
+    INTERRUPTED,
+    RUNNING,
+    TRUNCATED,
+    EpisodeFile,
+    step_record,
+    to_jsonable,
+)
+from ares_viewer.recorder.episode_file import cut_output as _cut
+from ares_viewer.recorder.episode_file import error_record as _error
 
 _LOGGER = logging.getLogger(__name__)
 
-# Command outputs kept in the episode file's extra keys are cut at this many characters.
-MAX_OUTPUT_CHARS = 200_000
 VERIFIER_SUFFIX = ".verifier"
-
-# end_status values (the ares adapter maps them onto outcomes).
-RUNNING = "running"
-COMPLETED = "completed"
-TRUNCATED = "truncated"
-ERRORED = "errored"
-CANCELLED = "cancelled"
-INTERRUPTED = "interrupted"
-ABANDONED = "abandoned"  # reset() while an episode was still running
-ABORTED = "aborted"  # the recorder was closed while an episode was still running
-
-
-def _cut(text: str) -> dict[str, Any]:
-    if len(text) <= MAX_OUTPUT_CHARS:
-        return {"output": text}
-    return {"output": text[:MAX_OUTPUT_CHARS], "output_chars": len(text), "output_cut": True}
-
-
-def _error(exc: BaseException) -> dict[str, Any]:
-    """An exception as the ``error`` key holds it: type, message, its cause (ARES wraps agent failures), traceback."""
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
-    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    if cause is not None:
-        error["cause"] = {"type": type(cause).__name__, "message": str(cause) or repr(cause)}
-    error["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
-    return error
 
 
 class _Episode:

@@ -1,0 +1,198 @@
+"""mini-swe-agent trajectories in JSON Lines (one ``.traj.json`` document a line) read by DuckDB (``fast_jsonl``).
+
+A trajectory's line is mostly its messages' text and raw provider responses; the index needs a few fields of
+each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible), one row per
+message, and computes the row in SQL: the model calls (assistant messages and the format errors that stand for a
+rejected call), their tokens and costs, the first and last time written, and the first result of each call.
+Python only reads distinct values, each by the function the ordinary path uses: the opening of result texts
+that hold a return code (``agent_text.returncode``), the error of a run an exception ended (``summarize`` of the
+fields it reads), and each file's episode id and task (from its path).
+
+Rows agree with ``mini_swe_agent.summarize``. A file is left to the ordinary path when it is not the regular
+shape read here exactly: a line DuckDB cannot read (corrupt, truncated, a message or ``extra`` or ``info`` that is
+not an object), a blank line (line numbers are part of the episode ids), a line without a ``messages`` list, a
+time, cost or exit status written as text or another non-number (the ordinary path reads or warns), a call's
+first result whose content is not a plain text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import orjson
+import pyarrow as pa
+
+from ares_viewer import agent_text, sources
+from ares_viewer.formats import mini_swe_agent
+from ares_viewer.index import fast_jsonl
+from ares_viewer.index.fast_jsonl import count, number, string
+
+_EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VARCHAR, exit_status JSON, "
+          "submission JSON, response STRUCT(created JSON, usage JSON))")
+_COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, model_stats STRUCT(instance_cost JSON))",
+            "messages": f"STRUCT(role VARCHAR, content JSON, extra {_EXTRA})[]"}
+_CHUNK = 16 * 1024 * 1024
+
+
+def _text_or_null(column: str) -> str:
+    """True for a JSON string or a missing value (an exit status or a time of another type is left to Python)."""
+    return f"({column} IS NULL OR left({column}, 1) = '\"')"
+
+
+_RAW = f"""
+CREATE OR REPLACE TEMP TABLE raw AS
+SELECT filename AS path, messages,
+    info.exit_status::VARCHAR AS info_status, info.submission::VARCHAR AS info_submission,
+    info.traceback::VARCHAR AS traceback, {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
+    messages[-1].role AS last_role, messages[-1].content::VARCHAR AS last_content,
+    messages[-1].extra.exit_status::VARCHAR AS last_status, messages[-1].extra.submission::VARCHAR AS last_submission,
+    (messages IS NULL
+     OR NOT {_text_or_null("info.exit_status::VARCHAR")} OR NOT {_text_or_null("messages[-1].extra.exit_status::VARCHAR")}
+     OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"') AS odd
+FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r})
+"""
+
+# One row per message of the files taken: its role, whether it is a model call, the call it belongs to (``call``:
+# 0 before the first), its time and, for a call, its cost and tokens (``mini_swe_agent._calls``, ``_time``,
+# ``_cost``, ``_usage``).
+_MESSAGES = f"""
+CREATE OR REPLACE TEMP TABLE messages AS
+WITH t AS (
+    SELECT _seq AS rid, generate_subscripts(messages, 1) AS k, unnest(messages) AS m FROM raw_ok
+), c AS (
+    SELECT rid, k, m.role AS role, m.content::VARCHAR AS content, m.extra.returncode::VARCHAR AS returncode,
+        m.extra.timestamp::VARCHAR AS ts, m.extra.response.created::VARCHAR AS created,
+        m.extra.cost::VARCHAR AS cost, json_extract(m.extra.response.usage, '$.cost')::VARCHAR AS usage_cost,
+        coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
+                 json_extract(m.extra.response.usage, '$.input_tokens'))::VARCHAR AS prompt,
+        coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
+                 json_extract(m.extra.response.usage, '$.output_tokens'))::VARCHAR AS generated,
+        coalesce(m.role = 'assistant' OR (m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError'
+                 AND lag(m.role) OVER (PARTITION BY rid ORDER BY k) IS DISTINCT FROM 'assistant'), false) AS is_call
+    FROM t
+)
+SELECT rid, k, role, content, returncode, is_call,
+    sum(is_call::INTEGER) OVER (PARTITION BY rid ORDER BY k ROWS UNBOUNDED PRECEDING) AS call,
+    coalesce({number("ts")}, CASE WHEN role = 'assistant' THEN {number("created")} END) AS time,
+    CASE WHEN is_call THEN coalesce({number("cost")}, {number("usage_cost")}) END AS step_cost,
+    CASE WHEN is_call THEN {count("prompt")} END AS prompt_tokens,
+    CASE WHEN is_call THEN {count("generated")} END AS generated_tokens,
+    (left(ts, 1) = '"' OR (role = 'assistant' AND ts IS NULL AND left(created, 1) = '"')
+     OR (is_call AND (left(cost, 1) = '"' OR (cost IS NULL AND left(usage_cost, 1) = '"')))) AS odd
+FROM c
+"""
+
+# The first result (a user or tool message) of each call, and the return code it records: ``extra.returncode``
+# when it is an integer, else the one its text holds (``mini_swe_agent._observation``).
+_RESULTS = f"""
+CREATE OR REPLACE TEMP TABLE results AS
+SELECT rid, CASE WHEN TRY_CAST(returncode AS DOUBLE) = trunc(TRY_CAST(returncode AS DOUBLE))
+                      AND left(returncode, 1) IN {fast_jsonl.DIGITS} THEN TRY_CAST(returncode AS DOUBLE) END AS code,
+       coalesce({string("content")}, '') AS body, NOT {_text_or_null("content")} AS odd
+FROM (SELECT rid, arg_min(returncode, k) AS returncode, arg_min(content, k) AS content
+      FROM messages WHERE call > 0 AND role IN ('user', 'tool') GROUP BY rid, call)
+"""
+
+_COUNTS = f"""
+CREATE OR REPLACE TEMP TABLE counts AS
+SELECT m.rid, m.num_actions, m.prompt_tokens, m.generated_tokens, m.costs, m.start_time, m.end_time,
+       coalesce(r.nonzero, 0) AS nonzero
+FROM (SELECT rid, count(*) FILTER (WHERE is_call) AS num_actions,
+             coalesce(sum(prompt_tokens), 0) AS prompt_tokens, coalesce(sum(generated_tokens), 0) AS generated_tokens,
+             list(step_cost ORDER BY k) FILTER (WHERE step_cost > 0) AS costs,
+             arg_min(time, k) FILTER (WHERE time IS NOT NULL) AS start_time,
+             arg_max(time, k) FILTER (WHERE time IS NOT NULL) AS end_time
+      FROM messages GROUP BY rid) m
+LEFT JOIN (SELECT rid, count(*) FILTER (WHERE CASE WHEN code IS NOT NULL THEN code <> 0
+                                                   ELSE left(body, {agent_text.RETURNCODE_WITHIN}) IN
+                                                        (SELECT body FROM failed_results) END) AS nonzero
+           FROM results GROUP BY rid) r USING (rid)
+"""
+
+
+def _lines(path: str) -> int:
+    """The lines of a file (a last one without its newline included), read in bounded chunks."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
+def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
+    fast_jsonl.read(con, _RAW, paths)
+    ids, tasks, lines = [], [], []
+    for f in files:
+        ids.append(mini_swe_agent.episode_id({"messages": []}, f.path))
+        tasks.append(mini_swe_agent.summarize({"messages": []}, f.path)[0]["task_name"])
+        lines.append(_lines(f.path))
+    fast_jsonl.register(con, "places", {"path": pa.array([f.path for f in files], pa.string()),
+                                        "base_id": pa.array(ids, pa.string()),
+                                        "task_name": pa.array(tasks, pa.string()),
+                                        "lines": pa.array(lines, pa.int64())})
+    # A blank line (or anything else that is no record) would shift the line numbers of the records after it.
+    con.execute("""
+        UPDATE raw SET odd = true WHERE path IN (
+            SELECT path FROM (SELECT path, count(*) AS n FROM raw GROUP BY path) JOIN places USING (path)
+            WHERE n <> lines)""")
+
+
+def _errors(con: duckdb.DuckDBPyConnection) -> None:
+    """The error of each distinct ending by an exception, by ``summarize`` of the fields it reads for it."""
+    ended = con.execute(f"SELECT DISTINCT {', '.join(_KEYS)} FROM raw_ok WHERE {_ENDED_BY_EXCEPTION}").fetchall()
+    errors = []
+    for row in ended:
+        v = dict(zip(_KEYS, row, strict=True))
+        json = {k: None if v[k] is None else orjson.loads(v[k]) for k in _KEYS if k != "last_role"}
+        doc = {"info": {"exit_status": json["info_status"], "submission": json["info_submission"],
+                        "traceback": json["traceback"]},
+               "messages": [{"role": v["last_role"], "content": json["last_content"],
+                             "extra": {"exit_status": json["last_status"], "submission": json["last_submission"]}}]}
+        errors.append(mini_swe_agent.summarize(doc, "")[0]["error"])
+    columns = {k: pa.array([row[n] for row in ended], pa.string()) for n, k in enumerate(_KEYS)}
+    fast_jsonl.register(con, "exception_errors", {**columns, "error": pa.array(errors, pa.string())})
+
+
+# The fields ``summarize`` reads for the error of a run an exception ended (``mini_swe_agent._exit``, ``_outcome``).
+_KEYS = ("info_status", "info_submission", "traceback", "last_role", "last_content", "last_status", "last_submission")
+_STATUS = ("coalesce(nullif(json_extract_string(info_status, '$'), ''), nullif(json_extract_string(last_status, '$'), "
+           "''), '')")
+_TRUNCATED = "('LimitsExceeded', 'TimeExceeded', 'CostLimitExceeded', 'StepLimitExceeded')"
+_ENDED_BY_EXCEPTION = f"{_STATUS} NOT IN ('', 'Submitted') AND {_STATUS} NOT IN {_TRUNCATED}"
+
+
+def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_MESSAGES)
+    con.execute(_RESULTS)
+    fast_jsonl.failed_results(con, f"""
+        SELECT DISTINCT left(body, {agent_text.RETURNCODE_WITHIN}) FROM results
+        WHERE code IS NULL AND contains(left(body, {agent_text.RETURNCODE_WITHIN}), '<returncode>')""")
+    con.execute(_COUNTS)
+    _errors(con)
+    con.execute("""
+        UPDATE raw SET odd = true WHERE path IN (SELECT path FROM raw_ok WHERE _seq IN (
+            SELECT rid FROM messages WHERE odd UNION ALL SELECT rid FROM results WHERE odd))""")
+
+
+_ROWS = f"""
+SELECT CASE WHEN p.lines = 1 THEN p.base_id ELSE p.base_id || '#' || r.line END AS episode_id, p.task_name,
+    CASE WHEN status = '' THEN 'incomplete' WHEN status = 'Submitted' THEN 'completed'
+         WHEN status IN {_TRUNCATED} THEN 'truncated' ELSE 'errored' END AS outcome,
+    NULL::DOUBLE AS total_reward, coalesce(c.num_actions, 0)::BIGINT AS num_actions,
+    c.start_time, c.end_time, c.end_time - c.start_time AS duration_s,
+    CASE WHEN coalesce(list_sum(c.costs), 0.0) = 0 THEN coalesce(r.instance_cost, 0.0) ELSE list_sum(c.costs) END
+        AS total_cost,
+    coalesce(c.prompt_tokens, 0)::BIGINT AS prompt_tokens, coalesce(c.generated_tokens, 0)::BIGINT AS generated_tokens,
+    status IN {_TRUNCATED} AS truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
+    0::BIGINT AS context_rewrites, r.path, {fast_jsonl.literal(mini_swe_agent.NAME)} AS format,
+    nullif(status, '') AS exit_status, []::VARCHAR[] AS warnings, r._seq
+FROM (SELECT *, {_STATUS} AS status, row_number() OVER (PARTITION BY path ORDER BY _seq) AS line FROM raw_ok) r
+JOIN places p USING (path)
+LEFT JOIN counts c ON c.rid = r._seq
+LEFT JOIN exception_errors e ON {' AND '.join(f'e.{k} IS NOT DISTINCT FROM r.{k}' for k in _KEYS)}
+"""
+
+SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent, load=_load, rows=_ROWS, prepare=_prepare,
+                       tables=("places", "exception_errors", "failed_results"))

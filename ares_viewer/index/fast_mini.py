@@ -42,7 +42,15 @@ def _text_or_null(column: str) -> str:
 
 _RAW = f"""
 CREATE OR REPLACE TEMP TABLE raw AS
-SELECT filename AS path, messages,
+SELECT filename AS path,
+    list_transform(messages, lambda m: struct_pack(role := m.role,
+        content := CASE WHEN m.role IN ('user', 'tool') THEN m.content END, returncode := m.extra.returncode,
+        interrupt_type := m.extra.interrupt_type, timestamp := m.extra.timestamp, created := m.extra.response.created,
+        cost := m.extra.cost, usage_cost := json_extract(m.extra.response.usage, '$.cost'),
+        prompt := coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
+                           json_extract(m.extra.response.usage, '$.input_tokens')),
+        generated := coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
+                              json_extract(m.extra.response.usage, '$.output_tokens')))) AS messages,
     info.exit_status::VARCHAR AS info_status, info.submission::VARCHAR AS info_submission,
     info.traceback::VARCHAR AS traceback, {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
     messages[-1].role AS last_role, messages[-1].content::VARCHAR AS last_content,
@@ -61,14 +69,10 @@ CREATE OR REPLACE TEMP TABLE messages AS
 WITH t AS (
     SELECT _seq AS rid, generate_subscripts(messages, 1) AS k, unnest(messages) AS m FROM raw_ok
 ), c AS (
-    SELECT rid, k, m.role AS role, m.content::VARCHAR AS content, m.extra.returncode::VARCHAR AS returncode,
-        m.extra.timestamp::VARCHAR AS ts, m.extra.response.created::VARCHAR AS created,
-        m.extra.cost::VARCHAR AS cost, json_extract(m.extra.response.usage, '$.cost')::VARCHAR AS usage_cost,
-        coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
-                 json_extract(m.extra.response.usage, '$.input_tokens'))::VARCHAR AS prompt,
-        coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
-                 json_extract(m.extra.response.usage, '$.output_tokens'))::VARCHAR AS generated,
-        coalesce(m.role = 'assistant' OR (m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError'
+    SELECT rid, k, m.role AS role, m.content::VARCHAR AS content, m.returncode::VARCHAR AS returncode,
+        m.timestamp::VARCHAR AS ts, m.created::VARCHAR AS created, m.cost::VARCHAR AS cost,
+        m.usage_cost::VARCHAR AS usage_cost, m.prompt::VARCHAR AS prompt, m.generated::VARCHAR AS generated,
+        coalesce(m.role = 'assistant' OR (m.role IN ('user', 'tool') AND m.interrupt_type = 'FormatError'
                  AND lag(m.role) OVER (PARTITION BY rid ORDER BY k) IS DISTINCT FROM 'assistant'), false) AS is_call
     FROM t
 )

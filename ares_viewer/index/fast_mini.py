@@ -82,8 +82,8 @@ SELECT rid, k, role, content, returncode, is_call,
     CASE WHEN is_call THEN coalesce({number("cost")}, {number("usage_cost")}) END AS step_cost,
     CASE WHEN is_call THEN {count("prompt")} END AS prompt_tokens,
     CASE WHEN is_call THEN {count("generated")} END AS generated_tokens,
-    (left(ts, 1) = '"' OR (role = 'assistant' AND ts IS NULL AND left(created, 1) = '"')
-     OR (is_call AND (left(cost, 1) = '"' OR (cost IS NULL AND left(usage_cost, 1) = '"')))) AS odd
+    (left(ts, 1) = '"' OR (role = 'assistant' AND left(created, 1) = '"')
+     OR (is_call AND (left(cost, 1) = '"' OR left(usage_cost, 1) = '"'))) AS odd
 FROM c
 """
 
@@ -129,8 +129,9 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sour
     fast_jsonl.read(con, _RAW, paths)
     ids, tasks, lines = [], [], []
     for f in files:
-        ids.append(mini_swe_agent.episode_id({"messages": []}, f.path))
-        tasks.append(mini_swe_agent.summarize({"messages": []}, f.path)[0]["task_name"])
+        row = mini_swe_agent.summarize({"messages": []}, f.path)[0]  # the id and task a file's path gives
+        ids.append(row["episode_id"])
+        tasks.append(row["task_name"])
         lines.append(_lines(f.path))
     fast_jsonl.register(con, "places", {"path": pa.array([f.path for f in files], pa.string()),
                                         "base_id": pa.array(ids, pa.string()),

@@ -186,3 +186,24 @@ def test_a_run_is_indexed_in_sql_through_the_builder(tmp_path):
     entries = builder.build(sources.list_files(run), store.Store(tmp_path / "ix"), workers=1)
     assert [e.rows for e in entries] == [30]
     assert set(_frame(tmp_path / "ix")["format"]) == {"mini-swe-agent"}
+
+
+@pytest.mark.parametrize("line", ['[1, 2]', '"a trajectory"', '5', 'null', '{"messages": 5, "info": {}}'],
+                         ids=["list", "text", "number", "null", "messages-number"])
+def test_a_line_of_another_json_type_leaves_the_file_to_the_ordinary_path(tmp_path, line):
+    lines = _lines(_generated(3))
+    assert not _same_rows(tmp_path, [], text="".join([lines[0], line + "\n", *lines[1:]]))
+
+
+def test_bytes_that_are_not_utf8_leave_the_file_to_the_ordinary_path(tmp_path):
+    lines = [line.encode() for line in _lines(_generated(3))]
+    bad = lines[1].replace(b"astropy", b"astr\xffpy", 1)
+    path = tmp_path / "run" / "batch_000000" / "trajectories.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join([lines[0], bad, lines[2]]))
+    files = sources.list_files(path.parent)
+    chosen, _ = fast_jsonl.choose(files, [fast_mini.SPEC])
+    taken, left = fast_jsonl.read_batch(fast_jsonl.connect(1), fast_mini.SPEC, chosen[fast_mini.SPEC],
+                                        store.Store(tmp_path / "fast"))
+    assert not taken and left == files  # the ordinary path warns about the line
+    assert builder.summarize(str(path)).rows[1]["warnings"]

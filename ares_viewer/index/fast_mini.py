@@ -17,6 +17,8 @@ first result whose content is not a plain text.
 
 from __future__ import annotations
 
+import mmap
+import os
 from collections.abc import Sequence
 
 import duckdb
@@ -32,7 +34,6 @@ _EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VAR
           "submission JSON, response STRUCT(created JSON, usage JSON))")
 _COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, model_stats STRUCT(instance_cost JSON))",
             "messages": f"STRUCT(role VARCHAR, content JSON, extra {_EXTRA})[]"}
-_CHUNK = 16 * 1024 * 1024
 
 
 def _text_or_null(column: str) -> str:
@@ -116,13 +117,16 @@ LEFT JOIN (SELECT rid, count(*) FILTER (WHERE CASE WHEN code IS NOT NULL THEN co
 
 
 def _lines(path: str) -> int:
-    """The lines of a file (a last one without its newline included), read in bounded chunks."""
-    lines, last = 0, b"\n"
+    """The lines of a file (a last one without its newline included), counted in place (no copy of the file)."""
     with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    return lines + (last != b"\n")
+        if os.fstat(handle.fileno()).st_size == 0:
+            return 0
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            lines, end = 0, data.find(b"\n")
+            while end >= 0:
+                lines += 1
+                end = data.find(b"\n", end + 1)
+            return lines + (data[-1:] != b"\n")
 
 
 def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:

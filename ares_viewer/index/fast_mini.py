@@ -5,14 +5,15 @@ each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON 
 message, and computes the row in SQL: the model calls (assistant messages and the format errors that stand for a
 rejected call), their tokens and costs, the first and last time written, and the first result of each call.
 Python only reads distinct values, each by the function the ordinary path uses: the opening of result texts
-that hold a return code (``agent_text.returncode``), the error of a run an exception ended (``summarize`` of the
-fields it reads), and each file's episode id and task (from its path).
+that hold a return code (``agent_text.returncode``), the exit statuses and the endings of runs an exception ended
+(``summarize`` of a trajectory holding just the fields it reads for them), and each file's episode id and task
+(from its path).
 
 Rows agree with ``mini_swe_agent.summarize``. A file is left to the ordinary path when it is not the regular
 shape read here exactly: a line DuckDB cannot read (corrupt, truncated, a message or ``extra`` or ``info`` that is
 not an object), a blank line (line numbers are part of the episode ids), a line without a ``messages`` list, a
-time, cost or exit status written as text or another non-number (the ordinary path reads or warns), a call's
-first result whose content is not a plain text.
+time or cost written as text (the ordinary path reads it), a call's first result whose content is not a plain
+text.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, m
 
 
 def _text_or_null(column: str) -> str:
-    """True for a JSON string or a missing value (an exit status or a time of another type is left to Python)."""
+    """True for a JSON string or a missing value."""
     return f"({column} IS NULL OR left({column}, 1) = '\"')"
 
 
@@ -56,9 +57,7 @@ SELECT filename AS path,
     info.traceback::VARCHAR AS traceback, {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
     messages[-1].role AS last_role, messages[-1].content::VARCHAR AS last_content,
     messages[-1].extra.exit_status::VARCHAR AS last_status, messages[-1].extra.submission::VARCHAR AS last_submission,
-    (messages IS NULL
-     OR NOT {_text_or_null("info.exit_status::VARCHAR")} OR NOT {_text_or_null("messages[-1].extra.exit_status::VARCHAR")}
-     OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"') AS odd
+    (messages IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"') AS odd
 FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r})
 """
 
@@ -148,28 +147,38 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sour
             WHERE n <> lines)""")
 
 
-def _errors(con: duckdb.DuckDBPyConnection) -> None:
-    """The error of each distinct ending by an exception, by ``summarize`` of the fields it reads for it."""
-    ended = con.execute(f"SELECT DISTINCT {', '.join(_KEYS)} FROM raw_ok WHERE {_ENDED_BY_EXCEPTION}").fetchall()
-    errors = []
-    for row in ended:
-        v = dict(zip(_KEYS, row, strict=True))
-        json = {k: None if v[k] is None else orjson.loads(v[k]) for k in _KEYS if k != "last_role"}
-        doc = {"info": {"exit_status": json["info_status"], "submission": json["info_submission"],
-                        "traceback": json["traceback"]},
-               "messages": [{"role": v["last_role"], "content": json["last_content"],
-                             "extra": {"exit_status": json["last_status"], "submission": json["last_submission"]}}]}
-        errors.append(mini_swe_agent.summarize(doc, "")[0]["error"])
-    columns = {k: pa.array([row[n] for row in ended], pa.string()) for n, k in enumerate(_KEYS)}
-    fast_jsonl.register(con, "exception_errors", {**columns, "error": pa.array(errors, pa.string())})
+def _summary(values: dict[str, str | None]) -> dict:
+    """``summarize`` of a trajectory that holds only these fields (JSON text) of ``_ENDING``."""
+    v = {k: None if value is None or k == "last_role" else orjson.loads(value) for k, value in values.items()}
+    doc = {"info": {"exit_status": v.get("info_status"), "submission": v.get("info_submission"),
+                    "traceback": v.get("traceback")},
+           "messages": [{"role": values.get("last_role"), "content": v.get("last_content"),
+                         "extra": {"exit_status": v.get("last_status"), "submission": v.get("last_submission")}}]}
+    return mini_swe_agent.summarize(doc, "")[0]
 
 
-# The fields ``summarize`` reads for the error of a run an exception ended (``mini_swe_agent._exit``, ``_outcome``).
-_KEYS = ("info_status", "info_submission", "traceback", "last_role", "last_content", "last_status", "last_submission")
-_STATUS = ("coalesce(nullif(json_extract_string(info_status, '$'), ''), nullif(json_extract_string(last_status, '$'), "
-           "''), '')")
-_TRUNCATED = "('LimitsExceeded', 'TimeExceeded', 'CostLimitExceeded', 'StepLimitExceeded')"
-_ENDED_BY_EXCEPTION = f"{_STATUS} NOT IN ('', 'Submitted') AND {_STATUS} NOT IN {_TRUNCATED}"
+def _table(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], where: str, fields: tuple[str, ...]
+           ) -> None:
+    """Table ``name``: for each distinct value of ``keys`` among the rows ``where`` holds, these ``fields`` of its
+    ``_summary``."""
+    found = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM raw_ok r WHERE {where}").fetchall()
+    rows = [_summary(dict(zip(keys, row, strict=True))) for row in found]
+    columns = {k: pa.array([row[n] for row in found], pa.string()) for n, k in enumerate(keys)}
+    fast_jsonl.register(con, name, {**columns, **{f: pa.array([r[f] for r in rows], _TYPES.get(f, pa.string()))
+                                                  for f in fields}})
+
+
+_TYPES = {"truncated": pa.bool_()}
+
+
+def _join(table: str, keys: tuple[str, ...]) -> str:
+    return " AND ".join(f"{table}.{k} IS NOT DISTINCT FROM r.{k}" for k in keys)
+
+
+# The fields ``summarize`` reads for a run's exit status and outcome (``mini_swe_agent._exit``), and for the error
+# of a run an exception ended (``_outcome``).
+_EXIT = ("info_status", "last_status")
+_ENDING = (*_EXIT, "info_submission", "traceback", "last_role", "last_content", "last_submission")
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
@@ -179,7 +188,9 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
         SELECT DISTINCT left(body, {agent_text.RETURNCODE_WITHIN}) FROM results
         WHERE code IS NULL AND contains(left(body, {agent_text.RETURNCODE_WITHIN}), '<returncode>')""")
     con.execute(_COUNTS)
-    _errors(con)
+    _table(con, "endings", _EXIT, "true", ("exit_status", "outcome", "truncated"))
+    _table(con, "exception_errors", _ENDING,
+           f"EXISTS (SELECT 1 FROM endings x WHERE x.outcome = 'errored' AND {_join('x', _EXIT)})", ("error",))
     con.execute("""
         UPDATE raw SET odd = true WHERE path IN (SELECT path FROM raw_ok WHERE _seq IN (
             SELECT rid FROM messages WHERE odd UNION ALL SELECT rid FROM results WHERE odd))""")
@@ -187,21 +198,21 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
 
 _ROWS = f"""
 SELECT CASE WHEN p.lines = 1 THEN p.base_id ELSE p.base_id || '#' || r.line END AS episode_id, p.task_name,
-    CASE WHEN status = '' THEN 'incomplete' WHEN status = 'Submitted' THEN 'completed'
-         WHEN status IN {_TRUNCATED} THEN 'truncated' ELSE 'errored' END AS outcome,
+    x.outcome,
     NULL::DOUBLE AS total_reward, coalesce(c.num_actions, 0)::BIGINT AS num_actions,
     c.start_time, c.end_time, c.end_time - c.start_time AS duration_s,
     CASE WHEN coalesce(list_sum(c.costs), 0.0) = 0 THEN coalesce(r.instance_cost, 0.0) ELSE list_sum(c.costs) END
         AS total_cost,
     coalesce(c.prompt_tokens, 0)::BIGINT AS prompt_tokens, coalesce(c.generated_tokens, 0)::BIGINT AS generated_tokens,
-    status IN {_TRUNCATED} AS truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
+    x.truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
     0::BIGINT AS context_rewrites, r.path, {fast_jsonl.literal(mini_swe_agent.NAME)} AS format,
-    nullif(status, '') AS exit_status, []::VARCHAR[] AS warnings, r._seq
-FROM (SELECT *, {_STATUS} AS status, row_number() OVER (PARTITION BY path ORDER BY _seq) AS line FROM raw_ok) r
+    x.exit_status, []::VARCHAR[] AS warnings, r._seq
+FROM (SELECT *, row_number() OVER (PARTITION BY path ORDER BY _seq) AS line FROM raw_ok) r
 JOIN places p USING (path)
 LEFT JOIN counts c ON c.rid = r._seq
-LEFT JOIN exception_errors e ON {' AND '.join(f'e.{k} IS NOT DISTINCT FROM r.{k}' for k in _KEYS)}
+JOIN endings x ON {_join("x", _EXIT)}
+LEFT JOIN exception_errors e ON {_join("e", _ENDING)}
 """
 
 SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent, load=_load, rows=_ROWS, prepare=_prepare,
-                       tables=("places", "exception_errors", "failed_results"))
+                       tables=("places", "endings", "exception_errors", "failed_results"))

@@ -107,6 +107,14 @@ def _text_results(doc: dict) -> None:
         m["content"] = f"<returncode>{2 * (n == 1)}</returncode>\n<output>\nx\n</output>"
 
 
+def _exit_message(doc: dict) -> None:
+    # 2.x: the status and the exception's text only in the closing exit message.
+    _exception(doc)
+    doc["info"].pop("exit_status")
+    doc["messages"].append({"role": "exit", "content": "RuntimeError: boom", "extra": {"exit_status": "RuntimeError",
+                                                                                     "submission": ""}})
+
+
 def _exception(doc: dict) -> None:
     doc["info"]["exit_status"] = "RuntimeError"
     doc["info"]["traceback"] = "Traceback (most recent call last):\n  ...\nRuntimeError: provider went away\n"
@@ -114,7 +122,9 @@ def _exception(doc: dict) -> None:
 
 
 @pytest.mark.parametrize("change", [
-    _text_results, _exception,
+    _text_results, _exception, _exit_message,
+    lambda d: d["info"].update(exit_status=0),  # falls back to the exit message's
+    lambda d: d["info"].update(exit_status=""),
     lambda d: [m.get("extra", {}).update(returncode=124) for m in d["messages"] if m["role"] == "tool"],
     lambda d: [m.get("extra", {}).update(returncode=True) for m in d["messages"] if m["role"] == "tool"],
     lambda d: [m.get("extra", {}).update(returncode="1") for m in d["messages"] if m["role"] == "tool"],
@@ -122,12 +132,14 @@ def _exception(doc: dict) -> None:
     lambda d: [m.get("extra", {}).pop("timestamp", None) for m in d["messages"]],
     lambda d: d["info"].update(exit_status="LimitsExceeded"),
     lambda d: d["info"].pop("exit_status"),
+    lambda d: (d["info"].pop("exit_status"), d["messages"].pop()),  # still running
     lambda d: d.pop("info"),
     lambda d: d.update(messages=[]),
     lambda d: d["messages"].insert(3, None),
     lambda d: d["info"]["model_stats"].update(instance_cost=True),
-], ids=["text-codes", "exception", "code-124", "code-bool", "code-text", "no-costs", "no-times", "limits",
-        "no-status", "no-info", "no-messages", "null-message", "cost-bool"])
+], ids=["text-codes", "exception", "exit-message", "status-number", "status-empty",
+        "code-124", "code-bool", "code-text", "no-costs", "no-times", "limits",
+        "no-status", "incomplete", "no-info", "no-messages", "null-message", "cost-bool"])
 def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     records = _generated(4)
     change(records[1])
@@ -147,12 +159,11 @@ def test_one_trajectory_alone_keeps_the_id_of_a_whole_document(tmp_path):
     lambda d: d["messages"][3].update(extra="not an object"),  # the ordinary path reads it as {}
     lambda d: d["messages"][2]["extra"].update(timestamp="1763812806.2"),  # read from the text
     lambda d: d["messages"][2]["extra"].update(cost="0.01"),
-    lambda d: d["info"].update(exit_status=0),
     lambda d: d.update(info=["a list"]),  # the ordinary path warns
     lambda d: d.update(messages="a text"),  # the ordinary path reports the line
     lambda d: d.pop("messages"),
     lambda d: d["messages"][3].update(content=[{"type": "text", "text": "<returncode>1</returncode>"}]),
-], ids=["extra-text", "time-text", "cost-text", "status-number", "info-list", "messages-text", "no-messages",
+], ids=["extra-text", "time-text", "cost-text", "info-list", "messages-text", "no-messages",
         "content-parts"])
 def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
     records = _generated(4)

@@ -1,9 +1,10 @@
 """mini-swe-agent trajectories in JSON Lines (one ``.traj.json`` document a line) read by DuckDB (``fast_jsonl``).
 
 A trajectory's line is mostly its messages' text and raw provider responses; the index needs a few fields of
-each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible), one row per
-message, and computes the row in SQL: the model calls (assistant messages and the format errors that stand for a
-rejected call), their tokens and costs, the first and last time written, and the first result of each call.
+each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible) and computes
+the row in SQL over each line's list of messages: the model calls (assistant messages and the format errors that
+stand for a rejected call), their tokens and costs, the first and last time written, and the first result of
+each call (``mini_swe_agent._calls``, ``_call_range``, ``_time``, ``_cost``, ``_usage``).
 Python only reads distinct values, each by the function the ordinary path uses: the opening of result texts
 that hold a return code (``agent_text.returncode``), the exit statuses and the endings of runs an exception ended
 (``summarize`` of a trajectory holding just the fields it reads for them), and each file's episode id and task
@@ -42,76 +43,75 @@ def _text_or_null(column: str) -> str:
     return f"({column} IS NULL OR left({column}, 1) = '\"')"
 
 
+# Each line: its messages' fields (``msgs``), the positions of its model calls (``calls``) and each call's first
+# result (``firsts``: the first user or tool message after its assistant message, or the rejected call's format
+# error itself, before the next call), and from them the row's figures.
 _RAW = f"""
 CREATE OR REPLACE TEMP TABLE raw AS
-SELECT filename AS path,
-    list_transform(messages, lambda m: struct_pack(role := m.role,
-        content := CASE WHEN m.role IN ('user', 'tool') THEN m.content END, returncode := m.extra.returncode,
-        interrupt_type := m.extra.interrupt_type, timestamp := m.extra.timestamp, created := m.extra.response.created,
-        cost := m.extra.cost, usage_cost := json_extract(m.extra.response.usage, '$.cost'),
-        prompt := coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
-                           json_extract(m.extra.response.usage, '$.input_tokens')),
-        generated := coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
-                              json_extract(m.extra.response.usage, '$.output_tokens')))) AS messages,
+WITH j AS (
+    SELECT filename AS path, info, messages[-1] AS last,
+        list_transform(messages, lambda m: struct_pack(role := m.role,
+            result := coalesce(m.role IN ('user', 'tool'), false),
+            rejected := coalesce(m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError', false),
+            content := CASE WHEN m.role IN ('user', 'tool') THEN m.content::VARCHAR END,
+            returncode := m.extra.returncode::VARCHAR, ts := m.extra.timestamp::VARCHAR,
+            created := m.extra.response.created::VARCHAR, cost := m.extra.cost::VARCHAR,
+            usage_cost := json_extract(m.extra.response.usage, '$.cost')::VARCHAR,
+            prompt := coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
+                               json_extract(m.extra.response.usage, '$.input_tokens'))::VARCHAR,
+            generated := coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
+                                  json_extract(m.extra.response.usage, '$.output_tokens'))::VARCHAR)) AS msgs
+    FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r})
+), c AS (
+    SELECT *, list_filter(generate_series(1, len(msgs)), lambda i: msgs[i].role = 'assistant'
+                          OR (msgs[i].rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant'))) AS calls
+    FROM j
+), f AS (
+    SELECT *, list_filter(list_transform(generate_series(1, len(calls)), lambda n: msgs[
+        calls[n] - 1 + (msgs[calls[n]].role = 'assistant')::INTEGER
+        + list_position(list_transform(msgs[calls[n] + (msgs[calls[n]].role = 'assistant')::INTEGER:
+                                            coalesce(calls[n + 1] - 1, len(msgs))], lambda m: m.result), true)]),
+        lambda m: m IS NOT NULL) AS firsts
+    FROM c
+)
+SELECT path, len(calls) AS num_actions,
     info.exit_status::VARCHAR AS info_status, info.submission::VARCHAR AS info_submission,
     info.traceback::VARCHAR AS traceback, {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
-    messages[-1].role AS last_role, messages[-1].content::VARCHAR AS last_content,
-    messages[-1].extra.exit_status::VARCHAR AS last_status, messages[-1].extra.submission::VARCHAR AS last_submission,
-    (messages IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"') AS odd
-FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r})
+    last.role AS last_role, last.content::VARCHAR AS last_content,
+    last.extra.exit_status::VARCHAR AS last_status, last.extra.submission::VARCHAR AS last_submission,
+    coalesce(list_sum(list_transform(calls, lambda i: {count("msgs[i].prompt")})), 0) AS prompt_tokens,
+    coalesce(list_sum(list_transform(calls, lambda i: {count("msgs[i].generated")})), 0) AS generated_tokens,
+    list_filter(list_transform(calls, lambda i: coalesce({number("msgs[i].cost")}, {number("msgs[i].usage_cost")})),
+                lambda x: x > 0) AS costs,
+    list_filter(list_transform(msgs, lambda m: coalesce({number("m.ts")},
+                                                        CASE WHEN m.role = 'assistant' THEN {number("m.created")} END)),
+                lambda x: x IS NOT NULL) AS times,
+    list_transform(firsts, lambda m: struct_pack(
+        code := CASE WHEN left(m.returncode, 1) IN {fast_jsonl.DIGITS}
+                      AND TRY_CAST(m.returncode AS DOUBLE) = trunc(TRY_CAST(m.returncode AS DOUBLE))
+                     THEN TRY_CAST(m.returncode AS DOUBLE) END,
+        body := coalesce({string("m.content")}, ''))) AS results,
+    (msgs IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"'
+     OR list_bool_or(list_transform(msgs, lambda m: left(m.ts, 1) = '"'
+                                    OR (m.role = 'assistant' AND left(m.created, 1) = '"')))
+     OR list_bool_or(list_transform(calls, lambda i: left(msgs[i].cost, 1) = '"' OR left(msgs[i].usage_cost, 1) = '"'))
+     OR list_bool_or(list_transform(firsts, lambda m: NOT {_text_or_null("m.content")}))) AS odd
+FROM f
 """
 
-# One row per message of the files taken: its role, whether it is a model call, the call it belongs to (``call``:
-# 0 before the first), its time and, for a call, its cost and tokens (``mini_swe_agent._calls``, ``_time``,
-# ``_cost``, ``_usage``).
-_MESSAGES = f"""
-CREATE OR REPLACE TEMP TABLE messages AS
-WITH t AS (
-    SELECT _seq AS rid, generate_subscripts(messages, 1) AS k, unnest(messages) AS m FROM raw_ok
-), c AS (
-    SELECT rid, k, m.role AS role, m.content::VARCHAR AS content, m.returncode::VARCHAR AS returncode,
-        m.timestamp::VARCHAR AS ts, m.created::VARCHAR AS created, m.cost::VARCHAR AS cost,
-        m.usage_cost::VARCHAR AS usage_cost, m.prompt::VARCHAR AS prompt, m.generated::VARCHAR AS generated,
-        coalesce(m.role = 'assistant' OR (m.role IN ('user', 'tool') AND m.interrupt_type = 'FormatError'
-                 AND lag(m.role) OVER (PARTITION BY rid ORDER BY k) IS DISTINCT FROM 'assistant'), false) AS is_call
-    FROM t
-)
-SELECT rid, k, role, content, returncode, is_call,
-    sum(is_call::INTEGER) OVER (PARTITION BY rid ORDER BY k ROWS UNBOUNDED PRECEDING) AS call,
-    coalesce({number("ts")}, CASE WHEN role = 'assistant' THEN {number("created")} END) AS time,
-    CASE WHEN is_call THEN coalesce({number("cost")}, {number("usage_cost")}) END AS step_cost,
-    CASE WHEN is_call THEN {count("prompt")} END AS prompt_tokens,
-    CASE WHEN is_call THEN {count("generated")} END AS generated_tokens,
-    (left(ts, 1) = '"' OR (role = 'assistant' AND left(created, 1) = '"')
-     OR (is_call AND (left(cost, 1) = '"' OR left(usage_cost, 1) = '"'))) AS odd
-FROM c
+# The first results' return codes: ``extra.returncode`` when it is an integer, else the one the text holds
+# (``mini_swe_agent._observation``), found for each distinct opening of a text in Python.
+_RESULTS = """
+CREATE OR REPLACE TEMP TABLE results AS SELECT _seq AS rid, r.code, r.body FROM (
+    SELECT _seq, unnest(results) AS r FROM raw_ok)
 """
 
-# The first result (a user or tool message) of each call, and the return code it records: ``extra.returncode``
-# when it is an integer, else the one its text holds (``mini_swe_agent._observation``).
-_RESULTS = f"""
-CREATE OR REPLACE TEMP TABLE results AS
-SELECT rid, CASE WHEN TRY_CAST(returncode AS DOUBLE) = trunc(TRY_CAST(returncode AS DOUBLE))
-                      AND left(returncode, 1) IN {fast_jsonl.DIGITS} THEN TRY_CAST(returncode AS DOUBLE) END AS code,
-       coalesce({string("content")}, '') AS body, NOT {_text_or_null("content")} AS odd
-FROM (SELECT rid, arg_min(returncode, k) AS returncode, arg_min(content, k) AS content
-      FROM messages WHERE call > 0 AND role IN ('user', 'tool') GROUP BY rid, call)
-"""
-
-_COUNTS = f"""
-CREATE OR REPLACE TEMP TABLE counts AS
-SELECT m.rid, m.num_actions, m.prompt_tokens, m.generated_tokens, m.costs, m.start_time, m.end_time,
-       coalesce(r.nonzero, 0) AS nonzero
-FROM (SELECT rid, count(*) FILTER (WHERE is_call) AS num_actions,
-             coalesce(sum(prompt_tokens), 0) AS prompt_tokens, coalesce(sum(generated_tokens), 0) AS generated_tokens,
-             list(step_cost ORDER BY k) FILTER (WHERE step_cost > 0) AS costs,
-             arg_min(time, k) FILTER (WHERE time IS NOT NULL) AS start_time,
-             arg_max(time, k) FILTER (WHERE time IS NOT NULL) AS end_time
-      FROM messages GROUP BY rid) m
-LEFT JOIN (SELECT rid, count(*) FILTER (WHERE CASE WHEN code IS NOT NULL THEN code <> 0
-                                                   ELSE left(body, {agent_text.RETURNCODE_WITHIN}) IN
-                                                        (SELECT body FROM failed_results) END) AS nonzero
-           FROM results GROUP BY rid) r USING (rid)
+_NONZERO = f"""
+CREATE OR REPLACE TEMP TABLE nonzero AS
+SELECT rid, count(*) FILTER (WHERE CASE WHEN code IS NOT NULL THEN code <> 0
+                                        ELSE left(body, {agent_text.RETURNCODE_WITHIN}) IN
+                                             (SELECT body FROM failed_results) END) AS nonzero
+FROM results GROUP BY rid
 """
 
 
@@ -182,36 +182,31 @@ _ENDING = (*_EXIT, "info_submission", "traceback", "last_role", "last_content", 
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(_MESSAGES)
     con.execute(_RESULTS)
     fast_jsonl.failed_results(con, f"""
         SELECT DISTINCT left(body, {agent_text.RETURNCODE_WITHIN}) FROM results
         WHERE code IS NULL AND contains(left(body, {agent_text.RETURNCODE_WITHIN}), '<returncode>')""")
-    con.execute(_COUNTS)
+    con.execute(_NONZERO)
     _table(con, "endings", _EXIT, "true", ("exit_status", "outcome", "truncated"))
     _table(con, "exception_errors", _ENDING,
            f"EXISTS (SELECT 1 FROM endings x WHERE x.outcome = 'errored' AND {_join('x', _EXIT)})", ("error",))
-    con.execute("""
-        UPDATE raw SET odd = true WHERE path IN (SELECT path FROM raw_ok WHERE _seq IN (
-            SELECT rid FROM messages WHERE odd UNION ALL SELECT rid FROM results WHERE odd))""")
 
 
 _ROWS = f"""
 SELECT CASE WHEN p.lines = 1 THEN p.base_id ELSE p.base_id || '#' || r.line END AS episode_id, p.task_name,
-    x.outcome,
-    NULL::DOUBLE AS total_reward, coalesce(c.num_actions, 0)::BIGINT AS num_actions,
-    c.start_time, c.end_time, c.end_time - c.start_time AS duration_s,
-    CASE WHEN coalesce(list_sum(c.costs), 0.0) = 0 THEN coalesce(r.instance_cost, 0.0) ELSE list_sum(c.costs) END
+    x.outcome, NULL::DOUBLE AS total_reward, num_actions::BIGINT AS num_actions,
+    times[1] AS start_time, times[-1] AS end_time, times[-1] - times[1] AS duration_s,
+    CASE WHEN coalesce(list_sum(costs), 0.0) = 0 THEN coalesce(instance_cost, 0.0) ELSE list_sum(costs) END
         AS total_cost,
-    coalesce(c.prompt_tokens, 0)::BIGINT AS prompt_tokens, coalesce(c.generated_tokens, 0)::BIGINT AS generated_tokens,
+    prompt_tokens::BIGINT AS prompt_tokens, generated_tokens::BIGINT AS generated_tokens,
     x.truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
     0::BIGINT AS context_rewrites, r.path, {fast_jsonl.literal(mini_swe_agent.NAME)} AS format,
     x.exit_status, []::VARCHAR[] AS warnings, r._seq
 FROM (SELECT *, row_number() OVER (PARTITION BY path ORDER BY _seq) AS line FROM raw_ok) r
 JOIN places p USING (path)
-LEFT JOIN counts c ON c.rid = r._seq
 JOIN endings x ON {_join("x", _EXIT)}
 LEFT JOIN exception_errors e ON {_join("e", _ENDING)}
+LEFT JOIN nonzero c ON c.rid = r._seq
 """
 
 SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent, load=_load, rows=_ROWS, prepare=_prepare,

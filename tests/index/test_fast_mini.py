@@ -218,3 +218,18 @@ def test_bytes_that_are_not_utf8_leave_the_file_to_the_ordinary_path(tmp_path):
                                         store.Store(tmp_path / "fast"))
     assert not taken and left == files  # the ordinary path warns about the line
     assert builder.summarize(str(path)).rows[1]["warnings"]
+
+
+def test_a_long_trajectory_with_rejected_calls_gives_the_ordinary_row(tmp_path):
+    doc = _generated(1)[0]
+    exit_message = doc["messages"].pop()
+    for n in range(150):
+        doc["messages"].append({"role": "assistant", "content": f"step {n}", "extra": {"cost": 0.001, "timestamp": n}})
+        if n % 7 == 3:  # a second result, and a rejected call's format error
+            doc["messages"].append({"role": "tool", "content": "<returncode>1</returncode>", "extra": {}})
+            doc["messages"].append({"role": "user", "content": "Please always provide EXACTLY ONE action",
+                                    "extra": {"interrupt_type": "FormatError", "timestamp": n + 0.5}})
+        doc["messages"].append({"role": "tool", "content": f"<returncode>{n % 3}</returncode>\n<output>x</output>"})
+    doc["messages"].append(exit_message)
+    assert _same_rows(tmp_path, [doc, *_generated(2)])
+    assert _frame(tmp_path / "fast")["num_actions"].iloc[0] > 150

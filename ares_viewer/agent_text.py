@@ -18,6 +18,8 @@ import re
 _BASH_BLOCK = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.DOTALL)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _ELIDED_CHARS = re.compile(r"<elided_chars>\s*(\d+)\s*characters elided\s*</elided_chars>")
+# Where an observation's return code is looked for: its opening characters.
+RETURNCODE_WITHIN = 200
 _SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 
 
@@ -88,7 +90,7 @@ def _between(text: str, open_tag: str, close_tag: str) -> str | None:
 
 def returncode(text: str) -> int | None:
     """Just the return code of an observation message (None when it records none)."""
-    match = _RETURNCODE.search(text, 0, 200)
+    match = _RETURNCODE.search(text, 0, RETURNCODE_WITHIN)
     return int(match.group(1)) if match else None
 
 

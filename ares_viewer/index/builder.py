@@ -1,10 +1,11 @@
 """Building a run's index: the files that are new or changed are summarized into new partitions.
 
 Files are read in batches; each batch becomes one partition, written by whoever summarized it (a worker
-process when the run is large enough for that to pay), so rows never travel between processes. JSON Lines
-files of the formats in ``FAST_PATHS`` go through DuckDB's JSON reader (``fast_jsonl``), which reads them on
-every core in this process (DuckDB is never used in a forked child: a fork inherits its threads' state
-half-copied); any file it does not take is read the ordinary way (``formats.summarize_file``).
+process when the run is large enough for that to pay), so rows never travel between processes. Tinker,
+Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
+``fast_mini``), which reads them on every core in this process (DuckDB is never used in a forked child: a fork
+inherits its threads' state half-copied); any file it does not take is read the ordinary way
+(``formats.summarize_file``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import orjson
 
 from ares_viewer import formats, sources
-from ares_viewer.index import fast_jsonl, fast_ray, fast_tinker, store
+from ares_viewer.index import fast_jsonl, fast_mini, fast_ray, fast_tinker, store
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
 
 
 # Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
-FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC)
+FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC, fast_mini.SPEC)
 
 
 def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int

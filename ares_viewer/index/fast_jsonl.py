@@ -1,14 +1,15 @@
 """JSON Lines files read by DuckDB's JSON reader: the plumbing every format's fast path shares.
 
-A format's fast path (``fast_tinker``, ``fast_ray``) is a ``Spec``: which adapter's files it takes, how it loads
-a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd`` column) and
-the SELECT of their index rows. This module picks the files (local JSON Lines files whose first line the adapter
-sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches; DuckDB reads each on every
-core, in the calling process), writes each batch as one partition and sends the files it does not take to the
-ordinary path: a batch DuckDB cannot read is retried file by file, and a file with an odd row is left whole to
-the ordinary path, whose errors and warnings are then the file's. It also holds what the specs share: reading
-JSON values kept as JSON text (``number``, ``integer``, ``count``, ``string``) and the rewrites and command
-results of consecutive contexts (``context_pairs``).
+A format's fast path (``fast_tinker``, ``fast_ray``, ``fast_mini``) is a ``Spec``: which adapter's files it
+takes, how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an
+``odd`` column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose
+first line the adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches; DuckDB
+reads each on every core, in the calling process), writes each batch as one partition and sends the files it does
+not take to the ordinary path: a batch DuckDB cannot read is retried file by file, and a file with an odd row is
+left whole to the ordinary path, whose errors and warnings are then the file's. It also holds what the specs
+share: reading JSON values kept as JSON text (``number``, ``integer``, ``count``, ``string``), the rewrites and
+command results of consecutive contexts (``context_pairs``) and the result texts that record a failed command
+(``failed_results``).
 """
 
 from __future__ import annotations
@@ -225,17 +226,21 @@ def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str) -> None:
 
     Only the distinct result texts that hold a return code are read in Python, by ``chat.command_result``."""
     con.execute(_PAIRS.replace("$contexts", contexts))
-    bodies = [row[0] for row in con.execute(
-        "SELECT DISTINCT body FROM pairs WHERE contains(body, '<returncode>') OR contains(body, '<output')"
-    ).fetchall()]
-    failed = [b for b in bodies if chat.command_result({"content": b}).returncode not in (None, 0)]
-    register(con, "failed_results", {"body": pa.array(failed, pa.string())})
+    failed_results(con, "SELECT DISTINCT body FROM pairs WHERE contains(body, '<returncode>')")
     con.execute("""
         CREATE OR REPLACE TEMP TABLE pair_counts AS
         SELECT rid, bool_or(irregular) AS irregular,
                count(*) FILTER (WHERE body IN (SELECT body FROM failed_results)) AS nonzero
         FROM pairs GROUP BY rid""")
     con.unregister("failed_results")
+
+
+def failed_results(con: duckdb.DuckDBPyConnection, bodies: str) -> None:
+    """Table ``failed_results`` (``body``): the result texts among those the SELECT ``bodies`` gives (one column,
+    distinct) whose return code is not 0, read by ``chat.command_result``; unregister it when done."""
+    texts = [row[0] for row in con.execute(bodies).fetchall()]
+    failed = [b for b in texts if chat.command_result({"content": b}).returncode not in (None, 0)]
+    register(con, "failed_results", {"body": pa.array(failed, pa.string())})
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, pa.Array]) -> None:

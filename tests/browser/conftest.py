@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pathlib
 import socket
@@ -124,8 +125,23 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(20_000)
+    page.goto = functools.partial(_goto, page.goto)
     yield page
     context.close()
+
+
+def _goto(goto, url: str, **kwargs):
+    """``page.goto``, again when Chromium aborted the load because the host's network interfaces changed (the
+    Docker engine adds and removes a container's interface at any moment; the server on 127.0.0.1 is fine)."""
+    from playwright.sync_api import Error
+
+    for attempt in range(3):
+        try:
+            return goto(url, **kwargs)
+        except Error as exc:
+            if "ERR_NETWORK_CHANGED" not in str(exc) or attempt == 2:
+                raise
+    return None
 
 
 def _wait_idle(page) -> None:

@@ -133,8 +133,15 @@ def test_the_episode_chooser_finds_an_episode_by_typed_text(page, app_url, sampl
     page.get_by_role("textbox", name="Find").press("Enter")
     expect(page.get_by_text("No episode matches")).to_have_count(0)
     wait_idle(page)
-    chooser.click()
     options = page.get_by_role("option")
+    for _ in range(5):  # a list opened just before the rerun that narrows it closes again: open it once more
+        chooser.click()
+        try:
+            expect(options).to_have_count(2, timeout=5_000)
+            break
+        except AssertionError:
+            page.keyboard.press("Escape")
+            wait_idle(page)
     expect(options).to_have_count(2)
     options.filter(has_text=PAGER_SHORT[:8]).click()
     expect(page).to_have_url(re.compile(rf"[?&]episode={PAGER_SHORT}(&|$)"))

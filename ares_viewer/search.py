@@ -1,16 +1,32 @@
 """Find text in the reasoning, thoughts, commands and outputs of a run's episodes, and in their task and system
 prompts.
 
-``hits`` is a generator: it opens one episode at a time and stops after ``limit`` hits, so a search
-over a large run costs what the caller reads, not what the run holds.
+A search goes file by file in run order and parses only what may match. The raw bytes are searched first
+(``jsonbytes``: every way JSON may spell the query, in either case unless asked): a file, or a line of a JSON
+Lines file, whose bytes cannot hold the query is never parsed; the lines that can are parsed with their format's
+ordinary reader and searched episode by episode, so the hits are exactly those of searching every episode.
+
+The byte test asks for a plain query's *words* (split at whitespace, where a reader may join two strings of the
+file with a newline or a space). A word a reader may write itself is not asked for (a number, which may be the
+count in the marker of elided output, and the marker's words); records whose text a reader may glue together
+from several strings with nothing between them are always parsed (message content or a tool call's arguments
+given as a list of parts, an object or another value that is not text). A query with no usable word, and a
+regular expression, parse every episode, each file once, a chunk of records at a time.
+
+``Search`` streams hits with counts of the files and episodes searched so far, stops at a limit or a time
+budget, and continues from where it stopped; ``hits`` is the simple generator over it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
+
+from ares_viewer import jsonbytes, sources
+from ares_viewer.formats import decoding
 
 if TYPE_CHECKING:
     from ares_viewer import model
@@ -132,9 +148,169 @@ def group_by_episode(found: Iterable[Hit]) -> list[tuple[str, list[Hit]]]:
     return list(groups.items())
 
 
+# A word a reader may write itself rather than read off one string of the file: a number (the count of elided
+# characters) or a piece of the marker of elided output; and a character that stands for unreadable bytes.
+_MARKER_WORDS = ("[...", "characters", "elided", "...]")
+# Records whose text a reader may glue together from several strings with nothing between them: message content
+# (or a tool call's arguments) that is a list of parts, an object or another value that is not text, and a
+# message that is itself a list.
+_GLUED = re.compile(rb'"(?:content|message|arguments|text|thinking)"\s*:\s*[^\s"n]|\[\s*\[')
+_CHUNK_LINES = 256  # records parsed at a time: memory stays bounded by a chunk, not a file
+
+
+def _usable(word: str) -> bool:
+    folded = word.casefold()
+    return not (word.isdigit() or "\ufffd" in word or any(folded in marker for marker in _MARKER_WORDS))
+
+
+def byte_patterns(query: str, *, regex: bool = False, case: bool = False) -> list[re.Pattern[bytes]] | None:
+    """The byte patterns a file's (or a JSON Lines record's) raw bytes must all match to hold a hit of ``query``,
+    longest word first; None when no byte test is sound (a regular expression, or no usable word)."""
+    if regex:
+        return None
+    words = sorted({w for w in query.split() if _usable(w)}, key=len, reverse=True)
+    return [jsonbytes.pattern(w, case=case) for w in words] or None
+
+
+@dataclasses.dataclass
+class Progress:
+    """How far a search got.
+
+    Attributes:
+        files, episodes: what the run holds.
+        files_searched: files searched to their end.
+        episodes_searched: the episodes of those files.
+        episodes_parsed: the episodes that were parsed (the others' bytes could not hold the query).
+        hits: hits found so far.
+        stopped: ``"limit"`` or ``"time"`` when the last call stopped early (``Search.hits`` continues), None
+            when the search reached the end of the run.
+        errors: ``path: reason`` of files that could not be read.
+    """
+
+    files: int = 0
+    episodes: int = 0
+    files_searched: int = 0
+    episodes_searched: int = 0
+    episodes_parsed: int = 0
+    hits: int = 0
+    stopped: str | None = None
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.stopped is None and self.files_searched >= self.files
+
+
+class Search:
+    """One search over a run, file by file in run order, that stops at a limit or a time budget and continues.
+
+    Raises:
+        ValueError: for an empty query, an unknown field, or an invalid regular expression.
+    """
+
+    def __init__(self, run: Run, query: str, *, regex: bool = False, case: bool = False,
+                 fields: Iterable[str] = FIELDS) -> None:
+        self.pattern = _checked(query, regex, case, fields)
+        self.fields = tuple(fields)
+        self.byte_patterns = byte_patterns(query, regex=regex, case=case)
+        self._run = run
+        self._files = run.files()
+        self.progress = Progress(files=len(self._files), episodes=sum(n for _, n in self._files))
+        # Where to go on: the file, how many of its episodes to search were searched, hits of the next one given.
+        self._at = (0, 0, 0)
+
+    def hits(self, *, limit: int | None = None, seconds: float | None = None) -> Iterator[Hit]:
+        """Hits from where the last call stopped, until ``limit`` more were given or ``seconds`` passed (between
+        two episodes; at least one episode is searched). ``progress`` says how far it got."""
+        progress = self.progress
+        progress.stopped = None
+        deadline = None if seconds is None else time.monotonic() + seconds
+        given = 0
+        while self._at[0] < len(self._files):
+            index, done, skip = self._at
+            path, count = self._files[index]
+            for position, episode in enumerate(self._episodes_to_search(path)):
+                if position < done:
+                    continue
+                found = list(episode_hits(episode, self.pattern, self.fields))[skip:]
+                for n, hit in enumerate(found, start=1):
+                    yield hit
+                    given += 1
+                    progress.hits += 1
+                    if limit is not None and given >= limit:
+                        self._at = (index, position, skip + n) if n < len(found) else (index, position + 1, 0)
+                        progress.stopped = "limit"
+                        return
+                skip = 0
+                self._at = (index, position + 1, 0)
+                if deadline is not None and time.monotonic() >= deadline:
+                    progress.stopped = "time"
+                    return
+            self._at = (index + 1, 0, 0)
+            progress.files_searched += 1
+            progress.episodes_searched += count
+            if deadline is not None and time.monotonic() >= deadline and self._at[0] < len(self._files):
+                progress.stopped = "time"
+                return
+
+    def _episodes_to_search(self, path: str) -> Iterator[model.Episode]:
+        """The episodes of one file whose bytes may hold the query, parsed a chunk of records at a time."""
+        try:
+            data = sources.read_bytes(path)
+        except (OSError, ValueError) as exc:
+            self.progress.errors.append(f"{path}: {exc}")
+            return
+        lines = self._candidate_lines(data) if decoding.is_json_lines(data) else None
+        if self.byte_patterns is not None and lines is None and not self._may_hold(data):
+            return  # a whole document that cannot hold the query
+        if lines is None:
+            chunks: list[list[int] | None] = [None]
+        else:
+            chunks = [lines[i:i + _CHUNK_LINES] for i in range(0, len(lines), _CHUNK_LINES)]
+        for chunk in chunks:
+            for episode in self._run.file_episodes(path, data, chunk):
+                self.progress.episodes_parsed += 1
+                yield episode
+
+    def _may_hold(self, data: bytes) -> bool:
+        return bool(_GLUED.search(data)) or all(p.search(data) for p in self.byte_patterns or ())
+
+    def _candidate_lines(self, data: bytes) -> list[int]:
+        """The 1-based numbers of the JSON Lines records whose bytes may hold the query (every line without a
+        byte test)."""
+        if self.byte_patterns is None:
+            return list(range(1, data.count(b"\n") + 2))
+        first, *others = self.byte_patterns
+        found: set[int] = set()
+        for pattern, every in ((first, others), (_GLUED, ())):
+            line, at, last_end = 1, 0, -1
+            for match in pattern.finditer(data):
+                start = match.start()
+                if start < last_end:
+                    continue  # the same line as the previous match
+                line += data.count(b"\n", at, start)
+                at = start
+                begin = data.rfind(b"\n", 0, start) + 1
+                end = data.find(b"\n", start)
+                last_end = len(data) if end < 0 else end
+                if all(p.search(data, begin, last_end) for p in every):
+                    found.add(line)
+        return sorted(found)
+
+
+def _checked(query: str, regex: bool, case: bool, fields: Iterable[str]) -> re.Pattern[str]:
+    if not query:
+        raise ValueError("empty query")
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}; choose from {FIELDS}")
+    return compile_pattern(query, regex=regex, case=case)
+
+
 def hits(run: Run, query: str, *, regex: bool = False, case: bool = False, fields: Iterable[str] = FIELDS,
          limit: int = 200, episode_ids: Iterable[str] | None = None) -> Iterator[Hit]:
-    """Matches of ``query`` across a run, at most ``limit`` of them.
+    """Matches of ``query`` across a run, in run order, at most ``limit`` of them (see ``Search``, which also
+    continues, keeps a time budget and counts what it searched).
 
     Args:
         run: the run to search.
@@ -143,22 +319,20 @@ def hits(run: Run, query: str, *, regex: bool = False, case: bool = False, field
         case: match case exactly.
         fields: which parts of a step to search.
         limit: stop after this many hits.
-        episode_ids: search only these episodes (all of the run when None).
+        episode_ids: search only these episodes, in this order, one by one (all of the run when None).
 
     Raises:
         ValueError: for an empty query, an unknown field, or an invalid regular expression.
     """
-    if not query:
-        raise ValueError("empty query")
     fields = tuple(fields)
-    unknown = set(fields) - set(FIELDS)
-    if unknown:
-        raise ValueError(f"unknown field(s) {sorted(unknown)}; choose from {FIELDS}")
-    pattern = compile_pattern(query, regex=regex, case=case)
+    if episode_ids is None:
+        yield from Search(run, query, regex=regex, case=case, fields=fields).hits(limit=limit)
+        return
+    pattern = _checked(query, regex, case, fields)
     count = 0
-    for episode_id in run.episode_ids if episode_ids is None else episode_ids:
+    for episode_id in episode_ids:
         for hit in episode_hits(run.episode(episode_id), pattern, fields):
-            yield hit
-            count += 1
             if count >= limit:
                 return
+            yield hit
+            count += 1

@@ -154,7 +154,9 @@ _MARKER_WORDS = ("[...", "characters", "elided", "...]")
 # Records whose text a reader may glue together from several strings with nothing between them: message content
 # (or a tool call's arguments) that is a list of parts, an object or another value that is not text, and a
 # message that is itself a list.
-_GLUED = re.compile(rb'"(?:content|message|arguments|text|thinking)"\s*:\s*[^\s"n]|\[\s*\[')
+_GLUED = (*(re.compile(rb'"%s"\s*:\s*[^\s"n]' % key) for key in (b"content", b"message", b"arguments", b"text",
+                                                                   b"thinking")),
+          re.compile(rb"\[\s*\["))
 _CHUNK_LINES = 256  # records parsed at a time: memory stays bounded by a chunk, not a file
 
 
@@ -163,13 +165,31 @@ def _usable(word: str) -> bool:
     return not (word.isdigit() or "\ufffd" in word or any(folded in marker for marker in _MARKER_WORDS))
 
 
-def byte_patterns(query: str, *, regex: bool = False, case: bool = False) -> list[re.Pattern[bytes]] | None:
-    """The byte patterns a file's (or a JSON Lines record's) raw bytes must all match to hold a hit of ``query``,
-    longest word first; None when no byte test is sound (a regular expression, or no usable word)."""
-    if regex:
-        return None
-    words = sorted({w for w in query.split() if _usable(w)}, key=len, reverse=True)
-    return [jsonbytes.pattern(w, case=case) for w in words] or None
+class ByteTest:
+    """What a file's (or a JSON Lines record's) raw bytes must hold to hold a hit of a plain query: each usable
+    word in one of its JSON spellings (longest word first)."""
+
+    def __init__(self, words: list[str], *, case: bool) -> None:
+        self.words = sorted(set(words), key=len, reverse=True)
+        self.case = case
+        self.patterns = [jsonbytes.pattern(w, case=case) for w in self.words]
+        # Bytes that are all ASCII without a \u escape can spell a printable ASCII word only as itself (the other
+        # case-folded forms are not ASCII): a literal search, on lowered bytes unless ``case``, is faster.
+        plain = all(w.isascii() and w.isprintable() and not set(w) & set('"\\/') for w in self.words)
+        self.literals = [re.compile(re.escape((w if case else w.lower()).encode())) for w in self.words] if plain \
+            else None
+
+    @classmethod
+    def of(cls, query: str, *, regex: bool = False, case: bool = False) -> ByteTest | None:
+        """The test for a query, or None when no byte test is sound (a regular expression, or no usable word)."""
+        words = [] if regex else [w for w in query.split() if _usable(w)]
+        return cls(words, case=case) if words else None
+
+    def view(self, data: bytes) -> tuple[bytes, list[re.Pattern[bytes]]]:
+        """The bytes to search (the same length and lines as ``data``) and the patterns to search them with."""
+        if self.literals is not None and data.isascii() and b"\\u" not in data:
+            return (data if self.case else data.lower()), self.literals
+        return data, self.patterns
 
 
 @dataclasses.dataclass
@@ -212,7 +232,7 @@ class Search:
                  fields: Iterable[str] = FIELDS) -> None:
         self.pattern = _checked(query, regex, case, fields)
         self.fields = tuple(fields)
-        self.byte_patterns = byte_patterns(query, regex=regex, case=case)
+        self.byte_test = ByteTest.of(query, regex=regex, case=case)
         self._run = run
         self._files = run.files()
         self.progress = Progress(files=len(self._files), episodes=sum(n for _, n in self._files))
@@ -261,7 +281,7 @@ class Search:
             self.progress.errors.append(f"{path}: {exc}")
             return
         lines = self._candidate_lines(data) if decoding.is_json_lines(data) else None
-        if self.byte_patterns is not None and lines is None and not self._may_hold(data):
+        if self.byte_test is not None and lines is None and not self._may_hold(data):
             return  # a whole document that cannot hold the query
         if lines is None:
             chunks: list[list[int] | None] = [None]
@@ -273,29 +293,36 @@ class Search:
                 yield episode
 
     def _may_hold(self, data: bytes) -> bool:
-        return bool(_GLUED.search(data)) or all(p.search(data) for p in self.byte_patterns or ())
+        assert self.byte_test is not None
+        view, patterns = self.byte_test.view(data)
+        return any(p.search(data) for p in _GLUED) or all(p.search(view) for p in patterns)
 
     def _candidate_lines(self, data: bytes) -> list[int]:
         """The 1-based numbers of the JSON Lines records whose bytes may hold the query (every line without a
         byte test)."""
-        if self.byte_patterns is None:
+        if self.byte_test is None:
             return list(range(1, data.count(b"\n") + 2))
-        first, *others = self.byte_patterns
-        found: set[int] = set()
-        for pattern, every in ((first, others), (_GLUED, ())):
-            line, at, last_end = 1, 0, -1
-            for match in pattern.finditer(data):
-                start = match.start()
-                if start < last_end:
-                    continue  # the same line as the previous match
-                line += data.count(b"\n", at, start)
-                at = start
-                begin = data.rfind(b"\n", 0, start) + 1
-                end = data.find(b"\n", start)
-                last_end = len(data) if end < 0 else end
-                if all(p.search(data, begin, last_end) for p in every):
-                    found.add(line)
+        view, (first, *others) = self.byte_test.view(data)
+        found = set()
+        for line, begin, end in _lines_at(data, [m.start() for m in first.finditer(view)]):
+            if all(p.search(view, begin, end) for p in others):
+                found.add(line)
+        glued = sorted(m.start() for pattern in _GLUED for m in pattern.finditer(data))
+        found.update(line for line, _, _ in _lines_at(data, glued))
         return sorted(found)
+
+
+def _lines_at(data: bytes, offsets: list[int]) -> Iterator[tuple[int, int, int]]:
+    """The lines holding these offsets (in order): number (from 1), where each begins and ends, each once."""
+    line, at, end = 1, 0, -1
+    for offset in offsets:
+        if offset < end:
+            continue  # the line of the previous offset
+        line += data.count(b"\n", at, offset)
+        at = offset
+        found = data.find(b"\n", offset)
+        end = len(data) if found < 0 else found
+        yield line, data.rfind(b"\n", 0, offset) + 1, end
 
 
 def _checked(query: str, regex: bool, case: bool, fields: Iterable[str]) -> re.Pattern[str]:

@@ -236,42 +236,46 @@ class Search:
         self._run = run
         self._files = run.files()
         self.progress = Progress(files=len(self._files), episodes=sum(n for _, n in self._files))
-        # Where to go on: the file, how many of its episodes to search were searched, hits of the next one given.
-        self._at = (0, 0, 0)
+        # Where the search stands: the episodes still to come (``None`` between two files, to look at the clock),
+        # and the hits of the current episode not given yet. A suspended generator holds one file's bytes at most.
+        self._episodes: Iterator[model.Episode | None] = self._walk()
+        self._pending: Iterator[Hit] = iter(())
 
     def hits(self, *, limit: int | None = None, seconds: float | None = None) -> Iterator[Hit]:
-        """Hits from where the last call stopped, until ``limit`` more were given or ``seconds`` passed (between
-        two episodes; at least one episode is searched). ``progress`` says how far it got."""
+        """Hits from where the last call stopped, until ``limit`` more were given or ``seconds`` passed (looked
+        at between two episodes and between two files; each call gets at least one file or episode further).
+        ``progress`` says how far it got and why it stopped."""
         progress = self.progress
         progress.stopped = None
         deadline = None if seconds is None else time.monotonic() + seconds
         given = 0
-        while self._at[0] < len(self._files):
-            index, done, skip = self._at
-            path, count = self._files[index]
-            for position, episode in enumerate(self._episodes_to_search(path)):
-                if position < done:
-                    continue
-                found = list(episode_hits(episode, self.pattern, self.fields))[skip:]
-                for n, hit in enumerate(found, start=1):
-                    yield hit
-                    given += 1
-                    progress.hits += 1
-                    if limit is not None and given >= limit:
-                        self._at = (index, position, skip + n) if n < len(found) else (index, position + 1, 0)
-                        progress.stopped = "limit"
-                        return
-                skip = 0
-                self._at = (index, position + 1, 0)
-                if deadline is not None and time.monotonic() >= deadline:
-                    progress.stopped = "time"
+        moved = False
+        while True:
+            hit = next(self._pending, None)
+            if hit is not None:
+                yield hit
+                given += 1
+                progress.hits += 1
+                if limit is not None and given >= limit:
+                    progress.stopped = "limit"
                     return
-            self._at = (index + 1, 0, 0)
-            progress.files_searched += 1
-            progress.episodes_searched += count
-            if deadline is not None and time.monotonic() >= deadline and self._at[0] < len(self._files):
+                continue
+            if moved and deadline is not None and time.monotonic() >= deadline:
                 progress.stopped = "time"
                 return
+            episode = next(self._episodes, False)
+            if episode is False:
+                return  # the end of the run
+            moved = True
+            if episode is not None:
+                self._pending = episode_hits(episode, self.pattern, self.fields)
+
+    def _walk(self) -> Iterator[model.Episode | None]:
+        for path, count in self._files:
+            yield from self._episodes_to_search(path)
+            self.progress.files_searched += 1
+            self.progress.episodes_searched += count
+            yield None
 
     def _episodes_to_search(self, path: str) -> Iterator[model.Episode]:
         """The episodes of one file whose bytes may hold the query, parsed a chunk of records at a time."""

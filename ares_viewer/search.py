@@ -253,9 +253,9 @@ class Search:
         while True:
             hit = next(self._pending, None)
             if hit is not None:
-                yield hit
                 given += 1
                 progress.hits += 1
+                yield hit
                 if limit is not None and given >= limit:
                     progress.stopped = "limit"
                     return

@@ -11,6 +11,7 @@ arguments) holds them as JSON syntax.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 
@@ -45,10 +46,8 @@ def _escaped(char: str) -> bytes:
 
 def _spellings(char: str) -> list[bytes]:
     forms = [_escaped(char)]
-    try:
+    with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate is only ever written escaped
         forms.append(re.escape(char.encode("utf-8")))
-    except UnicodeEncodeError:  # a lone surrogate is only ever written escaped
-        pass
     if char in _SHORT:
         forms.append(re.escape(_SHORT[char].encode()))
     return forms

@@ -41,7 +41,8 @@ def _special_rollout(iteration: int, group: int, traj: int) -> dict:
         prompt[0]["content"] = f"You are the rare-system-prompt tutor #{group}."
         prompt[1]["content"] = f"A question only the task has: quokka{group}\nsecond line\ttabbed"
     if traj == 4:
-        said["content"] = "Line one\nline two </output> <returncode>1</returncode> a/b 1e5 [... 3 characters elided ...]"
+        said["content"] = ("Line one\nline two </output> <returncode>1</returncode> a/b 1e5 "
+                           "[... 3 characters elided ...]")
     return doc
 
 

@@ -10,8 +10,9 @@ The byte test asks for a plain query's *words* (split at whitespace, where a rea
 file with a newline or a space). A word a reader may write itself is not asked for (a number, which may be the
 count in the marker of elided output, and the marker's words); records whose text a reader may glue together
 from several strings with nothing between them are always parsed (message content or a tool call's arguments
-given as a list of parts, an object or another value that is not text). A query with no usable word, and a
-regular expression, parse every episode, each file once, a chunk of records at a time.
+given as a list of parts, an object or another value that is not text). A regular expression is tested for the
+plain characters its top-level sequence requires. A query with no usable word parses every episode, each file
+once, a chunk of records at a time.
 
 ``Search`` streams hits with counts of the files and episodes searched so far, stops at a limit or a time
 budget, and continues from where it stopped; ``hits`` is the simple generator over it.
@@ -181,8 +182,14 @@ class ByteTest:
 
     @classmethod
     def of(cls, query: str, *, regex: bool = False, case: bool = False) -> ByteTest | None:
-        """The test for a query, or None when no byte test is sound (a regular expression, or no usable word)."""
-        words = [] if regex else [w for w in query.split() if _usable(w)]
+        """The test for a query, or None when no byte test is sound (no usable word)."""
+        if regex:
+            found = _required_text(query)
+            if found is None:
+                return None
+            query, ignoring_case = found
+            case = case and not ignoring_case
+        words = [w for w in query.split() if _usable(w)]
         return cls(words, case=case) if words else None
 
     def view(self, data: bytes) -> tuple[bytes, list[re.Pattern[bytes]]]:
@@ -190,6 +197,21 @@ class ByteTest:
         if self.literals is not None and data.isascii() and b"\\u" not in data:
             return (data if self.case else data.lower()), self.literals
         return data, self.patterns
+
+
+def _required_text(expression: str) -> tuple[str, bool] | None:
+    """The literal text every match of a regular expression holds (its top-level runs of plain characters, joined
+    by spaces: each is required, in order), and whether it sets its own ``(?i)``; None when ``re`` cannot say."""
+    try:
+        from re import _parser  # the parser ``re`` itself compiles with (a private module: any failure means None)
+
+        parsed = _parser.parse(expression)
+        runs: list[str] = []
+        for op, value in parsed:  # a top-level sequence: a match holds each item in turn
+            runs.append(chr(value) if op is _parser.LITERAL else " ")
+        return "".join(runs), bool(parsed.state.flags & re.IGNORECASE)
+    except Exception:
+        return None
 
 
 @dataclasses.dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pathlib
 import random
+import re
 
 import pytest
 
@@ -73,8 +74,11 @@ def test_plain_queries_find_what_every_episode_finds(special_run, query, case):
     assert found(special_run, query, case=case) == reference(special_run, query, case=case)
 
 
-@pytest.mark.parametrize("query", [r"quokka\d+", r"d[ée]j[àa]", r"\\new", r"answer is \\boxed\{\d+\}", r"^Line"])
+@pytest.mark.parametrize("query", [r"quokka\d+", r"d[ée]j[àa]", r"\\new", r"answer is \\boxed\{\d+\}", r"^Line",
+                                   r"(?i)DÉJÀ vu", r'(?x) said \s "', r"kk\w", r"STRASSE|straße", r"the ans(?=wer)",
+                                   r"line\ttabbed", r"rare-system-\w+ tutor #\d"])
 def test_regex_queries_find_what_every_episode_finds(special_run, query):
+    """A regular expression is tested for the literal text its top level requires."""
     for case in (False, True):
         assert found(special_run, query, regex=True, case=case) == reference(special_run, query, regex=True, case=case)
 
@@ -110,3 +114,5 @@ def test_pieces_of_the_runs_own_text(location, special_run):
     for query in _text_samples(run, rng, 25):
         for case in (False, True):
             assert found(run, query, case=case) == reference(run, query, case=case), query
+        as_regex = re.escape(query)  # the literal text a regular expression's byte test asks for
+        assert found(run, as_regex, regex=True) == reference(run, as_regex, regex=True), query

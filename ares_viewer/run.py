@@ -14,7 +14,7 @@ import re
 import shutil
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import duckdb
@@ -288,19 +288,56 @@ class Run:
         found = [e for e in result.episodes if e.episode_id == original]
         if not found:
             raise KeyError(f"{path} no longer holds episode {original!r}; reopen the run")
-        episode = found[0]
+        return self._open.put(episode_id, self._as_listed(episode_id, path, found[0]))
+
+    def _as_listed(self, key: str, path: str, episode: model.Episode) -> model.Episode:
+        """A parsed episode as the run lists it: its harbor trial, its key, a report's verdict."""
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
             episode = harbor.with_trial(episode, trial)
-        if original != episode_id:  # a repeated id: the episode answers to the key the run lists it under
-            episode = dataclasses.replace(episode, episode_id=episode_id)
+        if episode.episode_id != key:  # a repeated id: the episode answers to the key the run lists it under
+            episode = dataclasses.replace(episode, episode_id=key)
         given = verdicts.reward_for(episode.format, episode.task_name, episode.total_reward, episode.path,
                                     self._verdicts)
         if given is not None:
             reward, verdict, report = given
             episode = dataclasses.replace(episode, total_reward=reward,
                                           metadata={**episode.metadata, "verdict": verdict, "verdict_report": report})
-        return self._open.put(episode_id, episode)
+        return episode
+
+    def files(self) -> list[tuple[str, int]]:
+        """The run's episode files in run order, each with how many episodes the run lists from it."""
+        return [(p, int(n)) for p, n in self._ask(
+            "rows", "SELECT path, count(*) FROM episodes GROUP BY path ORDER BY path")]
+
+    def file_episodes(self, path: str, data: bytes | None = None,
+                      lines: Collection[int] | None = None) -> Iterator[model.Episode]:
+        """The episodes of one of the run's files in run order, each what ``episode(id)`` gives for its id.
+
+        Args:
+            path: a file of the run (see ``files``).
+            data: its bytes, when already read.
+            lines: of a JSON Lines file, read only these records (1-based line numbers); the other lines are
+                not decoded. A run whose episode ids repeat reads the whole file (a repeated id answers with its
+                first record in the file, as ``episode`` does).
+        """
+        data = sources.read_bytes(path) if data is None else data
+        if self.table.originals:
+            keys = [k for (k,) in self._ask("rows", "SELECT episode_id FROM episodes WHERE path = ? ORDER BY _seq",
+                                            [path])]
+            first: dict[str, model.Episode] = {}
+            for episode in formats.read_file(path, data).episodes:
+                first.setdefault(episode.episode_id, episode)
+            for key in dict.fromkeys(keys):
+                episode = first.get(self.table.originals.get(key, key))
+                if episode is not None:
+                    yield self._as_listed(key, path, episode)
+            return
+        seen: set[str] = set()
+        for episode in formats.read_file(path, data, lines=lines).episodes:
+            if episode.episode_id not in seen:
+                seen.add(episode.episode_id)
+                yield self._as_listed(episode.episode_id, path, episode)
 
     def other_attempt(self, episode_id: str) -> str | None:
         """The best other attempt at the same task, or None when there is none.

@@ -12,6 +12,7 @@ or "something else" out.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from typing import Any
 
 from ares_viewer import jsondecode, model, verdicts
@@ -71,9 +72,10 @@ def _content_error(exc: Exception) -> str:
     return f"unexpected content ({type(exc).__name__}: {exc})"
 
 
-def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None) -> FileResult:
+def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
+          lines: Collection[int] | None = None) -> FileResult:
     try:
-        records, errors = decoding.decode(path, data)
+        records, errors = decoding.decode(path, data, lines)
     except jsondecode.DecodeError as exc:
         return FileResult(errors=(str(exc),))
     except RecursionError:
@@ -92,6 +94,8 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None) ->
     rows: list[EpisodeRow] = []
     episodes: list[model.Episode] = []
     for record in records:
+        if lines is not None and record.unit == "line" and record.number not in lines:
+            continue  # read only to tell the format
         try:
             if wanted is not None and adapter.episode_id(record.value, path, record.number) != wanted:
                 continue
@@ -116,13 +120,15 @@ def _line_order(error: str) -> int:
     return int(words[1]) if len(words) == 2 and words[1].isdigit() else 0
 
 
-def read_file(path: str, data: bytes, *, episode_id: str | None = None) -> FileResult:
-    """Read one file's bytes into episodes (only the one named ``episode_id`` when given).
+def read_file(path: str, data: bytes, *, episode_id: str | None = None,
+              lines: Collection[int] | None = None) -> FileResult:
+    """Read one file's bytes into episodes (only the one named ``episode_id`` when given; of a JSON Lines file,
+    only the records on ``lines``, 1-based line numbers, when given: the other lines are not decoded).
 
     Undecodable JSON is an error (the file may be a half-written episode); valid JSON that no
     adapter recognizes is skipped, unless its name is that of a format's files, which makes it an error.
     """
-    return _read(path, data, summaries=False, wanted=episode_id)
+    return _read(path, data, summaries=False, wanted=episode_id, lines=lines)
 
 
 def summarize_file(path: str, data: bytes) -> FileResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Collection
 from typing import Any
 
 from ares_viewer import jsondecode
@@ -30,7 +31,9 @@ class Record:
         return "" if self.number is None else f"{self.unit} {self.number}: "
 
 
-def _lines(data: bytes) -> tuple[list[Record], list[str]]:
+def _lines(data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[str]]:
+    if only is not None:
+        return _some_lines(data, only)
     records, errors = [], []
     for number, item in jsondecode.decode_lines(data):
         if isinstance(item, jsondecode.DecodeError):
@@ -38,6 +41,29 @@ def _lines(data: bytes) -> tuple[list[Record], list[str]]:
         else:
             records.append(Record(item.value, number, "line", item.warnings))
     return records, errors
+
+
+def _some_lines(data: bytes, only: Collection[int]) -> tuple[list[Record], list[str]]:
+    """The lines ``only`` names, after the first readable line (whose record says which format the file is)."""
+    records: list[Record] = []
+    errors: list[str] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if (records and number not in only) or not line.strip():
+            continue
+        try:
+            item = jsondecode.decode(line)
+        except jsondecode.DecodeError as exc:
+            if number in only:
+                errors.append(f"line {number}: {exc}")
+            continue
+        records.append(Record(item.value, number, "line", item.warnings))
+    return records, errors
+
+
+def is_json_lines(data: bytes) -> bool:
+    """Whether ``decode`` reads these bytes line by line, judged by the first line alone (a record followed by
+    more). A file whose first line is corrupt may still be read line by line (see ``decode``)."""
+    return _first_line_is_record(data)
 
 
 def _first_line_is_record(data: bytes) -> bool:
@@ -55,24 +81,25 @@ def _first_line_is_record(data: bytes) -> bool:
         return False
 
 
-def decode(path: str, data: bytes) -> tuple[list[Record], list[str]]:
+def decode(path: str, data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[str]]:
     """The file's records and its per-line decoding errors; the content decides JSON vs JSON Lines.
 
     The first line alone says which it is, so a large pretty-printed or truncated document is never
-    decoded line by line.
+    decoded line by line. ``only``: of JSON Lines, decode just these (1-based) line numbers, plus the first
+    readable line (the caller reads the format from ``records[0]``); a whole document is decoded whole.
 
     Raises:
         jsondecode.DecodeError: when nothing in the file is readable.
     """
     if _first_line_is_record(data):
-        return _lines(data)  # JSON Lines, also in a file named .json
+        return _lines(data, only)  # JSON Lines, also in a file named .json
     try:
         decoded = jsondecode.decode(data)
     except jsondecode.DecodeError:
         if not path.lower().endswith(JSONL_SUFFIXES):
             raise
         # JSON Lines whose first line is corrupt: every other line still loads.
-        records, errors = _lines(data)
+        records, errors = _lines(data, only)
         if not records:
             raise jsondecode.DecodeError(errors[0] if errors else "empty file") from None
         return records, errors

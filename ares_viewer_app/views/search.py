@@ -1,9 +1,16 @@
 """Search a run's task and system prompts, thoughts, commands and outputs; hits grouped by episode, each linking
-to its step, the match highlighted. The URL keeps the query (``q``)."""
+to its step, the match highlighted. The URL keeps the query (``q``).
+
+Hits show as they are found, under a line saying how far the search got. A page run searches for at most
+``ARES_VIEWER_SEARCH_SECONDS`` (10 by default) and stops at the hit limit; "Continue" goes on from there, "Stop"
+stops it. The search and its hits are kept in the session, so a rerun shows them without searching again.
+"""
 
 from __future__ import annotations
 
 import html
+import os
+import time
 
 import streamlit as st
 
@@ -12,6 +19,8 @@ from ares_viewer_app import escape, pages, state, widgets
 
 _FIELD_NAMES = {"task": "task prompt", "system": "system prompt", "reasoning": "reasoning", "thought": "thought",
                 "command": "command", "output": "output"}
+SECONDS_ENV = "ARES_VIEWER_SEARCH_SECONDS"
+_SLICE = 0.25  # seconds between two updates of the progress line
 
 
 def highlighted(hit: search.Hit) -> str:
@@ -21,10 +30,103 @@ def highlighted(hit: search.Hit) -> str:
             f"overflow-wrap:anywhere;margin:0 0 0.6rem 1.6rem'>{before}<mark>{match}</mark>{after}</div>")
 
 
+def budget() -> float:
+    """Seconds one page run searches for (``ARES_VIEWER_SEARCH_SECONDS``)."""
+    try:
+        return max(0.0, float(os.environ.get(SECONDS_ENV, "10")))
+    except ValueError:
+        return 10.0
+
+
+def progress_line(saved: dict) -> str:
+    """How many hits in how many episodes, and how far the search got."""
+    progress: search.Progress = saved["search"].progress
+    hits = saved["hits"]
+    episodes = len({h.episode_id for h in hits})
+    line = f"{len(hits)} hit(s) in {episodes} episode(s)"
+    if progress.stopped == "limit":
+        line += " (the limit: there may be more)"
+    if progress.done:
+        where = f"searched all {progress.files:,} file(s)"
+    else:
+        where = f"searched {progress.files_searched:,} of {progress.files:,} file(s)"
+    line += (f" · {where} ({progress.episodes_searched:,} of {progress.episodes:,} episodes; "
+             f"{progress.episodes_parsed:,} parsed, the others' text cannot hold the query)")
+    if progress.errors:
+        line += f" · {len(progress.errors)} file(s) could not be read"
+    return line
+
+
+class _Shown:
+    """Hits on the page, one bordered box per episode (added to as more of its hits come)."""
+
+    def __init__(self, run) -> None:
+        self._run = run
+        self._boxes: dict[str, tuple] = {}
+
+    def add(self, hit: search.Hit) -> None:
+        if hit.episode_id not in self._boxes:
+            rows = widgets.episode_rows(self._run, [hit.episode_id])
+            label = widgets.episode_label(rows[hit.episode_id]) if hit.episode_id in rows else hit.episode_id
+            box = st.container(border=True, key=f"search.episode.{hit.episode_id}")
+            self._boxes[hit.episode_id] = (box, box.empty(), label, [0])
+        box, header, label, count = self._boxes[hit.episode_id]
+        count[0] += 1
+        header.markdown(f"**{escape.line(label)}** · {count[0]} match(es)")
+        with box:
+            st.page_link(pages.path("episode"), icon=":material/arrow_forward:",
+                         label=escape.line(f"{hit.task_name} · {hit.episode_id[:8]} · step {hit.step} · "
+                                           f"{_FIELD_NAMES[hit.field]}"),
+                         query_params=state.params(episode=hit.episode_id, step=hit.step, q=None))
+            st.html(highlighted(hit))
+
+
 def _query_changed() -> None:
     query = st.session_state["search.query"].strip()
     state.update(q=query or None)
     st.session_state["search.synced"] = query
+
+
+def _set_running(running: bool) -> None:
+    st.session_state["search.saved"]["running"] = running
+
+
+def _search(run, query: str, regex: bool, case: bool, fields: list[str], limit: int) -> None:
+    key = (run.location, query, regex, case, tuple(fields), limit)
+    saved = st.session_state.get("search.saved")
+    if saved is None or saved["key"] != key:
+        try:
+            found = search.Search(run, query, regex=regex, case=case, fields=fields)
+        except ValueError as exc:
+            st.error(escape.md(exc))
+            st.stop()
+        saved = st.session_state["search.saved"] = {"key": key, "search": found, "hits": [], "running": True}
+    found = saved["search"]
+    status, controls = st.empty(), st.empty()
+    shown = _Shown(run)
+    for _, hits in search.group_by_episode(saved["hits"]):
+        for hit in hits:
+            shown.add(hit)
+    if saved["running"]:
+        controls.button("Stop", key="search.stop", icon=":material/stop:", on_click=_set_running, args=(False,))
+        deadline, given = time.monotonic() + budget(), 0
+        while given < limit:
+            status.caption("Searching… " + progress_line(saved))
+            seconds = min(_SLICE, max(0.0, deadline - time.monotonic()))
+            for hit in found.hits(limit=limit - given, seconds=seconds):
+                saved["hits"].append(hit)
+                given += 1
+                shown.add(hit)
+            if found.progress.stopped != "time" or time.monotonic() >= deadline:
+                break
+        saved["running"] = False
+    status.caption(progress_line(saved))
+    controls.empty()
+    if not found.progress.done:
+        controls.button("Continue", key="search.continue", icon=":material/play_arrow:", on_click=_set_running,
+                        args=(True,), help="Search on from where the search stopped")
+    for error in found.progress.errors:
+        st.warning(escape.md(error))
 
 
 run = widgets.current_run()
@@ -42,22 +144,4 @@ fields = cols[2].multiselect("In", list(search.FIELDS), default=list(search.FIEL
 limit = cols[3].number_input("At most", min_value=1, max_value=1000, value=100, step=50, key="search.limit")
 
 if query and fields:
-    try:
-        with st.spinner("Searching…"):
-            found = list(search.hits(run, query, regex=regex, case=case, fields=fields, limit=int(limit)))
-    except ValueError as exc:
-        st.error(escape.md(exc))
-        st.stop()
-    grouped = search.group_by_episode(found)
-    more = " (the limit: there may be more)" if len(found) >= limit else ""
-    st.caption(f"{len(found)} hit(s) in {len(grouped)} episode(s){more}")
-    labels = {i: widgets.episode_label(r) for i, r in widgets.episode_rows(run, [i for i, _ in grouped]).items()}
-    for episode_id, hits in grouped:
-        with st.container(border=True, key=f"search.episode.{episode_id}"):
-            st.markdown(f"**{escape.line(labels.get(episode_id, episode_id))}** · {len(hits)} match(es)")
-            for hit in hits:
-                st.page_link(pages.path("episode"), icon=":material/arrow_forward:",
-                             label=escape.line(f"{hit.task_name} · {hit.episode_id[:8]} · step {hit.step} · "
-                                               f"{_FIELD_NAMES[hit.field]}"),
-                             query_params=state.params(episode=hit.episode_id, step=hit.step, q=None))
-                st.html(highlighted(hit))
+    _search(run, query, regex, case, fields, int(limit))

@@ -63,3 +63,34 @@ def test_invalid_regex_is_a_message(runs, app):
     at.text_input(key="search.query").input("([unclosed").run()
     assert not at.exception
     assert any("invalid regular expression" in e.value for e in at.error)
+
+
+def test_a_time_budget_stops_with_how_far_it_got_and_continues(runs, app, monkeypatch):
+    """With no time to search, each page run gets one episode or file further: the page says how far, and Continue
+    goes on from there until every file was searched, with the hits a whole search finds."""
+    monkeypatch.setenv("ARES_VIEWER_SEARCH_SECONDS", "0")
+    at = app("search", run="run-a")
+    at.text_input(key="search.query").input("complete_task_and_submit").run()
+    shown = page_text.of(at)
+    assert "searched 0 of 5 file(s) (0 of 5 episodes; 1 parsed" in shown
+    assert at.button(key="search.continue")
+    for _ in range(10):
+        if not at.get("button") or all(b.key != "search.continue" for b in at.get("button")):
+            break
+        at.button(key="search.continue").click().run()
+    shown = page_text.of(at)
+    assert "8 hit(s) in 5 episode(s) · searched all 5 file(s) (5 of 5 episodes; 5 parsed" in shown
+    labels = [link.proto.label for link in at.get("page_link")]
+    assert len(labels) == 8 and len(set(labels)) == 8
+
+
+def test_a_rare_text_parses_nothing_else_and_a_rerun_does_not_search_again(runs, app):
+    at = app("search", run="run-a")
+    at.text_input(key="search.query").input("no episode says this").run()
+    assert "0 hit(s) in 0 episode(s) · searched all 5 file(s) (5 of 5 episodes; 0 parsed" in page_text.of(at)
+    assert not any(b.key == "search.continue" for b in at.get("button"))
+    at.text_input(key="search.query").input("COMPLETE_TASK_AND_SUBMIT").run()
+    first = at.session_state["search.saved"]["search"]
+    at.run()
+    assert at.session_state["search.saved"]["search"] is first
+    assert "8 hit(s) in 5 episode(s)" in page_text.of(at)

@@ -1,0 +1,63 @@
+"""Where a piece of text may sit in a JSON file's raw bytes: every way a JSON writer may spell it.
+
+A JSON string holds a character as itself (UTF-8) or escaped: ``\\"``, ``\\\\``, ``\\/``, ``\\n`` and the other
+short escapes, or ``\\uXXXX`` (hex digits in either case; a character beyond the Basic Multilingual Plane as a
+surrogate pair). ``pattern(text)`` is a bytes regular expression matching each of those spellings of ``text``
+(and of every text ``re.IGNORECASE`` equates with it, unless ``case``). Searching a file's raw bytes with it finds
+every place where a string of the file holds ``text``, and possibly more (a spelling outside any string), never
+less. ``"`` and ``\\`` are matched unescaped too: an object a reader turns back into text (a tool call's
+arguments) holds them as JSON syntax.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+
+_SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+@functools.cache
+def _every_char() -> str:
+    return "".join(map(chr, range(0x110000)))
+
+
+@functools.lru_cache(maxsize=1024)
+def same_ignoring_case(char: str) -> tuple[str, ...]:
+    """Every character ``re.IGNORECASE`` matches with ``char`` (itself included), found by asking ``re`` itself:
+    its case folding has cases of its own (``k`` matches the Kelvin sign, ``s`` the long s)."""
+    return tuple(re.findall(re.escape(char), _every_char(), re.IGNORECASE))
+
+
+def _hex(code: int) -> bytes:
+    digits = b"%04x" % code
+    return b"\\\\u" + b"".join(b"[%s%s]" % (d.lower(), d.upper()) if d.isalpha() else d
+                               for d in (digits[i:i + 1] for i in range(4)))
+
+
+def _escaped(char: str) -> bytes:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return _hex(code)
+    code -= 0x10000
+    return _hex(0xD800 + (code >> 10)) + _hex(0xDC00 + (code & 0x3FF))
+
+
+def _spellings(char: str) -> list[bytes]:
+    forms = [_escaped(char)]
+    with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate is only ever written escaped
+        forms.append(re.escape(char.encode("utf-8")))
+    if char in _SHORT:
+        forms.append(re.escape(_SHORT[char].encode()))
+    return forms
+
+
+def pattern(text: str, *, case: bool = False) -> re.Pattern[bytes]:
+    """A bytes pattern matching every spelling of ``text`` in a JSON string (see the module's docstring)."""
+    pieces = []
+    for char in text:
+        chars = (char,) if case else same_ignoring_case(char)
+        forms = [form for c in chars for form in _spellings(c)]
+        pieces.append(b"(?:" + b"|".join(sorted(set(forms), key=lambda f: (-len(f), f))) + b")")
+    return re.compile(b"".join(pieces))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import types
 
 import pytest
 
@@ -175,3 +176,20 @@ def ares_python() -> str:
     if check.returncode != 0:
         _missing(f"ARES does not import in {python}: {check.stderr.strip()[-400:]}")
     return python
+
+
+@pytest.fixture(scope="session")
+def mini_swe_agent_runs(tmp_path_factory, docker_client, missing) -> types.SimpleNamespace:
+    """Every scenario the real mini-swe-agent writes (text and tool calls, a timeout, a format error, an exception,
+    the step limit), generated once per session: ``folder`` and ``files`` (scenario name -> file)."""
+    try:
+        import minisweagent  # noqa: F401
+    except ImportError as exc:
+        missing(f"mini-swe-agent is not installed ({exc}); pip install -e '.[test]'")
+    try:
+        docker_client.images.get("ares-viewer/sample-base:1")
+    except Exception as exc:  # the image is built by images/build-base.sh
+        missing(f"image ares-viewer/sample-base:1 missing ({type(exc).__name__}); run images/build-base.sh")
+    from producers import mini_swe_agent_runs as producer
+    folder = tmp_path_factory.mktemp("mini-runs")
+    return types.SimpleNamespace(folder=folder, files=producer.generate(folder))

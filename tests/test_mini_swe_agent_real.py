@@ -17,20 +17,9 @@ RUN = "deterministic-run"
 
 
 @pytest.fixture(scope="session")
-def mini_runs(tmp_path_factory, docker_client, missing) -> pathlib.Path:
+def mini_runs(mini_swe_agent_runs) -> pathlib.Path:
     """A run folder of real mini-swe-agent trajectories, generated once per session."""
-    try:
-        import minisweagent  # noqa: F401
-    except ImportError as exc:
-        missing(f"mini-swe-agent is not installed ({exc}); pip install -e '.[test]'")
-    try:
-        docker_client.images.get("ares-viewer/sample-base:1")
-    except Exception as exc:  # the image is built by images/build-base.sh
-        missing(f"image ares-viewer/sample-base:1 missing ({type(exc).__name__}); run images/build-base.sh")
-    from producers import mini_swe_agent_runs
-    out = tmp_path_factory.mktemp("mini-runs")
-    mini_swe_agent_runs.generate(out)
-    return out
+    return mini_swe_agent_runs.folder
 
 
 @pytest.fixture(scope="session")

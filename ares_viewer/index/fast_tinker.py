@@ -163,8 +163,8 @@ SPEC = fast_jsonl.Spec(module=__name__, adapter=tinker, load=_load, rows=_ROWS, 
 
 def build(files: Sequence[sources.SourceFile], target: store.Store, *, threads: int
           ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
-    """Index the Tinker files among ``files`` as one batch in this process (``builder.build`` cuts batches and
-    uses worker processes); their entries, and the files left for the ordinary path."""
+    """Index the Tinker files among ``files`` as one batch (``builder.build`` cuts a run into batches); their
+    entries, and the files left for the ordinary path."""
     chosen, rest = fast_jsonl.choose(files, [SPEC])
     if SPEC not in chosen:
         return [], rest

@@ -6,9 +6,8 @@ import json
 import pathlib
 import random
 
-import duckdb
+import fast_paths
 import formats_fixtures as fx
-import pandas as pd
 import pytest
 import reasoning_fixtures as rf
 
@@ -19,35 +18,24 @@ from benchmarks import bench_scale
 KEPT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-real" / "deterministic-run"
 
 
-def _frame(folder) -> pd.DataFrame:
-    parts = sorted(str(p) for p in (folder / "parts").glob("*.parquet"))
-    return duckdb.sql(f"SELECT * EXCLUDE (_seq) FROM read_parquet({parts!r}, union_by_name = true) "
-                      "ORDER BY path, _seq").df()
-
-
-def _index(tmp_path, text: str) -> tuple[list[store.FileEntry], list[sources.SourceFile], list[sources.SourceFile]]:
+def _files(tmp_path, text: str) -> list[sources.SourceFile]:
     path = tmp_path / "run" / "batch_000000" / "trajectories.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    files = sources.list_files(path.parent)
-    chosen, rest = fast_jsonl.choose(files, [fast_mini.SPEC])
-    assert not rest
-    con = fast_jsonl.connect(2)
-    taken, left = fast_jsonl.read_batch(con, fast_mini.SPEC, chosen[fast_mini.SPEC], store.Store(tmp_path / "fast"))
-    con.close()
+    return sources.list_files(path.parent)
+
+
+def _index(tmp_path, text: str) -> tuple[list[store.FileEntry], list[sources.SourceFile], list[sources.SourceFile]]:
+    files = _files(tmp_path, text)
+    taken, left = fast_paths.read(fast_mini.SPEC, files, store.Store(tmp_path / "fast"))
     return taken, left, files
 
 
 def _same_rows(tmp_path, records: list, *, text: str | None = None) -> bool:
     """True when the fast path took the file; either way its rows and errors are the ordinary path's."""
-    taken, left, files = _index(tmp_path, "".join(json.dumps(r) + "\n" for r in records) if text is None else text)
-    entries = builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
-    if taken:
-        ordinary = _frame(tmp_path / "ordinary")
-        fast = _frame(tmp_path / "fast")
-        assert list(fast.columns) == list(ordinary.columns)
-        pd.testing.assert_frame_equal(fast, ordinary, check_dtype=False, check_exact=True)
-        assert not any(e.errors for e in entries)
+    files = _files(tmp_path, "".join(json.dumps(r) + "\n" for r in records) if text is None else text)
+    taken, left, entries = fast_paths.same_rows(tmp_path, fast_mini.SPEC, files, exact=True)
+    assert not taken or not any(e.errors for e in entries)
     return bool(taken) and not left
 
 
@@ -64,7 +52,7 @@ def test_the_fixtures_and_the_benchmark_run_are_read_in_sql(tmp_path):
     records = [_real("text-timeout"), _real("toolcall-submitted"), _real("toolcall-exception"),
                json.loads(fx.MINI_V1.read_text()), json.loads(fx.MINI_V2.read_text())]
     assert _same_rows(tmp_path / "a", records)
-    rows = _frame(tmp_path / "a" / "fast")
+    rows = fast_paths.frame(tmp_path / "a" / "fast")
     assert list(rows["outcome"]) == ["completed", "completed", "errored", "completed", "completed"]
     assert list(rows["episode_id"]) == [f"batch_000000/trajectories#{n}" for n in range(1, 6)]
     assert rows["nonzero_returncodes"].iloc[0] >= 1  # the command that timed out
@@ -72,25 +60,15 @@ def test_the_fixtures_and_the_benchmark_run_are_read_in_sql(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def produced(tmp_path_factory, docker_client, missing) -> list[dict]:
-    """Every scenario the real mini-swe-agent writes (text and tool calls, a timeout, a format error, an exception,
-    the step limit)."""
-    try:
-        import minisweagent  # noqa: F401
-    except ImportError as exc:
-        missing(f"mini-swe-agent is not installed ({exc}); pip install -e '.[test]'")
-    try:
-        docker_client.images.get("ares-viewer/sample-base:1")
-    except Exception as exc:  # the image is built by images/build-base.sh
-        missing(f"image ares-viewer/sample-base:1 missing ({type(exc).__name__}); run images/build-base.sh")
-    from producers import mini_swe_agent_runs
-    written = mini_swe_agent_runs.generate(tmp_path_factory.mktemp("mini-runs"))
+def produced(mini_swe_agent_runs) -> list[dict]:
+    """Every scenario the real mini-swe-agent writes, as documents."""
+    written = mini_swe_agent_runs.files
     return [json.loads(pathlib.Path(written[name]).read_text()) for name in sorted(written)]
 
 
 def test_every_scenario_the_real_agent_writes_is_read_in_sql(tmp_path, produced):
     assert _same_rows(tmp_path, produced)
-    rows = _frame(tmp_path / "fast")
+    rows = fast_paths.frame(tmp_path / "fast")
     assert sorted(rows["outcome"]) == ["completed", "completed", "completed", "errored", "truncated"]
     assert "LimitsExceeded" in set(rows["exit_status"])
 
@@ -152,7 +130,7 @@ def test_reasoning_fields_are_read_in_sql(tmp_path):
 
 def test_one_trajectory_alone_keeps_the_id_of_a_whole_document(tmp_path):
     assert _same_rows(tmp_path, _generated(1))
-    assert list(_frame(tmp_path / "fast")["episode_id"]) == ["batch_000000/trajectories"]
+    assert list(fast_paths.frame(tmp_path / "fast")["episode_id"]) == ["batch_000000/trajectories"]
 
 
 @pytest.mark.parametrize("change", [
@@ -196,7 +174,7 @@ def test_a_run_is_indexed_in_sql_through_the_builder(tmp_path):
     bench_scale.write_run(run, 30, fmt="mini")
     entries = builder.build(sources.list_files(run), store.Store(tmp_path / "ix"), workers=1)
     assert [e.rows for e in entries] == [30]
-    assert set(_frame(tmp_path / "ix")["format"]) == {"mini-swe-agent"}
+    assert set(fast_paths.frame(tmp_path / "ix")["format"]) == {"mini-swe-agent"}
 
 
 @pytest.mark.parametrize("line", ['[1, 2]', '"a trajectory"', '5', 'null', '{"messages": 5, "info": {}}'],
@@ -232,4 +210,4 @@ def test_a_long_trajectory_with_rejected_calls_gives_the_ordinary_row(tmp_path):
         doc["messages"].append({"role": "tool", "content": f"<returncode>{n % 3}</returncode>\n<output>x</output>"})
     doc["messages"].append(exit_message)
     assert _same_rows(tmp_path, [doc, *_generated(2)])
-    assert _frame(tmp_path / "fast")["num_actions"].iloc[0] > 150
+    assert fast_paths.frame(tmp_path / "fast")["num_actions"].iloc[0] > 150

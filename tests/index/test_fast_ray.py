@@ -5,35 +5,19 @@ from __future__ import annotations
 import json
 import random
 
-import duckdb
+import fast_paths
 import formats_fixtures as fx
-import pandas as pd
 import pytest
 
 from ares_viewer import sources
-from ares_viewer.index import builder, fast_jsonl, fast_ray, store
+from ares_viewer.index import builder, fast_ray, store
 from benchmarks import bench_scale
-
-
-def _frame(folder) -> pd.DataFrame:
-    parts = sorted(str(p) for p in (folder / "parts").glob("*.parquet"))
-    return duckdb.sql(f"SELECT * EXCLUDE (_seq) FROM read_parquet({parts!r}, union_by_name = true) "
-                      "ORDER BY path, _seq").df()
 
 
 def _same_rows(tmp_path, records: list[dict]) -> bool:
     """True when the fast path took the file; either way its rows equal the ordinary path's."""
     path = fx.write_lines(tmp_path / "run" / "rollouts.jsonl", records)
-    files = sources.list_files(path.parent)
-    chosen, rest = fast_jsonl.choose(files, [fast_ray.SPEC])
-    assert not rest
-    con = fast_jsonl.connect(2)
-    taken, left = fast_jsonl.read_batch(con, fast_ray.SPEC, chosen[fast_ray.SPEC], store.Store(tmp_path / "fast"))
-    builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
-    ordinary = _frame(tmp_path / "ordinary")
-    if taken:
-        fast = _frame(tmp_path / "fast")
-        pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
+    taken, left, _ = fast_paths.same_rows(tmp_path, fast_ray.SPEC, sources.list_files(path.parent))
     return bool(taken) and not left
 
 
@@ -106,7 +90,7 @@ def test_a_run_of_both_formats_indexes_each_its_own_way(tmp_path):
     files = sources.list_files(run)
     entries = builder.build(files, store.Store(tmp_path / "ix"), workers=1)
     assert sorted(e.rows for e in entries) == [10, 20]
-    rows = _frame(tmp_path / "ix")
+    rows = fast_paths.frame(tmp_path / "ix")
     assert sorted(set(rows["format"])) == ["ray", "tinker"]
     assert json.loads(json.dumps(list(rows["episode_id"])))[:1]
 

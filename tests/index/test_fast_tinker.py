@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-import duckdb
+import fast_paths
 import pandas as pd
 import pytest
 
@@ -36,12 +36,6 @@ def _swe_rollout(group: int, traj: int, codes: tuple[int, ...] = (0, 1, 0)) -> d
             "sampling_client_step": 3, "total_reward": 1.0, "final_reward": 0.0, "steps": steps}
 
 
-def _frame(folder) -> pd.DataFrame:
-    parts = sorted(str(p) for p in (folder / "parts").glob("*.parquet"))
-    return duckdb.sql(f"SELECT * EXCLUDE (_seq) FROM read_parquet({parts!r}, union_by_name = true) "
-                      "ORDER BY path, _seq").df()
-
-
 def _write(tmp_path, records: list[dict]) -> list[sources.SourceFile]:
     path = tmp_path / "run" / "iteration_000003" / "train_rollout_summaries.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -51,20 +45,14 @@ def _write(tmp_path, records: list[dict]) -> list[sources.SourceFile]:
 
 def _same_rows(tmp_path, records: list[dict]) -> bool:
     """True when the fast path took the file; either way its rows equal the ordinary path's."""
-    files = _write(tmp_path, records)
-    taken, rest = fast_tinker.build(files, store.Store(tmp_path / "fast"), threads=2)
-    builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
-    ordinary = _frame(tmp_path / "ordinary")
-    if taken:
-        fast = _frame(tmp_path / "fast")
-        pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
-    return bool(taken) and not rest
+    taken, left, _ = fast_paths.same_rows(tmp_path, fast_tinker.SPEC, _write(tmp_path, records))
+    return bool(taken) and not left
 
 
 def test_commands_that_fail_are_counted_from_the_results_in_the_next_prompt(tmp_path):
     records = [_swe_rollout(0, 0), _swe_rollout(0, 1, (2, 0, 127)), _swe_rollout(1, 0, (0,))]
     assert _same_rows(tmp_path, records)
-    assert list(_frame(tmp_path / "fast")["nonzero_returncodes"]) == [1, 2, 0]
+    assert list(fast_paths.frame(tmp_path / "fast")["nonzero_returncodes"]) == [1, 2, 0]
 
 
 def _changed(change) -> dict:
@@ -180,7 +168,7 @@ def test_a_run_read_in_batches_on_two_threads_equals_the_ordinary_path(tmp_path,
     entries = builder.build(files, store.Store(tmp_path / "fast"), workers=2)
     assert len({e.part for e in entries}) > 1  # several batches, each its own partition
     builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
-    fast, ordinary = _frame(tmp_path / "fast"), _frame(tmp_path / "ordinary")
+    fast, ordinary = fast_paths.frame(tmp_path / "fast"), fast_paths.frame(tmp_path / "ordinary")
     pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
 
 
@@ -204,5 +192,5 @@ def test_line_layouts_give_the_ordinary_rows(tmp_path, layout):
     result = builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
     assert not result[0].errors
     if taken:
-        fast, ordinary = _frame(tmp_path / "fast"), _frame(tmp_path / "ordinary")
+        fast, ordinary = fast_paths.frame(tmp_path / "fast"), fast_paths.frame(tmp_path / "ordinary")
         pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)

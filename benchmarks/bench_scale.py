@@ -20,22 +20,20 @@ Prints:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import pathlib
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import orjson
 
 from ares_viewer.index import ray as index_ray
+from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PER_FILE = 2000  # rollouts per iteration file, as a Tinker run of 250 groups x 8 writes them
@@ -183,12 +181,6 @@ def open_in_process(folder: pathlib.Path, cache: pathlib.Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _peak_rss_kb(pid: int) -> int:
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -202,26 +194,9 @@ def page_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) -> tup
     run's first unsolved episode, to its first step drawn. And the server's peak RSS in KB."""
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
-    env = dict(os.environ, ARES_VIEWER_RUNS=str(root), ARES_VIEWER_CACHE=str(cache))
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes to it until it stops
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), "--server.address",
-         "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     times: dict[tuple[str, str], float] = {}
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"streamlit did not start: {log.read()[-2000:]!r}") from None
-                time.sleep(0.3)
+    env = {"ARES_VIEWER_RUNS": str(root), "ARES_VIEWER_CACHE": str(cache)}
+    with tempfile.TemporaryFile() as log, app_server.served(env, log) as (url, server):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -239,12 +214,6 @@ def page_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) -> tup
                 times["episode", name] = time.perf_counter() - start
             browser.close()
         return times, _peak_rss_kb(server.pid)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def ray_compare(folder: pathlib.Path, single_s: float, total: int) -> None:

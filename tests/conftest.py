@@ -193,3 +193,13 @@ def mini_swe_agent_runs(tmp_path_factory, docker_client, missing) -> types.Simpl
     from producers import mini_swe_agent_runs as producer
     folder = tmp_path_factory.mktemp("mini-runs")
     return types.SimpleNamespace(folder=folder, files=producer.generate(folder))
+
+
+@pytest.fixture(scope="session")
+def torch():
+    """torch, which the activation tests use to write ``.pt`` files and to check the torch-free reader."""
+    try:
+        import torch
+    except ImportError:
+        _missing("torch is not installed (pip install torch==2.13.0: the CPU build)")
+    return torch

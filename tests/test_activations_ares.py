@@ -45,14 +45,6 @@ def interp_python() -> str:
     return built.stdout.strip().splitlines()[-1]
 
 
-@pytest.fixture(scope="module")
-def torch():
-    try:
-        import torch
-    except ImportError:
-        _missing("torch is not installed (pip install torch==2.13.0: the CPU build)")
-    return torch
-
 
 PREFIX = f"avinterp{uuid.uuid4().hex[:8]}"  # ARES names its containers ares.<prefix>.…
 STEPS = 3

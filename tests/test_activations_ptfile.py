@@ -21,18 +21,9 @@ import pytest
 
 from ares_viewer import activations
 from ares_viewer.activations import ptfile, step_file
-from tests.conftest import _missing
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture(scope="module")
-def torch():
-    try:
-        import torch
-    except ImportError:
-        _missing("torch is not installed (pip install torch==2.13.0: the CPU build; tests write .pt files with it)")
-    return torch
 
 
 def _reference(torch, path) -> dict[str, np.ndarray]:

@@ -12,16 +12,6 @@ from ares_viewer import activations, align, model
 from ares_viewer.activations import figures, tokens, views
 from ares_viewer.run import load_episode
 from testdata import synthetic
-from tests.conftest import _missing
-
-
-@pytest.fixture(scope="module")
-def torch():
-    try:
-        import torch
-    except ImportError:
-        _missing("torch is not installed (pip install torch==2.13.0: the CPU build; tests write .pt files with it)")
-    return torch
 
 
 @pytest.fixture(scope="module")

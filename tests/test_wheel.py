@@ -3,12 +3,10 @@ project's Streamlit settings, and SIGTERM (or SIGINT) leaves no process behind."
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +16,12 @@ import urllib.request
 import pytest
 
 from ares_viewer_app import server
+from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEMO = REPO / "sample_runs" / "demo-run"
 # What the wheel is built from (copied, so the build writes nothing into the checkout).
 SOURCES = ["pyproject.toml", "README.md", "ares_viewer", "ares_viewer_app"]
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -103,7 +96,7 @@ def test_flags_carry_every_setting_and_the_given_address_and_port():
 def test_the_installed_app_serves_from_another_folder_and_stops_on_a_signal(installed, tmp_path, stop_signal):
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "home").mkdir(parents=True)
-    port = _free_port()
+    port = app_server.free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "ARES_VIEWER_RUNS", "ARES_VIEWER_RUN"}}
     env["HOME"] = str(elsewhere / "home")  # no user-level Streamlit settings either: the package's must apply
     log_path = tmp_path / "app.log"

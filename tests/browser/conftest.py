@@ -6,25 +6,16 @@ import contextlib
 import functools
 import os
 import pathlib
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import demo_runs
 import pytest
+
+from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 _CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run"]
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _has_runs(root: pathlib.Path) -> bool:
@@ -56,38 +47,13 @@ def server_log(app_url) -> pathlib.Path:
 def serve_app(runs_root: pathlib.Path, cache: pathlib.Path, review_db: pathlib.Path, log_dir: pathlib.Path):
     """``streamlit run app/main.py`` on a free localhost port with its own cache and review database; yields
     its URL and stops it on exit."""
-    port = _free_port()
-    env = dict(os.environ, ARES_VIEWER_RUNS=str(runs_root), ARES_VIEWER_CACHE=str(cache),
-               ARES_VIEWER_REVIEW_DB=str(review_db))
-    log = open(log_dir / "streamlit.log", "w+b")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
+    env = {"ARES_VIEWER_RUNS": str(runs_root), "ARES_VIEWER_CACHE": str(cache), "ARES_VIEWER_REVIEW_DB": str(review_db)}
+    with open(log_dir / "streamlit.log", "w+b") as log, contextlib.ExitStack() as stack:
         try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            log.seek(0)
-            pytest.fail(f"streamlit did not start:\n{log.read().decode(errors='replace')[-3000:]}")
-        time.sleep(0.3)
-    try:
+            url, _ = stack.enter_context(app_server.served(env, log))
+        except app_server.AppStartError as exc:
+            pytest.fail(str(exc), pytrace=False)
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 @pytest.fixture(scope="session")

@@ -197,11 +197,14 @@ def test_a_search_hit_opens_its_step(page, app_url, runs_root, wait_idle):
     wait_idle(page)  # an input sent while the first run still draws may be lost
     box.fill("COMPLETE_TASK_AND_SUBMIT")
     box.press("Enter")
-    expect(page.get_by_text(re.compile(r"\d+ hit\(s\)"))).to_be_visible()
+    # The progress line says "searched all" once the search is over (while hits still come it says "Searching…").
+    expect(page.get_by_text(re.compile(r"\d+ hit\(s\) .* searched all"))).to_be_visible()
     wait_idle(page)  # a link clicked while the page still draws may carry the state of the run before
-    hit = page.locator('[data-testid="stPageLink"] a').first
-    label = hit.inner_text()
-    step = int(re.search(r"step (\d+)", label).group(1))
+    # One element, held: its label names the step and its link goes there (a locator would be found again at the
+    # click, maybe on another hit if the page redrew in between).
+    hit = page.locator('[data-testid="stPageLink"] a').first.element_handle()
+    step = int(re.search(r"step (\d+)", hit.inner_text()).group(1))
+    assert re.search(rf"[?&]step={step}(&|$)", hit.get_attribute("href")), hit.get_attribute("href")
     hit.click()
     expect(page).to_have_url(re.compile(rf"/episode\?.*step={step}"))
     expect(step_caption(page)).to_contain_text(f"step {step} (")

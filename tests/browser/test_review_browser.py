@@ -31,7 +31,7 @@ def step_caption(page):
 
 
 def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_url, runs_root, tmp_path,
-                                                                     tmp_path_factory):
+                                                                     tmp_path_factory, wait_idle):
     run = first_run(runs_root)
     name = pathlib.Path(run.location).name
     frame = run.episodes[run.episodes["num_actions"] >= 3].sort_values("num_actions")
@@ -42,9 +42,11 @@ def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_
     # Label step k in the step view.
     page.goto(f"{app_url}/episode?run={name}&episode={episode_id}&step={k}")
     expect(step_caption(page)).to_contain_text(f"step {k} (")
+    wait_idle(page)  # an input sent while the first run still draws may be lost
     author = page.get_by_role("textbox", name="Your name")
     author.fill("Ada")
     author.press("Enter")
+    wait_idle(page)
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name=f"Add to step {k}"))
     form.get_by_role("textbox", name="Label").fill(LABEL)
     form.get_by_role("textbox", name="Note").fill("rewrites tests/test_core.py so the failing assertion passes")
@@ -62,16 +64,19 @@ def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_
     page.get_by_role("link", name="Run overview").click()
     total = len(run)
     expect(page.get_by_text(f"{total} of {total} episodes")).to_be_visible()
+    wait_idle(page)
     chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Label")
     chooser.scroll_into_view_if_needed()
     chooser.locator("input").click()
     page.get_by_role("option", name=LABEL).click()
     expect(page.get_by_text(f"1 of {total} episodes")).to_be_visible()
+    wait_idle(page)
 
     # The Review page lists it with a deep link and exports it.
     page.locator('a[href$="/review"]').first.click()
     expect(page).to_have_url(re.compile(r"/review"))
     expect(page.get_by_text("1 of 1 notes")).to_be_visible()
+    wait_idle(page)
     with page.expect_download() as download:
         page.get_by_role("button", name=re.compile(r"Download 1 step\(s\) as JSONL")).click()
     downloaded = tmp_path / "download.jsonl"

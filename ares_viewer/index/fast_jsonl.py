@@ -1,15 +1,15 @@
 """JSON Lines files read by DuckDB's JSON reader: the plumbing every format's fast path shares.
 
-A format's fast path (``fast_tinker``, ``fast_ray``, ``fast_mini``) is a ``Spec``: which adapter's files it
-takes, how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an
-``odd`` column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose
-first line the adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches; DuckDB
-reads each on every core, in the calling process), writes each batch as one partition and sends the files it does
-not take to the ordinary path: a batch DuckDB cannot read is retried file by file, and a file with an odd row is
-left whole to the ordinary path, whose errors and warnings are then the file's. It also holds what the specs
-share: reading JSON values kept as JSON text (``number``, ``integer``, ``count``, ``string``), the rewrites and
-command results of consecutive contexts (``context_pairs``) and the result texts that record a failed command
-(``failed_results``).
+A format's fast path (``fast_tinker``, ``fast_ray``, ``fast_mini``) is a ``Spec``: which adapter's files it takes,
+how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd``
+column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose first line the
+adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches; DuckDB reads each on every
+core, in the calling process), writes each batch as one partition and sends the files it does not take to the
+ordinary path: a batch DuckDB cannot read (or with a value the format's functions fail on) is retried file by file,
+and a file with an odd row is left whole to the ordinary path, whose errors and warnings are then the file's. It
+also holds what the specs share: reading JSON values kept as JSON text (``number``, ``integer``, ``count``,
+``string``), the rewrites and command results of consecutive contexts (``context_pairs``) and the result texts that
+record a failed command (``failed_results``).
 """
 
 from __future__ import annotations
@@ -146,7 +146,8 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
         if spec.prepare is not None:
             spec.prepare(con)  # may find more odd rows
             odd = _odd(con)
-    except duckdb.Error:
+    except Exception:  # noqa: BLE001 - DuckDB cannot read it, or a value the format's Python cannot take: the
+        # ordinary path reads these files and reports each one's problem
         _unregister(con, spec)
         if len(files) == 1:
             return [], files

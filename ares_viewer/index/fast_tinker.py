@@ -94,9 +94,9 @@ def _places(con: duckdb.DuckDBPyConnection, files: Sequence[sources.SourceFile])
                                         "base": pa.array(bases, pa.string())})
 
 
-def _conversation(messages: list[str]) -> dict:
-    """A trace's prompt from its messages read as JSON text."""
-    return {"messages": [orjson.loads(m) for m in messages]}
+def _conversation(messages: list[str | None]) -> dict:
+    """A trace's prompt from its messages read as JSON text (a JSON null message is None)."""
+    return {"messages": [None if m is None else orjson.loads(m) for m in messages]}
 
 
 def _tasks(con: duckdb.DuckDBPyConnection) -> None:

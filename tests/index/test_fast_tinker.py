@@ -111,7 +111,21 @@ def _reordered_keys(doc: dict) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("change", [_rewritten, _edited, _parts, _tool_role, _no_trace, _no_system, _reordered_keys,
+def _first_prompt(*extra: object):
+    """Messages added after the task in every prompt (the task is then read from them, or past them)."""
+    def change(doc: dict) -> None:
+        for step in doc["steps"]:
+            messages = step["trace"]["prompt"]["messages"]
+            messages[2:2] = list(extra)
+    return change
+
+
+@pytest.mark.parametrize("change", [_first_prompt({"role": "user", "content": " \n\t"}),
+                                    _first_prompt({"role": "user", "content": "Then  run\tthe linter."}),
+                                    _first_prompt({"role": "user"}, None, {"role": 7, "content": "not a user"},
+                                                  {"role": "user", "content": [{"type": "text", "text": " "}]}),
+                                    _first_prompt({"role": "user", "content": "x" * 300}),
+                                    _rewritten, _edited, _parts, _tool_role, _no_trace, _no_system, _reordered_keys,
                                     lambda d: d.update(tags=[]), lambda d: d.pop("tags"),
                                     lambda d: d.pop("total_reward"), lambda d: d.update(total_reward=True),
                                     lambda d: d.update(total_reward=None, final_reward=2),
@@ -126,7 +140,7 @@ def _reordered_keys(doc: dict) -> dict:
                                     lambda d: d["steps"][-1].update(episode_done="true"),
                                     lambda d: d["steps"][-1].update(episode_done=1),
                                     lambda d: d.update(tags="swe")],
-                         ids=["rewrite", "edited", "parts", "tool", "no-trace", "no-system", "key-order", "no-tags",
+                         ids=["blank-last-user", "second-user", "odd-messages", "long-task", "rewrite", "edited", "parts", "tool", "no-trace", "no-system", "key-order", "no-tags",
                               "tags-missing", "no-total", "bool-total", "final", "split", "split-number",
                               "no-iteration", "null-iteration", "max-tokens", "odd-counts", "null-count", "no-steps",
                               "count-text", "done-text", "done-one", "tags-text"])
@@ -194,3 +208,25 @@ def test_line_layouts_give_the_ordinary_rows(tmp_path, layout):
     if taken:
         fast, ordinary = fast_paths.frame(tmp_path / "fast"), fast_paths.frame(tmp_path / "ordinary")
         pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
+
+
+def test_a_value_the_formats_python_fails_on_leaves_only_its_file_to_the_ordinary_path(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    for n, task in enumerate(("Fix the parser.", "Fix the printer.")):
+        doc = _swe_rollout(0, 0)
+        for step in doc["steps"]:
+            step["trace"]["prompt"]["messages"][1] = {"role": "user", "content": task}
+        path = run / f"iteration_{n:06d}" / "train_rollout_summaries.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(doc) + "\n")
+    real = fast_tinker.tinker.task_text
+
+    def fails_on_the_printer(prompt):  # stands for a format function's bug on one value
+        if "printer" in json.dumps(prompt):
+            raise TypeError("unexpected value")
+        return real(prompt)
+
+    monkeypatch.setattr(fast_tinker.tinker, "task_text", fails_on_the_printer)
+    taken, rest = fast_tinker.build(sources.list_files(run), store.Store(tmp_path / "fast"), threads=2)
+    assert [e.path.split("/")[-2] for e in taken] == ["iteration_000000"]
+    assert [f.path.split("/")[-2] for f in rest] == ["iteration_000001"]

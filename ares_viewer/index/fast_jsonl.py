@@ -146,8 +146,8 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
         if spec.prepare is not None:
             spec.prepare(con)  # may find more odd rows
             odd = _odd(con)
-    except Exception:  # noqa: BLE001 - DuckDB cannot read it, or a value the format's Python cannot take: the
-        # ordinary path reads these files and reports each one's problem
+    except Exception:  # DuckDB cannot read them, or the format's Python fails on a value: the ordinary path reads
+        # these files and reports each one's problem
         _unregister(con, spec)
         if len(files) == 1:
             return [], files

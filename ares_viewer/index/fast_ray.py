@@ -66,7 +66,7 @@ WITH t AS (
 ), r AS (
     SELECT rid, i, msgs, greatest(len(msgs) - 3, 1) AS base,
            list_transform(msgs[greatest(len(msgs) - 3, 1):],
-                          lambda m: json_extract_string(m, '$.role') = 'assistant') AS said
+                          lambda m: coalesce(json_extract_string(m, '$.role') = 'assistant', false)) AS said
     FROM s
 ), p AS (
     SELECT *, coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0) AS last_said FROM r

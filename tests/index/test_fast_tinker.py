@@ -140,7 +140,8 @@ def _first_prompt(*extra: object):
                                     lambda d: d["steps"][-1].update(episode_done="true"),
                                     lambda d: d["steps"][-1].update(episode_done=1),
                                     lambda d: d.update(tags="swe")],
-                         ids=["blank-last-user", "second-user", "odd-messages", "long-task", "rewrite", "edited", "parts", "tool", "no-trace", "no-system", "key-order", "no-tags",
+                         ids=["blank-last-user", "second-user", "odd-messages", "long-task",
+                              "rewrite", "edited", "parts", "tool", "no-trace", "no-system", "key-order", "no-tags",
                               "tags-missing", "no-total", "bool-total", "final", "split", "split-number",
                               "no-iteration", "null-iteration", "max-tokens", "odd-counts", "null-count", "no-steps",
                               "count-text", "done-text", "done-one", "tags-text"])

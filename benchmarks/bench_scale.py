@@ -8,7 +8,9 @@ measured in the same run.
     python3 -m benchmarks.bench_scale --format mini --rollouts 20000 --no-browser   # mini-swe-agent JSON Lines
 
 Prints:
-- cold index throughput / single-core ``read + orjson.loads`` throughput over the same lines (target >= 1.5);
+- cold index throughput / single-core ``read + orjson.loads`` throughput over the same lines (target >= 1.5), and
+  beside it the same ratio for the least any DuckDB reader does: parsing every line (``json_valid``) on two threads,
+  and the time ``import ares_viewer`` takes (counted in the cold index);
 - warm reopen, seconds (target < 1 s);
 - peak RSS while indexing, the indexing process and its largest worker (target < 1 GB);
 - the overview's time to its episode table and the Episode page's time to its first step in Chromium
@@ -30,6 +32,7 @@ import sys
 import tempfile
 import time
 
+import duckdb
 import orjson
 
 from ares_viewer.index import ray as index_ray
@@ -160,6 +163,24 @@ def orjson_baseline(folder: pathlib.Path) -> float:
     return time.perf_counter() - start
 
 
+def duckdb_parse_floor(folder: pathlib.Path, threads: int = 2) -> float:
+    """Seconds for DuckDB to read every line and parse it as JSON (nothing extracted), on ``threads`` threads."""
+    files = [str(p) for p in sorted(folder.rglob("*.jsonl"))]
+    with duckdb.connect() as con:
+        con.execute(f"SET threads = {threads}")
+        start = time.perf_counter()
+        con.execute("SELECT sum(json_valid(json)::INT) FROM read_ndjson_objects($files)", {"files": files}).fetchone()
+        return time.perf_counter() - start
+
+
+def import_seconds() -> float:
+    """Seconds a fresh process takes to ``import ares_viewer``."""
+    code = "import time; t = time.perf_counter(); import ares_viewer; print(time.perf_counter() - t)"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return min(float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout) for _ in range(3))
+
+
 _OPEN = """
 import json, resource, sys, time
 start = time.perf_counter()
@@ -266,10 +287,14 @@ def main() -> None:
     print(f"cold index (empty cache, best of {args.repeat}): {cold['episodes']:,} rollouts in {cold['seconds']:.2f} s "
           f"= {ours:.0f} MB/s; single-core read+orjson.loads: {baseline:.2f} s = {base:.0f} MB/s")
     print(f"  RATIO cold index throughput / orjson throughput = {ours / base:.2f}  (target >= 1.5)")
+    floor, imports = duckdb_parse_floor(big), import_seconds()
+    print(f"  for scale: DuckDB parsing every line, nothing extracted (2 threads) {floor:.2f} s, RATIO "
+          f"{baseline / floor:.2f}; import ares_viewer {imports:.2f} s of the cold index")
     peak = max(max(r["self_kb"], r["children_kb"]) for r in cold_runs) / 1024
-    print(f"  peak RSS while indexing: process {max(r['self_kb'] for r in cold_runs) / 1024:.0f} MB, largest worker "
-          f"{max(r['children_kb'] for r in cold_runs) / 1024:.0f} MB  (target < 1024 MB: "
-          f"{'ok' if peak < 1024 else 'MISSED'})")
+    worker_mb = max(r["children_kb"] for r in cold_runs) / 1024
+    workers = f", largest worker {worker_mb:.0f} MB" if worker_mb else " (no worker processes)"
+    print(f"  peak RSS while indexing: process {max(r['self_kb'] for r in cold_runs) / 1024:.0f} MB{workers}  "
+          f"(target < 1024 MB: {'ok' if peak < 1024 else 'MISSED'})")
 
     warm = min((open_in_process(big, cache) for _ in range(3)), key=lambda r: r["seconds"])
     assert warm["parsed"] == 0, warm

@@ -7,6 +7,11 @@ surrogate pair). ``pattern(text)`` is a bytes regular expression matching each o
 every place where a string of the file holds ``text``, and possibly more (a spelling outside any string), never
 less. ``"`` and ``\\`` are matched unescaped too: an object a reader turns back into text (a tool call's
 arguments) holds them as JSON syntax.
+
+A string may hold JSON a reader decodes again (a tool call's arguments): there an escape's backslash is itself
+escaped (``\\\\\\"`` for a quote, ``\\\\u00e9``), so every escape is matched after a run of backslashes of any
+length. (An escape whose backslash, ``u`` or hex digits are themselves written as ``\\u`` escapes of ASCII
+characters is not: ``ESCAPED_ASCII`` finds the bytes that may hold one, to be read without a byte test.)
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import contextlib
 import functools
 import re
 
+# An escape's backslash, after any more backslashes (``\\+`` spelled so that ``re`` still skips fast to where a
+# match may start: a pattern that opens with a repeat loses that).
+_ESCAPE = rb"\\\\*"
 _SHORT = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -32,7 +40,7 @@ def same_ignoring_case(char: str) -> tuple[str, ...]:
 
 def _hex(code: int) -> bytes:
     digits = b"%04x" % code
-    return b"\\\\u" + b"".join(b"[%s%s]" % (d.lower(), d.upper()) if d.isalpha() else d
+    return _ESCAPE + b"u" + b"".join(b"[%s%s]" % (d.lower(), d.upper()) if d.isalpha() else d
                                for d in (digits[i:i + 1] for i in range(4)))
 
 
@@ -49,8 +57,14 @@ def _spellings(char: str) -> list[bytes]:
     with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate is only ever written escaped
         forms.append(re.escape(char.encode("utf-8")))
     if char in _SHORT:
-        forms.append(re.escape(_SHORT[char].encode()))
+        forms.append(_ESCAPE + re.escape(_SHORT[char][1:].encode()))
     return forms
+
+
+# A \u escape of an ASCII digit, letter or other character from ``@`` on (``\``, ``_``, brackets): what JSON
+# writers leave as it is (they escape control characters, quotes, and ``<``, ``>``, ``&`` for HTML), so bytes with
+# none of these are spelled the way ``pattern`` expects, in keys too.
+ESCAPED_ASCII = re.compile(rb"\\u00(?:3[0-9]|[4-7][0-9a-fA-F])")
 
 
 def pattern(text: str, *, case: bool = False) -> re.Pattern[bytes]:

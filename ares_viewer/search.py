@@ -9,10 +9,12 @@ ordinary reader and searched episode by episode, so the hits are exactly those o
 The byte test asks for a plain query's *words* (split at whitespace, where a reader may join two strings of the
 file with a newline or a space). A word a reader may write itself is not asked for (a number, which may be the
 count in the marker of elided output, and the marker's words); records whose text a reader may glue together
-from several strings with nothing between them are always parsed (message content or a tool call's arguments
-given as a list of parts, an object or another value that is not text). A regular expression is tested for the
-plain characters its top-level sequence requires. A query with no usable word parses every episode, each file
-once, a chunk of records at a time.
+from several strings with nothing between them, or write from a value that is not text, are always parsed
+(message content or a tool call's arguments given as a list of parts, an object or a number), and so are records
+holding a ``\\u`` escape of an ASCII letter or digit (a key, or an escape inside nested JSON, may be spelled so
+where the byte test would not see it). A regular expression is tested for the plain characters its top-level
+sequence requires. A query with no usable word parses every episode, each file once, a chunk of records at a
+time.
 
 ``Search`` streams hits with counts of the files and episodes searched so far, stops at a limit or a time
 budget, and continues from where it stopped; ``hits`` is the simple generator over it.
@@ -152,12 +154,21 @@ def group_by_episode(found: Iterable[Hit]) -> list[tuple[str, list[Hit]]]:
 # A word a reader may write itself rather than read off one string of the file: a number (the count of elided
 # characters) or a piece of the marker of elided output; and a character that stands for unreadable bytes.
 _MARKER_WORDS = ("[...", "characters", "elided", "...]")
-# Records whose text a reader may glue together from several strings with nothing between them: message content
-# (or a tool call's arguments) that is a list of parts, an object or another value that is not text, and a
-# message that is itself a list.
-_GLUED = (*(re.compile(rb'"%s"\s*:\s*[^\s"n]' % key) for key in (b"content", b"message", b"arguments", b"text",
-                                                                   b"thinking")),
-          re.compile(rb"\[\s*\["))
+# Records always parsed. Those whose text a reader may glue together from several strings with nothing between
+# them, or write itself from a value that is not text: message content, a tool call's arguments (or input) or a
+# command that is a list of parts, an object or another value that is not a string, and a message that is itself a
+# list (one pattern for the keys: ``re`` scans once, faster than once a key). And, in bytes that hold a \u escape,
+# those holding one of an ASCII letter or digit (``jsonbytes.ESCAPED_ASCII``): a key spelled that way escapes the
+# keys above, and a nested escape spelled that way escapes ``jsonbytes.pattern``.
+_KEYS = (b"content", b"message", b"arguments", b"input", b"command", b"text", b"thinking")
+_ALWAYS_PARSED = (re.compile(rb'"(?:%s)"\s*:\s*[^\s"n]' % b"|".join(_KEYS)), re.compile(rb"\[\s*\["))
+_U_ESCAPE = re.compile(rb"\\u")  # ``re`` finds it in a large file faster than ``in`` does
+
+
+def _always_parsed(escapes: bool) -> tuple[re.Pattern[bytes], ...]:
+    return (*_ALWAYS_PARSED, jsonbytes.ESCAPED_ASCII) if escapes else _ALWAYS_PARSED
+
+
 _CHUNK_LINES = 256  # records parsed at a time: memory stays bounded by a chunk, not a file
 
 
@@ -192,9 +203,10 @@ class ByteTest:
         words = [w for w in query.split() if _usable(w)]
         return cls(words, case=case) if words else None
 
-    def view(self, data: bytes) -> tuple[bytes, list[re.Pattern[bytes]]]:
-        """The bytes to search (the same length and lines as ``data``) and the patterns to search them with."""
-        if self.literals is not None and data.isascii() and b"\\u" not in data:
+    def view(self, data: bytes, escapes: bool) -> tuple[bytes, list[re.Pattern[bytes]]]:
+        """The bytes to search (the same length and lines as ``data``) and the patterns to search them with;
+        ``escapes``: whether ``data`` holds a \\u escape."""
+        if self.literals is not None and not escapes and data.isascii():
             return (data if self.case else data.lower()), self.literals
         return data, self.patterns
 
@@ -320,21 +332,23 @@ class Search:
 
     def _may_hold(self, data: bytes) -> bool:
         assert self.byte_test is not None
-        view, patterns = self.byte_test.view(data)
-        return any(p.search(data) for p in _GLUED) or all(p.search(view) for p in patterns)
+        escapes = _U_ESCAPE.search(data) is not None
+        view, patterns = self.byte_test.view(data, escapes)
+        return any(p.search(data) for p in _always_parsed(escapes)) or all(p.search(view) for p in patterns)
 
     def _candidate_lines(self, data: bytes) -> list[int]:
         """The 1-based numbers of the JSON Lines records whose bytes may hold the query (every line without a
         byte test)."""
         if self.byte_test is None:
             return list(range(1, data.count(b"\n") + 2))
-        view, (first, *others) = self.byte_test.view(data)
+        escapes = _U_ESCAPE.search(data) is not None
+        view, (first, *others) = self.byte_test.view(data, escapes)
         found = set()
         for line, begin, end in _lines_at(data, [m.start() for m in first.finditer(view)]):
             if all(p.search(view, begin, end) for p in others):
                 found.add(line)
-        glued = sorted(m.start() for pattern in _GLUED for m in pattern.finditer(data))
-        found.update(line for line, _, _ in _lines_at(data, glued))
+        always = sorted(m.start() for pattern in _always_parsed(escapes) for m in pattern.finditer(data))
+        found.update(line for line, _, _ in _lines_at(data, always))
         return sorted(found)
 
 

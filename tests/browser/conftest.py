@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import pathlib
+from collections.abc import Mapping
 
 import demo_runs
 import pytest
@@ -44,10 +45,12 @@ def server_log(app_url) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def serve_app(runs_root: pathlib.Path, cache: pathlib.Path, review_db: pathlib.Path, log_dir: pathlib.Path):
-    """``streamlit run app/main.py`` on a free localhost port with its own cache and review database; yields
-    its URL and stops it on exit."""
-    env = {"ARES_VIEWER_RUNS": str(runs_root), "ARES_VIEWER_CACHE": str(cache), "ARES_VIEWER_REVIEW_DB": str(review_db)}
+def serve_app(runs_root: pathlib.Path, cache: pathlib.Path, review_db: pathlib.Path, log_dir: pathlib.Path,
+              env: Mapping[str, str] | None = None):
+    """``streamlit run app/main.py`` on a free localhost port with its own cache and review database (and ``env``
+    added to its environment); yields its URL and stops it on exit."""
+    env = {"ARES_VIEWER_RUNS": str(runs_root), "ARES_VIEWER_CACHE": str(cache), "ARES_VIEWER_REVIEW_DB": str(review_db),
+           **(env or {})}
     with open(log_dir / "streamlit.log", "w+b") as log, contextlib.ExitStack() as stack:
         try:
             url, _ = stack.enter_context(app_server.served(env, log))

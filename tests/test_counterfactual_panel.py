@@ -63,8 +63,8 @@ def test_a_configured_endpoint_is_named_and_the_json_editor_validates(panel, tmp
     monkeypatch.setenv("CF_PANEL_KEY", "sk-panel")
     at = panel()
     said = " ".join(m.value for m in at.markdown)
-    assert "Asks model `tiny-coder` at `http://127.0.0.1:9/v1/chat/completions` with the API key from " \
-           "`$CF_PANEL_KEY`" in said
+    assert "Asks model `tiny-coder` at `http://user:***@127.0.0.1:9/v1/chat/completions` with the API key from " \
+           "`$CF_PANEL_KEY` (it wins over the URL's user name and password, which are not sent)" in said
     assert "pw" not in said and "token" not in said and "sk-panel" not in said
     assert not _go(at).disabled and _go(at).label == "Ask tiny\\-coder and continue"
     # The last message's text is there to edit.

@@ -13,9 +13,10 @@ every action, and a per-step snapshot of the container (step 0: the restored sta
 page shows what each action changed and Compare pairs its steps with the parent's by the files they changed. When
 the model submits, the task's verifier runs and is recorded under ``verifier`` in the recorder's shape (its output,
 exit code, reward file, the paths it changed); an :func:`openai_client`'s endpoint (password masked) and model are
-recorded under ``recording.model``. A model, container or verifier failure partway leaves the actions done so far, ended ``errored`` with the failure
-(:class:`CounterfactualError`). With an ``ActivationCapture`` around an in-process model, its activations are
-saved beside the episode with the tokens of every call, as the recorder saves them.
+recorded under ``recording.model``. A model, container or verifier failure partway leaves the actions done so
+far, ended ``errored`` with the failure (:class:`CounterfactualError`). With an ``ActivationCapture`` around an
+in-process model, its activations are saved beside the episode with the tokens of every call, as the recorder
+saves them.
 
 A client is any callable ``client(messages, system_prompt) -> str`` (or an awaitable of one): a scripted list,
 an OpenAI-compatible endpoint (:func:`openai_client`; the endpoint the user configured is

@@ -10,10 +10,13 @@ never the parent's run folder (by default a new folder under ``counterfactuals/`
 
 The episode is written as it happens, the way the recorder writes one (``recorder.EpisodeFile``): the file after
 every action, and a per-step snapshot of the container (step 0: the restored state it starts from), so its Files
-page shows what each action changed and Compare pairs its steps with the parent's by the files they changed. A
-model, container or verifier failure partway leaves the actions done so far, ended ``errored`` with the failure
-(:class:`CounterfactualError`). With an ``ActivationCapture`` around an in-process model, its activations are
-saved beside the episode with the tokens of every call, as the recorder saves them.
+page shows what each action changed and Compare pairs its steps with the parent's by the files they changed. When
+the model submits, the task's verifier runs and is recorded under ``verifier`` in the recorder's shape (its output,
+exit code, reward file, the paths it changed); an :func:`openai_client`'s endpoint (password masked) and model are
+recorded under ``recording.model``. A model, container or verifier failure partway leaves the actions done so
+far, ended ``errored`` with the failure (:class:`CounterfactualError`). With an ``ActivationCapture`` around an
+in-process model, its activations are saved beside the episode with the tokens of every call, as the recorder
+saves them.
 
 A client is any callable ``client(messages, system_prompt) -> str`` (or an awaitable of one): a scripted list,
 an OpenAI-compatible endpoint (:func:`openai_client`; the endpoint the user configured is
@@ -40,7 +43,8 @@ import ares_viewer
 from ares_viewer import agent_text, container, index_cache, model, sandbox
 from ares_viewer.model_client import ModelEndpointError, openai_client
 from ares_viewer.recorder import activations as recorder_activations
-from ares_viewer.recorder import episode_file
+from ares_viewer.recorder import container_state, episode_file
+from ares_viewer.recorder.session import VERIFIER_SUFFIX
 
 __all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "CounterfactualError", "Edit", "ModelEndpointError",
            "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run"]
@@ -142,6 +146,13 @@ def _wait(answer: Awaitable[str]) -> str:
         return worker.submit(asyncio.run, _awaited(answer)).result()
 
 
+def _client_model(client: Client) -> dict[str, str]:
+    """What the client says it calls: ``{"endpoint", "model"}`` of an :func:`openai_client` (the endpoint as
+    ``model_client.shown_url`` shows it: never a password), else nothing."""
+    return {name: value for name in ("endpoint", "model")
+            if isinstance(value := getattr(client, name, None), str) and value}
+
+
 def _request(messages: list[dict[str, Any]], system_prompt: str | None, template: dict[str, Any]) -> dict[str, Any]:
     return {**template, "messages": [dict(m) for m in messages], "system_prompt": system_prompt}
 
@@ -152,12 +163,6 @@ def _result_message(result: sandbox.CommandResult) -> str:
     return f"<returncode>{code}</returncode>\n<output>\n{output}\n</output>"
 
 
-def _verified_reward(box: sandbox.Sandbox, episode: model.Episode) -> float | None:
-    try:
-        recipe = sandbox.task_recipe(episode)
-    except LookupError:
-        return None
-    return sandbox.verify(box, recipe).reward
 
 
 class _Writer:
@@ -200,6 +205,55 @@ class _Writer:
         if failed is not None:
             self.file.extra.setdefault("snapshot_errors", []).append(failed)
             self.file.write()
+
+    def verify(self, episode: model.Episode, step: int, say: Callable[[str], None]) -> float | None:
+        """Run the task's verifier after action ``step`` (the model submitted) and record it under ``verifier`` in
+        the recorder's shape, with a snapshot of the container after it (``snapshots/<episode_id>.verifier/``) and
+        the paths it changed. The reward, or None when the run has no recipe for the task (nothing recorded).
+
+        Raises:
+            sandbox.SandboxError: the verifier could not run or gave no reward (recorded in ``verifier.error``).
+        """
+        try:
+            recipe = sandbox.task_recipe(episode)
+        except LookupError as exc:
+            say(f"No verifier: {exc}; the reward stays unknown")
+            return None
+        say("The model submitted: running the task's verifier…")
+        verdict = sandbox.verify(self.box, recipe)
+        ran = verdict.result
+        command = {"step_index": step, "command": recipe.verifier_command, "returncode": ran.returncode,
+                   **episode_file.cut_output(ran.output), "duration_s": round(ran.duration_s, 3)}
+        if ran.error is not None:
+            command["error"] = ran.error
+        record: dict[str, Any] = {"step_index": step, "commands": [command], "returncode": ran.returncode,
+                                  **episode_file.cut_output(ran.output)}
+        if verdict.reward_text is not None:
+            record["reward_file"] = {"path": recipe.reward_path, "content": verdict.reward_text}
+        record["reward"] = verdict.reward
+        failure = None
+        if verdict.error is not None:
+            failure = sandbox.SandboxError(f"the verifier failed: {verdict.error}")
+            record["error"] = episode_file.error_record(failure)
+        self.file.extra["verifier"] = record
+        verifier_id = f"{self.file.header['episode_id']}{VERIFIER_SUFFIX}"
+        try:
+            folder = container.capture_snapshot(self.box.container(), self.box.image, verifier_id, step, self.out,
+                                                self.box.workdir)
+        except Exception as exc:  # the verifier's record stands without its snapshot
+            _LOGGER.warning("counterfactual %s: no snapshot after the verifier: %s", self.file.header["episode_id"],
+                            exc)
+            self.file.extra.setdefault("snapshot_errors", []).append(
+                {"step_index": step, "verifier": True, **episode_file.error_record(exc)})
+        else:
+            final = self.out / "snapshots" / self.file.header["episode_id"] / f"step_{step:04d}"
+            if final.is_dir():
+                record["snapshot"] = folder.relative_to(self.out).as_posix()
+                record["changed_paths"] = container_state.changed_paths(final, folder)
+        self.file.write()
+        if failure is not None:
+            raise failure
+        return verdict.reward
 
     def end(self, status: str, exc: BaseException | None = None) -> None:
         try:
@@ -270,7 +324,9 @@ def run(
         docker_client, session, limits: passed to ``sandbox.restore``.
         keep_sandbox: return the live sandbox in ``Result.box`` instead of removing it.
         verify: when the model submits, run the task's verifier (``sandbox.verify``) for the reward, where the
-            run records how (``sandbox.task_recipe``); the reward stays unknown otherwise.
+            run records how (``sandbox.task_recipe``); the reward stays unknown otherwise. Its run is recorded under
+            ``verifier`` as the recorder records one (its command, output, exit code, reward file and reward, a
+            snapshot after it and the paths it changed), so the episode's ending reads it like a recorded one's.
         activations: ARES's ``ActivationCapture`` around the model the client runs (an in-process
             ``HookedTransformerLLMClient`` through :func:`ares_client`): its capture steps are saved beside the new
             episode (``<out_dir>/activations/<episode_id>/``) with the tokens of every model call, as the recorder
@@ -307,11 +363,15 @@ def run(
     action_now = [0]  # the action the model is being asked for (the capture's notes name it)
     recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
                                                                                       lambda: action_now[0] or None)
+    asked = _client_model(client)
+    _LOGGER.info("counterfactual %s from step %d of %s: asking %s", episode_id, step, episode.episode_id,
+                 " at ".join(str(v) for v in (asked.get("model"), asked.get("endpoint")) if v) or "a client")
     writer = _Writer(out / f"{episode_id}.json", episode_id, episode.task_name, start, box, {
         "end_status": episode_file.RUNNING,
         "counterfactual": parent,
         "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
-                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}"},
+                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}",
+                      **({"model": asked} if asked else {})},
     })
     try:
         if recorder is not None:
@@ -322,9 +382,7 @@ def run(
         writer.snapshot_soon(0)  # the parent's step, restored: where the counterfactual starts from
         finished = _continue(episode, box, client, messages, template, max_steps, writer, responses, action_now,
                              say)
-        if finished and verify:
-            say("The model submitted: running the task's verifier…")
-        reward = _verified_reward(box, episode) if finished and verify else None
+        reward = writer.verify(episode, action_now[0], say) if finished and verify else None
         if reward is not None and writer.file.last_record is not None:
             writer.file.header["total_reward"] = reward
             writer.file.replace_last_step({**writer.file.last_record, "reward": reward})

@@ -5,6 +5,12 @@ counterfactual client: ``client(messages, system_prompt) -> response text``. It 
 ``{base_url}/chat/completions`` with the standard library's HTTP client, under a timeout, and raises
 :class:`ModelEndpointError` naming the endpoint and what went wrong (never the key).
 
+An endpoint behind HTTP Basic auth takes its credentials in the URL (``http://user:password@host:8000/v1``, both
+percent-encoded as in any URL): they are sent in an ``Authorization: Basic`` header and removed from the URL
+requested, and wherever the URL is shown (:func:`shown_url`: errors, the Sandbox page, a counterfactual's episode
+file) the password is ``***``. When an API key is given too, the key's ``Authorization: Bearer`` header wins and
+the URL's credentials are not sent (one request carries one ``Authorization`` header).
+
 :func:`configured` reads the endpoint the user set up, so the app (and a notebook) can offer it without asking:
 environment variables first, then a TOML file (``ARES_VIEWER_MODEL_CONFIG``, else ``model.toml`` in the cache
 folder). The API key itself is never in the configuration: it names the environment variable that holds the key,
@@ -22,6 +28,7 @@ read only when a request is made::
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -60,14 +67,41 @@ class ConfigError(ValueError):
     """The model configuration is incomplete or invalid; the message names the variable or file and the fix."""
 
 
-def shown_url(url: str) -> str:
-    """A URL as a page or an error message may show it: without a user name, password, query string or fragment
-    (they may hold secrets)."""
-    parts = urllib.parse.urlsplit(url)
+MASK = "***"
+
+
+def _host_port(parts: urllib.parse.SplitResult) -> str:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    try:
+        port = parts.port
+    except ValueError:  # not a number: shown as written (no secret lives there)
+        port = parts.netloc.rpartition("@")[2].rpartition(":")[2] or None
+    return f"{host}:{port}" if port else host
+
+
+def shown_url(url: str) -> str:
+    """A URL as a page, a log line, an error message or an episode file may show it: the password ``***``
+    (``http://user:***@host/v1``), without a query string or fragment (they may hold secrets)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = _host_port(parts)
+    if parts.username is not None:
+        netloc = f"{parts.username}{':' + MASK if parts.password is not None else ''}@{netloc}"
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def url_credentials(url: str) -> tuple[str, str] | None:
+    """The user name and password a URL carries (percent-decoded), or None when it carries none."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return None
+    return urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+
+
+def without_credentials(url: str) -> str:
+    """The URL without its user name and password (what is requested)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def chat_completions_url(base_url: str) -> str:
@@ -122,33 +156,47 @@ def openai_client(
     """A client of an OpenAI-compatible chat-completions endpoint: ``client(messages, system_prompt) -> text``.
 
     Args:
-        base_url: the endpoint's base URL (``http://127.0.0.1:8000/v1``) or its full chat-completions URL.
+        base_url: the endpoint's base URL (``http://127.0.0.1:8000/v1``) or its full chat-completions URL; a user
+            name and password in it (``http://user:password@host/v1``, percent-encoded) are sent as HTTP Basic auth
+            (unless ``api_key`` is given) and never requested, shown or written.
         model: the ``model`` field of every request.
-        api_key: sent as ``Authorization: Bearer ...`` when given.
+        api_key: sent as ``Authorization: Bearer ...`` when given; it wins over credentials in the URL.
         timeout_s: one request's time limit (connecting and each read).
         max_response_bytes: a larger answer is refused.
         request_fields: more fields of every request (``temperature=0.0``, ``max_tokens=1024``, ...).
 
     The client raises :class:`ModelEndpointError` when the endpoint cannot be reached, does not answer in time,
     answers an HTTP error (its status and the start of its body are quoted), or answers something that is not a
-    chat completion. The message names the endpoint as :func:`shown_url` shows it and never holds the key (a body
-    that quotes it, or the URL's password or query, back has them replaced by ``***``), so it can be shown and
-    written into an episode file.
+    chat completion; a refused request (HTTP 401 or 403) says which credentials were sent. The message names the
+    endpoint as :func:`shown_url` shows it and never holds the key or the password (a body that quotes them, or the
+    URL's query, back has them replaced by ``***``), so it can be shown and written into an episode file. The
+    client's ``endpoint`` and ``model`` attributes say what it calls (``endpoint`` as :func:`shown_url` shows it).
     """
     url = chat_completions_url(base_url)
+    shown = shown_url(url)  # what messages name: never the password a URL may carry
     if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
-        raise ValueError(f"the model endpoint must be an http:// or https:// URL, not {base_url!r}")
+        raise ValueError(f"the model endpoint must be an http:// or https:// URL, not {shown_url(base_url)!r}")
     clash = _OWN_FIELDS & set(request_fields)
     if clash:
         raise ValueError(f"request fields {sorted(clash)} are set by the client itself")
-    shown = shown_url(url)  # what error messages name: no credentials a URL may carry
+    credentials = url_credentials(url)
+    target = without_credentials(url)  # urllib would take user:password@host for the host
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    basic = None
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+        sent = "the API key"
+    elif credentials is not None:
+        basic = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode("ascii")
+        headers["Authorization"] = f"Basic {basic}"
+        sent = f"the URL's user name {credentials[0]!r} and its password"
+    else:
+        sent = "no credentials"
 
     # What an endpoint may quote back in its error body (the key, the URL's password or query), never passed on.
     parts = urllib.parse.urlsplit(url)
-    secrets = [secret for secret in (api_key, parts.password, parts.query) if secret]
+    secrets = sorted({secret for secret in (api_key, parts.password, credentials and credentials[1], basic,
+                                            parts.query) if secret}, key=len, reverse=True)
 
     def call(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
         try:
@@ -163,7 +211,8 @@ def openai_client(
 
     def ask(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
         body = {"model": model, "messages": _payload_messages(messages, system_prompt), **request_fields}
-        request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+        request = urllib.request.Request(target, data=json.dumps(body).encode("utf-8"), headers=headers,
+                                         method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 raw = answer.read(max_response_bytes + 1)
@@ -172,7 +221,8 @@ def openai_client(
                 quoted = _quote(exc.read(_QUOTED + 1)) if exc.fp is not None else ""
             except OSError:
                 quoted = ""
-            raise ModelEndpointError(f"{shown} answered HTTP {exc.code} {exc.reason}"
+            refused = f" (the request sent {sent})" if exc.code in (401, 403) else ""
+            raise ModelEndpointError(f"{shown} answered HTTP {exc.code} {exc.reason}{refused}"
                                      + (f": {quoted}" if quoted else "")) from None
         except TimeoutError as exc:
             raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
@@ -192,6 +242,8 @@ def openai_client(
         return _response_text(answer_json, shown)
 
     call.__qualname__ = f"openai_client({model!r} at {shown})"
+    call.endpoint = shown  # type: ignore[attr-defined]
+    call.model = model  # type: ignore[attr-defined]
     return call
 
 
@@ -208,7 +260,7 @@ class EndpointConfig:
         source: where the configuration came from (the environment, a file, or both).
     """
 
-    url: str
+    url: str = dataclasses.field(repr=False)  # may hold a password: the repr shows shown_url
     model: str
     api_key_env: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -219,6 +271,16 @@ class EndpointConfig:
     def shown_url(self) -> str:
         """The URL as a page may show it (:func:`shown_url`)."""
         return shown_url(self.url)
+
+    @property
+    def url_user(self) -> str | None:
+        """The user name of the URL's HTTP Basic credentials, or None when it carries none."""
+        credentials = url_credentials(self.url)
+        return None if credentials is None else credentials[0]
+
+    def __repr__(self) -> str:
+        return (f"EndpointConfig(shown_url={self.shown_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, "
+                f"timeout_s={self.timeout_s!r}, request={dict(self.request)!r}, source={self.source!r})")
 
     def key_is_set(self, environ: Mapping[str, str] | None = None) -> bool:
         """Whether the key's variable is set (always True when no key is configured)."""
@@ -283,7 +345,8 @@ def configured(environ: Mapping[str, str] | None = None) -> EndpointConfig | Non
         raise ConfigError(f"no endpoint URL: set {URL_ENV} (e.g. http://127.0.0.1:8000/v1) or url in {path}")
     if urllib.parse.urlsplit(url.strip()).scheme not in {"http", "https"} or not urllib.parse.urlsplit(
             url.strip()).netloc:
-        raise ConfigError(f"{where['url']}: the endpoint must be an http:// or https:// URL, not {url!r}")
+        raise ConfigError(f"{where['url']}: the endpoint must be an http:// or https:// URL, not "
+                          f"{shown_url(url.strip())!r}")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"no model name: set {MODEL_ENV} or model in {path} (the endpoint's model id)")
     key_env = values.get("api_key_env") or None

@@ -72,7 +72,8 @@ def _how_to_configure() -> None:
     left, right = st.columns(2)
     left.code(f"export {model_client.URL_ENV}=http://127.0.0.1:8000/v1\n"
               f"export {model_client.MODEL_ENV}=my-model\n"
-              f"# optional: the variable that holds the API key (never the key itself)\n"
+              f"# optional: the variable that holds the API key (never the key itself),\n"
+              f"# or HTTP Basic auth in the URL: http://user:password@127.0.0.1:8000/v1\n"
               f"export {model_client.API_KEY_ENV_ENV}=MY_ENDPOINT_KEY\n"
               f"export {model_client.TIMEOUT_ENV}=120", language="bash")
     right.code('url = "http://127.0.0.1:8000/v1"\nmodel = "my-model"\napi_key_env = "MY_ENDPOINT_KEY"  # optional\n'
@@ -81,10 +82,23 @@ def _how_to_configure() -> None:
     st.caption("The environment overrides the file setting by setting. See docs/sandbox.md, “Counterfactuals”.")
 
 
+def _credentials(config: model_client.EndpointConfig) -> str:
+    """Which credentials the requests carry, in words (the API key wins over a user name and password in the URL);
+    never the key or the password."""
+    user = config.url_user
+    basic = None if user is None else f"HTTP Basic auth as user {escape.code(user)} (the password in the URL)"
+    if config.api_key_env is None:
+        return basic or "no API key"
+    named = escape.code("$" + config.api_key_env)
+    if config.key_is_set():
+        return f"the API key from {named}" + ("" if user is None else " (it wins over the URL's user name and "
+                                                                      "password, which are not sent)")
+    return (f"no API key: {named} is not set in the server's environment" if basic is None else
+            f"{basic}: {named} is not set in the server's environment")
+
+
 def _endpoint(config: model_client.EndpointConfig) -> None:
-    key = ("no API key" if config.api_key_env is None else
-           f"the API key from {escape.code('$' + config.api_key_env)}" if config.key_is_set() else
-           f"no API key: {escape.code('$' + config.api_key_env)} is not set in the server's environment")
+    key = _credentials(config)
     st.markdown(f"Asks model {escape.code(config.model)} at {escape.code(config.shown_url)} with {key} "
                 f"· timeout {config.timeout_s:g} s · configured by {escape.code(config.source)}")
     if config.api_key_env is not None and not config.key_is_set():

@@ -3,11 +3,13 @@
 ``with chat_server.serve(["first answer", "second"]) as server:`` gives ``server.base_url``
 (``http://127.0.0.1:PORT/v1``); ``server.requests`` holds every request received (path, headers, JSON body), in
 order. Set ``server.status`` to answer that HTTP status instead (with ``server.error_message``), or
-``server.delay_s`` to answer late.
+``server.delay_s`` to answer late. Set ``server.basic_auth = (user, password)`` to require HTTP Basic auth: a
+request without exactly that ``Authorization: Basic`` header is answered 401 (and recorded all the same).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import http.server
@@ -32,6 +34,7 @@ class ChatServer:
         self.status = 200
         self.error_message = "scripted failure"
         self.delay_s = 0.0
+        self.basic_auth: tuple[str, str] | None = None
         self.base_url = ""
         self._lock = threading.Lock()
 
@@ -41,6 +44,10 @@ class ChatServer:
             index = len(self.requests) - 1
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.basic_auth is not None:
+            expected = base64.b64encode(":".join(self.basic_auth).encode()).decode("ascii")
+            if received.headers.get("authorization") != f"Basic {expected}":
+                return 401, {"error": {"message": "wrong user name or password", "type": "invalid_request_error"}}
         if self.status != 200:
             return self.status, {"error": {"message": self.error_message, "type": "server_error"}}
         if index >= len(self.responses):

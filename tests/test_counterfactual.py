@@ -11,13 +11,15 @@ partway (a real chat-completions server out of answers) leaves the actions done 
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
+import shutil
 import uuid
 
 import chat_server
 import pytest
 
-from ares_viewer import align, counterfactual, fsdiff, sandbox, snapshots
+from ares_viewer import align, counterfactual, ending, fsdiff, sandbox, snapshots
 from ares_viewer.model import Outcome
 from ares_viewer.run import load_episode
 
@@ -86,6 +88,11 @@ def test_a_counterfactual_from_step_1_continues_the_episode_with_the_edited_prom
     assert fix.a == 2 and fix.files == ("/testbed/textkit/slug.py",)
     # The submission's output (its diff) is recorded, as the recorder records it.
     assert "unicodedata" in (new.step(3).output or "")
+    # So is the verifier's run (this recipe sends the tests' output to a log, so the command prints nothing).
+    verifier = new.metadata["verifier"]
+    assert verifier["step_index"] == 3 and verifier["returncode"] == 0 and verifier["reward"] == 1.0
+    assert verifier["reward_file"] == {"path": "/logs/verifier/reward.txt", "content": "1.0\n"}
+    assert "/logs/verifier/pytest.log" in verifier["changed_paths"]
 
 
 def test_a_model_that_fails_at_its_third_call_leaves_two_actions_and_an_errored_episode(engine, tmp_path):
@@ -192,3 +199,126 @@ def test_without_a_folder_it_goes_to_a_new_one_under_the_cache_folder_and_report
     said = "\n".join(lines)
     assert "Action 1 of at most 1: asking the model" in said and "Action 1: running echo progress-probe" in said
     assert "Container" in said  # the restore's own progress lines come first
+
+
+def _run_whose_verifier_prints(root: pathlib.Path, command: str | None = None) -> pathlib.Path:
+    """The wrong-fix episode in a run of its own (its file, snapshots and task recipe) whose verifier prints the
+    tests' output as ARES's ``bash /tests/test.sh`` does, instead of only writing it to a log."""
+    task = "textkit__slugify-accents"
+    root.mkdir()
+    shutil.copy(DEMO / f"{WRONG_FIX}.json", root)
+    shutil.copytree(DEMO / "snapshots" / WRONG_FIX, root / "snapshots" / WRONG_FIX)
+    shutil.copytree(DEMO / "tasks" / task, root / "tasks" / task)
+    recipe_path = root / "tasks" / task / "task.json"
+    recipe = json.loads(recipe_path.read_text())
+    original = recipe["verifier"]["command"]
+    logged = "> /logs/verifier/pytest.log 2>&1; if [ $? -eq 0 ]"
+    assert logged in original
+    recipe["verifier"]["command"] = original.replace(
+        logged, "2>&1 | tee /logs/verifier/pytest.log; if [ ${PIPESTATUS[0]} -eq 0 ]")
+    if command is not None:
+        recipe["verifier"]["command"] = command
+    recipe_path.write_text(json.dumps(recipe))
+    return root / f"{WRONG_FIX}.json"
+
+
+def test_a_counterfactual_through_an_endpoint_with_credentials_records_its_verifier_as_the_recorder_does(
+        engine, tmp_path, monkeypatch, caplog):
+    """Its endpoint takes HTTP Basic auth from the URL (a wrong password first: an errored episode naming the URL
+    without it); the verifier's output, exit code, reward file and changed paths are recorded in the recorder's
+    shape, and the Episode page's ending shows them as for a recorded episode. Nothing written holds the
+    password."""
+    caplog.set_level(logging.INFO, logger="ares_viewer")
+    parent = load_episode(_run_whose_verifier_prints(tmp_path / "run"))
+    solved = load_episode(DEMO / f"{SOLVED}.json")
+    password = "cf-p@ss-9137"
+    with chat_server.serve([solved.step(k).response for k in (5, 6, 7)]) as server:
+        server.basic_auth = ("reviewer", password)
+        at = f"127.0.0.1:{server.base_url.split(':')[2].split('/')[0]}"
+        shown = f"http://reviewer:***@{at}/v1/chat/completions"
+        wrong = counterfactual.openai_client(f"http://reviewer:not-{password}@{at}/v1", "scripted")
+        with pytest.raises(counterfactual.CounterfactualError) as caught:
+            counterfactual.run(parent, 1, edit=_hinted, client=wrong, out_dir=tmp_path / "out" / "refused",
+                               docker_client=engine, session=SESSION)
+        refused = load_episode(caught.value.result.path)
+        assert refused.outcome is Outcome.ERRORED and refused.num_actions == 0
+        assert f"{shown} answered HTTP 401" in refused.error and "user name 'reviewer'" in refused.error
+        assert f"{shown} answered HTTP 401" in str(caught.value)
+        server.requests.clear()
+        right = counterfactual.openai_client(f"http://reviewer:{password.replace('@', '%40')}@{at}/v1", "scripted")
+        result = counterfactual.run(parent, 1, edit=_hinted, client=right, out_dir=tmp_path / "out" / "cf",
+                                    docker_client=engine, session=SESSION)
+    assert len(server.requests) == 3 and all(r.headers["authorization"].startswith("Basic ")
+                                             for r in server.requests)
+    new = load_episode(result.path)
+    assert new.metadata["recording"]["model"] == {"endpoint": shown, "model": "scripted"}
+    # The verifier, in the recorder's shape: the same keys as a recorded episode's.
+    verifier = new.metadata["verifier"]
+    recorded = solved.metadata["verifier"]
+    assert set(verifier) == set(recorded)
+    assert verifier["step_index"] == 3 and verifier["returncode"] == 0 and "5 passed" in verifier["output"]
+    assert [c["command"] for c in verifier["commands"]] == [json.loads(
+        (tmp_path / "run" / "tasks" / "textkit__slugify-accents" / "task.json").read_text())["verifier"]["command"]]
+    assert verifier["reward_file"] == {"path": "/logs/verifier/reward.txt", "content": "1.0\n"}
+    assert verifier["snapshot"] == f"snapshots/{result.episode_id}.verifier/step_0003"
+    assert (pathlib.Path(result.path).parent / verifier["snapshot"]).is_dir()
+    assert {"/logs/verifier/reward.txt", "/logs/verifier/pytest.log"} <= set(verifier["changed_paths"])
+    assert "/testbed/textkit/slug.py" not in verifier["changed_paths"]  # the model's fix is not the verifier's
+    # The ending reads it as it reads a recorded episode's.
+    end = ending.of(new)
+    assert end.step == 3 and end.reward == 1.0 and end.explanation == "completed, reward 1: the verifier's tests passed"
+    assert "5 passed" in end.verifier.output and end.verifier.returncode == 0 and end.verifier.reward_file == "1.0\n"
+    assert end.submission is not None and "unicodedata" in end.submission
+    # The Episode page's ending section shows it.
+    shown_page = _episode_page(tmp_path / "out", "cf", result.episode_id, 3, monkeypatch)
+    assert "#### Why this reward" in shown_page and "**Verifier output** · exit code 0 · reward 1" in shown_page
+    assert "5 passed" in shown_page and "Reward file: 1.0" in shown_page
+    assert "The recording holds no verifier output" not in shown_page
+    # Nothing written or logged holds the password.
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert password.encode() not in data and b"cf-p%40ss" not in data, path
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert shown in logged and password not in logged and "cf-p%40ss" not in logged
+
+
+def test_a_verifier_that_gives_no_reward_ends_the_episode_errored_with_its_output_recorded(engine, tmp_path):
+    parent = load_episode(_run_whose_verifier_prints(tmp_path / "run", "echo the tests crashed; exit 3"))
+    solved = load_episode(DEMO / f"{SOLVED}.json")
+    client = Scripted([solved.step(k).response for k in (5, 6, 7)])
+    with pytest.raises(counterfactual.CounterfactualError, match="the verifier failed: no reward at"):
+        counterfactual.run(parent, 1, edit=_hinted, client=client, out_dir=tmp_path / "cf", docker_client=engine,
+                           session=SESSION)
+    [written] = (tmp_path / "cf").glob("*.json")
+    new = load_episode(written)
+    assert new.outcome is Outcome.ERRORED and new.num_actions == 3 and new.total_reward is None
+    verifier = new.metadata["verifier"]
+    assert verifier["returncode"] == 3 and "the tests crashed" in verifier["output"] and verifier["reward"] is None
+    assert "no reward at /logs/verifier/reward.txt" in verifier["error"]["message"]
+    end = ending.of(new)
+    assert end.verifier.output.strip() == "the tests crashed" and "the verifier failed" in end.verifier.error
+    assert end.explanation.startswith("errored: the episode failed before it was scored")
+    assert "the verifier failed: no reward at /logs/verifier/reward.txt" in end.explanation
+
+
+def _episode_page(root: pathlib.Path, run: str, episode_id: str, step: int, monkeypatch) -> str:
+    """The app's Episode page at a step, as the text it shows (AppTest; markdown escapes dropped)."""
+    import re
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    import ares_viewer_app
+
+    st.cache_resource.clear()
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
+    at = AppTest.from_file(str(pathlib.Path(ares_viewer_app.__file__).parent / "main.py"), default_timeout=120)
+    at.query_params.update(run=run, episode=episode_id, step=str(step))
+    at.switch_page("views/episode.py")
+    at.run()
+    assert not at.exception, at.exception
+    parts = []
+    for kind in ("markdown", "caption", "code", "error", "warning", "info"):
+        parts.extend(str(getattr(e, "value", "") or "") for e in at.get(kind))
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(parts)).replace("\u2060", "")

@@ -63,8 +63,8 @@ def test_a_configured_endpoint_is_named_and_the_json_editor_validates(panel, tmp
     monkeypatch.setenv("CF_PANEL_KEY", "sk-panel")
     at = panel()
     said = " ".join(m.value for m in at.markdown)
-    assert "Asks model `tiny-coder` at `http://127.0.0.1:9/v1/chat/completions` with the API key from " \
-           "`$CF_PANEL_KEY`" in said
+    assert "Asks model `tiny-coder` at `http://user:***@127.0.0.1:9/v1/chat/completions` with the API key from " \
+           "`$CF_PANEL_KEY` (it wins over the URL's user name and password, which are not sent)" in said
     assert "pw" not in said and "token" not in said and "sk-panel" not in said
     assert not _go(at).disabled and _go(at).label == "Ask tiny\\-coder and continue"
     # The last message's text is there to edit.
@@ -99,6 +99,30 @@ def test_an_endpoint_that_fails_partway_shows_why_and_the_actions_done_before(pa
     assert metrics["Actions"] == "1" and metrics["Outcome"] == "errored"
     [written] = list((tmp_path / "cache" / "counterfactuals").glob("*/*.json"))
     assert (written.parent / "snapshots").is_dir()
+
+
+def test_a_wrong_password_in_the_url_is_shown_masked_and_the_page_never_shows_it(panel, monkeypatch, tmp_path):
+    """An endpoint behind HTTP Basic auth, its credentials in the configured URL: the page names the user and masks
+    the password; a wrong password is an HTTP 401 naming the URL without it, in the page and the episode file."""
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    with chat_server.serve(["```bash\necho never\n```"]) as server:
+        server.basic_auth = ("reviewer", "the-right-one")
+        port = server.base_url.split(":")[2].split("/")[0]
+        monkeypatch.setenv("ARES_VIEWER_MODEL_URL", f"http://reviewer:panel-wrong-pw@127.0.0.1:{port}/v1")
+        monkeypatch.setenv("ARES_VIEWER_MODEL", "guarded")
+        at = panel()
+        said = " ".join(m.value for m in at.markdown)
+        assert f"at `http://reviewer:***@127.0.0.1:{port}/v1/chat/completions` with HTTP Basic auth as user " \
+               "`reviewer` (the password in the URL)" in said
+        _go(at).click().run(timeout=240)
+    assert server.requests[0].headers["authorization"].startswith("Basic ")
+    errors = _errors(at).replace("\u2060", "")  # the word joiners that keep a URL from becoming a link
+    assert f"http://reviewer:***@127.0.0.1:{port}/v1/chat/completions answered HTTP 401" in errors
+    everything = " ".join(str(getattr(e, "value", "")) for kind in ("markdown", "caption", "code", "error", "text")
+                          for e in at.get(kind))
+    assert "panel-wrong-pw" not in everything
+    [written] = list((tmp_path / "cache" / "counterfactuals").glob("*/*.json"))
+    assert "panel-wrong-pw" not in written.read_text() and "answered HTTP 401" in written.read_text()
 
 
 def test_the_last_step_has_nothing_to_ask(panel, monkeypatch):

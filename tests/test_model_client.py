@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
 
@@ -68,6 +69,66 @@ def test_an_error_never_holds_the_key_or_credentials_in_the_url():
     with chat_server.serve([]) as server, pytest.raises(ModelEndpointError) as caught:
         model_client.openai_client(f"{server.base_url}/elsewhere?token=tok-secret", "m")(MESSAGES, None)
     assert "HTTP 404" in str(caught.value) and "tok-secret" not in str(caught.value)
+
+
+def _port(server) -> str:
+    return server.base_url.split(":")[2].split("/")[0]
+
+
+def test_credentials_in_the_url_are_sent_as_basic_auth_and_never_requested_or_shown():
+    """``http://user:password@host/v1``: the user name and password, percent-decoded, go in an ``Authorization:
+    Basic`` header; the URL requested and every place the URL is shown carry no password."""
+    password = "p@ss:w/rd-7"
+    with chat_server.serve(["```bash\nls\n```"]) as server:
+        server.basic_auth = ("review er", password)
+        url = f"http://review%20er:p%40ss%3Aw%2Frd-7@127.0.0.1:{_port(server)}/v1"
+        client = model_client.openai_client(url, "tiny-coder")
+        assert client(MESSAGES, None) == "```bash\nls\n```"
+    [request] = server.requests
+    assert request.path == "/v1/chat/completions" and request.headers["host"] == f"127.0.0.1:{_port(server)}"
+    assert request.headers["authorization"] == "Basic " + base64.b64encode(f"review er:{password}".encode()).decode()
+    assert client.endpoint == f"http://review%20er:***@127.0.0.1:{_port(server)}/v1/chat/completions"
+    assert password not in client.__qualname__ and "p%40ss" not in client.__qualname__
+
+
+def test_a_wrong_password_is_a_clear_error_naming_the_url_without_the_password():
+    with chat_server.serve(["never"]) as server:
+        server.basic_auth = ("reviewer", "right-password")
+        client = model_client.openai_client(f"http://reviewer:wrong-password@127.0.0.1:{_port(server)}/v1", "m")
+        with pytest.raises(ModelEndpointError) as caught:
+            client(MESSAGES, None)
+    message = str(caught.value)
+    assert message.startswith(f"http://reviewer:***@127.0.0.1:{_port(server)}/v1/chat/completions answered HTTP 401 "
+                              "Unauthorized (the request sent the URL's user name 'reviewer' and its password): ")
+    assert "wrong user name or password" in message
+    assert "wrong-password" not in message and "right-password" not in message
+    # A URL that is not http(s) is refused without quoting its password either.
+    with pytest.raises(ValueError, match="ftp://reviewer:\\*\\*\\*@") as refused:
+        model_client.openai_client("ftp://reviewer:wrong-password@127.0.0.1/v1", "m")
+    assert "wrong-password" not in str(refused.value)
+
+
+def test_an_api_key_wins_over_credentials_in_the_url():
+    with chat_server.serve(["ok"]) as server:
+        url = f"http://reviewer:url-password@127.0.0.1:{_port(server)}/v1"
+        assert model_client.openai_client(url, "m", "sk-key")(MESSAGES, None) == "ok"
+    [request] = server.requests
+    assert request.headers["authorization"] == "Bearer sk-key"
+
+
+def test_a_configured_url_with_credentials_authenticates_and_never_shows_the_password(tmp_path):
+    with chat_server.serve(["ok"]) as server:
+        server.basic_auth = ("reviewer", "cfg-secret")
+        env = {"ARES_VIEWER_MODEL_CONFIG": str(tmp_path / "absent.toml"), "ARES_VIEWER_MODEL": "m",
+               "ARES_VIEWER_MODEL_URL": f"http://reviewer:cfg-secret@127.0.0.1:{_port(server)}/v1"}
+        config = model_client.configured(env)
+        assert config.client(env)(MESSAGES, None) == "ok"
+    assert config.shown_url == f"http://reviewer:***@127.0.0.1:{_port(server)}/v1/chat/completions"
+    assert config.url_user == "reviewer" and "cfg-secret" not in repr(config)
+    bad = {**env, "ARES_VIEWER_MODEL_URL": "ftp://reviewer:cfg-secret@127.0.0.1/v1"}
+    with pytest.raises(ConfigError, match="http:// or https://") as caught:
+        model_client.configured(bad)
+    assert "cfg-secret" not in str(caught.value)
 
 
 def test_a_slow_endpoint_times_out_with_a_clear_error():

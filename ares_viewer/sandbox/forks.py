@@ -41,11 +41,19 @@ class TaskRecipe:
 
 @dataclasses.dataclass(frozen=True)
 class VerifierResult:
-    """The verifier's verdict on a sandbox's state: the reward it wrote, and what it printed."""
+    """The verifier's verdict on a sandbox's state: the reward it wrote, and what it printed.
+
+    Attributes:
+        reward: the reward read from the reward file (None when there is none, see ``error``).
+        result: the verifier command's run (its output and exit code).
+        error: why there is no reward, in words.
+        reward_text: the reward file's text as read (None when it could not be read).
+    """
 
     reward: float | None
     result: CommandResult
     error: str | None = None
+    reward_text: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,8 +183,9 @@ def verify(sandbox: Sandbox, recipe: TaskRecipe, *, timeout_s: float = 300) -> V
     try:
         reward = float(reward_text.strip())
     except ValueError:
-        return VerifierResult(None, result, error=f"{recipe.reward_path} holds {reward_text[:80]!r}, not a number")
-    return VerifierResult(reward, result)
+        return VerifierResult(None, result, error=f"{recipe.reward_path} holds {reward_text[:80]!r}, not a number",
+                              reward_text=reward_text)
+    return VerifierResult(reward, result, reward_text=reward_text)
 
 
 # Folders never removed whole before a verifier runs, even when a recipe names them.

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import orjson
 import pandas as pd
 
-from ares_viewer import display, review, run, sandbox, sources
+from ares_viewer import display, review, run, sandbox, search, sources
 from ares_viewer.formats import atif_export
 from ares_viewer.index import queries as index_queries
 from ares_viewer.index import ray as index_ray
@@ -142,6 +142,44 @@ def _failures(args: argparse.Namespace) -> int:
             ids = ", ".join(record["episode_ids"][:3]) + (", ..." if record["episodes"] > 3 else "")
             print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s): {ids})")
     return 0
+
+
+# Control characters in a run's text must not drive the terminal: shown as escapes.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def _as_text(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _search(args: argparse.Namespace) -> int:
+    """Hits printed as they are found (bounded by ``--limit``), then how far the search got, on stderr."""
+    fields = tuple(dict.fromkeys(args.field)) or search.FIELDS
+    try:
+        search.Search.check(args.query, regex=args.regex, case=args.case, fields=fields)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    opened = run.open_run(args.location)
+    _report_reading(opened)
+    found = search.Search(opened, args.query, regex=args.regex, case=args.case, fields=fields)
+    out = sys.stdout.buffer
+    episodes: set[str] = set()
+    count = 0
+    for hit in found.hits(limit=args.limit or None):
+        count += 1
+        episodes.add(hit.episode_id)
+        if args.json:
+            out.write(orjson.dumps({"episode_id": hit.episode_id, "task_name": hit.task_name, "step": hit.step,
+                                    "field": hit.field, "snippet": hit.snippet, "match": hit.pieces()[1],
+                                    "start": hit.start, "end": hit.end}) + b"\n")
+        else:
+            out.write(f"{hit.episode_id}  step {hit.step}  {hit.field}: {_as_text(hit.snippet)}\n".encode())
+        out.flush()
+    for error in found.progress.errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(found.progress.describe(count, len(episodes)), file=sys.stderr)
+    return 0 if count else 1
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -289,6 +327,19 @@ def build_parser() -> argparse.ArgumentParser:
     failures.add_argument("location", help="folder, file, glob or fsspec URL")
     failures.add_argument("--json", action="store_true", help="one JSON object per line")
     failures.set_defaults(func=_failures)
+
+    find = commands.add_parser("search", help="find text in a run's reasoning, thoughts, commands, outputs and "
+                                              "prompts; hits as they are found")
+    find.add_argument("location", help="folder, file, glob or fsspec URL")
+    find.add_argument("query", help="the text to find (a regular expression with --regex)")
+    find.add_argument("--regex", action="store_true", help="QUERY is a Python regular expression")
+    find.add_argument("--case", action="store_true", help="match case exactly (default: any case)")
+    find.add_argument("--field", action="append", default=[], choices=search.FIELDS,
+                      help="search only this field (repeatable; default: all)")
+    find.add_argument("--limit", type=_count, default=100, metavar="N",
+                      help="stop after N hits (default: 100; 0: no limit)")
+    find.add_argument("--json", action="store_true", help="one JSON object per hit")
+    find.set_defaults(func=_search)
 
     index = commands.add_parser("index", help="build a run's index, here or on a Ray cluster, into the cache or a "
                                               "shared location")

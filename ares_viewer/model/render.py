@@ -217,8 +217,8 @@ def run_html(run: RunView) -> str:
         + ", ".join(f"{html.escape(str(k))} {v}" for k, v in stats["outcomes"].items())
     )
     rows = [
-        [f"<code>{html.escape(r['episode_id'])}</code>", html.escape(_fmt(r["task_name"])), _outcome_badge(r["outcome"]),
-         _fmt(r["total_reward"]), str(r["num_actions"])]
+        [f"<code>{html.escape(r['episode_id'])}</code>", html.escape(_fmt(r["task_name"])),
+         _outcome_badge(r["outcome"]), _fmt(r["total_reward"]), str(r["num_actions"])]
         for _, r in _first_rows(run).iterrows()
     ]
     table = _table(["episode", "task", "outcome", "reward", "actions"], rows)

@@ -1,4 +1,5 @@
-"""The ``ares-viewer`` command: list episodes, show an episode or one step, start the app, export reviewed steps.
+"""The ``ares-viewer`` command: list episodes, search a run, show an episode or one step, start the app, export
+reviewed steps.
 
 Errors go to stderr with a non-zero exit code; data goes to stdout so it can be piped.
 """

@@ -1,4 +1,5 @@
-"""The ``ares-viewer`` command: list episodes, show an episode or one step, start the app, export reviewed steps.
+"""The ``ares-viewer`` command: list episodes, search a run, show an episode or one step, start the app, export
+reviewed steps.
 
 Errors go to stderr with a non-zero exit code; data goes to stdout so it can be piped.
 """
@@ -11,12 +12,14 @@ import pathlib
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import orjson
+import pandas as pd
 
-from ares_viewer import display, review, run, sandbox, sources
+from ares_viewer import display, review, run, sandbox, search, sources
 from ares_viewer.formats import atif_export
+from ares_viewer.index import queries as index_queries
 from ares_viewer.index import ray as index_ray
 from ares_viewer.index import shared as index_shared
 from ares_viewer.index import update as index_update
@@ -38,22 +41,64 @@ def _report_reading(opened: run.Run) -> None:
         print(f"warning: {opened.listing_cut}", file=sys.stderr)
 
 
+# The columns ``episodes`` prints as a table (``--json`` gives every column).
+_LISTED = ["episode_id", "task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost"]
+
+
+def _float(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _cell_widths(frame: pd.DataFrame) -> pd.DataFrame:
+    """How wide each cell prints (``to_string`` with ``_float``)."""
+    widths = {}
+    for name in frame.columns:
+        column = frame[name]
+        if pd.api.types.is_float_dtype(column):
+            widths[name] = column.map(lambda v: 3 if v != v else len(_float(v)))
+        else:
+            widths[name] = column.map(lambda v: len(str(v)) if v is not None and v == v else 3)
+    return pd.DataFrame(widths, index=frame.index)
+
+
+def _print_table(chunks: Iterator[pd.DataFrame]) -> int:
+    """Rows as one table, printed a chunk at a time; returns how many. A chunk is laid out together with the rows
+    that set each column's width so far, so the columns stay aligned unless a later row is wider (a table of one
+    chunk prints exactly as pandas prints it)."""
+    widest: pd.DataFrame | None = None
+    count = 0
+    for chunk in chunks:
+        framed = chunk if widest is None else pd.concat([widest, chunk], ignore_index=True)
+        lines = framed.to_string(index=False, float_format=_float).split("\n")
+        print("\n".join(lines if widest is None else lines[1 + len(widest):]), flush=True)
+        count += len(chunk)
+        widest = framed.loc[sorted(set(_cell_widths(framed).idxmax()))].reset_index(drop=True)
+    return count
+
+
 def _episodes(args: argparse.Namespace) -> int:
     opened = run.open_run(args.location)
     _report_reading(opened)
-    if not len(opened.episodes):
+    if not len(opened):
         print(f"{args.location}: no episodes found ({len(opened.errors)} unreadable, {opened.skipped} other files)",
               file=sys.stderr)
         return 1
+    filters = index_queries.Filters(tasks=tuple(args.task), solved=False if args.unsolved else None)
+    total = opened.queries.count(filters)
+    if not total:
+        print(f"{args.location}: no episodes match (of {len(opened):,})", file=sys.stderr)
+        return 1
+    chunks = opened.queries.stream(filters, columns=None if args.json else _LISTED, limit=args.limit)
     if args.json:
         out = sys.stdout.buffer
-        for record in opened.episodes.to_dict(orient="records"):
-            out.write(orjson.dumps({k: _clean(v) for k, v in record.items()}) + b"\n")
-        out.flush()
+        for chunk in chunks:
+            for record in chunk.to_dict(orient="records"):
+                out.write(orjson.dumps({k: _clean(v) for k, v in record.items()}) + b"\n")
+            out.flush()
     else:
-        frame = opened.episodes[["episode_id", "task_name", "outcome", "total_reward", "num_actions", "duration_s",
-                                 "total_cost"]]
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        _print_table(chunks)
+    if args.limit is not None and total > args.limit:
+        print(f"{total - args.limit:,} more episode(s) of {total:,} not shown (raise --limit)", file=sys.stderr)
     return 0
 
 
@@ -84,19 +129,58 @@ def _index(args: argparse.Namespace) -> int:
 def _failures(args: argparse.Namespace) -> int:
     opened = run.open_run(args.location)
     _report_reading(opened)
-    failures = opened.failures()
+    # The text names three episodes per reason: only those are fetched.
+    failures = opened.queries.failures(with_ids=True, first_ids=None if args.json else 3)
     if args.json:
         out = sys.stdout.buffer
         for record in failures.to_dict(orient="records"):
             out.write(orjson.dumps(record) + b"\n")
         out.flush()
     elif failures.empty:
-        print(f"no failed episodes among {len(opened.episodes)}")
+        print(f"no failed episodes among {len(opened)}")
     else:
         for record in failures.to_dict(orient="records"):
             ids = ", ".join(record["episode_ids"][:3]) + (", ..." if record["episodes"] > 3 else "")
             print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s): {ids})")
     return 0
+
+
+# Control characters in a run's text must not drive the terminal: shown as escapes.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def _as_text(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _search(args: argparse.Namespace) -> int:
+    """Hits printed as they are found (bounded by ``--limit``), then how far the search got, on stderr."""
+    fields = tuple(dict.fromkeys(args.field)) or search.FIELDS
+    try:
+        search.Search.check(args.query, regex=args.regex, case=args.case, fields=fields)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    opened = run.open_run(args.location)
+    _report_reading(opened)
+    found = search.Search(opened, args.query, regex=args.regex, case=args.case, fields=fields)
+    out = sys.stdout.buffer
+    episodes: set[str] = set()
+    count = 0
+    for hit in found.hits(limit=args.limit or None):
+        count += 1
+        episodes.add(hit.episode_id)
+        if args.json:
+            out.write(orjson.dumps({"episode_id": hit.episode_id, "task_name": hit.task_name, "step": hit.step,
+                                    "field": hit.field, "snippet": hit.snippet, "match": hit.pieces()[1],
+                                    "start": hit.start, "end": hit.end}) + b"\n")
+        else:
+            out.write(f"{hit.episode_id}  step {hit.step}  {hit.field}: {_as_text(hit.snippet)}\n".encode())
+        out.flush()
+    for error in found.progress.errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(found.progress.describe(count, len(episodes)), file=sys.stderr)
+    return 0 if count else 1
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -233,13 +317,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     episodes = commands.add_parser("episodes", help="list a run's episodes")
     episodes.add_argument("location", help="folder, file, glob or fsspec URL")
-    episodes.add_argument("--json", action="store_true", help="one JSON object per line")
+    episodes.add_argument("--json", action="store_true", help="one JSON object per line (every column)")
+    episodes.add_argument("--limit", type=_count, metavar="N", help="only the first N (a note on stderr says how "
+                                                                     "many more there are)")
+    episodes.add_argument("--unsolved", action="store_true", help="only episodes without a reward above 0")
+    episodes.add_argument("--task", action="append", default=[], help="only this task's episodes (repeatable)")
     episodes.set_defaults(func=_episodes)
 
     failures = commands.add_parser("failures", help="why a run's episodes failed: reasons with their counts")
     failures.add_argument("location", help="folder, file, glob or fsspec URL")
     failures.add_argument("--json", action="store_true", help="one JSON object per line")
     failures.set_defaults(func=_failures)
+
+    find = commands.add_parser("search", help="find text in a run's reasoning, thoughts, commands, outputs and "
+                                              "prompts; hits as they are found")
+    find.add_argument("location", help="folder, file, glob or fsspec URL")
+    find.add_argument("query", help="the text to find (a regular expression with --regex)")
+    find.add_argument("--regex", action="store_true", help="QUERY is a Python regular expression")
+    find.add_argument("--case", action="store_true", help="match case exactly (default: any case)")
+    find.add_argument("--field", action="append", default=[], choices=search.FIELDS,
+                      help="search only this field (repeatable; default: all)")
+    find.add_argument("--limit", type=_count, default=100, metavar="N",
+                      help="stop after N hits (default: 100; 0: no limit)")
+    find.add_argument("--json", action="store_true", help="one JSON object per hit")
+    find.set_defaults(func=_search)
 
     index = commands.add_parser("index", help="build a run's index, here or on a Ray cluster, into the cache or a "
                                               "shared location")
@@ -322,6 +423,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _count(text: str) -> int:
+    """A count for ``--limit``: a whole number, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (a whole number, 0 or more)")
+    return int(text)
 
 
 def parse_duration(text: str) -> float:

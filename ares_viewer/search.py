@@ -254,6 +254,21 @@ class Progress:
     def done(self) -> bool:
         return self.stopped is None and self.files_searched >= self.files
 
+    def describe(self, hits: int, episodes_with_hits: int) -> str:
+        """How many hits in how many episodes, and how far the search got (the app's and the CLI's words)."""
+        line = f"{hits} hit(s) in {episodes_with_hits} episode(s)"
+        if self.stopped == "limit":
+            line += " (the limit: there may be more)"
+        if self.done:
+            where = f"searched all {self.files:,} file(s)"
+        else:
+            where = f"searched {self.files_searched:,} of {self.files:,} file(s)"
+        line += (f" · {where} ({self.episodes_searched:,} of {self.episodes:,} episodes; "
+                 f"{self.episodes_parsed:,} parsed, the others' text cannot hold the query)")
+        if self.errors:
+            line += f" · {len(self.errors)} file(s) could not be read"
+        return line
+
 
 class Search:
     """One search over a run, file by file in run order, that stops at a limit or a time budget and continues.
@@ -274,6 +289,11 @@ class Search:
         # and the hits of the current episode not given yet. A suspended generator holds one file's bytes at most.
         self._episodes: Iterator[model.Episode | None] = self._walk()
         self._pending: Iterator[Hit] = iter(())
+
+    @staticmethod
+    def check(query: str, *, regex: bool = False, case: bool = False, fields: Iterable[str] = FIELDS) -> None:
+        """Raise the ``ValueError`` a search for this would raise (before opening a run for it)."""
+        _checked(query, regex, case, fields)
 
     def hits(self, *, limit: int | None = None, seconds: float | None = None) -> Iterator[Hit]:
         """Hits from where the last call stopped, until ``limit`` more were given or ``seconds`` passed (looked

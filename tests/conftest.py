@@ -34,6 +34,28 @@ def missing():
     return _missing
 
 
+@pytest.fixture(scope="session")
+def big_run(tmp_path_factory):
+    """``(runs, cache)``: a folder holding ``big``, a generated Tinker run of 200,000 rollouts, and an index cache
+    for it, shared by the tests of what a large run costs."""
+    from benchmarks import bench_scale
+
+    root = tmp_path_factory.mktemp("runs")
+    bench_scale.write_run(root / "big", 200_000)
+    return root, tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def no_whole_table(monkeypatch):
+    """Loading a run's whole episode table (``Run.episodes``) fails the test."""
+    from ares_viewer.index import table
+
+    def whole_table(self):
+        raise AssertionError("the run's whole episode table was loaded")
+
+    monkeypatch.setattr(table.EpisodeTable, "frame", whole_table)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own index cache, so no test sees another's cached rows."""

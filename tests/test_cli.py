@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -70,3 +71,13 @@ def test_parse_duration(text, seconds):
 def test_parse_duration_refuses_nonsense():
     with pytest.raises(ValueError, match="not a duration"):
         cli.parse_duration("2 fortnights")
+
+
+def test_a_mini_swe_agent_thought_is_labelled_once(capsys):
+    """mini-swe-agent's responses open with "THOUGHT:"; the step shows it as the heading, not again under it."""
+    path = (pathlib.Path(__file__).parent / "fixtures" / "mini-swe-agent" / "swebench-gpt4o-v1" / "django__django-11099"
+            / "django__django-11099.traj.json")
+    assert cli.main(["show", str(path), "--step", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("THOUGHT:") == 1
+    assert "THOUGHT:\nLet me look at the validators.\n" in out

@@ -8,7 +8,7 @@ app and notebooks can ask them of a run of millions of episodes without loading 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -105,6 +105,22 @@ class Filters:
         return " AND ".join(parts), params
 
 
+# Columns DuckDB may hand back wider or nullable that the table gives as plain numpy types.
+_INTEGERS = ("num_actions", "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites")
+
+
+def typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the episode table with the column types ``Run.episodes`` has (whichever of them are present)."""
+    for name in _INTEGERS:
+        if name in frame:
+            frame[name] = frame[name].astype("int64")
+    if "truncated" in frame:
+        frame["truncated"] = frame["truncated"].astype("bool")
+    if "total_reward" in frame:
+        frame["total_reward"] = frame["total_reward"].astype("float64")
+    return frame
+
+
 class Queries:
     """Aggregate and paging queries over one episode relation (a DuckDB view named ``episodes``)."""
 
@@ -148,9 +164,11 @@ class Queries:
             "outcomes": {o: int(c) for o, c in outcomes},
         }
 
-    def failures(self, *, with_ids: bool = False) -> pd.DataFrame:
-        """Failure reasons, most frequent first: ``reason``, ``episodes``, ``tasks`` (and ``episode_ids``)."""
-        ids = ", list(episode_id ORDER BY path, _seq) AS episode_ids" if with_ids else ""
+    def failures(self, *, with_ids: bool = False, first_ids: int | None = None) -> pd.DataFrame:
+        """Failure reasons, most frequent first: ``reason``, ``episodes``, ``tasks`` (and ``episode_ids``: all of
+        them in run order, or the first ``first_ids``)."""
+        cut = "" if first_ids is None else f"[1:{max(0, int(first_ids))}]"
+        ids = f", list(episode_id ORDER BY path, _seq){cut} AS episode_ids" if with_ids else ""
         frame = self._df(f"""
             SELECT reason, count(*) AS episodes, count(DISTINCT task_name) AS tasks{ids}
             FROM (SELECT *, {REASON} AS reason FROM episodes) WHERE reason IS NOT NULL
@@ -186,6 +204,21 @@ class Queries:
         chosen = ", ".join(self._column(c) for c in (columns or self.columns))
         return self._df(f"SELECT {chosen} FROM episodes WHERE {where} ORDER BY {order} "
                         f"LIMIT {int(limit)} OFFSET {int(offset)}", params)
+
+    def stream(self, filters: Filters | None = None, *, columns: Sequence[str] | None = None,
+               limit: int | None = None, chunk: int = 8192) -> Iterator[pd.DataFrame]:
+        """The filtered episode table in run order, ``chunk`` rows at a time (about; at most ``limit`` rows in all):
+        one query whose rows are fetched as they are read, so memory holds a chunk, not the table."""
+        where, params = (filters or Filters()).where()
+        chosen = ", ".join(self._column(c) for c in (columns or self.columns))
+        bound = "" if limit is None else f" LIMIT {max(0, int(limit))}"
+        result = self.con.execute(f"SELECT {chosen} FROM episodes WHERE {where} ORDER BY path, _seq{bound}", params)
+        vectors = max(1, chunk // 2048)  # DuckDB hands rows over in vectors of 2048
+        while True:
+            frame = result.fetch_df_chunk(vectors)
+            if frame.empty:
+                return
+            yield typed(frame)
 
     def attempts(self, task: str | None, filters: Filters | None = None, *, limit: int = 100,
                  columns: Sequence[str] | None = None) -> pd.DataFrame:

@@ -107,12 +107,7 @@ class EpisodeTable:
         return self.cursor().sql(f"SELECT {chosen} FROM episodes ORDER BY path, _seq")
 
     def frame(self) -> pd.DataFrame:
-        frame = self.relation().df()
-        for name in ("num_actions", "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites"):
-            frame[name] = frame[name].astype("int64")
-        frame["truncated"] = frame["truncated"].astype("bool")
-        frame["total_reward"] = frame["total_reward"].astype("float64")
-        return frame
+        return queries.typed(self.relation().df())
 
     def scalar(self, sql: str, params: list | None = None):
         return self.cursor().execute(sql, params or []).fetchone()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import html
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,14 +24,31 @@ if TYPE_CHECKING:
 
 
 class RunView(Protocol):
-    """What rendering a run reads of it (``ares_viewer.run.Run`` has all of it)."""
+    """What rendering a run reads of it (``ares_viewer.run.Run`` has all of it): its figures and its first rows
+    (``queries.page``), never its whole table."""
 
     location: str
-    episodes: pd.DataFrame
     errors: Sequence[Any]
     skipped: int
 
+    @property
+    def queries(self) -> Any: ...
+
     def stats(self) -> dict[str, Any]: ...
+
+
+# A mini-swe-agent response opens its thought with this label; the heading says it already.
+_THOUGHT_LABEL = re.compile(r"\A\s*THOUGHT\s*:[ \t]*\n?", re.IGNORECASE)
+_ROW_COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_actions"]
+
+
+def _first_rows(run: RunView) -> pd.DataFrame:
+    return run.queries.page(limit=_TABLE_ROWS, columns=_ROW_COLUMNS)
+
+
+def _more(stats: dict[str, Any]) -> int:
+    """How many episodes the first rows leave out."""
+    return max(0, stats["episodes"] - _TABLE_ROWS)
 
 
 _MAX_TEXT = 4000
@@ -105,7 +123,7 @@ def step_text(episode: Episode, k: int) -> str:
     if step.reasoning:
         lines += ["", "REASONING:", _clip(step.reasoning)]
     if step.thought:
-        lines += ["", "THOUGHT:", _clip(step.thought)]
+        lines += ["", "THOUGHT:", _clip(_THOUGHT_LABEL.sub("", step.thought, count=1))]
     if step.command is not None:
         lines += ["", "$ " + step.command.replace("\n", "\n  ")]
     elif step.response:
@@ -177,11 +195,13 @@ def run_text(run: RunView) -> str:
         f"  mean actions: {_fmt(stats['mean_actions'])}  cost: ${stats['total_cost']:.4f}",
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in stats["outcomes"].items()),
     ]
-    for _, row in run.episodes.head(_TABLE_ROWS).iterrows():
+    for _, row in _first_rows(run).iterrows():
         lines.append(
-            f"  {row['episode_id'][:36]:<36} {row['task_name'][:30]:<30} {row['outcome']:<11}"
+            f"  {row['episode_id'][:36]:<36} {_fmt(row['task_name'])[:30]:<30} {row['outcome']:<11}"
             f" reward={_fmt(row['total_reward'])} actions={row['num_actions']}"
         )
+    if _more(stats):
+        lines.append(f"  … and {_more(stats):,} more episodes")
     for error in run.errors[:_TABLE_ROWS]:
         lines.append(f"  error: {error}")
     return "\n".join(lines)
@@ -197,11 +217,13 @@ def run_html(run: RunView) -> str:
         + ", ".join(f"{html.escape(str(k))} {v}" for k, v in stats["outcomes"].items())
     )
     rows = [
-        [f"<code>{html.escape(r['episode_id'])}</code>", html.escape(r["task_name"]), _outcome_badge(r["outcome"]),
-         _fmt(r["total_reward"]), str(r["num_actions"])]
-        for _, r in run.episodes.head(_TABLE_ROWS).iterrows()
+        [f"<code>{html.escape(r['episode_id'])}</code>", html.escape(_fmt(r["task_name"])),
+         _outcome_badge(r["outcome"]), _fmt(r["total_reward"]), str(r["num_actions"])]
+        for _, r in _first_rows(run).iterrows()
     ]
     table = _table(["episode", "task", "outcome", "reward", "actions"], rows)
+    if _more(stats):
+        table += f"<div style='color:#57606a'>… and {_more(stats):,} more episodes</div>"
     errors = "".join(f"<li>{html.escape(str(e))}</li>" for e in run.errors[:_TABLE_ROWS])
     errors_html = f"<div style='color:#cf222e'>load errors:<ul>{errors}</ul></div>" if errors else ""
     return (f"<div style='{_STYLE}'><div>{html.escape(run.location)}</div><div>{figures}</div>"

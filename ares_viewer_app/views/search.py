@@ -40,21 +40,8 @@ def budget() -> float:
 
 def progress_line(saved: dict) -> str:
     """How many hits in how many episodes, and how far the search got."""
-    progress: search.Progress = saved["search"].progress
     hits = saved["hits"]
-    episodes = len({h.episode_id for h in hits})
-    line = f"{len(hits)} hit(s) in {episodes} episode(s)"
-    if progress.stopped == "limit":
-        line += " (the limit: there may be more)"
-    if progress.done:
-        where = f"searched all {progress.files:,} file(s)"
-    else:
-        where = f"searched {progress.files_searched:,} of {progress.files:,} file(s)"
-    line += (f" · {where} ({progress.episodes_searched:,} of {progress.episodes:,} episodes; "
-             f"{progress.episodes_parsed:,} parsed, the others' text cannot hold the query)")
-    if progress.errors:
-        line += f" · {len(progress.errors)} file(s) could not be read"
-    return line
+    return saved["search"].progress.describe(len(hits), len({h.episode_id for h in hits}))
 
 
 class _Shown:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ares_viewer.index import table
 from ares_viewer_app import widgets
-from benchmarks import bench_scale
 
 ROLLOUTS = 200_000
 # An episode of the last file (iteration 99, the last group's last rollout) and one in the middle.
@@ -15,25 +13,13 @@ LAST = "big/it99/train/g249/t7"
 MIDDLE = "big/it57/train/g131/t3"
 
 
-@pytest.fixture(scope="module")
-def big_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    bench_scale.write_run(root / "big", ROLLOUTS)
-    return root, tmp_path_factory.mktemp("cache")
-
-
 @pytest.fixture
-def big(big_run, monkeypatch):
-    """The runs folder holding ``big``, its index shared by this module's tests; loading the whole episode table
-    fails the test."""
+def big(big_run, no_whole_table, monkeypatch):
+    """The runs folder holding ``big`` (``ROLLOUTS`` rollouts), its index shared by the tests; loading the whole
+    episode table fails the test."""
     root, cache = big_run
     monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
     monkeypatch.setenv("ARES_VIEWER_CACHE", str(cache))
-
-    def whole_table(self):
-        raise AssertionError("a page loaded the run's whole episode table")
-
-    monkeypatch.setattr(table.EpisodeTable, "frame", whole_table)
     return root
 
 

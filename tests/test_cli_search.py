@@ -1,0 +1,72 @@
+"""``ares-viewer search``: hits of real queries on the bundled sample run, printed as found, with how much was
+searched; a bad regular expression is refused with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+
+from ares_viewer import cli
+from testdata import synthetic
+
+DEMO_RUN = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"
+
+
+def test_plain_query_prints_hits_up_to_the_limit_and_how_far_it_got(capsys):
+    assert cli.main(["search", str(DEMO_RUN), "slugify", "--limit", "5"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 5
+    assert all(re.match(r"^[0-9a-f-]{36}  step \d+  (reasoning|thought|command|output|task|system): ", line)
+               for line in lines)
+    assert all("slugify" in line.lower() for line in lines)
+    last = captured.err.splitlines()[-1]
+    assert last.startswith("5 hit(s) in 1 episode(s) (the limit: there may be more) · searched ")
+    assert "of 10 episodes" in last
+
+
+def test_regex_in_one_field_as_json(capsys):
+    assert cli.main(["search", str(DEMO_RUN), r"def \w+\(", "--regex", "--field", "command", "--json",
+                     "--limit", "0"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits and {h["field"] for h in hits} == {"command"}
+    for hit in hits:
+        assert re.fullmatch(r"def \w+\(", hit["match"], re.IGNORECASE)
+        assert hit["match"] in hit["snippet"] and hit["end"] - hit["start"] == len(hit["match"])
+        assert set(hit) >= {"episode_id", "task_name", "step", "field", "snippet", "match"}
+
+
+def test_case_and_no_hits(capsys):
+    assert cli.main(["search", str(DEMO_RUN), "Slugify"]) == 0
+    capsys.readouterr()
+    assert cli.main(["search", str(DEMO_RUN), "SLUGIFY", "--case"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[-1].startswith("0 hit(s) in 0 episode(s) · searched all 10 file(s)")
+
+
+def test_a_bad_regular_expression_is_refused(capsys):
+    assert cli.main(["search", str(DEMO_RUN), "foo(", "--regex"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "invalid regular expression 'foo('" in captured.err and "missing )" in captured.err
+
+
+def test_files_that_cannot_be_read_go_to_stderr(tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(DEMO_RUN, run)
+    (run / "broken.json").write_text('{"episode_id": "x", "steps": [')
+    doc = synthetic.episode_dict(actions=3, seed=3)
+    big = synthetic.write_episode(run, {**doc, "padding": "x" * 1_200_000})  # a field no reader looks at
+    assert cli.main(["episodes", str(run)]) == 0  # indexed while the big file may be read
+    capsys.readouterr()
+    monkeypatch.setenv("ARES_VIEWER_MAX_FILE_MB", "1")  # now it is too large to read: the search says so
+    assert cli.main(["search", str(run), "slugify", "--limit", "2"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    assert "broken.json" in captured.err
+    assert cli.main(["search", str(run), "calc", "--limit", "0"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert f"error: {big}" in err and "could not be read" in err.splitlines()[-1]

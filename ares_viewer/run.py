@@ -15,10 +15,9 @@ import shutil
 import threading
 import weakref
 from collections.abc import Collection, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from ares_viewer import formats, model, sources, verdicts
 from ares_viewer.cache import BoundedCache
@@ -29,6 +28,9 @@ from ares_viewer.index import store
 from ares_viewer.index import table as index_table
 from ares_viewer.index import update as index_update
 from ares_viewer.model import render
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -86,6 +88,7 @@ def failure_reasons(episodes: pd.DataFrame) -> pd.Series:
     solved.
     """
     outcome, reward = episodes["outcome"], episodes["total_reward"]
+    import pandas as pd
     reasons = pd.Series([None] * len(episodes), index=episodes.index, dtype=object)
     reasons[(outcome == model.Outcome.COMPLETED.value) & (reward <= 0)] = "completed, not solved (reward ≤ 0)"
     reasons[outcome == model.Outcome.TRUNCATED.value] = "truncated: hit its step or token limit"

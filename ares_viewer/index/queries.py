@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Failure reasons, as ``run.failure_reasons`` words them (the same rules, in SQL).
 _NOT_SOLVED = "completed, not solved (reward ≤ 0)"
@@ -252,6 +254,7 @@ class Queries:
         bounds = self._one(f"SELECT min(r), max(r) FROM (SELECT coalesce(total_reward, 0) r FROM {_SCORED} "
                            "WHERE NOT isnan(coalesce(total_reward, 0)))")
         if bounds[0] is None:
+            import pandas as pd
             return pd.DataFrame(columns=["low", "high", "outcome", "episodes"])
         low, high = float(bounds[0]), float(bounds[1])
         width = (high - low) / bins if high > low else 1.0
@@ -291,6 +294,7 @@ class Queries:
                 FROM {_SCORED} WHERE {key} IS NOT NULL GROUP BY x ORDER BY x LIMIT {MAX_MARKS}""")
         total, timed = self._one("SELECT count(*), count(start_time) FROM episodes")
         if not total:
+            import pandas as pd
             return pd.DataFrame(columns=["x", "episodes", "mean", "p10", "p50", "p90", "timed"])
         if timed:  # by start time: ordered (episodes with a start time are rarely millions)
             source = f"""SELECT total_reward, start_time AS x,
@@ -311,6 +315,7 @@ class Queries:
         the scored rollouts' reward (a failure without one counts as 0); empty when the run has no ``iteration``
         column."""
         if "iteration" not in self.columns:
+            import pandas as pd
             return pd.DataFrame(columns=["iteration", "split", "episodes", "mean", "p10", "p90"])
         split = "coalesce(split::VARCHAR, 'all')" if "split" in self.columns else "'all'"
         return self._df(f"""

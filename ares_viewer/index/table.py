@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import pandas as pd
 
 from ares_viewer import verdicts
 from ares_viewer.index import joins, queries, store
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _empty_select() -> str:

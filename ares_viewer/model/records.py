@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ares_viewer.model import context_diff, render
 from ares_viewer.model.row import EpisodeRow
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Outcome(enum.StrEnum):
@@ -428,6 +429,7 @@ class Episode:
             )
             for s in self.steps
         ]
+        import pandas as pd
         frame = pd.DataFrame.from_records(rows, columns=list(STEP_COLUMNS))
         return frame.astype({"returncode": "Int64", "output_chars": "Int64", "prompt_tokens": "Int64",
                              "generated_tokens": "Int64"})

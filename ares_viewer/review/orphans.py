@@ -6,11 +6,13 @@ Notes are kept either way; these functions say which ones no longer point at a s
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ares_viewer import run as run_module
 from ares_viewer.index import queries
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class StepRange:
@@ -45,4 +47,5 @@ def with_status(frame: pd.DataFrame, run: run_module.Run) -> pd.DataFrame:
     """Notes with an ``orphaned`` column: why their step is gone, or None (notes are kept either way)."""
     steps = StepRange(run, frame["episode_id"])
     reasons = [steps.reason(e, int(s)) for e, s in zip(frame["episode_id"], frame["step"], strict=True)]
+    import pandas as pd
     return frame.assign(orphaned=pd.Series(reasons, index=frame.index, dtype="object"))

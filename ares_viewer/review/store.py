@@ -40,12 +40,13 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ares_viewer import index_cache
 from ares_viewer import run as run_module
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -571,6 +572,7 @@ def _note(row: tuple) -> Note:
 
 
 def notes_frame(notes: Sequence[Note]) -> pd.DataFrame:
+    import pandas as pd
     frame = pd.DataFrame.from_records([dataclasses.astuple(n) for n in notes], columns=list(NOTE_COLUMNS))
     for column in ("updated_at", "created_at"):
         frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)

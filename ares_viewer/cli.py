@@ -42,8 +42,7 @@ def _episodes(args: argparse.Namespace) -> int:
     opened = run.open_run(args.location)
     _report_reading(opened)
     if not len(opened.episodes):
-        print(f"{args.location}: no episodes found ({len(opened.errors)} unreadable, {opened.skipped} other files)",
-              file=sys.stderr)
+        print(f"{args.location}: no episodes found ({opened.files_found()})", file=sys.stderr)
         return 1
     if args.json:
         out = sys.stdout.buffer
@@ -76,8 +75,7 @@ def _index(args: argparse.Namespace) -> int:
             where = index_shared.push(opened.index_store, args.index_to, index_update.canonical(args.location))
     for error in opened.errors:
         print(f"error: {error}", file=sys.stderr)
-    print(f"{len(opened):,} episodes, {len(opened.errors)} unreadable and {opened.skipped} other files; "
-          f"index at {where} ({time.perf_counter() - start:.1f} s)")
+    print(f"{len(opened):,} episodes, {opened.files_found()}; index at {where} ({time.perf_counter() - start:.1f} s)")
     return 0
 
 

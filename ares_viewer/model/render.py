@@ -29,6 +29,7 @@ class RunView(Protocol):
     episodes: pd.DataFrame
     errors: Sequence[Any]
     skipped: int
+    companion_kinds: Sequence[str]
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -172,7 +173,8 @@ def run_text(run: RunView) -> str:
     stats = run.stats()
     lines = [
         f"run: {run.location}",
-        f"episodes: {stats['episodes']}  errors: {stats['errors']}  other files: {run.skipped}",
+        f"episodes: {stats['episodes']}  errors: {stats['errors']}  other files: {run.skipped}"
+        + (f"  beside them: {', '.join(run.companion_kinds)}" if run.companion_kinds else ""),
         f"success rate: {_fmt(stats['success_rate'])}  mean reward: {_fmt(stats['mean_reward'])}"
         f"  mean actions: {_fmt(stats['mean_actions'])}  cost: ${stats['total_cost']:.4f}",
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in stats["outcomes"].items()),

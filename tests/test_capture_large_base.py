@@ -48,16 +48,14 @@ print(json.dumps({"python_peak": peak, "rss_growth": grown * 1024}))
 
 
 @pytest.fixture(scope="module")
-def big_image(docker_client):
+def big_image(docker_client, missing):
     """The sample base with a 64 MB random file in a layer of its own; its tag and the file's sha256."""
     import docker.errors
 
     try:
         docker_client.images.get(BASE)
     except docker.errors.ImageNotFound:
-        from tests.conftest import _missing
-
-        _missing(f"{BASE} missing: run `bash images/build-base.sh --offline`")
+        missing(f"{BASE} missing: run `bash images/build-base.sh --offline`")
     tag = f"ares-viewer/test-large-base:{uuid.uuid4().hex[:12]}"
     dockerfile = (f"FROM {BASE}\nRUN head -c {BIG_MB * MB} /dev/urandom > {BIG} && "
                   f"sha256sum {BIG} | cut -c1-64 > /opt/big.sha256\n")

@@ -80,8 +80,7 @@ def _episodes(args: argparse.Namespace) -> int:
     opened = run.open_run(args.location)
     _report_reading(opened)
     if not len(opened):
-        print(f"{args.location}: no episodes found ({len(opened.errors)} unreadable, {opened.skipped} other files)",
-              file=sys.stderr)
+        print(f"{args.location}: no episodes found ({opened.files_found()})", file=sys.stderr)
         return 1
     filters = index_queries.Filters(tasks=tuple(args.task), solved=False if args.unsolved else None)
     total = opened.queries.count(filters)
@@ -121,8 +120,7 @@ def _index(args: argparse.Namespace) -> int:
             where = index_shared.push(opened.index_store, args.index_to, index_update.canonical(args.location))
     for error in opened.errors:
         print(f"error: {error}", file=sys.stderr)
-    print(f"{len(opened):,} episodes, {len(opened.errors)} unreadable and {opened.skipped} other files; "
-          f"index at {where} ({time.perf_counter() - start:.1f} s)")
+    print(f"{len(opened):,} episodes, {opened.files_found()}; index at {where} ({time.perf_counter() - start:.1f} s)")
     return 0
 
 

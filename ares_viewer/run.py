@@ -136,6 +136,8 @@ class Run:
         pending: after ``refresh``, files that changed since the last look and end cut off (a last line or a
             document still being written): not errors until a refresh finds them unchanged.
         skipped: how many files were something else (configs, notes) and were left alone.
+        companions: the companion folders beside the episode files (per-step snapshots, activation captures:
+            ``sources.COMPANION_FOLDERS``), part of the run and read on demand, never listed file by file.
         warnings: ``(path, message)`` for files that loaded with repairs.
         listing_cut: why the listing of the location stopped early (it was too big or too deep: see
             :mod:`ares_viewer.sources` for the bounds), or None when every file was found.
@@ -171,6 +173,8 @@ class Run:
         files = listing.files
         with self._lock:
             self.listing_cut = listing.cut
+            self.companions = listing.companions
+            self.companion_kinds = listing.companion_kinds()
             result = index_update.update(self._store, files, workers=self._workers)
             old = self.table
             following = old is not None
@@ -369,8 +373,12 @@ class Run:
         """This run, or ``EmptyRunError`` with a message saying what was found instead."""
         if len(self):
             return self
+        raise EmptyRunError(f"{self.location}: no episodes found ({self.files_found()})")
+
+    def files_found(self) -> str:
+        """What the run holds besides its episodes, in words: unreadable and other files, companion folders."""
         found = f"{len(self.errors)} unreadable file(s), {self.skipped} other file(s)"
-        raise EmptyRunError(f"{self.location}: no episodes found ({found})")
+        return f"{found}; beside them: {', '.join(self.companion_kinds)}" if self.companion_kinds else found
 
     # ----- summaries ----------------------------------------------------------------------------
 

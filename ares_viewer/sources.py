@@ -26,9 +26,17 @@ import fsspec
 
 from ares_viewer import formats
 
-# Folders that hold other things than episodes: per-step snapshots, VCS and caches, and the filesystem copy
-# of an episode-boundary snapshot (a folder despite its name, holding a whole container's files).
-_SKIP_DIRS = frozenset({"snapshots", ".git", "__pycache__", ".ipynb_checkpoints", "node_modules",
+# Companion folders: what a run keeps beside its episode files, each read on demand by the package that owns
+# it (``snapshots``, ``activations``), which names its folder from here. A listing never walks into them (a big
+# run holds a capture and a snapshot folder per episode): it notes where they are (``Listing.companions``), so
+# they count as part of the run, not as other files.
+SNAPSHOTS_DIRNAME = "snapshots"
+ACTIVATIONS_DIRNAME = "activations"
+COMPANION_FOLDERS: Mapping[str, str] = {SNAPSHOTS_DIRNAME: "per-step snapshots",
+                                        ACTIVATIONS_DIRNAME: "activation captures"}
+# Folders that hold other things than episodes: the companions, VCS and caches, and the filesystem copy of an
+# episode-boundary snapshot (a folder despite its name, holding a whole container's files).
+_SKIP_DIRS = frozenset({*COMPANION_FOLDERS, ".git", "__pycache__", ".ipynb_checkpoints", "node_modules",
                         "container_fs.tar.gz"})
 
 MAX_ENTRIES_ENV = "ARES_VIEWER_WALK_MAX_ENTRIES"
@@ -87,10 +95,17 @@ def _setting(environ: Mapping[str, str], name: str, default: int) -> int:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Listing:
-    """The candidate files at a location, and why the listing stopped early (None when it is complete)."""
+    """The candidate files at a location, why the listing stopped early (None when it is complete), and the
+    companion folders found beside the files (``COMPANION_FOLDERS``: paths, sorted; not walked into)."""
 
     files: list[SourceFile]
     cut: str | None = None
+    companions: tuple[str, ...] = ()
+
+    def companion_kinds(self) -> list[str]:
+        """What the companion folders hold (``COMPANION_FOLDERS``' words), each once, in declared order."""
+        names = {path.replace(os.sep, "/").rstrip("/").rsplit("/", 1)[-1] for path in self.companions}
+        return [what for name, what in COMPANION_FOLDERS.items() if name in names]
 
 
 def _has_glob(location: str) -> bool:
@@ -114,6 +129,7 @@ def _cut_message(location: str, limits: Limits, entries: bool, depth: bool) -> s
 
 def _local_walk(root: str, limits: Limits) -> Listing:
     found: list[SourceFile] = []
+    companions: list[str] = []
     stack = [(root, 0)]
     seen = 0
     too_many = too_deep = False
@@ -136,6 +152,8 @@ def _local_walk(root: str, limits: Limits) -> Listing:
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name in _SKIP_DIRS:
+                        if entry.name in COMPANION_FOLDERS:
+                            companions.append(entry.path)
                         continue
                     if depth >= limits.max_depth:
                         too_deep = True
@@ -146,7 +164,8 @@ def _local_walk(root: str, limits: Limits) -> Listing:
                     found.append(SourceFile(entry.path, st.st_size, st.st_mtime_ns))
             except OSError:  # vanished or unreadable since the folder was listed
                 continue
-    return Listing(sorted(found, key=lambda f: f.path), _cut_message(root, limits, too_many, too_deep))
+    return Listing(sorted(found, key=lambda f: f.path), _cut_message(root, limits, too_many, too_deep),
+                   tuple(sorted(companions)))
 
 
 def _local_file(path: str) -> SourceFile:
@@ -154,12 +173,23 @@ def _local_file(path: str) -> SourceFile:
     return SourceFile(path, st.st_size, st.st_mtime_ns)
 
 
+def _in_skipped_folder(path: str, pattern: str) -> bool:
+    """Whether a glob's match lies in a folder a walk skips, below the pattern's fixed part (a pattern may name
+    ``snapshots`` itself: only folders its wildcards reached count)."""
+    fixed = 0
+    for part in pathlib.PurePath(pattern).parts:
+        if _has_glob(part):
+            break
+        fixed += 1
+    return bool(set(pathlib.PurePath(path).parts[fixed:-1]) & _SKIP_DIRS)
+
+
 def _local_glob(pattern: str, limits: Limits) -> Listing:
     matches = list(itertools.islice(glob.iglob(pattern, recursive=True), limits.max_entries + 1))
     cut = len(matches) > limits.max_entries
     files = []
     for match in matches[:limits.max_entries]:
-        if formats.is_candidate(match) and os.path.isfile(match):
+        if formats.is_candidate(match) and not _in_skipped_folder(match, pattern) and os.path.isfile(match):
             try:
                 files.append(_local_file(os.path.abspath(match)))
             except OSError:
@@ -183,12 +213,15 @@ class _RemoteWalk:
     def __init__(self, fs, path: str, limits: Limits) -> None:
         self.fs, self.path, self.limits = fs, path, limits
         self.too_deep = False
+        self.companions: list[str] = []
 
     def __iter__(self) -> Iterator[tuple[str, dict]]:
         base = self.path.rstrip("/").count("/")
         for folder, dirs, files in self.fs.walk(self.path, maxdepth=self.limits.max_depth + 1, detail=True):
             folder = folder.rstrip("/")
             for name in [n for n in dirs if n in _SKIP_DIRS or n.startswith(".")]:
+                if name in COMPANION_FOLDERS:
+                    self.companions.append(self.fs.unstrip_protocol(f"{folder}/{name}"))
                 del dirs[name]
             if dirs and folder.count("/") - base >= self.limits.max_depth:
                 self.too_deep = True
@@ -214,12 +247,12 @@ def _remote(location: str, limits: Limits) -> Listing:
     too_many = len(taken) > limits.max_entries
     files = []
     for name, info in taken[:limits.max_entries]:
-        parts = set(pathlib.PurePosixPath(name).parts)
-        if info.get("type") == "directory" or parts & _SKIP_DIRS or not formats.is_candidate(name):
+        skipped = _has_glob(path) and _in_skipped_folder(name, path)
+        if info.get("type") == "directory" or skipped or not formats.is_candidate(name):
             continue
         files.append(SourceFile(fs.unstrip_protocol(name), int(info.get("size") or 0), _mtime_ns(info)))
     cut = _cut_message(location, limits, too_many, bool(walk and walk.too_deep))
-    return Listing(sorted(files, key=lambda f: f.path), cut)
+    return Listing(sorted(files, key=lambda f: f.path), cut, tuple(sorted(walk.companions)) if walk else ())
 
 
 def listing(location: str | os.PathLike, limits: Limits | None = None) -> Listing:

@@ -89,8 +89,7 @@ def current_run() -> ares_viewer.Run:
     if opened.listing_cut:
         st.warning(escape.md(opened.listing_cut), icon=":material/content_cut:")
     if not len(opened):
-        st.warning(f"No episodes found at {escape.code(where)} ({len(opened.errors)} unreadable file(s), "
-                   f"{opened.skipped} other file(s)).")
+        st.warning(f"No episodes found at {escape.code(where)} ({escape.md(opened.files_found())}).")
         load_errors(opened)
         st.stop()
     return opened

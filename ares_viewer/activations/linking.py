@@ -7,7 +7,7 @@ The layout, beside the episode files of a run (as the recorder lays out snapshot
 
 An episode id holding ``/`` (Tinker's ``run/it3/train/g0/t1``) is a nested folder. When no folder is named
 after the id, ``activations/<episode file's stem>/`` is tried (a file of one episode). The run folder is only
-read, never written.
+read, never written. Opening the run does not walk ``activations/`` (``sources.COMPANION_FOLDERS``).
 
 Steps: capture step ``i`` is the ``i``-th model call, whose response is the action of trajectory step ``i + 1``
 (trajectory step 0 is the first request and has no action).
@@ -20,11 +20,13 @@ import pathlib
 from typing import TYPE_CHECKING
 
 from ares_viewer.activations import capture as capture_mod
+from ares_viewer.sources import ACTIVATIONS_DIRNAME
 
 if TYPE_CHECKING:
     from ares_viewer import model
 
-ACTIVATIONS_DIRNAME = "activations"
+# ACTIVATIONS_DIRNAME: a companion folder of the run, which its listing does not walk (``sources.COMPANION_FOLDERS``):
+# its captures are neither episodes nor other files, and their .pt files are read only when a view asks.
 
 
 def folder_for(episode: model.Episode) -> str | None:

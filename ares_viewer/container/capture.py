@@ -4,8 +4,9 @@ Only what differs from the base image is stored: the engine's own change list (`
 which paths were modified, added or deleted, and only those are fetched, through the archive API, and their
 content streamed into a temporary file (:class:`~ares_viewer.snapshots.spool.SpooledBlobs`; nothing is ever
 extracted onto the host), so memory stays bounded however many bytes changed. The base image's versions of the
-touched paths are read from a helper container that is created from the base image but never started, and
-recorded once per episode. Usable by anyone recording ARES episodes::
+touched paths are read from a helper container that is created from the base image but never started, streamed
+into a spool the same way (with the base content an earlier step recorded), and recorded once per episode.
+Usable by anyone recording ARES episodes::
 
     import docker
     from ares_viewer import container
@@ -302,7 +303,7 @@ def _update_base(
     missing = [path for path in paths if path not in entries]
     if not missing and (base_dir / snapshots.MANIFEST_NAME).exists():
         return entries
-    blobs = _read_blobs(base_dir / snapshots.BLOBS_NAME)
+    blobs = _spool_archive(base_dir / snapshots.BLOBS_NAME)
     helper = None
     try:
         for path in missing:  # sorted: parents come before their children
@@ -334,7 +335,7 @@ def _update_base(
     return entries
 
 
-def _read_base_path(helper: Any, path: str, max_file_bytes: int, blobs: dict[str, bytes]) -> snapshots.Entry:
+def _read_base_path(helper: Any, path: str, max_file_bytes: int, blobs: SpooledBlobs) -> snapshots.Entry:
     stat = _stat(helper, path)
     if stat is None:
         return snapshots.Entry(path=path, type=snapshots.ABSENT)
@@ -344,11 +345,10 @@ def _read_base_path(helper: Any, path: str, max_file_bytes: int, blobs: dict[str
         return snapshots.Entry(path=path, type=snapshots.OTHER, mode=_perm(stat["mode"]))
     if not stat["mode"] & _GO_SYMLINK and stat["size"] > max_file_bytes:
         return _too_large(path, stat)
-    for item in _archive_items(helper, path, max_file_bytes):
+    for item in _archive_items(helper, path, max_file_bytes, blobs):
         if item.entry.path == path:
             entry = item.entry
-            if item.content is not None and entry.sha256 is not None:
-                blobs[entry.sha256] = item.content
+            if entry.type == snapshots.FILE and entry.sha256 is not None:  # its content is in ``blobs``
                 entry = dataclasses.replace(entry, stored_in=snapshots.BASE_DIRNAME)
             return entry
     raise CaptureError(f"the engine's archive of {path} did not contain it")
@@ -467,15 +467,20 @@ def _known_blobs(episode_dir: pathlib.Path, step_index: int) -> dict[str, str]:
     return {e.sha256: e.stored_in for e in entries.values() if e.sha256 and e.stored_in}
 
 
-def _read_blobs(path: pathlib.Path) -> dict[str, bytes]:
-    """The blobs of an archive this process wrote earlier (so the base archive can be rewritten with more)."""
+def _spool_archive(path: pathlib.Path) -> SpooledBlobs:
+    """The blobs of an archive this process wrote earlier, streamed into a spool (so the base archive can be
+    rewritten with more without holding its content in memory); an empty spool when there is none.
+
+    Raises:
+        CaptureError: When a member's content does not match the sha256 that names it.
+    """
+    blobs = SpooledBlobs()
     if not path.is_file():
-        return {}
-    blobs = {}
+        return blobs
     with tarfile.open(path, "r:*") as tar:
         for member in tar:
             handle = tar.extractfile(member) if member.isreg() else None
-            if handle is not None:
-                blobs[member.name] = handle.read()
+            if handle is not None and blobs.add_stream(handle, member.size) != member.name:
+                raise CaptureError(f"{path}: member {member.name!r} does not hold the content its name says")
     return blobs
 

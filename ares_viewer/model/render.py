@@ -30,6 +30,7 @@ class RunView(Protocol):
     location: str
     errors: Sequence[Any]
     skipped: int
+    companion_kinds: Sequence[str]
 
     @property
     def queries(self) -> Any: ...
@@ -190,7 +191,8 @@ def run_text(run: RunView) -> str:
     stats = run.stats()
     lines = [
         f"run: {run.location}",
-        f"episodes: {stats['episodes']}  errors: {stats['errors']}  other files: {run.skipped}",
+        f"episodes: {stats['episodes']}  errors: {stats['errors']}  other files: {run.skipped}"
+        + (f"  beside them: {', '.join(run.companion_kinds)}" if run.companion_kinds else ""),
         f"success rate: {_fmt(stats['success_rate'])}  mean reward: {_fmt(stats['mean_reward'])}"
         f"  mean actions: {_fmt(stats['mean_actions'])}  cost: ${stats['total_cost']:.4f}",
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in stats["outcomes"].items()),

@@ -16,11 +16,13 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ares_viewer.sources import SNAPSHOTS_DIRNAME as SNAPSHOTS_DIRNAME
+
 if TYPE_CHECKING:
     from ares_viewer import model
 
-# The folder of a run that holds its snapshots (per-step ones, and episode-boundary ones by convention).
-SNAPSHOTS_DIRNAME = "snapshots"
+# SNAPSHOTS_DIRNAME: the folder of a run that holds its snapshots (per-step ones, and episode-boundary ones by
+# convention); a companion folder of the run, which its listing does not walk (``sources.COMPANION_FOLDERS``).
 
 # Entry types. "absent" only appears on the base side: the path does not exist in the base image.
 FILE = "file"

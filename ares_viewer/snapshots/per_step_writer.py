@@ -58,7 +58,8 @@ def write_base(
         base_image: Image reference the episode's container was created from.
         image_id: That image's content id.
         entries: The base versions of every touched path (``stored_in="base"`` for stored content).
-        blobs: sha256 hex -> content for every entry stored in ``base``.
+        blobs: sha256 hex -> content for every entry stored in ``base``; a :class:`~.spool.SpooledBlobs` (as the
+            capture gives) is streamed into the archive, never read whole.
         created_at: ISO-8601 UTC time; now when omitted.
     """
     folder = pathlib.Path(episode_dir) / BASE_DIRNAME

@@ -276,3 +276,16 @@ def test_repeated_episode_ids_are_all_kept_and_reachable(tmp_path):
     other = run.episode(second)
     assert other.task_name == "other-task" and other.episode_id == second
     assert any("appears in 3 files" in message for _, message in run.warnings)
+
+
+def test_reopening_an_indexed_run_does_not_load_pandas(tmp_path):
+    # Every CLI command and notebook reopen pays for the library's imports; pandas alone was a third of a reopen.
+    import subprocess
+
+    code = ("import sys, ares_viewer; run = ares_viewer.open_run(sys.argv[1]); "
+            "print(len(run), 'pandas' in sys.modules)")
+    env = dict(os.environ, ARES_VIEWER_CACHE=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", code, "sample_runs/demo-run"], env=env, capture_output=True,
+                           text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__))).stdout.split()
+            for _ in range(2)]
+    assert runs[1] == [runs[0][0], "False"], runs

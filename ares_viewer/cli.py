@@ -127,8 +127,9 @@ def _index(args: argparse.Namespace) -> int:
 def _failures(args: argparse.Namespace) -> int:
     opened = run.open_run(args.location)
     _report_reading(opened)
-    # The text names three episodes per reason: only those are fetched.
-    failures = opened.queries.failures(with_ids=True, first_ids=None if args.json else 3)
+    # Only the ids shown are fetched: three per reason in the text, all of them (or --ids) as JSON.
+    shown = args.ids if args.ids is not None else (None if args.json else 3)
+    failures = opened.queries.failures(with_ids=True, first_ids=shown)
     if args.json:
         out = sys.stdout.buffer
         for record in failures.to_dict(orient="records"):
@@ -138,7 +139,8 @@ def _failures(args: argparse.Namespace) -> int:
         print(f"no failed episodes among {len(opened)}")
     else:
         for record in failures.to_dict(orient="records"):
-            ids = ", ".join(record["episode_ids"][:3]) + (", ..." if record["episodes"] > 3 else "")
+            listed = record["episode_ids"]
+            ids = ", ".join(listed) + (", ..." if record["episodes"] > len(listed) else "")
             print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s): {ids})")
     return 0
 
@@ -325,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     failures = commands.add_parser("failures", help="why a run's episodes failed: reasons with their counts")
     failures.add_argument("location", help="folder, file, glob or fsspec URL")
     failures.add_argument("--json", action="store_true", help="one JSON object per line")
+    failures.add_argument("--ids", type=int, metavar="N",
+                          help="episode ids listed per reason (default: 3 in the text, all of them with --json)")
     failures.set_defaults(func=_failures)
 
     find = commands.add_parser("search", help="find text in a run's reasoning, thoughts, commands, outputs and "

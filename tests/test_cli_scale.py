@@ -52,6 +52,10 @@ def test_failures_counts_reasons(big, capsys):
     lines = capsys.readouterr().out.splitlines()
     counts = [int(line.split()[0]) for line in lines]
     assert 0 < sum(counts) < ROLLOUTS and "completed, not solved" in lines[0] and ", ...)" in lines[0]
+    assert cli.main(["failures", big, "--json", "--ids", "5"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["episodes"] for r in records] == counts
+    assert all(len(r["episode_ids"]) == min(5, r["episodes"]) for r in records)
 
 
 def test_the_notebook_face_shows_figures_and_the_first_rows(big):

@@ -7,6 +7,7 @@ Errors go to stderr with a non-zero exit code; data goes to stdout so it can be 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import pathlib
 import re
@@ -196,14 +197,25 @@ def _app(args: argparse.Namespace) -> int:
     return server.serve(args.location, address=args.address, port=args.port)
 
 
+def _file_name(episode_id: str, taken: set[str]) -> str:
+    """A file name for an episode's id, unlike every name in ``taken`` (ids that differ only in characters a
+    file name cannot hold, ``a/b`` and ``a_b``, get the id's hash beside it instead of overwriting each other)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", episode_id).strip("._") or "episode"
+    if name.lower() in taken:
+        name = f"{name}-{hashlib.sha256(episode_id.encode()).hexdigest()[:12]}"
+    taken.add(name.lower())
+    return name
+
+
 def _export_atif(args: argparse.Namespace) -> int:
-    """Episodes as ATIF trajectories: one ``.json`` file, or a folder of ``{episode id}.json`` files."""
+    """Episodes as ATIF trajectories: one ``.json`` file, or a folder of ``{episode id}.json`` files. An episode
+    that cannot be read is reported and skipped; the others are written."""
     opened = run.open_run(args.location)
-    ids = args.episode or opened.episode_ids
-    unknown = [e for e in ids if e not in opened]
+    unknown = [e for e in args.episode or () if e not in opened]
     if unknown:
         print(f"error: no episode {unknown[0]!r} in {args.location}", file=sys.stderr)
         return 2
+    ids = args.episode or opened.episode_ids
     out = pathlib.Path(args.out)
     if out.suffix.lower() == ".json":
         if len(ids) != 1:
@@ -212,13 +224,23 @@ def _export_atif(args: argparse.Namespace) -> int:
             return 2
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(atif_export.dumps(opened.episode(ids[0])), encoding="utf-8")
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        for episode_id in ids:
-            name = re.sub(r"[^A-Za-z0-9._-]+", "_", episode_id).strip("._") or "episode"
-            (out / f"{name}.json").write_text(atif_export.dumps(opened.episode(episode_id)), encoding="utf-8")
-    print(f"wrote {len(ids)} ATIF trajector{'y' if len(ids) == 1 else 'ies'} to {out}", file=sys.stderr)
-    return 0
+        print(f"wrote 1 ATIF trajectory to {out}", file=sys.stderr)
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
+    written, failed = 0, 0
+    for episode_id in ids:
+        try:
+            document = atif_export.dumps(opened.episode(episode_id))
+        except (KeyError, OSError, ValueError) as exc:
+            failed += 1
+            print(f"error: {episode_id}: {exc}", file=sys.stderr)
+            continue
+        (out / f"{_file_name(episode_id, taken)}.json").write_text(document, encoding="utf-8")
+        written += 1
+    print(f"wrote {written} ATIF trajector{'y' if written == 1 else 'ies'} to {out}"
+          + (f"; {failed} episode(s) could not be read" if failed else ""), file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -159,3 +159,19 @@ def test_cli_exports_atif(tmp_path, capsys, atif_models):
     assert json.loads(single.read_text())["extra"]["total_reward"] == 1.0
     assert cli.main(["export", str(tmp_path / "jobs"), "--format", "atif", "--out", str(tmp_path / "x.json")]) == 2
     assert "give --episode" in capsys.readouterr().err
+
+
+def test_cli_export_keeps_episodes_whose_ids_make_the_same_file_name(tmp_path, capsys, atif_models):
+    # "run 1" and "run:1" both become run_1.json as file names: neither may overwrite the other.
+    ids = ["run 1", "run:1", "RUN_1"]
+    for n, episode_id in enumerate(ids):
+        doc = synthetic.episode_dict(seed=n, actions=2)
+        doc["episode_id"] = episode_id
+        (tmp_path / "run").mkdir(exist_ok=True)
+        (tmp_path / "run" / f"episode-{n}.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    assert cli.main(["export", str(tmp_path / "run"), "--format", "atif", "--out", str(out)]) == 0
+    written = sorted(os.listdir(out))
+    assert len(written) == 3 and "wrote 3 ATIF trajectories" in capsys.readouterr().err
+    found = sorted(json.loads((out / name).read_text())["session_id"] for name in written)
+    assert found == sorted(ids)

@@ -225,3 +225,16 @@ def torch():
     except ImportError:
         _missing("torch is not installed (pip install torch==2.13.0: the CPU build)")
     return torch
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Let go of the runs the app's caches hold (tests that run pages with AppTest), so their DuckDB connections
+    close before the interpreter ends (else DuckDB's bindings list each one as leaked at exit, over the report)."""
+    import gc
+    import sys
+
+    if "streamlit" in sys.modules:
+        import streamlit as st
+
+        st.cache_resource.clear()
+    gc.collect()

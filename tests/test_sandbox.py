@@ -525,3 +525,21 @@ def test_page_is_off_unless_enabled_on_a_public_address(monkeypatch, sandbox_pag
     assert not at.exception
     assert any("ARES_VIEWER_SANDBOX=1" in w.value for w in at.warning)
     assert not [b for b in at.button if b.label == "Restore"]
+
+
+def test_the_idle_reaper_does_not_keep_a_page_run_alive(engine, sandbox_page):
+    # The server's reaper thread runs as long as the server: it must not hold the run a Sandbox page showed.
+    import gc
+    import threading
+
+    import streamlit as st
+
+    import ares_viewer
+
+    at = _page(sandbox_page).run()
+    assert not at.exception and [b for b in at.button if b.label == "Restore"]
+    assert any(t.name == "ares-viewer-sandbox-reaper" for t in threading.enumerate())
+    del at
+    st.cache_resource.clear()  # the app's bounded caches let go of their runs
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, ares_viewer.Run)]

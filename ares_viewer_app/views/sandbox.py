@@ -4,8 +4,8 @@ The URL names the run, the episode and the step (``?run=&episode=&step=``), like
 container lives in the Docker engine; this page keeps only its handle, under page-prefixed session keys. The
 browser keeps the sandbox session's id (a cookie), so after a reload the page lists that session's live
 containers, with their age, to reattach to or remove.
-Containers idle for ``IDLE_TIMEOUT_S`` are removed, and every container is labelled, so ``ares-viewer sandbox
-cleanup`` finds whatever a crashed server left behind.
+Containers idle for ``sandbox_reaper.IDLE_TIMEOUT_S`` are removed (by one thread per server, ``sandbox_reaper``),
+and every container is labelled, so ``ares-viewer sandbox cleanup`` finds whatever a crashed server left behind.
 
 Below, the counterfactual panel (``counterfactual_panel``) asks a configured model again from the picked step.
 
@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-import threading
 import time
 
 import streamlit as st
 
 from ares_viewer import container, sandbox, snapshots
-from ares_viewer_app import counterfactual_panel, escape, sandbox_policy, state, widgets
+from ares_viewer_app import counterfactual_panel, escape, sandbox_policy, sandbox_reaper, state, widgets
 
-IDLE_TIMEOUT_S = 30 * 60
-_REAP_EVERY_S = 60
-_LOGGER = logging.getLogger(__name__)
 _KEY = "sandbox."  # every session key of this page starts with it
 # The browser keeps the sandbox session id in this cookie, so a reload finds the session's containers again.
 SESSION_COOKIE = "ares_viewer_sandbox_session"
@@ -55,29 +50,6 @@ def _engine():
     return sandbox.connect()
 
 
-@st.cache_resource(show_spinner=False)
-def _server_sessions() -> set[str]:
-    """The sandbox sessions this server created: the only ones its idle reaper touches."""
-    return set()
-
-
-@st.cache_resource(show_spinner=False)
-def _reaper(_client) -> threading.Thread:
-    """A background thread that removes this server's idle sandboxes, also when nobody opens this page."""
-
-    def loop() -> None:
-        while True:
-            time.sleep(_REAP_EVERY_S)
-            try:
-                sandbox.reap_idle(IDLE_TIMEOUT_S, _client, sessions=set(_server_sessions()))
-            except Exception:  # the engine may come and go; the next round tries again
-                _LOGGER.debug("idle reaping failed", exc_info=True)
-
-    thread = threading.Thread(target=loop, name="ares-viewer-sandbox-reaper", daemon=True)
-    thread.start()
-    return thread
-
-
 def _cookie_session() -> str | None:
     try:
         value = st.context.cookies.get(SESSION_COOKIE)
@@ -91,7 +63,7 @@ def _session() -> str:
     if _KEY + "session" not in st.session_state:
         _set(session=_cookie_session() or sandbox.new_session())
     session = _get("session")
-    _server_sessions().add(session)
+    sandbox_reaper.server_sessions().add(session)
     return session
 
 
@@ -362,9 +334,9 @@ try:
 except sandbox.SandboxError as exc:
     st.error(f"Docker is unavailable, so sandboxes are too. {escape.md(exc)}")
     st.stop()
-_reaper(client)
+sandbox_reaper.start(client)
 try:
-    sandbox.reap_idle(IDLE_TIMEOUT_S, client, sessions=set(_server_sessions()))
+    sandbox_reaper.reap_now(client)
 except Exception as exc:  # the engine went away since the client was made: say so, try a new client next time
     _engine.clear()
     st.error(f"Docker stopped answering: {escape.md(exc)}")

@@ -49,13 +49,3 @@ def exposed():
     yield
     config.set_option("server.address", before)
 
-
-def pytest_sessionfinish(session, exitstatus):
-    """Let go of the runs the app's caches hold, so their DuckDB connections close before the interpreter ends
-    (else DuckDB's bindings list each one as leaked at exit, burying the test report)."""
-    import gc
-
-    import streamlit as st
-
-    st.cache_resource.clear()
-    gc.collect()

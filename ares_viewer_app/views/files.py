@@ -432,7 +432,8 @@ if diff.changes:
 if no_base:
     st.caption("Episode-boundary snapshots (whole filesystem copies): the base image is not recorded.")
 path = shown_file(diff)
-change_tree(diff)
+if diff.changes:  # else the sentence below says it once, without an empty tree and its filter
+    change_tree(diff)
 if path is None:
     st.success(f"No files differ between {side_label(old_step)} and step {new_step}.")
     st.stop()

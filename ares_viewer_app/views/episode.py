@@ -150,6 +150,10 @@ def timeline(episode: model.Episode, k: int | None) -> None:
         st.rerun()  # the chart is drawn below the step panes: draw them again at the clicked step
 
 
+def _messages(n: int) -> str:
+    return f"{n:,} message{'' if n == 1 else 's'}"
+
+
 def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
     usage = step.usage
     parts = [f"step {step.index} ({step.kind.value})", f"{widgets.fmt(step.duration, '.1f')} s"]
@@ -160,7 +164,7 @@ def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
         new = len(change.new) if change is not None else step.new_message_count
         parts += [f"{widgets.fmt(usage.prompt_tokens, ',')} prompt / {widgets.fmt(usage.generated_tokens, ',')} "
                   f"generated tokens", f"cost ${widgets.fmt(step.cost, '.4f')}",
-                  f"context {step.context_len} messages (+{new} new)"]
+                  f"context {_messages(step.context_len)} (+{new} new)"]
         if usage.cached_prompt_tokens:
             parts.append(f"{usage.cached_prompt_tokens:,} cached")
     if step.reward:
@@ -281,7 +285,7 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         step_view.prompt_change(episode, k, change, key)
         if st.toggle("Response diff", value=True, key="episode.show_diff"):
             response_diff(run, episode, k)
-        if st.toggle(f"Full context ({step.context_len} messages)", key="episode.show_context"):
+        if st.toggle(f"Full context ({_messages(step.context_len)})", key="episode.show_context"):
             context = episode.context(k)
             if len(context) > _CONTEXT_MESSAGES:
                 st.caption(f"The {_CONTEXT_MESSAGES} most recent of {len(context)} messages.")

@@ -50,3 +50,13 @@ def test_a_step_with_a_snapshot_links_to_its_sandbox(bundled, app):
     assert links[0].proto.label == f"Restore step {k} into a live container"
     query = dict(part.split("=", 1) for part in links[0].proto.query_string.split("&"))
     assert query["episode"] == episode.episode_id and query["step"] == str(k)
+
+
+def test_a_step_that_saw_one_message_says_one_message(bundled, app):
+    """The first action of an episode saw only the task prompt: "1 message", never "1 messages"."""
+    episode = bundled.episode(bundled.episode_ids[0])
+    assert episode.steps[1].context_len == 1
+    at = app("episode", episode=episode.episode_id, step="1")
+    [caption] = [c.value for c in at.caption if c.value.startswith("step 1 (")]
+    assert "context 1 message (+1 new)" in caption
+    assert "Full context (1 message)" in [t.label for t in at.toggle]

@@ -156,7 +156,10 @@ def _messages(n: int) -> str:
 
 def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
     usage = step.usage
-    parts = [f"step {step.index} ({step.kind.value})", f"{widgets.fmt(step.duration, '.1f')} s"]
+    parts = [f"step {step.index} ({step.kind.value})"]
+    duration = widgets.fmt(step.duration, ".1f")
+    if duration != "–":  # unknown (the first request took no time of its own): left out, not "– s"
+        parts.append(f"{duration} s")
     model_time, command_time = step.model_time, step.command_time
     if model_time is not None or command_time is not None:
         parts.append(f"model {widgets.fmt(model_time, '.1f')} s + command {widgets.fmt(command_time, '.1f')} s")

@@ -60,3 +60,14 @@ def test_a_step_that_saw_one_message_says_one_message(bundled, app):
     [caption] = [c.value for c in at.caption if c.value.startswith("step 1 (")]
     assert "context 1 message (+1 new)" in caption
     assert "Full context (1 message)" in [t.label for t in at.toggle]
+
+
+def test_the_first_request_has_no_unknown_duration(bundled, app):
+    """Step 0 took no time of its own: its caption leaves the duration out instead of showing "– s"."""
+    episode = bundled.episode(bundled.episode_ids[0])
+    at = app("episode", episode=episode.episode_id, step="0")
+    [caption] = [c.value for c in at.caption if c.value.startswith("step 0 (")]
+    assert caption == "step 0 (FIRST)"
+    at = app("episode", episode=episode.episode_id, step="1")
+    [caption] = [c.value for c in at.caption if c.value.startswith("step 1 (")]
+    assert caption.startswith(f"step 1 (MID) · {episode.steps[1].duration:.1f} s · ")

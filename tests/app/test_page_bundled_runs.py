@@ -71,3 +71,13 @@ def test_the_first_request_has_no_unknown_duration(bundled, app):
     at = app("episode", episode=episode.episode_id, step="1")
     [caption] = [c.value for c in at.caption if c.value.startswith("step 1 (")]
     assert caption.startswith(f"step 1 (MID) · {episode.steps[1].duration:.1f} s · ")
+
+
+def test_the_step_list_names_a_context_rewrite_as_the_other_views_do(bundled, app):
+    """The step list marks a rewritten context with the words of the step chart and of "Worth a look"."""
+    episode, k = next((e, s.index) for e in map(bundled.episode, bundled.episode_ids) for s in e.steps
+                      if s.context_rewritten)
+    at = app("episode", episode=episode.episode_id, step=str(k))
+    frame = at.dataframe(key=f"episode.list.{k}.0").value
+    assert "context rewritten" in frame.loc[k, "rc"]
+    assert at.button(key=f"episode.landmark.{k}").label.startswith(f"step {k}: context rewritten")

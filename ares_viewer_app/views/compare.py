@@ -62,11 +62,11 @@ def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str]:
     a, b = default_pair(run, run_b)
     left, right = st.columns(2)
     with left:
-        widgets.episode_choice(run, "Episode A", "compare.a", a,
+        widgets.episode_choice(run, "Episode A", "compare.a", a, narrow=True,
                                on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
     with right:
         widgets.episode_choice(run_b, "Episode B" if run_b is run else "Episode B (another run)", "compare.b", b,
-                               partners_of=a if run_b is run else None,
+                               partners_of=a if run_b is run else None, narrow=True,
                                on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
     if run_b is not run:
         parent = run_b.episode(b).metadata.get("counterfactual") or {}

@@ -201,7 +201,8 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
             return
         other_id = widgets.episode_choice(
             run, "Other episode", "episode.other", other_id, partners_of=episode.episode_id,
-            exclude=episode.episode_id, on_change=lambda: state.update(other=st.session_state["episode.other"]))
+            exclude=episode.episode_id, narrow=True,
+            on_change=lambda: state.update(other=st.session_state["episode.other"]))
         if other_id is None:
             return
         other = run.episode(other_id)

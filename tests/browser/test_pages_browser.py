@@ -157,6 +157,22 @@ def test_the_overviews_headline_numbers_are_shown_whole(page, app_url, sample_ru
     expect(tokens.locator('[data-testid="stMetricValue"]')).to_have_text(re.compile(r"\d+(\.\d)?k / \d+(\.\d)?k"))
     cut = page.evaluate("""() => [...document.querySelectorAll(
             '[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')]
-        .filter(m => [m, ...m.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+        .filter(m => [m, ...m.querySelectorAll('*')].some(e => e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1))
         .map(m => m.innerText)""")
+    assert cut == []
+
+
+def test_compare_shows_both_episode_choosers_whole(page, app_url, sample_run):
+    """Episode A and B each fill half the page: their labels (reward, actions, id) and the Unsolved switches are
+    shown whole, not cut short."""
+    page.goto(f"{app_url}/compare?run={sample_run}&episode={PAGER_FAILED}&other={PAGER_SHORT}")
+    expect(page.get_by_role("combobox", name="Episode B")).to_have_value(re.compile(rf"{PAGER_SHORT[:8]}$"))
+    main = page.locator('[data-testid="stMain"]')
+    expect(main.get_by_text("Unsolved", exact=True)).to_have_count(2)
+    for switch in main.get_by_text("Unsolved", exact=True).all():
+        expect(switch).to_be_visible()
+    cut = page.evaluate("""() => [...document.querySelectorAll(
+            '[data-testid="stMain"] [data-testid="stSelectbox"], [data-testid="stMain"] [data-testid="stCheckbox"]')]
+        .filter(w => [w, ...w.querySelectorAll('*')].some(e => e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1))
+        .map(w => w.innerText)""")
     assert cut == []

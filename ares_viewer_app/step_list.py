@@ -113,7 +113,7 @@ def badges(step: model.Step) -> str:
     if step_view.failure(step):
         marks.append(step_view.failure(step))
     if step.context_rewritten:
-        marks.append("context cut")
+        marks.append("context rewritten")  # as the step chart and "Worth a look" say
     if step.reward:
         marks.append(f"reward {step.reward:g}")
     return ", ".join(marks)

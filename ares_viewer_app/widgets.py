@@ -137,14 +137,19 @@ def first_episode(run: ares_viewer.Run, *, unsolved: bool = False) -> str:
 
 def episode_choice(run: ares_viewer.Run, label: str, key: str, current: str | None, *,
                    on_change: Callable[[], None], partners_of: str | None = None,
-                   exclude: str | None = None) -> str | None:
+                   exclude: str | None = None, narrow: bool = False) -> str | None:
     """The one episode chooser of every page: a select box of at most ``CHOICES`` episodes, narrowed on the
     server by a search box (part of an id, task or error) and an "unsolved only" switch; ``current`` is always
     among the choices. ``partners_of`` (an episode id) lists that episode's task's attempts first, best first.
 
-    The select box's value is ``st.session_state[key]`` (``on_change`` reads it there); returns it.
+    The select box's value is ``st.session_state[key]`` (``on_change`` reads it there); returns it. ``narrow``
+    (half a page or less): the select box above, the search box and the switch under it, so none is cut short.
     """
-    pick, find, only = st.columns([6, 3, 1.6], vertical_alignment="bottom")
+    if narrow:
+        pick = st.container()
+        find, only = st.columns([3, 2], vertical_alignment="bottom")
+    else:
+        pick, find, only = st.columns([6, 3, 1.6], vertical_alignment="bottom")
     text = find.text_input("Find", key=f"{key}.find", placeholder="id, task or error",
                            help="Part of an episode id, a task name or an error: the choices are the episodes "
                                 "that match")

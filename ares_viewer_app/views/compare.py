@@ -62,11 +62,11 @@ def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str]:
     a, b = default_pair(run, run_b)
     left, right = st.columns(2)
     with left:
-        widgets.episode_choice(run, "Episode A", "compare.a", a,
+        widgets.episode_choice(run, "Episode A", "compare.a", a, narrow=True,
                                on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
     with right:
         widgets.episode_choice(run_b, "Episode B" if run_b is run else "Episode B (another run)", "compare.b", b,
-                               partners_of=a if run_b is run else None,
+                               partners_of=a if run_b is run else None, narrow=True,
                                on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
     if run_b is not run:
         parent = run_b.episode(b).metadata.get("counterfactual") or {}
@@ -109,15 +109,20 @@ def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
             marks.append("gap")
         return " · ".join(marks)
 
+    def number(index: int | None) -> str:
+        return "" if index is None else str(index)  # a gap is blank, as its command is (the grid writes "None")
+
     rows = pd.DataFrame({
-        "A step": [p.a for p in pairs], "A command": [command(ep_a, p.a) for p in pairs],
+        "A step": [number(p.a) for p in pairs], "A command": [command(ep_a, p.a) for p in pairs],
         "similarity": [p.similarity for p in pairs],
-        "B step": [p.b for p in pairs], "B command": [command(ep_b, p.b) for p in pairs],
+        "B step": [number(p.b) for p in pairs], "B command": [command(ep_b, p.b) for p in pairs],
         "": [mark(i, p) for i, p in enumerate(pairs)],
-    }).astype({"A step": "Int64", "B step": "Int64"})
+    })
+    step_column = st.column_config.TextColumn(alignment="right")
     st.dataframe(rows, key="compare.pairs", on_select=_row_picked, selection_mode="single-row", hide_index=True,
                  column_config={"similarity": st.column_config.ProgressColumn("similarity", min_value=0.0,
-                                                                              max_value=1.0, format="%.2f")})
+                                                                              max_value=1.0, format="%.2f"),
+                                "A step": step_column, "B step": step_column})
 
 
 def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, pair: align.Pair) -> None:

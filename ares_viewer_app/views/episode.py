@@ -150,9 +150,16 @@ def timeline(episode: model.Episode, k: int | None) -> None:
         st.rerun()  # the chart is drawn below the step panes: draw them again at the clicked step
 
 
+def _messages(n: int) -> str:
+    return f"{n:,} message{'' if n == 1 else 's'}"
+
+
 def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
     usage = step.usage
-    parts = [f"step {step.index} ({step.kind.value})", f"{widgets.fmt(step.duration, '.1f')} s"]
+    parts = [f"step {step.index} ({step.kind.value})"]
+    duration = widgets.fmt(step.duration, ".1f")
+    if duration != "–":  # unknown (the first request took no time of its own): left out, not "– s"
+        parts.append(f"{duration} s")
     model_time, command_time = step.model_time, step.command_time
     if model_time is not None or command_time is not None:
         parts.append(f"model {widgets.fmt(model_time, '.1f')} s + command {widgets.fmt(command_time, '.1f')} s")
@@ -160,7 +167,7 @@ def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
         new = len(change.new) if change is not None else step.new_message_count
         parts += [f"{widgets.fmt(usage.prompt_tokens, ',')} prompt / {widgets.fmt(usage.generated_tokens, ',')} "
                   f"generated tokens", f"cost ${widgets.fmt(step.cost, '.4f')}",
-                  f"context {step.context_len} messages (+{new} new)"]
+                  f"context {_messages(step.context_len)} (+{new} new)"]
         if usage.cached_prompt_tokens:
             parts.append(f"{usage.cached_prompt_tokens:,} cached")
     if step.reward:
@@ -194,7 +201,8 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
             return
         other_id = widgets.episode_choice(
             run, "Other episode", "episode.other", other_id, partners_of=episode.episode_id,
-            exclude=episode.episode_id, on_change=lambda: state.update(other=st.session_state["episode.other"]))
+            exclude=episode.episode_id, narrow=True,
+            on_change=lambda: state.update(other=st.session_state["episode.other"]))
         if other_id is None:
             return
         other = run.episode(other_id)
@@ -281,7 +289,7 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         step_view.prompt_change(episode, k, change, key)
         if st.toggle("Response diff", value=True, key="episode.show_diff"):
             response_diff(run, episode, k)
-        if st.toggle(f"Full context ({step.context_len} messages)", key="episode.show_context"):
+        if st.toggle(f"Full context ({_messages(step.context_len)})", key="episode.show_context"):
             context = episode.context(k)
             if len(context) > _CONTEXT_MESSAGES:
                 st.caption(f"The {_CONTEXT_MESSAGES} most recent of {len(context)} messages.")

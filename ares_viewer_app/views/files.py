@@ -100,7 +100,7 @@ def _patch(where: str, episode_id: str, old: int | None, new: int) -> bytes:
 def downloads(episode: model.Episode, diff: fsdiff.FsDiff, steps: list[int]) -> None:
     """The comparison shown as one patch, and the whole episode's patch (first recorded step -> last)."""
     short = episode.episode_id[:8]
-    cols = st.columns([1, 1, 2])
+    cols = st.columns(2)  # each label names its two sides: a quarter of the page cut them short
     cols[0].download_button(
         f"Download the patch ({side_label(diff.old_step)} → step {diff.new_step})",
         data=lambda: _patch(where, episode.episode_id, diff.old_step, diff.new_step),
@@ -432,7 +432,8 @@ if diff.changes:
 if no_base:
     st.caption("Episode-boundary snapshots (whole filesystem copies): the base image is not recorded.")
 path = shown_file(diff)
-change_tree(diff)
+if diff.changes:  # else the sentence below says it once, without an empty tree and its filter
+    change_tree(diff)
 if path is None:
     st.success(f"No files differ between {side_label(old_step)} and step {new_step}.")
     st.stop()

@@ -48,7 +48,8 @@ _MEAN_HELP = "Mean over the episodes that have a reward (recorded in the file or
 
 def headline(run) -> None:
     stats = run.stats()
-    cols = st.columns(7)
+    # The tokens' "prompt / generated" pair needs about twice a number's width (eleven characters at most).
+    cols = st.columns([1, 1, 1, 1, 1, 1.8, 1.2])
     cols[0].metric("Episodes", stats["episodes"])
     unscored = stats["unscored"]
     cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)

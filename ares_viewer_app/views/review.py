@@ -41,13 +41,15 @@ def link(row: pd.Series) -> str:
 
 
 def table(shown: pd.DataFrame) -> None:
+    # A note without a label or a file shows blanks there, not the grid's "None".
     view = shown.assign(open=shown.apply(link, axis=1) if len(shown) else pd.Series(dtype="object"),
-                        status=shown["orphaned"].fillna("ok"))
+                        status=shown["orphaned"].fillna("ok"), label=shown["label"].fillna(""),
+                        path=shown["path"].fillna(""))
     st.dataframe(
         view[["open", "task_name", "episode_id", "step", "label", "text", "path", "author", "updated_at", "revision",
               "status"]],
         hide_index=True, key="review.table",
-        column_config={"open": st.column_config.LinkColumn("step", display_text="open"),
+        column_config={"open": st.column_config.LinkColumn("link", display_text="open"),
                        "task_name": "task", "episode_id": "episode", "updated_at": "updated (UTC)"},
     )
 

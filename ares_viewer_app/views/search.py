@@ -59,7 +59,7 @@ class _Shown:
             self._boxes[hit.episode_id] = (box, box.empty(), label, [0])
         box, header, label, count = self._boxes[hit.episode_id]
         count[0] += 1
-        header.markdown(f"**{escape.line(label)}** · {count[0]} match(es)")
+        header.markdown(f"**{escape.line(label)}** · {count[0]} hit(s)")
         with box:
             st.page_link(pages.path("episode"), icon=":material/arrow_forward:",
                          label=escape.line(f"{hit.task_name} · {hit.episode_id[:8]} · step {hit.step} · "

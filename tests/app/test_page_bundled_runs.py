@@ -50,3 +50,34 @@ def test_a_step_with_a_snapshot_links_to_its_sandbox(bundled, app):
     assert links[0].proto.label == f"Restore step {k} into a live container"
     query = dict(part.split("=", 1) for part in links[0].proto.query_string.split("&"))
     assert query["episode"] == episode.episode_id and query["step"] == str(k)
+
+
+def test_a_step_that_saw_one_message_says_one_message(bundled, app):
+    """The first action of an episode saw only the task prompt: "1 message", never "1 messages"."""
+    episode = bundled.episode(bundled.episode_ids[0])
+    assert episode.steps[1].context_len == 1
+    at = app("episode", episode=episode.episode_id, step="1")
+    [caption] = [c.value for c in at.caption if c.value.startswith("step 1 (")]
+    assert "context 1 message (+1 new)" in caption
+    assert "Full context (1 message)" in [t.label for t in at.toggle]
+
+
+def test_the_first_request_has_no_unknown_duration(bundled, app):
+    """Step 0 took no time of its own: its caption leaves the duration out instead of showing "– s"."""
+    episode = bundled.episode(bundled.episode_ids[0])
+    at = app("episode", episode=episode.episode_id, step="0")
+    [caption] = [c.value for c in at.caption if c.value.startswith("step 0 (")]
+    assert caption == "step 0 (FIRST)"
+    at = app("episode", episode=episode.episode_id, step="1")
+    [caption] = [c.value for c in at.caption if c.value.startswith("step 1 (")]
+    assert caption.startswith(f"step 1 (MID) · {episode.steps[1].duration:.1f} s · ")
+
+
+def test_the_step_list_names_a_context_rewrite_as_the_other_views_do(bundled, app):
+    """The step list marks a rewritten context with the words of the step chart and of "Worth a look"."""
+    episode, k = next((e, s.index) for e in map(bundled.episode, bundled.episode_ids) for s in e.steps
+                      if s.context_rewritten)
+    at = app("episode", episode=episode.episode_id, step=str(k))
+    frame = at.dataframe(key=f"episode.list.{k}.0").value
+    assert "context rewritten" in frame.loc[k, "rc"]
+    assert at.button(key=f"episode.landmark.{k}").label.startswith(f"step {k}: context rewritten")

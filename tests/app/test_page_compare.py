@@ -11,6 +11,11 @@ import pandas as pd
 from ares_viewer import counterfactual
 
 
+def steps(column: pd.Series) -> list[int]:
+    """The step numbers of a column of the aligned table (its gaps are blank)."""
+    return [int(v) for v in column if v != ""]
+
+
 def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
     at = app("compare", run="run-a")
     assert not at.exception
@@ -19,13 +24,17 @@ def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
     assert b == runs["run-a"]["solved"]  # the shorter of the two solved attempts (5 actions, not 7)
     frame = at.dataframe(key="compare.pairs").value
     # Every action of both episodes appears once, in order (gaps where one has no counterpart).
-    assert frame["A step"].dropna().tolist() == list(range(1, 7))
-    assert frame["B step"].dropna().tolist() == sorted(frame["B step"].dropna().tolist())
+    assert steps(frame["A step"]) == list(range(1, 7))
+    assert steps(frame["B step"]) == sorted(steps(frame["B step"]))
+    # A gap's step is blank, as its command is: never the grid's "None".
+    gaps = frame[frame[""].str.contains("gap")]
+    assert len(gaps) and not frame[["A step", "B step"]].isna().any().any()
+    assert all((row["A step"] == "") != (row["B step"] == "") for _, row in gaps.iterrows())
     shown = page_text.of(at)
     assert "They diverge at row" in shown and "A first does what B does not at row" in shown
     # The row shown first is where A (the failed attempt) first did something of its own.
     [marked] = [i for i, v in enumerate(frame[""]) if v.startswith("◀ diverged")]
-    assert not pd.isna(frame["A step"][marked])
+    assert frame["A step"][marked] != ""
     assert f"Row {marked}" in [h.value for h in at.subheader]
     # The sentence names the row the page shows.
     assert f"They diverge at row {marked}." in shown
@@ -92,7 +101,7 @@ def test_episode_b_comes_from_a_counterfactual_folder_even_on_an_exposed_server(
     picker = at.selectbox(key="compare.b")
     assert picker.label == "Episode B (another run)" and picker.value == b and len(picker.options) == 1
     assert at.selectbox(key="compare.a").value == runs["run-a"]["failed"]
-    assert at.dataframe(key="compare.pairs").value["B step"].dropna().tolist() == [1, 2, 3, 4]
+    assert steps(at.dataframe(key="compare.pairs").value["B step"]) == [1, 2, 3, 4]
     assert at.query_params["other_in"] == str(folder)
     at.button(key="compare.same_run").click().run()
     assert "other_in" not in at.query_params and at.selectbox(key="compare.b").label == "Episode B"

@@ -266,3 +266,11 @@ def test_view_mode_round_trips_through_the_url(samples, app):
     assert "Changed at 2 step(s)" in page_text.of(at)
     at.radio(key="files.view").set_value("Side by side").run()
     assert at.query_params["view"] == "side"
+
+
+def test_two_sides_without_changes_say_so_once_without_an_empty_tree(samples, app):
+    at = files_page(app, episode=EXPLORER, step="3")  # action 3 only reads files
+    assert not at.exception
+    assert [s.value for s in at.success] == ["No files differ between step 2 and step 3."]
+    assert "Nothing differs between these two sides." not in page_text.of(at)
+    assert not [t for t in at.text_input if t.key == "files.filter"]  # no filter over an empty tree

@@ -243,3 +243,17 @@ def test_the_label_picker_offers_the_runs_labels(runs, app, db):
     [note] = store.find(run_location(runs), episode_id=runs["run-a"]["failed"])
     assert (note.step, note.label, note.author) == (3, "reward hacking", "Ada")
     assert at.button_group(key="review.add_labels").value is None  # ready for the next note
+
+
+def test_review_table_has_one_step_column_and_blanks_for_what_a_note_lacks(runs, app, db):
+    """The link to a note's step is not headed "step" beside the step number; a note without a label or a file
+    shows blanks there, not "None"."""
+    store = review.open_store(db)
+    store.add(run_location(runs), runs["run-a"]["solved"], 2, author="Bob", text="a clean fix")
+    at = app("review", run="run-a")
+    element = at.dataframe[0]  # the notes table (the history of a note is folded away)
+    config = json.loads(element.proto.columns)
+    headers = [config.get(name, {}).get("label", name) for name in element.value.columns]
+    assert headers.count("step") == 1
+    [row] = element.value.to_dict("records")
+    assert (row["step"], row["label"], row["path"], row["text"]) == (2, "", "", "a clean fix")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import page_text
 
 
@@ -94,3 +96,13 @@ def test_a_rare_text_parses_nothing_else_and_a_rerun_does_not_search_again(runs,
     at.run()
     assert at.session_state["search.saved"]["search"] is first
     assert "8 hit(s) in 5 episode(s)" in page_text.of(at)
+
+
+def test_each_episode_counts_its_hits_in_the_words_of_the_total(runs, app):
+    """The line above says "8 hit(s) in 5 episode(s)"; each episode's box says how many of those hits are its."""
+    at = app("search", run="run-a")
+    at.text_input(key="search.query").input("complete_task_and_submit").run()
+    shown = page_text.of(at)
+    counts = [int(n) for n in re.findall(r"\*\* · (\d+) hit\(s\)", shown)]
+    assert len(counts) == 5 and sum(counts) == 8
+    assert "match(es)" not in shown

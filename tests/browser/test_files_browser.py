@@ -94,3 +94,15 @@ def test_change_tree_opens_and_closes_folders_and_picks_files(page, app_url, sam
     expect(page.locator('[data-testid="stDataFrame"] [role=gridcell]', has_text="▸ /testbed/")).to_have_count(1)
     assert _tree_paths(page) == ["▸ /testbed/"]
     expect(page).to_have_url(re.compile(r"file=.*paging\.py"))
+
+
+def test_the_download_buttons_show_their_whole_labels(page, app_url, sample_run):
+    """Each patch button names the two sides it diffs; at 1400 px the label is shown whole, not cut short."""
+    page.goto(f"{app_url}/files?run={sample_run}&episode={PAGER_SOLVED}&step=4&old=base")
+    buttons = page.locator('[data-testid="stDownloadButton"]')
+    expect(buttons.filter(has_text="Download the patch (base image → step 4)")).to_be_visible()
+    expect(buttons.filter(has_text="Download the whole episode's patch (step 0 → step 4)")).to_be_visible()
+    cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stDownloadButton"]')]
+        .filter(b => [b, ...b.querySelectorAll('*')].some(e => e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1))
+        .map(b => b.innerText)""")
+    assert cut == []

@@ -147,3 +147,32 @@ def test_the_episode_chooser_finds_an_episode_by_typed_text(page, app_url, sampl
     expect(page).to_have_url(re.compile(rf"[?&]episode={PAGER_SHORT}(&|$)"))
     expect(page.get_by_text(PAGER_SHORT, exact=False).first).to_be_visible()
     expect(chooser).to_have_value(re.compile(rf"reward 1 · 4 actions · {PAGER_SHORT[:8]}"))
+
+
+def test_the_overviews_headline_numbers_are_shown_whole(page, app_url, sample_run):
+    """At 1400 px, every headline label and number fits its column: none ends in an ellipsis (the tokens'
+    "prompt / generated" pair is twice a number's width)."""
+    page.goto(f"{app_url}/?run={sample_run}")
+    tokens = page.locator('[data-testid="stMetric"]', has_text="Tokens (prompt / gen.)")
+    expect(tokens.locator('[data-testid="stMetricValue"]')).to_have_text(re.compile(r"\d+(\.\d)?k / \d+(\.\d)?k"))
+    cut = page.evaluate("""() => [...document.querySelectorAll(
+            '[data-testid="stMetricValue"], [data-testid="stMetricLabel"]')]
+        .filter(m => [m, ...m.querySelectorAll('*')].some(e => e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1))
+        .map(m => m.innerText)""")
+    assert cut == []
+
+
+def test_compare_shows_both_episode_choosers_whole(page, app_url, sample_run):
+    """Episode A and B each fill half the page: their labels (reward, actions, id) and the Unsolved switches are
+    shown whole, not cut short."""
+    page.goto(f"{app_url}/compare?run={sample_run}&episode={PAGER_FAILED}&other={PAGER_SHORT}")
+    expect(page.get_by_role("combobox", name="Episode B")).to_have_value(re.compile(rf"{PAGER_SHORT[:8]}$"))
+    main = page.locator('[data-testid="stMain"]')
+    expect(main.get_by_text("Unsolved", exact=True)).to_have_count(2)
+    for switch in main.get_by_text("Unsolved", exact=True).all():
+        expect(switch).to_be_visible()
+    cut = page.evaluate("""() => [...document.querySelectorAll(
+            '[data-testid="stMain"] [data-testid="stSelectbox"], [data-testid="stMain"] [data-testid="stCheckbox"]')]
+        .filter(w => [w, ...w.querySelectorAll('*')].some(e => e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1))
+        .map(w => w.innerText)""")
+    assert cut == []

@@ -51,8 +51,9 @@ def counts(line: str) -> tuple[int, int | None]:
     return hits, int(found.group(1)) if found else None
 
 
-def hit_links(page) -> int:
-    return page.locator('[data-testid="stPageLink"] a', has_text=re.compile(r" · step \d+ · ")).count()
+def expect_hit_links(page, count: int) -> None:
+    """As many hit links on the page as the progress line counts (waiting for the page to draw the last ones)."""
+    expect(page.locator('[data-testid="stPageLink"] a', has_text=re.compile(r" · step \d+ · "))).to_have_count(count)
 
 
 def click(page, name: str) -> None:
@@ -90,7 +91,7 @@ def test_search_stops_at_its_budget_continues_and_stops(page, wait_idle, tmp_pat
         assert files is not None and files < FILES, first
         assert f"of {FILES * PER_FILE:,} episodes" in first
         assert hits in (files, files + 1), first  # one per file searched, and maybe the one of the file it was in
-        assert hit_links(page) == hits
+        expect_hit_links(page, hits)
 
         # Continue goes on from there, finding more; again until the whole run is searched.
         click(page, "Continue")
@@ -107,7 +108,7 @@ def test_search_stops_at_its_budget_continues_and_stops(page, wait_idle, tmp_pat
             line = progress(page)
             _, further = counts(line)
         assert line.startswith(f"{FILES} hit(s) in {FILES} episode(s) · searched all {FILES} file(s)"), line
-        assert hit_links(page) == FILES
+        expect_hit_links(page, FILES)
         expect(page.get_by_role("button", name="Continue")).to_have_count(0)
 
         # Stop during a search keeps the hits found so far and offers to continue.
@@ -119,7 +120,7 @@ def test_search_stops_at_its_budget_continues_and_stops(page, wait_idle, tmp_pat
         stopped = progress(page)
         hits, files = counts(stopped)
         assert files is not None and files < FILES, stopped
-        assert hit_links(page) == hits
+        expect_hit_links(page, hits)
         time.sleep(BUDGET_S + 1)  # stopped means stopped: nothing more comes by itself
         assert progress(page) == stopped
         click(page, "Continue")

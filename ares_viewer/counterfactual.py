@@ -246,10 +246,7 @@ class _Writer:
             self.file.extra.setdefault("snapshot_errors", []).append(
                 {"step_index": step, "verifier": True, **episode_file.error_record(exc)})
         else:
-            final = self.out / "snapshots" / self.file.header["episode_id"] / f"step_{step:04d}"
-            if final.is_dir():
-                record["snapshot"] = folder.relative_to(self.out).as_posix()
-                record["changed_paths"] = container_state.changed_paths(final, folder)
+            record.update(container_state.verifier_changes(self.out, self.file.header["episode_id"], step, folder))
         self.file.write()
         if failure is not None:
             raise failure

@@ -78,6 +78,16 @@ def changed_paths(before_step: pathlib.Path, after_step: pathlib.Path) -> list[s
     return changed
 
 
+def verifier_changes(out_dir: pathlib.Path, episode_id: str, step: int, folder: pathlib.Path) -> dict[str, Any]:
+    """A verifier record's ``snapshot`` (``folder``, the container after the verifier, relative to ``out_dir``) and
+    ``changed_paths`` (what the verifier changed against the agent's final step snapshot); nothing when that step
+    has no snapshot."""
+    final = out_dir / snapshots.SNAPSHOTS_DIRNAME / episode_id / snapshots.step_dirname(step)
+    if not final.is_dir():
+        return {}
+    return {"snapshot": folder.relative_to(out_dir).as_posix(), "changed_paths": changed_paths(final, folder)}
+
+
 def _state(entry: snapshots.Entry) -> tuple[Any, ...]:
     return (entry.type, entry.mode, entry.sha256, entry.link_target, entry.size)
 

@@ -363,10 +363,8 @@ class RecordingEnv:
                     verifier["reward_file"] = {"path": path, "content": data.decode("utf-8", errors="replace")}
                     break
         folder = await self._snapshot(episode, episode.step, suffix=VERIFIER_SUFFIX)
-        final = self.out_dir / "snapshots" / episode.id / f"step_{episode.step:04d}"
-        if folder is not None and final.is_dir():
-            verifier["snapshot"] = folder.relative_to(self.out_dir).as_posix()
-            verifier["changed_paths"] = container_state.changed_paths(final, folder)
+        if folder is not None:
+            verifier.update(container_state.verifier_changes(self.out_dir, episode.id, episode.step, folder))
 
 
 def _status_of(exc: BaseException) -> str:

@@ -3,8 +3,8 @@
 Files are read in batches; each batch becomes one partition, written by whoever summarized it (a worker
 process when the run is large enough for that to pay), so rows never travel between processes. Tinker,
 Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
-``fast_mini``), which reads them on every core in this process (DuckDB is never used in a forked child: a fork
-inherits its threads' state half-copied); any file it does not take is read the ordinary way
+``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
+(DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not take is read the ordinary way
 (``formats.summarize_file``).
 """
 
@@ -16,6 +16,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -123,26 +124,46 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
             yield from entries
 
 
+# A fast-path batch is not cut smaller than this (each batch costs a few fixed queries).
+_MIN_FAST_BATCH = 16 * 1024 * 1024
+
 # Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
 FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC, fast_mini.SPEC)
 
 
 def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int
           ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
-    """The fast path's batches, read by one DuckDB connection with ``workers`` threads."""
+    """The fast path's batches, read by DuckDB in this process: ``workers`` batches side by side, each on its own
+    single-threaded connection (a batch's later stages, the rows query, the Parquet write and the values read in
+    Python, run on one thread; side by side, they keep every core busy). The batches in memory at once hold about
+    ``fast_jsonl.BATCH_BYTES`` of source data in all."""
+    most = max(fast_jsonl.BATCH_BYTES // workers, _MIN_FAST_BATCH)
+    jobs = [(spec, batch) for spec, files in chosen.items() for batch in batches(files, workers, most)]
+    if not jobs:
+        return [], []
+    local = threading.local()
+    opened: list[Any] = []
+    lock = threading.Lock()
+
+    def run(job: tuple[fast_jsonl.Spec, list[sources.SourceFile]]
+            ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+        con = getattr(local, "con", None)
+        if con is None:
+            con = local.con = fast_jsonl.connect(1)
+            with lock:
+                opened.append(con)
+        return fast_jsonl.read_batch(con, job[0], job[1], target)
+
     entries: list[store.FileEntry] = []
     left: list[sources.SourceFile] = []
-    if not chosen:
-        return entries, left
-    con = fast_jsonl.connect(workers)
     try:
-        for spec, files in chosen.items():
-            for batch in batches(files, 1, fast_jsonl.BATCH_BYTES):
-                taken, rest = fast_jsonl.read_batch(con, spec, batch, target)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            for taken, rest in pool.map(run, jobs):
                 entries += taken
                 left += rest
     finally:
-        con.close()
+        for con in opened:
+            con.close()
     return entries, left
 
 

@@ -3,9 +3,9 @@
 A format's fast path (``fast_tinker``, ``fast_ray``, ``fast_mini``) is a ``Spec``: which adapter's files it takes,
 how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd``
 column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose first line the
-adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches; DuckDB reads each on every
-core, in the calling process), writes each batch as one partition and sends the files it does not take to the
-ordinary path: a batch DuckDB cannot read (or with a value the format's functions fail on) is retried file by file,
+adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches and reads one per core
+side by side, in the calling process), writes each batch as one partition and sends the files it does not take to
+the ordinary path: a batch DuckDB cannot read (or with a value the format's functions fail on) is retried file by file,
 and a file with an odd row is left whole to the ordinary path, whose errors and warnings are then the file's. It
 also holds what the specs share: reading JSON values kept as JSON text (``number``, ``integer``, ``count``,
 ``string``), the rewrites and command results of consecutive contexts (``context_pairs``) and the result texts that
@@ -28,7 +28,8 @@ from ares_viewer import sources
 from ares_viewer.formats import chat, registry
 from ares_viewer.index import store
 
-# A batch of files read by one query (and written as one partition).
+# Source data the fast path holds in memory at once: batches read side by side share it (``builder._fast``); a
+# batch's files are read by one query and written as one partition.
 BATCH_BYTES = 128 * 1024 * 1024
 _FIRST_LINE_BYTES = 4 * 1024 * 1024
 _SUFFIXES = (".jsonl", ".ndjson", ".json")

@@ -289,3 +289,19 @@ def test_reopening_an_indexed_run_does_not_load_pandas(tmp_path):
                            text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__))).stdout.split()
             for _ in range(2)]
     assert runs[1] == [runs[0][0], "False"], runs
+
+
+@pytest.mark.parametrize("fmt", ["tinker", "ray", "mini"])
+def test_indexing_a_json_lines_run_does_not_load_pandas(tmp_path, fmt):
+    # importing pandas was a tenth of a second of every cold index, more than indexing a small run takes
+    import subprocess
+
+    from benchmarks import bench_scale
+
+    bench_scale.write_run(tmp_path / "run", 40, fmt=fmt)
+    code = ("import sys, ares_viewer; run = ares_viewer.open_run(sys.argv[1]); "
+            "print(len(run), run.parsed_files, len(run.errors), 'pandas' in sys.modules)")
+    env = dict(os.environ, ARES_VIEWER_CACHE=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__))).stdout.split()
+    assert out == ["40", "1", "0", "False"], out

@@ -4,8 +4,8 @@ Files are read in batches; each batch becomes one partition, written by whoever 
 process when the run is large enough for that to pay), so rows never travel between processes. Tinker,
 Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
 ``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
-(DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not take is read the ordinary way
-(``formats.summarize_file``).
+(DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not
+take is read the ordinary way (``formats.summarize_file``).
 """
 
 from __future__ import annotations

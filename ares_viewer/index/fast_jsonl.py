@@ -22,7 +22,6 @@ from types import ModuleType
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from ares_viewer import sources
 from ares_viewer.formats import chat, registry
@@ -83,7 +82,7 @@ class Spec:
     """Run once ``raw_ok`` exists, before ``rows``: what the rows join (e.g. values worked out in Python). It may
     set ``odd`` on more rows of ``raw``."""
     tables: tuple[str, ...] = ()
-    """Names ``load`` and ``prepare`` register on the connection, unregistered after each batch."""
+    """Tables ``load`` and ``prepare`` make with ``register``, dropped after each batch."""
 
 
 def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> ModuleType | None:
@@ -114,10 +113,10 @@ def connect(threads: int) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _unregister(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
+def _drop_tables(con: duckdb.DuckDBPyConnection, spec: Spec) -> None:
     for table in spec.tables:
         with contextlib.suppress(duckdb.Error):
-            con.unregister(table)
+            drop(con, table)
 
 
 def _odd(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -133,11 +132,6 @@ def read(con: duckdb.DuckDBPyConnection, query: str, paths: list[str]) -> None:
     con.execute(query, {"files": paths})
 
 
-def literal(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.SourceFile], target: store.Store
                ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
     """One partition from these files; their entries, and the files left for the ordinary path."""
@@ -149,7 +143,7 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
             odd = _odd(con)
     except Exception:  # DuckDB cannot read them, or the format's Python fails on a value: the ordinary path reads
         # these files and reports each one's problem
-        _unregister(con, spec)
+        _drop_tables(con, spec)
         if len(files) == 1:
             return [], files
         taken, rest = [], []
@@ -163,9 +157,9 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
     if counts:
         target.parts.mkdir(parents=True, exist_ok=True)
         tmp = target.parts / f".{name}.tmp"
-        con.execute(f"COPY ({spec.rows}) TO {literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
+        con.execute(f"COPY ({spec.rows}) TO {store.literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
         os.replace(tmp, target.parts / name)
-    _unregister(con, spec)
+    _drop_tables(con, spec)
     taken = [f for f in files if f.path not in odd]
     entries = [store.FileEntry(f.path, f.size, f.mtime_ns, "read", name if counts.get(f.path) else None,
                                counts.get(f.path, 0)) for f in taken]
@@ -234,16 +228,23 @@ def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str) -> None:
         SELECT rid, bool_or(irregular) AS irregular,
                count(*) FILTER (WHERE body IN (SELECT body FROM failed_results)) AS nonzero
         FROM pairs GROUP BY rid""")
-    con.unregister("failed_results")
+    drop(con, "failed_results")
 
 
 def failed_results(con: duckdb.DuckDBPyConnection, bodies: str) -> None:
     """Table ``failed_results`` (``body``): the result texts among those the SELECT ``bodies`` gives (one column,
-    distinct) whose return code is not 0, read by ``chat.command_result``; unregister it when done."""
+    distinct) whose return code is not 0, read by ``chat.command_result``; ``drop`` it when done."""
     texts = [row[0] for row in con.execute(bodies).fetchall()]
     failed = [b for b in texts if chat.command_result({"content": b}).returncode not in (None, 0)]
-    register(con, "failed_results", {"body": pa.array(failed, pa.string())})
+    register(con, "failed_results", {"body": ("VARCHAR", failed)})
 
 
-def register(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, pa.Array]) -> None:
-    con.register(name, pa.table(columns))
+def register(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, Sequence]]) -> None:
+    """Temporary table ``name`` of these columns (``(DuckDB type, values)``, all of one length)."""
+    select, params = store.select_of(columns)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}", params)
+
+
+def drop(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop a table ``register`` made."""
+    con.execute(f"DROP TABLE IF EXISTS {name}")

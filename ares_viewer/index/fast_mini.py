@@ -25,11 +25,10 @@ from collections.abc import Sequence
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from ares_viewer import agent_text, sources
 from ares_viewer.formats import mini_swe_agent
-from ares_viewer.index import fast_jsonl
+from ares_viewer.index import fast_jsonl, store
 from ares_viewer.index.fast_jsonl import count, number, string
 
 _EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VARCHAR, exit_status JSON, "
@@ -136,10 +135,10 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sour
         ids.append(row["episode_id"])
         tasks.append(row["task_name"])
         lines.append(_lines(f.path))
-    fast_jsonl.register(con, "places", {"path": pa.array([f.path for f in files], pa.string()),
-                                        "base_id": pa.array(ids, pa.string()),
-                                        "task_name": pa.array(tasks, pa.string()),
-                                        "lines": pa.array(lines, pa.int64())})
+    fast_jsonl.register(con, "places", {"path": ("VARCHAR", [f.path for f in files]),
+                                        "base_id": ("VARCHAR", ids),
+                                        "task_name": ("VARCHAR", tasks),
+                                        "lines": ("BIGINT", lines)})
     # A blank line (or anything else that is no record) would shift the line numbers of the records after it.
     con.execute("""
         UPDATE raw SET odd = true WHERE path IN (
@@ -163,12 +162,12 @@ def _table(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], whe
     ``_summary``."""
     found = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM raw_ok r WHERE {where}").fetchall()
     rows = [_summary(dict(zip(keys, row, strict=True))) for row in found]
-    columns = {k: pa.array([row[n] for row in found], pa.string()) for n, k in enumerate(keys)}
-    fast_jsonl.register(con, name, {**columns, **{f: pa.array([r[f] for r in rows], _TYPES.get(f, pa.string()))
+    columns = {k: ("VARCHAR", [row[n] for row in found]) for n, k in enumerate(keys)}
+    fast_jsonl.register(con, name, {**columns, **{f: (_TYPES.get(f, "VARCHAR"), [r[f] for r in rows])
                                                   for f in fields}})
 
 
-_TYPES = {"truncated": pa.bool_()}
+_TYPES = {"truncated": "BOOLEAN"}
 
 
 def _join(table: str, keys: tuple[str, ...]) -> str:
@@ -200,7 +199,7 @@ SELECT CASE WHEN p.lines = 1 THEN p.base_id ELSE p.base_id || '#' || r.line END 
         AS total_cost,
     prompt_tokens::BIGINT AS prompt_tokens, generated_tokens::BIGINT AS generated_tokens,
     x.truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
-    0::BIGINT AS context_rewrites, r.path, {fast_jsonl.literal(mini_swe_agent.NAME)} AS format,
+    0::BIGINT AS context_rewrites, r.path, {store.literal(mini_swe_agent.NAME)} AS format,
     x.exit_status, []::VARCHAR[] AS warnings, r._seq
 FROM (SELECT *, row_number() OVER (PARTITION BY path ORDER BY _seq) AS line FROM raw_ok) r
 JOIN places p USING (path)

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from ares_viewer import model, sources
 from ares_viewer.formats import ray_runner
@@ -90,13 +89,13 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sour
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     kwargs = [row[0] for row in con.execute("SELECT DISTINCT kwargs FROM raw_ok").fetchall()]
     tasks = [ray_runner.task_name({} if k is None else {"reset_kwargs": orjson.loads(k)}) for k in kwargs]
-    fast_jsonl.register(con, "tasks", {"kwargs": pa.array(kwargs, pa.string()),
-                                       "task_name": pa.array(tasks, pa.string())})
+    fast_jsonl.register(con, "tasks", {"kwargs": ("VARCHAR", kwargs),
+                                       "task_name": ("VARCHAR", tasks)})
     errs = [row[0] for row in con.execute("SELECT DISTINCT err FROM raw_ok").fetchall()]
     found = [ray_runner.error_of(None if e is None else orjson.loads(e)) for e in errs]
-    fast_jsonl.register(con, "errors", {"err": pa.array(errs, pa.string()),
-                                        "errored": pa.array([f is not None for f in found], pa.bool_()),
-                                        "error": pa.array([model.describe_error(f) for f in found], pa.string())})
+    fast_jsonl.register(con, "errors", {"err": ("VARCHAR", errs),
+                                        "errored": ("BOOLEAN", [f is not None for f in found]),
+                                        "error": ("VARCHAR", [model.describe_error(f) for f in found])})
     fast_jsonl.context_pairs(con, _CONTEXTS)
     con.execute("UPDATE raw SET odd = true WHERE path IN "
                 "(SELECT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular)")

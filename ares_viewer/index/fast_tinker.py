@@ -20,7 +20,6 @@ from collections.abc import Sequence
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from ares_viewer import sources
 from ares_viewer.formats import tinker
@@ -88,10 +87,10 @@ def _places(con: duckdb.DuckDBPyConnection, files: Sequence[sources.SourceFile])
         runs.append(run)
         iterations.append(iteration)
         bases.append(base)
-    fast_jsonl.register(con, "places", {"path": pa.array([f.path for f in files], pa.string()),
-                                        "run_name": pa.array(runs, pa.string()),
-                                        "folder_iteration": pa.array(iterations, pa.int64()),
-                                        "base": pa.array(bases, pa.string())})
+    fast_jsonl.register(con, "places", {"path": ("VARCHAR", [f.path for f in files]),
+                                        "run_name": ("VARCHAR", runs),
+                                        "folder_iteration": ("BIGINT", iterations),
+                                        "base": ("VARCHAR", bases)})
 
 
 def _conversation(messages: list[str | None]) -> dict:
@@ -103,8 +102,8 @@ def _tasks(con: duckdb.DuckDBPyConnection) -> None:
     """The task of each distinct first prompt, worked out by the ordinary path's function."""
     prompts = [row[0] for row in con.execute("SELECT DISTINCT first_prompt FROM raw_ok").fetchall()]
     texts = [None if p is None else tinker.task_text(_conversation(p)) for p in prompts]
-    fast_jsonl.register(con, "task_texts", {"first_prompt": pa.array(prompts, pa.list_(pa.string())),
-                                            "task_text": pa.array(texts, pa.string())})
+    fast_jsonl.register(con, "task_texts", {"first_prompt": ("VARCHAR[]", prompts),
+                                            "task_text": ("VARCHAR", texts)})
 
 
 def _contexts(con: duckdb.DuckDBPyConnection) -> None:
@@ -119,9 +118,9 @@ def _contexts(con: duckdb.DuckDBPyConnection) -> None:
         rids.append(rid)
         nonzero.append(counts[0])
         rewrites.append(counts[1])
-    fast_jsonl.register(con, "odd_contexts", {"rid": pa.array(rids, pa.int64()),
-                                              "nonzero": pa.array(nonzero, pa.int64()),
-                                              "rewrites": pa.array(rewrites, pa.int64())})
+    fast_jsonl.register(con, "odd_contexts", {"rid": ("BIGINT", rids),
+                                              "nonzero": ("BIGINT", nonzero),
+                                              "rewrites": ("BIGINT", rewrites)})
     con.execute("""
         CREATE OR REPLACE TEMP TABLE context_counts AS
         SELECT rid, nonzero, 0 AS rewrites FROM pair_counts WHERE NOT irregular

@@ -31,10 +31,6 @@ _SQL_TYPES = {name: {"string": "VARCHAR", "double": "DOUBLE", "int64": "BIGINT",
               for name, kind in store.ROW_TYPES.items()}
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class EpisodeTable:
     """The episode rows of one index state; ``columns`` are the public ones (common first, then the others).
 
@@ -87,7 +83,7 @@ class EpisodeTable:
             replaced.append("coalesce(r.episode_id, e.episode_id) AS episode_id")
             joined += " LEFT JOIN renamed r ON e.path = r.path AND e._seq = r._seq"
         if with_verdict:  # where each reward came from: a report (which), the trial's verifier, the file, or nowhere
-            recorded = f"CASE WHEN e.total_reward IS NOT NULL THEN {_literal(verdicts.RECORDED)} END"
+            recorded = f"CASE WHEN e.total_reward IS NOT NULL THEN {store.literal(verdicts.RECORDED)} END"
             added.append(f"CASE WHEN o._seq IS NOT NULL THEN o.verdict ELSE {recorded} END AS verdict"
                          if overrides is not None else f"{recorded} AS verdict")
         replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""

@@ -14,8 +14,8 @@ import re
 import shutil
 import threading
 import weakref
-from collections.abc import Collection, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _LOGGER = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # The episode table's common columns, in order: ``model.EpisodeRow``'s.
 EPISODE_COLUMNS = model.EPISODE_COLUMNS
@@ -220,11 +221,20 @@ class Run:
 
     def _ask(self, how: str, sql: str, params: list | None = None) -> Any:
         """``rows`` or ``scalar`` of a query, recovering once from an index another process replaced."""
+        return self._recovered(lambda: getattr(self.table, how)(sql, params))
+
+    def _recovered(self, ask: Callable[[], _T]) -> _T:
+        """``ask()``; asked once more after a refresh when the index partitions it read were replaced.
+
+        Another process (``ares-viewer index``, another reader following the run) may have replaced them; they are
+        kept a while (``store``) but a run left open long enough outlives them, and DuckDB then finds them gone
+        (an ``IOException``). ``ask`` must read ``self.table`` anew each time it is called.
+        """
         try:
-            return getattr(self.table, how)(sql, params)
+            return ask()
         except duckdb.IOException:
             self.refresh()
-            return getattr(self.table, how)(sql, params)
+            return ask()
 
     @property
     def relation(self) -> duckdb.DuckDBPyRelation:
@@ -400,28 +410,47 @@ class Run:
 
 
 class _Recovering:
-    """``Run.queries``: each call is retried once on a refreshed index when the partitions it read are gone.
-
-    Another process (``ares-viewer index``, another reader following the run) may have replaced them; they are
-    kept a while (``store``) but a run left open long enough outlives them.
-    """
+    """``Run.queries``: each call is asked again on a refreshed index when the partitions it read are gone
+    (``Run._recovered``); a stream carries on after the last row it gave."""
 
     def __init__(self, run: Run) -> None:
         self._run = run
 
+    def _queries(self) -> index_queries.Queries:
+        return index_queries.Queries(self._run.table.cursor(), self._run.table.columns)
+
     def __getattr__(self, name: str) -> Any:
-        attr = getattr(index_queries.Queries(self._run.table.cursor(), self._run.table.columns), name)
+        attr = getattr(self._queries(), name)
         if not callable(attr):
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attr(*args, **kwargs)
-            except duckdb.IOException:
-                self._run.refresh()
-                return getattr(self._run.queries, name)(*args, **kwargs)
+            return self._run._recovered(lambda: getattr(self._queries(), name)(*args, **kwargs))
 
         return call
+
+    def stream(self, filters: index_queries.Filters | None = None, *, columns: Sequence[str] | None = None,
+               limit: int | None = None, chunk: int = 8192) -> Iterator[pd.DataFrame]:
+        """``Queries.stream``. When the partitions it reads are replaced, it carries on over the refreshed index
+        after the last row it gave (run order): no row comes twice and none is skipped."""
+        after: tuple[str, int] | None = None
+        left = limit
+        chunks: Iterator[tuple[pd.DataFrame, tuple[str, int]]] | None = None
+
+        def pull() -> tuple[pd.DataFrame, tuple[str, int]] | None:
+            nonlocal chunks
+            if chunks is None:  # (again) after the last row given, over the index as it is now
+                chunks = self._queries().positioned(filters, columns=columns, limit=left, chunk=chunk, after=after)
+            try:
+                return next(chunks, None)
+            except Exception:
+                chunks = None  # a query that failed is over: asked again, it starts anew
+                raise
+
+        while (found := self._run._recovered(pull)) is not None:
+            frame, after = found
+            left = None if left is None else left - len(frame)
+            yield frame
 
 
 def open_run(location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None,

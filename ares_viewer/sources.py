@@ -16,28 +16,27 @@ far too large costs bounded time and memory:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob
 import itertools
 import os
 import pathlib
-from collections.abc import Iterable, Iterator, Mapping
+import posixpath
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import fsspec
 
-from ares_viewer import formats
+from ares_viewer import companions, formats
 
-# Companion folders: what a run keeps beside its episode files, each read on demand by the package that owns
-# it (``snapshots``, ``activations``), which names its folder from here. A listing never walks into them (a big
-# run holds a capture and a snapshot folder per episode): it notes where they are (``Listing.companions``), so
-# they count as part of the run, not as other files.
-SNAPSHOTS_DIRNAME = "snapshots"
-ACTIVATIONS_DIRNAME = "activations"
-COMPANION_FOLDERS: Mapping[str, str] = {SNAPSHOTS_DIRNAME: "per-step snapshots",
-                                        ACTIVATIONS_DIRNAME: "activation captures"}
-# Folders that hold other things than episodes: the companions, VCS and caches, and the filesystem copy of an
-# episode-boundary snapshot (a folder despite its name, holding a whole container's files).
-_SKIP_DIRS = frozenset({*COMPANION_FOLDERS, ".git", "__pycache__", ".ipynb_checkpoints", "node_modules",
-                        "container_fs.tar.gz"})
+# Companion folders (``companions``): what a run keeps beside its episode files, each read on demand by the package
+# that owns it. A listing does not walk into one: it notes where they are (``Listing.companions``), so they count as
+# part of the run, not as other files. A folder only named like one (holding episodes) is walked like any other.
+SNAPSHOTS_DIRNAME = companions.SNAPSHOTS_DIRNAME
+ACTIVATIONS_DIRNAME = companions.ACTIVATIONS_DIRNAME
+COMPANION_FOLDERS = companions.COMPANION_FOLDERS
+# Folders that hold other things than episodes: VCS and caches, and the filesystem copy of an episode-boundary
+# snapshot (a folder despite its name, holding a whole container's files).
+_SKIP_DIRS = frozenset({".git", "__pycache__", ".ipynb_checkpoints", "node_modules", "container_fs.tar.gz"})
 
 MAX_ENTRIES_ENV = "ARES_VIEWER_WALK_MAX_ENTRIES"
 MAX_DEPTH_ENV = "ARES_VIEWER_WALK_MAX_DEPTH"
@@ -129,7 +128,7 @@ def _cut_message(location: str, limits: Limits, entries: bool, depth: bool) -> s
 
 def _local_walk(root: str, limits: Limits) -> Listing:
     found: list[SourceFile] = []
-    companions: list[str] = []
+    found_companions: list[str] = []
     stack = [(root, 0)]
     seen = 0
     too_many = too_deep = False
@@ -151,9 +150,10 @@ def _local_walk(root: str, limits: Limits) -> Listing:
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
+                    if entry.name in COMPANION_FOLDERS and companions.is_local_companion(entry.path):
+                        found_companions.append(entry.path)
+                        continue
                     if entry.name in _SKIP_DIRS:
-                        if entry.name in COMPANION_FOLDERS:
-                            companions.append(entry.path)
                         continue
                     if depth >= limits.max_depth:
                         too_deep = True
@@ -165,7 +165,7 @@ def _local_walk(root: str, limits: Limits) -> Listing:
             except OSError:  # vanished or unreadable since the folder was listed
                 continue
     return Listing(sorted(found, key=lambda f: f.path), _cut_message(root, limits, too_many, too_deep),
-                   tuple(sorted(companions)))
+                   tuple(sorted(found_companions)))
 
 
 def _local_file(path: str) -> SourceFile:
@@ -173,7 +173,7 @@ def _local_file(path: str) -> SourceFile:
     return SourceFile(path, st.st_size, st.st_mtime_ns)
 
 
-def _in_skipped_folder(path: str, pattern: str) -> bool:
+def _in_skipped_folder(path: str, pattern: str, is_companion: Callable[[str], bool]) -> bool:
     """Whether a glob's match lies in a folder a walk skips, below the pattern's fixed part (a pattern may name
     ``snapshots`` itself: only folders its wildcards reached count)."""
     fixed = 0
@@ -181,15 +181,22 @@ def _in_skipped_folder(path: str, pattern: str) -> bool:
         if _has_glob(part):
             break
         fixed += 1
-    return bool(set(pathlib.PurePath(path).parts[fixed:-1]) & _SKIP_DIRS)
+    parts = pathlib.PurePath(path).parts
+    for i in range(fixed, len(parts) - 1):
+        if parts[i] in _SKIP_DIRS:
+            return True
+        if parts[i] in COMPANION_FOLDERS and is_companion(str(pathlib.PurePath(*parts[:i + 1]))):
+            return True
+    return False
 
 
 def _local_glob(pattern: str, limits: Limits) -> Listing:
     matches = list(itertools.islice(glob.iglob(pattern, recursive=True), limits.max_entries + 1))
     cut = len(matches) > limits.max_entries
+    companion = functools.cache(companions.is_local_companion)
     files = []
     for match in matches[:limits.max_entries]:
-        if formats.is_candidate(match) and not _in_skipped_folder(match, pattern) and os.path.isfile(match):
+        if formats.is_candidate(match) and not _in_skipped_folder(match, pattern, companion) and os.path.isfile(match):
             try:
                 files.append(_local_file(os.path.abspath(match)))
             except OSError:
@@ -207,11 +214,22 @@ def _mtime_ns(info: dict) -> int:
         return 0
 
 
+def _remote_companion(fs) -> Callable[[str], bool]:
+    """``companions.is_companion`` for folders of an fsspec filesystem (each folder judged once)."""
+
+    def subfolders(path: str, at_most: int) -> list[str]:
+        listed = itertools.islice(fs.ls(path, detail=True), at_most)
+        return [info["name"] for info in listed if info.get("type") == "directory"
+                and not info["name"].rstrip("/").rsplit("/", 1)[-1].startswith(".")]
+
+    return functools.cache(lambda folder: companions.is_companion(folder, fs.isfile, subfolders, posixpath.join))
+
+
 class _RemoteWalk:
     """Everything under a remote folder as ``(name, info)``, pruned like a local walk; ``too_deep`` once walked."""
 
-    def __init__(self, fs, path: str, limits: Limits) -> None:
-        self.fs, self.path, self.limits = fs, path, limits
+    def __init__(self, fs, path: str, limits: Limits, is_companion: Callable[[str], bool]) -> None:
+        self.fs, self.path, self.limits, self.is_companion = fs, path, limits, is_companion
         self.too_deep = False
         self.companions: list[str] = []
 
@@ -219,8 +237,10 @@ class _RemoteWalk:
         base = self.path.rstrip("/").count("/")
         for folder, dirs, files in self.fs.walk(self.path, maxdepth=self.limits.max_depth + 1, detail=True):
             folder = folder.rstrip("/")
-            for name in [n for n in dirs if n in _SKIP_DIRS or n.startswith(".")]:
+            for name in [n for n in dirs if n in _SKIP_DIRS or n.startswith(".") or n in COMPANION_FOLDERS]:
                 if name in COMPANION_FOLDERS:
+                    if not self.is_companion(f"{folder}/{name}"):
+                        continue  # named like one, holding something else: walked
                     self.companions.append(self.fs.unstrip_protocol(f"{folder}/{name}"))
                 del dirs[name]
             if dirs and folder.count("/") - base >= self.limits.max_depth:
@@ -235,10 +255,11 @@ def _remote(location: str, limits: Limits) -> Listing:
     if protocol in ("file", "local"):
         return listing(path, limits)
     walk = None
+    companion = _remote_companion(fs)
     if _has_glob(path):
         infos: Iterable[tuple[str, dict]] = ((p, fs.info(p)) for p in fs.glob(path, maxdepth=limits.max_depth + 1))
     elif fs.isdir(path):
-        infos = walk = _RemoteWalk(fs, path, limits)
+        infos = walk = _RemoteWalk(fs, path, limits, companion)
     elif fs.exists(path):
         infos = [(path, fs.info(path))]
     else:
@@ -247,7 +268,7 @@ def _remote(location: str, limits: Limits) -> Listing:
     too_many = len(taken) > limits.max_entries
     files = []
     for name, info in taken[:limits.max_entries]:
-        skipped = _has_glob(path) and _in_skipped_folder(name, path)
+        skipped = _has_glob(path) and _in_skipped_folder(name, path, companion)
         if info.get("type") == "directory" or skipped or not formats.is_candidate(name):
             continue
         files.append(SourceFile(fs.unstrip_protocol(name), int(info.get("size") or 0), _mtime_ns(info)))

@@ -9,7 +9,7 @@ import fsspec
 import pytest
 
 import ares_viewer
-from ares_viewer import activations, cli, display, sources
+from ares_viewer import activations, cli, companions, display, snapshots, sources
 from testdata import synthetic
 
 
@@ -55,8 +55,11 @@ def test_the_listing_never_enters_a_capture_folder(run_with_captures, monkeypatc
         return real(path)
 
     monkeypatch.setattr(sources.os, "scandir", spy)
+    monkeypatch.setattr(companions.os, "scandir", spy)
     listing = sources.listing(run)
-    assert scanned == [str(run)]  # one folder read, whatever the number of captures
+    # The run's folder, and the companion's own folder to find its first capture (depth first); no capture
+    # folder is listed, whatever the number of captures.
+    assert scanned == [str(run), str(run / "activations")]
     assert all("activations" not in f.path for f in listing.files)
 
 
@@ -83,3 +86,53 @@ def test_globs_and_fsspec_runs_leave_captures_out_too(run_with_captures):
         assert remote.companion_kinds() == ["activation captures"]
     finally:
         fs.rm("/companion-run", recursive=True)
+
+
+def _write_step_snapshot(run, episode_id: str) -> None:
+    """A per-step snapshot of one step, as the recorder writes it (``snapshots.write_step``)."""
+    entries = [snapshots.Entry(path="/testbed", type=snapshots.DIR, mode=0o755, change="modified")]
+    snapshots.write_step(snapshots.episode_snapshots_dir(run, episode_id), episode_id=episode_id, step_index=0,
+                         base_image="ares-viewer/sample-base:1", image_id=None, workdir="/testbed", entries=entries,
+                         blobs={})
+
+
+def test_a_folder_of_snapshots_written_by_the_recorder_is_a_companion(tmp_path):
+    doc = synthetic.episode_dict(actions=2, seed=3)
+    synthetic.write_episode(tmp_path, doc)
+    _write_step_snapshot(tmp_path, doc["episode_id"])
+    opened = ares_viewer.open_run(tmp_path, use_cache=False)
+    assert opened.episode_ids == [doc["episode_id"]] and not opened.errors and opened.skipped == 0
+    assert opened.companions == (str(tmp_path / "snapshots"),)
+    assert opened.companion_kinds == ["per-step snapshots"]
+
+
+def test_folders_only_named_like_companions_are_walked_for_their_episodes(run_with_captures, tmp_path):
+    """A user's episode folders that happen to be named ``snapshots`` and ``activations`` (one nested, one holding
+    a ``metadata.json`` of its own) hold episodes, not captures: they are listed like any other folder."""
+    run = tmp_path / "run"
+    shutil.copytree(run_with_captures[0], run)
+    listed = {}
+    for folder, seed in ((run / "iteration_1" / "snapshots", 4), (run / "iteration_1" / "activations" / "ep", 5),
+                         (run / "activations" / "snapshots", 6)):
+        folder.mkdir(parents=True)
+        doc = synthetic.episode_dict(actions=2, seed=seed)
+        synthetic.write_episode(folder, doc)
+        listed[folder] = doc["episode_id"]
+    (run / "iteration_1" / "activations" / "ep" / "metadata.json").write_text('{"note": "not a capture"}')
+    opened = ares_viewer.open_run(run, use_cache=False)
+    # The run's real capture folder stays a companion, and nothing under it is walked ...
+    assert opened.companions == (str(run / "activations"),)
+    # ... the look-alikes are walked: their episodes are listed, the stray metadata.json is an other file.
+    assert sorted(opened.episode_ids) == sorted([*run_with_captures[1], listed[run / "iteration_1" / "snapshots"],
+                                                 listed[run / "iteration_1" / "activations" / "ep"]])
+    assert not opened.errors and opened.skipped == 2  # config.json and the look-alike's metadata.json
+    inside = sorted(f.path for f in sources.list_files(run / "iteration_1"))
+    assert len(inside) == 3 and [f.path for f in sources.list_files(f"{run}/iteration_1/**/*.json")] == inside
+    fs = fsspec.filesystem("memory")
+    fs.put(str(run), "/look-alike-run", recursive=True)
+    try:
+        remote = sources.listing("memory://look-alike-run")
+        assert [c.rsplit("look-alike-run", 1)[1] for c in remote.companions] == ["/activations"]
+        assert len([f for f in remote.files if "/iteration_1/" in f.path]) == 3
+    finally:
+        fs.rm("/look-alike-run", recursive=True)

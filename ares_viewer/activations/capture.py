@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ares_viewer import cache
+from ares_viewer import cache, companions
 from ares_viewer.activations import step_file
 
-METADATA = "metadata.json"
+METADATA = companions.CAPTURE_METADATA
 MAX_METADATA_BYTES = 64 * 1024 * 1024
 MAX_OPEN_STEPS = 16
 _STEP_FILE = re.compile(r"^step_(\d{4,})\.pt$")

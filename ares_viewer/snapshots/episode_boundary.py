@@ -34,6 +34,7 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from ares_viewer import companions
 from ares_viewer.cache import BoundedCache
 from ares_viewer.snapshots import mirror
 from ares_viewer.snapshots.base import (
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-SNAPSHOT_JSON = "snapshot.json"
+SNAPSHOT_JSON = companions.BOUNDARY_SNAPSHOT_JSON
 CONTAINER_FS = "container_fs.tar.gz"
 # A whole container filesystem: bounded so a hostile folder cannot exhaust memory.
 MAX_TREE_ENTRIES = 1_000_000

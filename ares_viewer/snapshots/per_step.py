@@ -34,6 +34,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from ares_viewer import companions
 from ares_viewer.cache import BoundedCache
 from ares_viewer.snapshots import mirror
 from ares_viewer.snapshots.base import (
@@ -63,13 +64,13 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-BASE_DIRNAME = "base"
-MANIFEST_NAME = "manifest.json"
+BASE_DIRNAME = companions.SNAPSHOT_BASE_DIRNAME
+MANIFEST_NAME = companions.SNAPSHOT_MANIFEST
 BLOBS_NAME = "blobs.tar.gz"
 STEP_FORMAT = "ares-viewer.step-snapshot/1"
 BASE_FORMAT = "ares-viewer.base-snapshot/1"
 
-_STEP_DIR_RE = re.compile(r"^step_(\d{1,9})$")
+_STEP_DIR_RE = companions.SNAPSHOT_STEP_DIR_RE
 _STORED_IN_RE = re.compile(r"^(base|step_\d{1,9})$")
 # Episode ids come from untrusted files and become folder names: keep them to one plain path component.
 _EPISODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")

@@ -177,6 +177,49 @@ def test_a_run_left_open_outlives_partitions_another_process_replaced(tmp_path, 
     assert len(left_open) == 2000 and left_open.stats()["episodes"] == 2000
 
 
+def _replace_partitions(run_dir: pathlib.Path) -> None:
+    """Another reader updates the index after a file of the run was touched: the partitions are written anew and
+    the old ones removed at once (``store._GRACE_S`` set below 0 by the caller)."""
+    touched = run_dir / "iteration_000001" / "train_rollout_summaries.jsonl"
+    stat = touched.stat()
+    os.utime(touched, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert ares_viewer.open_run(run_dir).parsed_files == 1
+
+
+def test_a_stream_carries_on_when_another_process_replaces_the_partitions_it_reads(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 6000)
+    left_open = ares_viewer.open_run(run_dir)
+    in_order = [row[0] for row in left_open.query("SELECT episode_id FROM episodes ORDER BY path, _seq").fetchall()]
+    assert len(set(in_order)) == 6000
+    monkeypatch.setattr(store, "_GRACE_S", -1)
+    # Replaced after the first chunk of a stream (the CLI's ``episodes``, a notebook's loop) ...
+    chunks = left_open.queries.stream(columns=["episode_id"], chunk=2048)
+    given = next(chunks)["episode_id"].tolist()
+    _replace_partitions(run_dir)
+    given += [i for frame in chunks for i in frame["episode_id"]]
+    assert given == in_order
+    # ... and between asking for a stream and reading it: every episode comes once, in run order.
+    for limit in (None, 5000):
+        chunks = left_open.queries.stream(columns=["episode_id"], chunk=2048, limit=limit)
+        _replace_partitions(run_dir)
+        assert [i for frame in chunks for i in frame["episode_id"]] == in_order[:limit]
+
+
+def test_a_stream_resumes_after_the_last_row_it_gave(tmp_path):
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 6000)
+    asked = ares_viewer.open_run(run_dir).queries
+    chunks = list(asked.positioned(queries.Filters(solved=False), columns=["episode_id", "path"], chunk=2048))
+    whole = pd.concat([frame for frame, _ in chunks], ignore_index=True)
+    assert list(whole.columns) == ["episode_id", "path"] and len(chunks) > 2
+    frame, place = chunks[0]
+    assert place[0] == frame["path"].iat[-1]
+    rest = pd.concat([f for f, _ in asked.positioned(queries.Filters(solved=False), columns=["episode_id", "path"],
+                                                      after=place, limit=100)], ignore_index=True)
+    assert rest["episode_id"].tolist() == whole["episode_id"].tolist()[len(frame):len(frame) + 100]
+
+
 def test_the_index_columns_are_the_episode_row():
     assert store.EPISODE_COLUMNS == model.EPISODE_COLUMNS == ares_viewer.run.EPISODE_COLUMNS
     assert list(store.ROW_TYPES) == list(model.EPISODE_COLUMNS)

@@ -12,8 +12,8 @@ import dataclasses
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 VERIFIER = (
     "mkdir -p /logs/verifier && cd /testbed && "
-    "python3 -m pytest -q -p no:cacheprovider /verifier/tests > /logs/verifier/pytest.log 2>&1; "
-    "if [ $? -eq 0 ]; then echo 1.0; else echo 0.0; fi > /logs/verifier/reward.txt"
+    "python3 -m pytest -q -p no:cacheprovider /verifier/tests 2>&1 | tee /logs/verifier/pytest.log; "
+    "if [ ${PIPESTATUS[0]} -eq 0 ]; then echo 1.0; else echo 0.0; fi > /logs/verifier/reward.txt"
 )
 
 

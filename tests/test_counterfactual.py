@@ -88,9 +88,10 @@ def test_a_counterfactual_from_step_1_continues_the_episode_with_the_edited_prom
     assert fix.a == 2 and fix.files == ("/testbed/textkit/slug.py",)
     # The submission's output (its diff) is recorded, as the recorder records it.
     assert "unicodedata" in (new.step(3).output or "")
-    # So is the verifier's run (this recipe sends the tests' output to a log, so the command prints nothing).
+    # So is the verifier's run, with the tests' output it printed (and kept in a log).
     verifier = new.metadata["verifier"]
     assert verifier["step_index"] == 3 and verifier["returncode"] == 0 and verifier["reward"] == 1.0
+    assert "passed" in verifier["output"]
     assert verifier["reward_file"] == {"path": "/logs/verifier/reward.txt", "content": "1.0\n"}
     assert "/logs/verifier/pytest.log" in verifier["changed_paths"]
 
@@ -202,23 +203,19 @@ def test_without_a_folder_it_goes_to_a_new_one_under_the_cache_folder_and_report
 
 
 def _run_whose_verifier_prints(root: pathlib.Path, command: str | None = None) -> pathlib.Path:
-    """The wrong-fix episode in a run of its own (its file, snapshots and task recipe) whose verifier prints the
-    tests' output as ARES's ``bash /tests/test.sh`` does, instead of only writing it to a log."""
+    """The wrong-fix episode in a run of its own (its file, snapshots and task recipe; the sample recipe's verifier
+    prints the tests' output as ARES's ``bash /tests/test.sh`` does, and keeps it in a log), with the verifier's
+    ``command`` instead when given."""
     task = "textkit__slugify-accents"
     root.mkdir()
     shutil.copy(DEMO / f"{WRONG_FIX}.json", root)
     shutil.copytree(DEMO / "snapshots" / WRONG_FIX, root / "snapshots" / WRONG_FIX)
     shutil.copytree(DEMO / "tasks" / task, root / "tasks" / task)
-    recipe_path = root / "tasks" / task / "task.json"
-    recipe = json.loads(recipe_path.read_text())
-    original = recipe["verifier"]["command"]
-    logged = "> /logs/verifier/pytest.log 2>&1; if [ $? -eq 0 ]"
-    assert logged in original
-    recipe["verifier"]["command"] = original.replace(
-        logged, "2>&1 | tee /logs/verifier/pytest.log; if [ ${PIPESTATUS[0]} -eq 0 ]")
     if command is not None:
+        recipe_path = root / "tasks" / task / "task.json"
+        recipe = json.loads(recipe_path.read_text())
         recipe["verifier"]["command"] = command
-    recipe_path.write_text(json.dumps(recipe))
+        recipe_path.write_text(json.dumps(recipe))
     return root / f"{WRONG_FIX}.json"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import demo_runs
 import page_text
+import pandas as pd
 
 from testdata import synthetic
 
@@ -106,3 +107,12 @@ def test_failure_reasons_group_the_failed_episodes_and_pick_them_out(runs, app):
     table = at.dataframe(key="overview.table").value
     assert table["episode_id"].tolist() == [runs["run-a"]["errored"]]
     assert "Only the 1 episode of the failure reason selected above." in page_text.of(at)
+
+
+def test_unknown_values_in_the_episode_table_show_a_dash_not_none(runs, app):
+    at = app()
+    table = at.dataframe(key="overview.table")
+    errored = table.value.set_index("episode_id").loc[runs["run-a"]["errored"]]
+    assert pd.isna(errored["total_reward"])  # an errored episode has no reward
+    # Streamlit draws a missing cell as "None" unless the table names what to draw instead.
+    assert table.proto.placeholder == "–"

@@ -29,8 +29,7 @@ def reward_histogram(bins: pd.DataFrame, unscored: int = 0) -> go.Figure:
                              marker_color=plots.OUTCOME_COLOURS.get(outcome, "#57606a"),
                              hovertemplate=f"{outcome}: %{{y}} episodes, %{{customdata}}<extra></extra>"))
     title = "Reward distribution" + (f" ({unscored:,} {plots.UNSCORED}, not shown)" if unscored else "")
-    fig.update_layout(barmode="stack", title=title, xaxis_title="reward", yaxis_title="episodes",
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    plots.layout(fig, title, barmode="stack", xaxis_title="reward", yaxis_title="episodes")
     fig.update_xaxes(**_bin_ticks(bins))
     return fig
 
@@ -59,7 +58,8 @@ def _bin_ticks(bins: pd.DataFrame, most: int = 6) -> dict:
         return {"tickmode": "array", "tickvals": [(low + high) / 2], "ticktext": [f"{(low + high) / 2:.3g}"],
                 "range": [low, high]}
     every = next(k for k in range(1, count + 1) if count % k == 0 and count // k < most) if count >= most else 1
-    return {"tickmode": "linear", "tick0": low, "dtick": width * every, "tickformat": ".3g", "range": [low, high]}
+    edges = [low + i * width for i in range(0, count + 1, every)]
+    return {"tickmode": "array", "tickvals": edges, "ticktext": [f"{e:.3g}" for e in edges], "range": [low, high]}
 
 
 def success_by_task(tasks: pd.DataFrame, total: int) -> go.Figure:
@@ -74,8 +74,7 @@ def success_by_task(tasks: pd.DataFrame, total: int) -> go.Figure:
     title = "Success rate per task"
     if total > len(frame):
         title += f" (the {len(frame)} most attempted of {total:,} tasks)"
-    fig.update_layout(title=title, xaxis_title="success rate", height=max(240, 60 + 22 * len(frame)),
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, title, xaxis_title="success rate", height=max(240, 60 + 22 * len(frame)))
     return fig
 
 
@@ -92,9 +91,8 @@ def reward_bands(bands: pd.DataFrame, *, title: str = "Reward over time (the sco
     fig.add_trace(go.Scatter(x=x, y=bands["mean"], mode="lines", name="mean reward", line={"color": _LINE, "width": 2},
                              text=[f"{n:,} episodes" for n in bands["episodes"]],
                              hovertemplate="mean reward %{y:.3g} over %{text}<extra></extra>"))
-    fig.update_layout(title=title, yaxis_title="reward",
-                      xaxis_title=x_title or ("episode start (UTC)" if timed else "episode (run order)"),
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    plots.layout(fig, title, yaxis_title="reward",
+                 xaxis_title=x_title or ("episode start (UTC)" if timed else "episode (run order)"))
     return fig
 
 
@@ -102,8 +100,7 @@ def actions_heatmap(grid: pd.DataFrame) -> go.Figure:
     """Episodes per (actions, reward) cell (``queries.actions_grid``)."""
     fig = go.Figure(go.Histogram2d(x=grid["actions"], y=grid["reward"], z=grid["episodes"], histfunc="sum",
                                    colorscale="Blues", colorbar={"title": "episodes"}))
-    fig.update_layout(title="Reward vs number of actions", xaxis_title="actions", yaxis_title="reward",
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
     return fig
 
 
@@ -122,8 +119,7 @@ def iteration_bands(frame: pd.DataFrame) -> go.Figure:
                                  text=[f"{e:,} rollouts" for e in part["episodes"]],
                                  hovertemplate=f"{split} · iteration %{{x:.0f}}: mean reward %{{y:.3g}} (%{{text}})"
                                                "<extra></extra>"))
-    fig.update_layout(title="Reward over training iterations", xaxis_title="iteration", yaxis_title="reward",
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    plots.layout(fig, "Reward over training iterations", xaxis_title="iteration", yaxis_title="reward")
     return fig
 
 
@@ -136,8 +132,8 @@ def compare_reward_histograms(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure
         share = 100 * per_bin["episodes"] / max(int(per_bin["episodes"].sum()), 1)
         fig.add_trace(go.Bar(**_bin_bars(per_bin), y=share, name=plots.plain(label), opacity=0.6, marker_color=colour,
                              hovertemplate="%{y:.1f}% of episodes, %{customdata}<extra></extra>"))
-    fig.update_layout(barmode="overlay", title="Reward distribution per run", xaxis_title="reward",
-                      yaxis_title="% of episodes", margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, "Reward distribution per run", barmode="overlay", xaxis_title="reward",
+                 yaxis_title="% of episodes")
     return fig
 
 
@@ -150,6 +146,6 @@ def compare_task_rates(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure:
         fig.add_trace(go.Bar(x=[plots.plain(t) for t in frame["task_name"]], y=frame["rate"],
                              name=plots.plain(label), marker_color=colour))
     fig.update_yaxes(range=[0, 1], tickformat=".0%")
-    fig.update_layout(barmode="group", title="Success rate per task, per run (the most attempted tasks)",
-                      yaxis_title="success rate", margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, "Success rate per task, per run (the most attempted tasks)", barmode="group",
+                 yaxis_title="success rate")
     return fig

@@ -116,3 +116,17 @@ def test_unknown_values_in_the_episode_table_show_a_dash_not_none(runs, app):
     assert pd.isna(errored["total_reward"])  # an errored episode has no reward
     # Streamlit draws a missing cell as "None" unless the table names what to draw instead.
     assert table.proto.placeholder == "–"
+
+
+def test_overview_opens_at_slash_overview_as_well_as_at_the_root(runs, app):
+    at = app()
+    assert at.title[0].value == "Run overview"
+    # The browser asks for a page by its URL path: "" at /, "overview" at /overview ("Page not found" if none).
+    by_path = {info.get("url_pathname"): page_hash for page_hash, info in at._registered_pages.items()}
+    assert "" in by_path and "overview" in by_path
+    at.query_params["run"] = "run-b"
+    at._page_hash = by_path["overview"]
+    at.run()
+    assert not at.exception
+    assert at.title[0].value == "Run overview" and metrics(at)["Episodes"] == "3"
+    assert at.query_params["run"] == "run-b"  # the link's view is kept

@@ -18,20 +18,48 @@ _LINE = "#0969da"
 
 def reward_histogram(bins: pd.DataFrame, unscored: int = 0) -> go.Figure:
     """Scored episodes per reward bin, stacked by outcome (``queries.reward_histogram``); the title counts the
-    ``unscored`` ones left out."""
+    ``unscored`` ones left out. Each bar spans its bin, the axis ticks fall on bin edges and the hover names the
+    bin's range."""
     fig = go.Figure()
     outcomes = [o for o in plots.OUTCOME_COLOURS if o in set(bins["outcome"])]
     outcomes += sorted(set(bins["outcome"]) - set(outcomes))
     for outcome in outcomes:
         part = bins[bins["outcome"] == outcome]
-        fig.add_trace(go.Bar(x=(part["low"] + part["high"]) / 2, y=part["episodes"], name=outcome,
-                             width=(part["high"] - part["low"]) * 0.95,
+        fig.add_trace(go.Bar(**_bin_bars(part), y=part["episodes"], name=outcome,
                              marker_color=plots.OUTCOME_COLOURS.get(outcome, "#57606a"),
-                             hovertemplate=f"{outcome}: %{{y}} episodes, reward ≈ %{{x:.3g}}<extra></extra>"))
+                             hovertemplate=f"{outcome}: %{{y}} episodes, %{{customdata}}<extra></extra>"))
     title = "Reward distribution" + (f" ({unscored:,} {plots.UNSCORED}, not shown)" if unscored else "")
-    fig.update_layout(barmode="stack", title=title, xaxis_title="reward", yaxis_title="episodes",
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    plots.layout(fig, title, barmode="stack", xaxis_title="reward", yaxis_title="episodes")
+    fig.update_xaxes(**_bin_ticks(bins))
     return fig
+
+
+def _bin_bars(part: pd.DataFrame) -> dict:
+    """A histogram's bars from its bins (``low``, ``high``): each drawn over its whole bin, its range in the hover
+    (``customdata``)."""
+    return {"x": part["low"], "offset": 0, "width": part["high"] - part["low"],
+            "customdata": [_bin_range(low, high) for low, high in zip(part["low"], part["high"], strict=True)],
+            "marker_line": {"width": 1, "color": "white"}}
+
+
+def _bin_range(low: float, high: float) -> str:
+    return f"reward {low:.3g} to {high:.3g}"
+
+
+def _bin_ticks(bins: pd.DataFrame, most: int = 6) -> dict:
+    """The x axis of a histogram of ``bins`` (``low``, ``high``, all as wide): at most ``most`` ticks, on bin edges,
+    and the whole binned range shown. A single bin (every reward the same) gets one tick, on its value."""
+    if bins.empty:
+        return {}
+    low, high = float(bins["low"].min()), float(bins["high"].max())
+    width = float((bins["high"] - bins["low"]).iloc[0])
+    count = max(1, round((high - low) / width))
+    if count == 1:
+        return {"tickmode": "array", "tickvals": [(low + high) / 2], "ticktext": [f"{(low + high) / 2:.3g}"],
+                "range": [low, high]}
+    every = next(k for k in range(1, count + 1) if count % k == 0 and count // k < most) if count >= most else 1
+    edges = [low + i * width for i in range(0, count + 1, every)]
+    return {"tickmode": "array", "tickvals": edges, "ticktext": [f"{e:.3g}" for e in edges], "range": [low, high]}
 
 
 def success_by_task(tasks: pd.DataFrame, total: int) -> go.Figure:
@@ -46,8 +74,7 @@ def success_by_task(tasks: pd.DataFrame, total: int) -> go.Figure:
     title = "Success rate per task"
     if total > len(frame):
         title += f" (the {len(frame)} most attempted of {total:,} tasks)"
-    fig.update_layout(title=title, xaxis_title="success rate", height=max(240, 60 + 22 * len(frame)),
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, title, xaxis_title="success rate", height=max(240, 60 + 22 * len(frame)))
     return fig
 
 
@@ -64,9 +91,8 @@ def reward_bands(bands: pd.DataFrame, *, title: str = "Reward over time (the sco
     fig.add_trace(go.Scatter(x=x, y=bands["mean"], mode="lines", name="mean reward", line={"color": _LINE, "width": 2},
                              text=[f"{n:,} episodes" for n in bands["episodes"]],
                              hovertemplate="mean reward %{y:.3g} over %{text}<extra></extra>"))
-    fig.update_layout(title=title, yaxis_title="reward",
-                      xaxis_title=x_title or ("episode start (UTC)" if timed else "episode (run order)"),
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    plots.layout(fig, title, yaxis_title="reward",
+                 xaxis_title=x_title or ("episode start (UTC)" if timed else "episode (run order)"))
     return fig
 
 
@@ -74,8 +100,7 @@ def actions_heatmap(grid: pd.DataFrame) -> go.Figure:
     """Episodes per (actions, reward) cell (``queries.actions_grid``)."""
     fig = go.Figure(go.Histogram2d(x=grid["actions"], y=grid["reward"], z=grid["episodes"], histfunc="sum",
                                    colorscale="Blues", colorbar={"title": "episodes"}))
-    fig.update_layout(title="Reward vs number of actions", xaxis_title="actions", yaxis_title="reward",
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
     return fig
 
 
@@ -94,8 +119,7 @@ def iteration_bands(frame: pd.DataFrame) -> go.Figure:
                                  text=[f"{e:,} rollouts" for e in part["episodes"]],
                                  hovertemplate=f"{split} · iteration %{{x:.0f}}: mean reward %{{y:.3g}} (%{{text}})"
                                                "<extra></extra>"))
-    fig.update_layout(title="Reward over training iterations", xaxis_title="iteration", yaxis_title="reward",
-                      margin={"l": 40, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h", "y": -0.2})
+    plots.layout(fig, "Reward over training iterations", xaxis_title="iteration", yaxis_title="reward")
     return fig
 
 
@@ -106,11 +130,10 @@ def compare_reward_histograms(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure
     for (label, bins), colour in zip(runs, plots.RUN_COLOURS * len(runs), strict=False):
         per_bin = bins.groupby(["low", "high"], as_index=False)["episodes"].sum()
         share = 100 * per_bin["episodes"] / max(int(per_bin["episodes"].sum()), 1)
-        fig.add_trace(go.Bar(x=(per_bin["low"] + per_bin["high"]) / 2, y=share, width=per_bin["high"] - per_bin["low"],
-                             name=plots.plain(label), opacity=0.6, marker_color=colour,
-                             hovertemplate="%{y:.1f}% of episodes, reward ≈ %{x:.3g}<extra></extra>"))
-    fig.update_layout(barmode="overlay", title="Reward distribution per run", xaxis_title="reward",
-                      yaxis_title="% of episodes", margin={"l": 40, "r": 10, "t": 40, "b": 40})
+        fig.add_trace(go.Bar(**_bin_bars(per_bin), y=share, name=plots.plain(label), opacity=0.6, marker_color=colour,
+                             hovertemplate="%{y:.1f}% of episodes, %{customdata}<extra></extra>"))
+    plots.layout(fig, "Reward distribution per run", barmode="overlay", xaxis_title="reward",
+                 yaxis_title="% of episodes")
     return fig
 
 
@@ -123,6 +146,6 @@ def compare_task_rates(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure:
         fig.add_trace(go.Bar(x=[plots.plain(t) for t in frame["task_name"]], y=frame["rate"],
                              name=plots.plain(label), marker_color=colour))
     fig.update_yaxes(range=[0, 1], tickformat=".0%")
-    fig.update_layout(barmode="group", title="Success rate per task, per run (the most attempted tasks)",
-                      yaxis_title="success rate", margin={"l": 40, "r": 10, "t": 40, "b": 40})
+    plots.layout(fig, "Success rate per task, per run (the most attempted tasks)", barmode="group",
+                 yaxis_title="success rate")
     return fig

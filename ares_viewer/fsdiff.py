@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ares_viewer import snapshots, textdiff
+from ares_viewer import sizes, snapshots, textdiff
 
 if TYPE_CHECKING:
     from ares_viewer import model
@@ -89,7 +89,7 @@ class FileChange:
                 continue
             bits = [entry.type]
             if entry.size is not None:
-                bits.append(f"{entry.size} B")
+                bits.append(sizes.text(entry.size))
             if entry.mode is not None:
                 bits.append(f"mode {entry.mode:o}")
             if entry.link_target is not None:
@@ -363,7 +363,8 @@ def _file_diff(path, old_entry, new_entry, read_old, read_new, max_bytes: int) -
         if entry is None or entry.type != snapshots.FILE:
             return None, None, None, None
         if entry.size is not None and entry.size > max_bytes:
-            return None, entry.size, entry.sha256, f"{entry.size} bytes: larger than {max_bytes}, not diffed"
+            note = f"{sizes.text(entry.size)}: larger than {sizes.text(max_bytes)}, not diffed"
+            return None, entry.size, entry.sha256, note
         data = read(path)
         if data is None:
             return None, entry.size, entry.sha256, entry.note or "content not recorded in the snapshot"
@@ -378,7 +379,7 @@ def _file_diff(path, old_entry, new_entry, read_old, read_new, max_bytes: int) -
     old_text = new_text = None
     unified = ""
     if binary:
-        notes.append(f"binary content: {old_size or 0} -> {new_size or 0} bytes, "
+        notes.append(f"binary content: {sizes.text(old_size or 0)} -> {sizes.text(new_size or 0)}, "
                      f"sha256 {(old_sha or '-')[:12]} -> {(new_sha or '-')[:12]}")
     else:
         old_text = as_text(old_data) if old_data is not None else None

@@ -37,11 +37,16 @@ _LABEL = "#bc4c00"
 # The current step on an episode's timeline: the step list's highlight colour, and the shape's name.
 _CURRENT = "rgba(255, 189, 69, 0.35)"
 CURRENT_STEP = "current step"
-_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.2}}
+# Every figure's frame: the title at the top, the legend in one row between it and the plot (below the plot it
+# ran into the x axis title), room for both in the top margin.
+_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 72, "b": 40},
+           "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}}
 
 
-def _layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
-    fig.update_layout(title=title, **_LAYOUT, **kwargs)
+def layout(fig: go.Figure, title: str, **kwargs) -> go.Figure:
+    """``fig`` with ``title`` and the figures' shared frame (margins, the legend above the plot); ``kwargs`` go to
+    ``update_layout``."""
+    fig.update_layout(title={"text": title, "yref": "container", "y": 0.98, "yanchor": "top"}, **_LAYOUT, **kwargs)
     return fig
 
 
@@ -112,7 +117,7 @@ def reward_distribution(episodes: pd.DataFrame, *, bins: int = 20) -> go.Figure:
         fig.add_trace(go.Histogram(x=part["reward_plotted"], name=outcome, nbinsx=bins,
                                    marker_color=OUTCOME_COLOURS.get(outcome, "#57606a")))
     fig.update_layout(barmode="stack")
-    return _layout(fig, "Reward distribution" + _unscored_note(episodes), xaxis_title="reward",
+    return layout(fig, "Reward distribution" + _unscored_note(episodes), xaxis_title="reward",
                    yaxis_title="episodes")
 
 
@@ -136,7 +141,7 @@ def success_by_task(episodes: pd.DataFrame) -> go.Figure:
         textposition="auto", hovertemplate="%{y}: %{x:.0%} success (%{text})<extra></extra>",
     ))
     fig.update_xaxes(range=[0, 1], tickformat=".0%")
-    return _layout(fig, "Success rate per task", xaxis_title="success rate",
+    return layout(fig, "Success rate per task", xaxis_title="success rate",
                    height=max(240, 60 + 28 * len(grouped)))
 
 
@@ -161,7 +166,7 @@ def reward_over_time(episodes: pd.DataFrame, *, window: int = 5) -> go.Figure:
     rolling = frame["reward_plotted"].rolling(window, min_periods=1).mean()
     fig.add_trace(go.Scatter(x=frame["started"], y=rolling, mode="lines", name=f"rolling mean ({window})",
                              line={"color": "#0969da", "width": 2}, hoverinfo="skip"))
-    return _layout(fig, "Reward over time (rolling mean of the scored episodes)", xaxis_title="episode start (UTC)",
+    return layout(fig, "Reward over time (rolling mean of the scored episodes)", xaxis_title="episode start (UTC)",
                    yaxis_title="reward")
 
 
@@ -176,7 +181,7 @@ def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
             marker={"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 9},
             customdata=part["episode_id"], hovertext=_episode_hover(part), hoverinfo="text",
         ))
-    return _layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
+    return layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
 
 
 def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
@@ -249,7 +254,7 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
     fig.update_xaxes(title_text="step", row=2, col=1)
     if len(frame) <= 40:
         fig.update_xaxes(dtick=1)  # whole steps only; plotly would label 1.5 on short episodes
-    return _layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
+    return layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
                         "shaded = this step",
                    height=320, showlegend=True, bargap=0.15, barmode="stack")
 
@@ -261,7 +266,7 @@ def compare_reward_distributions(runs: Sequence[tuple[str, pd.DataFrame]], *, bi
         fig.add_trace(go.Histogram(x=_rewarded(episodes)["reward_plotted"], name=plain(label), nbinsx=bins,
                                    histnorm="percent", opacity=0.6, marker_color=colour))
     fig.update_layout(barmode="overlay")
-    return _layout(fig, "Reward distribution per run", xaxis_title="reward", yaxis_title="% of episodes")
+    return layout(fig, "Reward distribution per run", xaxis_title="reward", yaxis_title="% of episodes")
 
 
 def compare_success_by_task(runs: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
@@ -274,7 +279,7 @@ def compare_success_by_task(runs: Sequence[tuple[str, pd.DataFrame]]) -> go.Figu
                              marker_color=colour))
     fig.update_yaxes(range=[0, 1], tickformat=".0%")
     fig.update_layout(barmode="group")
-    return _layout(fig, "Success rate per task, per run", yaxis_title="success rate")
+    return layout(fig, "Success rate per task, per run", yaxis_title="success rate")
 
 
 def reward_over_iterations(episodes: pd.DataFrame) -> go.Figure:
@@ -309,7 +314,7 @@ def reward_over_iterations(episodes: pd.DataFrame) -> go.Figure:
             text=[f"{s} rollouts" for s in means["size"]],
             hovertemplate=f"{name} · iteration %{{x:.0f}}: mean reward %{{y:.3g}} (%{{text}})<extra></extra>",
         ))
-    return _layout(fig, "Reward over training iterations", xaxis_title="iteration", yaxis_title="reward")
+    return layout(fig, "Reward over training iterations", xaxis_title="iteration", yaxis_title="reward")
 
 
 def group_rewards(rollouts: pd.DataFrame) -> go.Figure:
@@ -329,4 +334,4 @@ def group_rewards(rollouts: pd.DataFrame) -> go.Figure:
     mean = frame["reward_plotted"].mean() if frame["reward_plotted"].notna().any() else 0.0
     fig.add_hline(y=mean, line={"color": "#0969da", "dash": "dash", "width": 1.5},
                   annotation_text=f"group mean {mean:.3g}", annotation_position="top left")
-    return _layout(fig, "Rewards of the group's rollouts (bar colour = outcome)", yaxis_title="reward", height=280)
+    return layout(fig, "Rewards of the group's rollouts (bar colour = outcome)", yaxis_title="reward", height=280)

@@ -1,9 +1,9 @@
 """The app's entry file: ``ares-viewer app`` runs it (in a checkout, ``streamlit run app/main.py`` runs it too).
 
 It sets up what every page shares (the view state from the URL, the run picker) and hands over to the page the
-URL names: / (the run overview, the default page), /episode, /files, /compare, /groups (rollouts of one prompt
-side by side), /search, /sandbox, /review (notes and labels on steps) or /activations (a model's activations and
-per-token logprobs beside the steps).
+URL names: / (the run overview, the default page; /overview opens it too), /episode, /files, /compare, /groups
+(rollouts of one prompt side by side), /search, /sandbox, /review (notes and labels on steps) or /activations (a
+model's activations and per-token logprobs beside the steps).
 The page modules live in ``views/``: a folder named ``pages/`` beside the entry file makes AppTest drop the
 sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
@@ -18,9 +18,17 @@ from ares_viewer_app import pages, review_panel, state, widgets
 def run() -> None:
     """One run of the app's script: the page config, the shared state and sidebar, then the page."""
     st.set_page_config(page_title="ares-viewer", page_icon=":material/troubleshoot:", layout="wide")
+    # The overview is served at /; its url_path is only reserved (Streamlit serves a default page at the root
+    # alone), so /overview is a hidden page that opens it.
+    overview = st.Page(pages.path("overview"), title="Run overview", icon=":material/monitoring:", url_path="home",
+                       default=True)
+
+    def open_overview() -> None:
+        st.switch_page(overview, query_params=state.params())
+
     navigation = [
-        st.Page(pages.path("overview"), title="Run overview", icon=":material/monitoring:", url_path="overview",
-                default=True),
+        overview,
+        st.Page(open_overview, title="Run overview", url_path="overview", visibility="hidden"),
         st.Page(pages.path("episode"), title="Episode", icon=":material/timeline:", url_path="episode"),
         st.Page(pages.path("files"), title="Files", icon=":material/folder_open:", url_path="files"),
         st.Page(pages.path("compare"), title="Compare", icon=":material/compare_arrows:", url_path="compare"),

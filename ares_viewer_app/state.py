@@ -15,8 +15,9 @@ import streamlit as st
 # episode page ``view=transcript`` reads every step; on the Files page ``diff``, ``side``, ``old``, ``new`` or
 # ``history`` (each page ignores the other's values). ``failed=1`` lists the episode's failed steps only;
 # ``diff=other`` diffs the response against the same step of the episode ``other`` (else the previous step).
-# ``row`` is the Compare page's picked row of the alignment; ``other_in`` the run its episode B (``other``) comes
-# from when that is not ``run`` (a counterfactual's folder beside its parent); ``q`` the Search page's query.
+# ``row`` is the Compare page's picked row of the alignment (from 1, as the page numbers rows); ``other_in`` the
+# run its episode B (``other``) comes from when that is not ``run`` (a counterfactual's folder beside its parent);
+# ``q`` the Search page's query.
 KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old", "view", "failed", "diff", "row",
         "q")
 _PREFIX = "app."

@@ -98,6 +98,9 @@ _KEYS_SCRIPT = """
 _VISIBLE_ROWS = 18
 _ROW_PX = 35
 _CURRENT = "background-color: rgba(255, 189, 69, 0.35)"
+# A cell's width for its text: pixels per character of the table's font, and the cell's padding.
+_CHAR_PX = 8
+_PAD_PX = 24
 
 
 def failed(step: model.Step) -> bool:
@@ -132,6 +135,12 @@ def rows(episode: model.Episode, labels: dict[int, list[str]], failed_only: bool
         records.append((step.index, step.kind.value, rc, first[:200], ", ".join(labels.get(step.index, ()))))
     frame = pd.DataFrame.from_records(records, columns=["step", "kind", "rc", "command", "labels"])
     return frame.set_index("step", drop=False)
+
+
+def fitting_width(texts, least: int = 40, most: int = 320) -> int:
+    """Pixels a column needs to show the longest of ``texts`` whole (within ``least`` and ``most``)."""
+    longest = max((len(str(t)) for t in texts), default=0)
+    return min(max(_CHAR_PX * longest + _PAD_PX, least), most)
 
 
 def current(episode: model.Episode) -> int:
@@ -216,7 +225,8 @@ def show(episode: model.Episode, k: int, labels: dict[int, list[str]]) -> None:
                      selection_mode="single-row", height=_ROW_PX * (min(len(frame), _VISIBLE_ROWS) + 1) + 3,
                      column_config={"step": st.column_config.NumberColumn("#", width=36),
                                     "kind": st.column_config.TextColumn("kind", width=48),
-                                    "rc": st.column_config.TextColumn("rc", width=40,
+                                    # As wide as its longest text: "0 · reward 1" was cut to "0 · re".
+                                    "rc": st.column_config.TextColumn("rc", width=fitting_width(frame["rc"]),
                                                                       help="Return code and marks"),
                                     "command": st.column_config.TextColumn("command", width="large"),
                                     "labels": st.column_config.TextColumn("labels", width="small")})

@@ -24,6 +24,9 @@ OTHER_LOCATION = "Other folder or URL…"
 # The most episodes an episode chooser lists: a page of the run, never all of it (typing narrows them).
 CHOICES = 200
 _LABEL_COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_actions"]
+# How a value that is not known is shown: in labels (``fmt``) and in tables' empty cells (``st.dataframe``'s
+# ``placeholder``).
+UNKNOWN = "–"
 
 def _pick_run() -> None:
     choice = st.session_state["app.run_choice"]
@@ -221,7 +224,7 @@ def outcome_badge(outcome: str) -> str:
 def fmt(value: object, spec: str = ".3g") -> str:
     """A number for a label; a dash when unknown."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return "–"
+        return UNKNOWN
     return format(value, spec) if isinstance(value, int | float) else str(value)
 
 

@@ -135,3 +135,40 @@ def test_group_rewards_keep_unscored_rollouts_apart(run):
     position = list(bars.customdata).index(frame.loc[row, "episode_id"])
     assert bars.y[position] is None or bars.y[position] != bars.y[position]  # no bar, not a bar at 0
     assert bars.text[position] == "unscored"
+
+
+def test_reward_histogram_bars_span_their_bins_and_ticks_sit_on_edges(run):
+    from ares_viewer import aggregate_plots
+
+    bins = run.queries.reward_histogram()  # rewards 0 and 1: twenty bins 0.05 wide
+    fig = aggregate_plots.reward_histogram(bins)
+    for bar in fig.data:  # each bar covers its bin from its low edge, not a centre like 0.975 for a reward of 1
+        assert bar.offset == 0
+        assert list(bar.x) == pytest.approx(list(bins[bins["outcome"] == bar.name]["low"]))
+        assert all(w == pytest.approx(0.05) for w in bar.width)
+    assert "reward 0.95 to 1" in next(b for b in fig.data if b.name == "completed").customdata
+    axis = fig.layout.xaxis
+    assert list(axis.ticktext) == ["0", "0.2", "0.4", "0.6", "0.8", "1"]  # on bin edges, ends included
+    assert list(axis.tickvals) == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1]) and tuple(axis.range) == (0, 1)
+
+
+def test_reward_histogram_of_one_reward_value_is_centred_on_it(tmp_path):
+    from ares_viewer import aggregate_plots
+
+    for seed in range(3):
+        synthetic.write_episode(tmp_path, synthetic.episode_dict(task_name="calc__calc-1", reward=1.0, seed=seed))
+    bins = ares_viewer.open_run(tmp_path).queries.reward_histogram()
+    assert (bins["low"].tolist(), bins["high"].tolist()) == ([0.5], [1.5])
+    axis = aggregate_plots.reward_histogram(bins).layout.xaxis
+    assert list(axis.tickvals) == [1.0] and list(axis.ticktext) == ["1"]
+
+
+def test_reward_over_time_legend_sits_above_the_plot_clear_of_the_axis_title(run):
+    from ares_viewer import aggregate_plots
+
+    for fig in (plots.reward_over_time(run.episodes), aggregate_plots.reward_bands(run.queries.reward_bands())):
+        legend = fig.layout.legend
+        # Below the plot (y < 0) it ran into the x axis title; above it, between the plot and the title.
+        assert (legend.orientation, legend.yanchor) == ("h", "bottom") and legend.y >= 1
+        assert fig.layout.title.yref == "container" and fig.layout.title.yanchor == "top"
+        assert fig.layout.xaxis.title.text

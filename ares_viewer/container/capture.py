@@ -34,7 +34,7 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from ares_viewer import snapshots
+from ares_viewer import sizes, snapshots
 from ares_viewer.container import labels
 from ares_viewer.container.streams import StreamError, archive_to_file
 from ares_viewer.snapshots.base import parents
@@ -429,11 +429,16 @@ def tar_items(
                 yield Fetched(snapshots.Entry(path=full, type=snapshots.OTHER, mode=mode), None)
 
 
+def too_large_note(size: int, limit: int) -> str:
+    """Why a file's content was not stored: its size is over the per-file limit."""
+    return f"content not stored: {sizes.text(size)} is over the limit of {sizes.text(limit)}"
+
+
 def _file(
     path: str, mode: int, data: bytes | None, size: int, max_file_bytes: int, mtime: int | None = None
 ) -> Fetched:
     if data is None or size > max_file_bytes:
-        note = f"content not stored: {size} bytes is over the {max_file_bytes} byte limit"
+        note = too_large_note(size, max_file_bytes)
         entry = snapshots.Entry(path=path, type=snapshots.FILE, mode=mode, size=size, note=note, mtime=mtime)
         return Fetched(entry, None)
     digest = hashlib.sha256(data).hexdigest()

@@ -16,6 +16,7 @@ from ares_viewer.container.capture import (
     Fetched,
     ignored,
     tar_items,
+    too_large_note,
 )
 from ares_viewer.container.listing import (
     FIND_TYPES,
@@ -196,8 +197,8 @@ class ChangeTracker:
             if entry.sha256 is not None:  # its content is in self._blobs
                 entry = dataclasses.replace(entry, stored_in=snapshots.LIVE_FOLDER)
         elif kind == snapshots.FILE:
-            note = (f"content not stored: {item.size} bytes is over the {self._max_file_bytes} byte limit"
-                    if item.size > self._max_file_bytes else "content not read: the file changed while being read")
+            note = (too_large_note(item.size, self._max_file_bytes) if item.size > self._max_file_bytes
+                    else "content not read: the file changed while being read")
             entry = snapshots.Entry(path=path, type=kind, mode=item.mode, size=item.size, note=note, change=change)
         elif kind == snapshots.SYMLINK:
             entry = snapshots.Entry(path=path, type=kind, mode=item.mode, link_target=item.link, change=change)

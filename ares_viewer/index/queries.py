@@ -267,14 +267,19 @@ class Queries:
 
     def reward_histogram(self, bins: int = 20) -> pd.DataFrame:
         """Scored episodes per reward bin and outcome (a failure without a reward counts as 0): ``low``, ``high``,
-        ``outcome``, ``episodes``. Unscored ones are left out (``stats()["unscored"]`` counts them)."""
+        ``outcome``, ``episodes``. Unscored ones are left out (``stats()["unscored"]`` counts them). The bins split the
+        rewards' range evenly (the top one includes the highest reward); when every reward is the same, the one bin
+        is centred on it."""
         bounds = self._one(f"SELECT min(r), max(r) FROM (SELECT coalesce(total_reward, 0) r FROM {_SCORED} "
                            "WHERE NOT isnan(coalesce(total_reward, 0)))")
         if bounds[0] is None:
             import pandas as pd
             return pd.DataFrame(columns=["low", "high", "outcome", "episodes"])
         low, high = float(bounds[0]), float(bounds[1])
-        width = (high - low) / bins if high > low else 1.0
+        if high == low:  # every reward the same: one bin centred on it
+            low, width = low - 0.5, 1.0
+        else:
+            width = (high - low) / bins
         frame = self._df(f"""
             SELECT least(floor((coalesce(total_reward, 0) - ?) / ?), {bins - 1})::BIGINT AS bin, outcome,
                    count(*) AS episodes

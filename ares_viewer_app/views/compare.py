@@ -2,6 +2,8 @@
 
 The URL names both episodes (``episode``, ``other``) and the picked row of the alignment (``row``). Episode B
 comes from another run when ``other_in`` names one: a counterfactual's folder, compared with its parent.
+Rows are numbered from 1 wherever the page (or its URL) names one: in the table's first column, the sentence
+above it and the picked row's heading.
 """
 
 from __future__ import annotations
@@ -82,12 +84,18 @@ def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str]:
 def _row_picked() -> None:
     event = st.session_state.get("compare.pairs") or {}
     rows = (event.get("selection") or {}).get("rows") or []
-    state.update(row=rows[0] if rows else None)
+    state.update(row=rows[0] + 1 if rows else None)
+
+
+def row_number(i: int) -> int:
+    """How the page names the row at position ``i`` of the alignment (from 1)."""
+    return i + 1
 
 
 def picked_row(pairs: list[align.Pair], shown_first: int | None) -> int | None:
-    """The row the view names (``row`` in the URL), else the row shown first (where the two part ways)."""
-    wanted = state.get_int("row", -1)
+    """The position of the row the view names (``row`` in the URL, from 1), else of the row shown first (where
+    the two part ways)."""
+    wanted = state.get_int("row", 0) - 1
     return wanted if 0 <= wanted < len(pairs) else shown_first
 
 
@@ -113,6 +121,7 @@ def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
         return "" if index is None else str(index)  # a gap is blank, as its command is (the grid writes "None")
 
     rows = pd.DataFrame({
+        "row": [row_number(i) for i in range(len(pairs))],
         "A step": [number(p.a) for p in pairs], "A command": [command(ep_a, p.a) for p in pairs],
         "similarity": [p.similarity for p in pairs],
         "B step": [number(p.b) for p in pairs], "B command": [command(ep_b, p.b) for p in pairs],
@@ -122,6 +131,7 @@ def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
     st.dataframe(rows, key="compare.pairs", on_select=_row_picked, selection_mode="single-row", hide_index=True,
                  column_config={"similarity": st.column_config.ProgressColumn("similarity", min_value=0.0,
                                                                               max_value=1.0, format="%.2f"),
+                                "row": st.column_config.NumberColumn("row", width=48),
                                 "A step": step_column, "B step": step_column})
 
 
@@ -202,15 +212,15 @@ def episodes_section(run: ares_viewer.Run) -> None:
             row = align.divergence(pairs, side=side)
             if row is not None:
                 step = getattr(pairs[row], side)
-                parts.append(f"{side.upper()} first does what {other} does not at row {row} "
+                parts.append(f"{side.upper()} first does what {other} does not at row {row_number(row)} "
                              f"({side.upper()} step {step})")
-        st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {diverged}. "
+        st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {row_number(diverged)}. "
                     + "; ".join(parts) + ".")
     contrast_summary(runs, a, b)
     picked = picked_row(pairs, diverged)
     pairs_table(runs, a, b, pairs, diverged, picked)
     if picked is not None:
-        st.subheader(f"Row {picked}")
+        st.subheader(f"Row {row_number(picked)}")
         pair_detail(runs, a, b, pairs[picked])
     submissions(runs, a, b)
 

@@ -13,7 +13,7 @@ import posixpath
 import pandas as pd
 import streamlit as st
 
-from ares_viewer import fsdiff, model, review, snapshots, textdiff
+from ares_viewer import fsdiff, model, review, sizes, snapshots, textdiff
 from ares_viewer_app import escape, loaders, review_panel, snapshot_problems, state, widgets
 
 BASE = "base"  # the ``old`` parameter's value for the base image
@@ -140,7 +140,7 @@ def _entry_text(entry: snapshots.Entry | None) -> str:
     if entry.type == snapshots.SYMLINK:
         return f"→ {entry.link_target}"
     if entry.type == snapshots.FILE:
-        return f"{entry.size:,} B" if entry.size is not None else "file"
+        return sizes.text(entry.size) if entry.size is not None else "file"
     return entry.type
 
 
@@ -296,12 +296,13 @@ def content(path: str, data: bytes | None, entry: snapshots.Entry | None, label:
                        mime="application/octet-stream")
     if fsdiff.is_binary(data):
         digest = entry.sha256 if entry is not None and entry.sha256 else None
-        st.caption(f"Binary file: {len(data):,} bytes" + (f", sha256 {escape.code(digest)}" if digest else "") + ".")
+        st.caption(f"Binary file: {sizes.text(len(data))}"
+                   + (f", sha256 {escape.code(digest)}" if digest else "") + ".")
         return
     text, note = _clip(fsdiff.as_text(data))
     language = _LANGUAGES.get(posixpath.splitext(path)[1].lower())
     st.code(text, language=language, line_numbers=True, wrap_lines=True)
-    st.caption(f"{len(data):,} bytes" + (f" · {note}" if note else "")
+    st.caption(sizes.text(len(data)) + (f" · {note}" if note else "")
                + (" · invalid UTF-8 bytes shown as \\xNN" if "\\x" in text and not _is_utf8(data) else ""))
 
 
@@ -332,7 +333,7 @@ def history(episode: model.Episode, path: str) -> None:
                        on_click=lambda s=point.step, o=old: state.update(step=s, old=o))
         size = point.diff.new_size
         cols[1].markdown(f"{badge(point.kind)} {side_label(previous)} → step {point.step}"
-                         + (f" · {size:,} bytes" if size is not None else ""))
+                         + (f" · {sizes.text(size)}" if size is not None else ""))
         with cols[2]:
             command = episode.step(point.step).command if point.step < len(episode.steps) else None
             if point.step == 0:

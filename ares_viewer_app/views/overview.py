@@ -161,11 +161,12 @@ def table(run, reason: str | None = None) -> None:
                              direction="desc" if descending else "asc", offset=(page - 1) * _PAGE_ROWS,
                              limit=_PAGE_ROWS, columns=columns)
     shown.insert(len(shown.columns) - 2, "labels", [", ".join(sorted(labels.get(e, ()))) for e in shown["episode_id"]])
-    shown["error"] = shown["error"].fillna("")  # blank, not "None", for episodes that ended without an error
+    shown["error"] = shown["error"].fillna("")  # blank for episodes that ended without an error
     where = f" · rows {(page - 1) * _PAGE_ROWS + 1:,}–{(page - 1) * _PAGE_ROWS + len(shown):,}" if pages > 1 else ""
     st.caption(f"{total} of {len(run)} episodes{where} · select a row to open it")
     event = st.dataframe(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
+        placeholder=widgets.UNKNOWN,  # an errored episode's reward, an unknown cost...: a dash as in the figures
         column_config={
             "task_name": "task", "total_reward": st.column_config.NumberColumn("reward", format="%.3g"),
             "num_actions": "actions", "duration_s": st.column_config.NumberColumn("duration (s)", format="%.0f"),

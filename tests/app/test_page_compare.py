@@ -35,9 +35,10 @@ def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
     # The row shown first is where A (the failed attempt) first did something of its own.
     [marked] = [i for i, v in enumerate(frame[""]) if v.startswith("◀ diverged")]
     assert frame["A step"][marked] != ""
-    assert f"Row {marked}" in [h.value for h in at.subheader]
-    # The sentence names the row the page shows.
-    assert f"They diverge at row {marked}." in shown
+    # Rows are numbered from 1 in the table, and the heading and the sentence use the table's numbers.
+    assert list(frame["row"]) == list(range(1, len(frame) + 1))
+    assert f"Row {marked + 1}" in [h.value for h in at.subheader]
+    assert f"They diverge at row {marked + 1}." in shown
     # The picked row (the divergence point) shows command and output diffs.
     assert any("Command diff" in m.value for m in at.markdown)
     assert at.get("page_link")
@@ -62,7 +63,8 @@ def test_the_picked_row_is_in_the_url(runs, app):
     at = app("compare", run="run-a", row="2")
     assert "Row 2" in [h.value for h in at.subheader]
     frame = at.dataframe(key="compare.pairs").value
-    assert "◀ shown" in frame[""][2] or frame[""][2].startswith("◀ diverged")
+    shown = frame.set_index("row")[""][2]  # the row the table numbers 2
+    assert "◀ shown" in shown or shown.startswith("◀ diverged")
     # Another pair of episodes starts again at its own divergence.
     at.selectbox(key="compare.b").select(runs["run-a"]["solved2"]).run()
     assert "row" not in at.query_params

@@ -245,3 +245,25 @@ def test_the_step_timeline_shades_the_current_step_and_follows_stepping(runs, ap
     at.button(key="episode_prev").click().run()
     at.button(key="episode_prev").click().run()
     assert _timeline_mark(at) == {(1.5, 2.5)}
+
+
+def test_the_step_list_rc_column_is_wide_enough_for_its_marks(runs, app):
+    import json
+
+    at = app("episode", run="run-a", episode=runs["run-a"]["solved"], step="1")
+    [table] = [d for d in at.dataframe if d.key.startswith("episode.list.")]
+    marks = table.value["rc"]
+    assert "reward 1" in set(marks)  # the solved last step
+    width = json.loads(table.proto.columns)["rc"]["width"]
+    assert width >= 7 * max(len(m) for m in marks) + 16  # ~7 px a character in the table's font, plus padding
+
+
+def test_the_transcript_chart_shades_the_selected_step(runs, app):
+    at = app("episode", run="run-a", episode=runs["run-a"]["failed"], step="2", view="transcript")
+    assert at.segmented_control(key="episode.view").value == "Transcript"
+    assert _timeline_mark(at) == {(1.5, 2.5)}
+    at.segmented_control(key="episode.view").set_value("Step").run()
+    at.button(key="episode_next").click().run()
+    at.segmented_control(key="episode.view").set_value("Transcript").run()
+    assert at.query_params["step"] == "3"
+    assert _timeline_mark(at) == {(2.5, 3.5)}

@@ -110,7 +110,7 @@ def test_reloading_the_link_restores_the_same_file(samples, app):
 def test_binary_symlink_and_deleted_files(samples, app):
     at = files_page(app, episode=EXPLORER, step="8")
     assert at.query_params["file"] == "/testbed/data/items.csv.gz"
-    assert "binary content: 0 -> 4491 bytes" in page_text.of(at)
+    assert "binary content: 0 bytes -> 4,491 bytes" in page_text.of(at)
     at.radio(key="files.view").set_value("New side").run()
     assert "Binary file: 4,491 bytes, sha256 `5bc4140dfcce" in page_text.of(at)
     assert not [c for c in at.code if "\x1f\x8b" in c.value]  # the bytes themselves are not sent as text
@@ -274,3 +274,16 @@ def test_two_sides_without_changes_say_so_once_without_an_empty_tree(samples, ap
     assert [s.value for s in at.success] == ["No files differ between step 2 and step 3."]
     assert "Nothing differs between these two sides." not in page_text.of(at)
     assert not [t for t in at.text_input if t.key == "files.filter"]  # no filter over an empty tree
+
+
+def test_file_sizes_are_written_one_way_in_the_tree_captions_and_content(samples, app):
+    import re
+
+    at = files_page(app, episode=PAGER_SOLVED, step="2")
+    tree = next(d for d in at.dataframe if d.key.startswith("files.tree.")).value
+    row = tree[tree["path"].str.endswith("paging.py")].iloc[0]
+    assert (row["old"], row["new"]) == ("369 bytes", "379 bytes")
+    assert "old: 369 bytes, mode 644 · new: 379 bytes, mode 644" in page_text.of(at)
+    at.radio(key="files.view").set_value("New side").run()
+    assert any(c.value.startswith("379 bytes") for c in at.caption)
+    assert not re.search(r"\d B\b", page_text.of(at))  # never "379 B" beside "379 bytes"

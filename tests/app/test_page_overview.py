@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import demo_runs
 import page_text
+import pandas as pd
 
 from testdata import synthetic
 
@@ -106,3 +107,26 @@ def test_failure_reasons_group_the_failed_episodes_and_pick_them_out(runs, app):
     table = at.dataframe(key="overview.table").value
     assert table["episode_id"].tolist() == [runs["run-a"]["errored"]]
     assert "Only the 1 episode of the failure reason selected above." in page_text.of(at)
+
+
+def test_unknown_values_in_the_episode_table_show_a_dash_not_none(runs, app):
+    at = app()
+    table = at.dataframe(key="overview.table")
+    errored = table.value.set_index("episode_id").loc[runs["run-a"]["errored"]]
+    assert pd.isna(errored["total_reward"])  # an errored episode has no reward
+    # Streamlit draws a missing cell as "None" unless the table names what to draw instead.
+    assert table.proto.placeholder == "–"
+
+
+def test_overview_opens_at_slash_overview_as_well_as_at_the_root(runs, app):
+    at = app()
+    assert at.title[0].value == "Run overview"
+    # The browser asks for a page by its URL path: "" at /, "overview" at /overview ("Page not found" if none).
+    by_path = {info.get("url_pathname"): page_hash for page_hash, info in at._registered_pages.items()}
+    assert "" in by_path and "overview" in by_path
+    at.query_params["run"] = "run-b"
+    at._page_hash = by_path["overview"]
+    at.run()
+    assert not at.exception
+    assert at.title[0].value == "Run overview" and metrics(at)["Episodes"] == "3"
+    assert at.query_params["run"] == "run-b"  # the link's view is kept

@@ -41,12 +41,12 @@ def test_compare_defaults_to_the_shortest_solved_attempt_and_keeps_the_row(page,
     wait_idle(page)
     grid = page.locator('[data-testid="stDataFrame"]').first
     box = grid.bounding_box()
-    page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 9 + 17)  # row 9's selection cell
-    expect(page).to_have_url(re.compile(r"[?&]row=9(&|$)"))
-    expect(page.get_by_role("heading", name="Row 9")).to_be_visible()
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 9 + 17)  # the tenth row's selection cell: rows count from 1
+    expect(page).to_have_url(re.compile(r"[?&]row=10(&|$)"))
+    expect(page.get_by_role("heading", name="Row 10")).to_be_visible()
     page.reload()
-    expect(page.get_by_role("heading", name="Row 9")).to_be_visible()
-    expect(page).to_have_url(re.compile(r"[?&]row=9(&|$)"))
+    expect(page.get_by_role("heading", name="Row 10")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"[?&]row=10(&|$)"))
 
 
 def test_search_finds_the_task_prompt_highlights_and_keeps_the_query(page, app_url, sample_run, wait_idle):

@@ -8,6 +8,7 @@ and are left out.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import subprocess
@@ -24,7 +25,15 @@ def test_the_import_contracts_hold(monkeypatch, capsys):
     from importlinter import cli
 
     monkeypatch.chdir(REPO)
-    status = cli.lint_imports(config_filename=str(REPO / "pyproject.toml"), no_cache=True, no_logo=True)
+    # import-linter configures logging with disable_existing_loggers: the library's loggers must keep working for
+    # the tests that run after this one
+    loggers = logging.Logger.manager.loggerDict.values()
+    enabled = [x for x in loggers if isinstance(x, logging.Logger) and not x.disabled]
+    try:
+        status = cli.lint_imports(config_filename=str(REPO / "pyproject.toml"), no_cache=True, no_logo=True)
+    finally:
+        for logger in enabled:
+            logger.disabled = False
     report = capsys.readouterr().out
     assert status == 0, report
     assert "BROKEN" not in report and "0 broken" in report

@@ -63,7 +63,7 @@ SELECT e.*, o.start + e._seq - o.first AS k FROM episodes e JOIN offsets o USING
 
 
 # The columns ``Queries.positioned`` adds to say where each chunk ends (dropped before a chunk is handed over).
-_AT_PATH, _AT_SEQ = "__at_path", "__at_seq"
+_AT_PATH, _AT_LINE = "__at_path", "__at_line"
 
 
 def _q(name: str) -> str:
@@ -221,23 +221,27 @@ class Queries:
     def positioned(self, filters: Filters | None = None, *, columns: Sequence[str] | None = None,
                    limit: int | None = None, chunk: int = 8192,
                    after: tuple[str, int] | None = None) -> Iterator[tuple[pd.DataFrame, tuple[str, int]]]:
-        """``stream``'s chunks, each with the place in run order (``path``, ``_seq``) of its last row; ``after``:
-        only the rows after that place (where a stream cut short carries on)."""
+        """``stream``'s chunks, each with the place in run order of its last row (its ``path`` and its place in that
+        file, from 0: the same after the file's partition was rewritten); ``after``: only the rows after that
+        place (where a stream cut short carries on)."""
         where, params = (filters or Filters()).where()
         if after is not None:
-            where += " AND (path > ? OR (path = ? AND _seq > ?))"
+            where += f" AND (path > ? OR (path = ? AND {_AT_LINE} > ?))"
             params += [after[0], after[0], int(after[1])]
         chosen = ", ".join(self._column(c) for c in (columns or self.columns))
         bound = "" if limit is None else f" LIMIT {max(0, int(limit))}"
-        result = self.con.execute(f"SELECT {chosen}, path AS {_AT_PATH}, _seq AS {_AT_SEQ} FROM episodes "
-                                  f"WHERE {where} ORDER BY path, _seq{bound}", params)
+        # a row's place in its file (``_seq`` counts from wherever its partition's batch started)
+        result = self.con.execute(
+            f"WITH placed AS (SELECT *, _seq - min(_seq) OVER (PARTITION BY path) AS {_AT_LINE} FROM episodes) "
+            f"SELECT {chosen}, path AS {_AT_PATH}, {_AT_LINE} FROM placed WHERE {where} ORDER BY path, _seq{bound}",
+            params)
         vectors = max(1, chunk // 2048)  # DuckDB hands rows over in vectors of 2048
         while True:
             frame = result.fetch_df_chunk(vectors)
             if frame.empty:
                 return
-            place = (str(frame[_AT_PATH].iat[-1]), int(frame[_AT_SEQ].iat[-1]))
-            yield typed(frame.drop(columns=[_AT_PATH, _AT_SEQ])), place
+            place = (str(frame[_AT_PATH].iat[-1]), int(frame[_AT_LINE].iat[-1]))
+            yield typed(frame.drop(columns=[_AT_PATH, _AT_LINE])), place
 
     def attempts(self, task: str | None, filters: Filters | None = None, *, limit: int = 100,
                  columns: Sequence[str] | None = None) -> pd.DataFrame:

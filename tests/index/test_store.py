@@ -220,6 +220,22 @@ def test_a_stream_resumes_after_the_last_row_it_gave(tmp_path):
     assert rest["episode_id"].tolist() == whole["episode_id"].tolist()[len(frame):len(frame) + 100]
 
 
+def test_a_place_in_a_stream_holds_when_the_file_is_indexed_anew_in_another_batch(tmp_path, monkeypatch):
+    """A stream's place is a row's place in its file: the fast path numbers a batch's rows from where the batch
+    starts, and a file read again alone (it changed) starts from 0."""
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 6000)
+    together = ares_viewer.open_run(run_dir, workers=1)  # the three files in one batch
+    in_order = [row[0] for row in together.query("SELECT episode_id FROM episodes ORDER BY path, _seq").fetchall()]
+    frame, place = next(together.queries.positioned(columns=["episode_id"], chunk=2048))
+    given = frame["episode_id"].tolist()
+    assert place == (str(run_dir / "iteration_000001" / "train_rollout_summaries.jsonl"), 47)  # in the second file
+    monkeypatch.setattr(store, "_GRACE_S", -1)
+    _replace_partitions(run_dir)  # the second file is read again, alone
+    rest = ares_viewer.open_run(run_dir).queries.positioned(columns=["episode_id"], after=place)
+    assert given + [i for frame, _ in rest for i in frame["episode_id"]] == in_order
+
+
 def test_the_index_columns_are_the_episode_row():
     assert store.EPISODE_COLUMNS == model.EPISODE_COLUMNS == ares_viewer.run.EPISODE_COLUMNS
     assert list(store.ROW_TYPES) == list(model.EPISODE_COLUMNS)

@@ -278,12 +278,13 @@ def test_repeated_episode_ids_are_all_kept_and_reachable(tmp_path):
     assert any("appears in 3 files" in message for _, message in run.warnings)
 
 
-def test_reopening_an_indexed_run_does_not_load_pandas(tmp_path):
-    # Every CLI command and notebook reopen pays for the library's imports; pandas alone was a third of a reopen.
+def test_reopening_an_indexed_run_does_not_load_pandas_or_pyarrow(tmp_path):
+    # Every CLI command and notebook reopen pays for the library's imports; pandas alone was a third of a reopen,
+    # pyarrow with numpy a fifth of what was left.
     import subprocess
 
     code = ("import sys, ares_viewer; run = ares_viewer.open_run(sys.argv[1]); "
-            "print(len(run), 'pandas' in sys.modules)")
+            "print(len(run), 'pandas' in sys.modules or 'pyarrow' in sys.modules)")
     env = dict(os.environ, ARES_VIEWER_CACHE=str(tmp_path / "cache"))
     runs = [subprocess.run([sys.executable, "-c", code, "sample_runs/demo-run"], env=env, capture_output=True,
                            text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__))).stdout.split()
@@ -292,15 +293,16 @@ def test_reopening_an_indexed_run_does_not_load_pandas(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["tinker", "ray", "mini"])
-def test_indexing_a_json_lines_run_does_not_load_pandas(tmp_path, fmt):
-    # importing pandas was a tenth of a second of every cold index, more than indexing a small run takes
+def test_indexing_a_json_lines_run_does_not_load_pandas_or_pyarrow(tmp_path, fmt):
+    # importing pandas was a tenth of a second of every cold index, more than indexing a small run takes; pyarrow
+    # with numpy is half as much again
     import subprocess
 
     from benchmarks import bench_scale
 
     bench_scale.write_run(tmp_path / "run", 40, fmt=fmt)
     code = ("import sys, ares_viewer; run = ares_viewer.open_run(sys.argv[1]); "
-            "print(len(run), run.parsed_files, len(run.errors), 'pandas' in sys.modules)")
+            "print(len(run), run.parsed_files, len(run.errors), 'pandas' in sys.modules or 'pyarrow' in sys.modules)")
     env = dict(os.environ, ARES_VIEWER_CACHE=str(tmp_path / "cache"))
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], env=env, capture_output=True, text=True,
                          check=True, cwd=os.path.dirname(os.path.dirname(__file__))).stdout.split()

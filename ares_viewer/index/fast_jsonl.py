@@ -239,7 +239,7 @@ def failed_results(con: duckdb.DuckDBPyConnection, bodies: str) -> None:
     register(con, "failed_results", {"body": ("VARCHAR", failed)})
 
 
-def register(con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, Sequence]]) -> None:
+def register(con: duckdb.DuckDBPyConnection, name: str, columns: store.Columns) -> None:
     """Temporary table ``name`` of these columns (``(DuckDB type, values)``, all of one length)."""
     select, params = store.select_of(columns)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}", params)

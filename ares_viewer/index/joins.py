@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from ares_viewer import verdicts
 from ares_viewer.formats import atif, harbor
@@ -28,9 +27,10 @@ OVERRIDDEN = ("task_name", "total_reward", "outcome", "error", "start_time", "en
 @dataclasses.dataclass(frozen=True)
 class Overrides:
     """Rows changed by a trial result or a verdict: ``table`` (``path``, ``_seq``, ``OVERRIDDEN``,
-    ``harbor_result``, ``verdict``; None when no row is), and the reports joined to their runs."""
+    ``harbor_result``, ``verdict``, as ``store.select_of`` columns; None when no row is), and the reports joined
+    to their runs."""
 
-    table: pa.Table | None
+    table: store.Columns | None
     verdicts: verdicts.Verdicts
 
 
@@ -67,10 +67,9 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
                 changed.append(row)
     if not changed:
         return Overrides(None, joined)
-    types = {"path": pa.string(), "_seq": pa.int64(), **{c: store.ROW_TYPES[c] for c in OVERRIDDEN},
-             "harbor_result": pa.string(), "verdict": pa.string()}
-    table = pa.table({name: pa.array([row.get(name) for row in changed], type=kind) for name, kind in types.items()})
-    return Overrides(table, joined)
+    types = {"path": "VARCHAR", "_seq": "BIGINT", **{c: store.ROW_TYPES[c] for c in OVERRIDDEN},
+             "harbor_result": "VARCHAR", "verdict": "VARCHAR"}
+    return Overrides({name: (kind, [row.get(name) for row in changed]) for name, kind in types.items()}, joined)
 
 
 def relative(path: str, location: str) -> str:
@@ -90,10 +89,11 @@ class Renamed:
     """Episode ids found in several files: every episode is kept, the likeliest real one (named by its id, else
     with the most actions, else first in run order) under its id and each other one under ``{id}@{its path}``.
 
-    ``table``: ``path``, ``_seq``, ``episode_id`` (the key) of the renamed rows (None when no id repeats);
+    ``table``: ``path``, ``_seq``, ``episode_id`` (the key) of the renamed rows, as ``store.select_of`` columns
+    (None when no id repeats);
     ``originals``: key -> the id in the file; ``warnings``: ``(path, message)``, one per repeated id."""
 
-    table: pa.Table | None
+    table: store.Columns | None
     originals: dict[str, str]
     warnings: list[tuple[str, str]]
 
@@ -124,6 +124,5 @@ def renamed(con: duckdb.DuckDBPyConnection, location: str) -> Renamed:
         listed = [r[1] for r in rows]
         warnings.append((keeper[1], f"episode id {original} appears in {len(listed)} files: {listed}; this one "
                                     f"keeps the id, the others are listed as {original}@<path>"))
-    table = pa.table({"path": pa.array(paths, pa.string()), "_seq": pa.array(seqs, pa.int64()),
-                      "episode_id": pa.array(keys, pa.string())})
-    return Renamed(table, originals, warnings)
+    return Renamed({"path": ("VARCHAR", paths), "_seq": ("BIGINT", seqs), "episode_id": ("VARCHAR", keys)},
+                   originals, warnings)

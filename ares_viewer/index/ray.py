@@ -39,7 +39,7 @@ def _summarize(batch: dict[str, Any], destination: str) -> dict[str, list]:
         if not local:
             for part in sorted({e.part for e in entries if e.part}):
                 fs.put(target.part_path(part), f"{base}/parts/{part}")
-    columns: dict[str, list] = {name: [] for name in store.MANIFEST_SCHEMA.names}
+    columns: dict[str, list] = {name: [] for name in store.MANIFEST_COLUMNS}
     for entry in entries:
         for name in columns:
             value = getattr(entry, name)

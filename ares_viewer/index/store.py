@@ -25,41 +25,41 @@ import time
 import typing
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ares_viewer import model
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # Bump when the row layout or the parsing rules change, so old indexes are not reused.
 SCHEMA = 8
 
 # The episode table's common columns, in order (``model.EpisodeRow``'s); formats may add their own after them.
 EPISODE_COLUMNS = model.EPISODE_COLUMNS
-_ARROW_TYPES = {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_()}
+# The DuckDB type of each kind of ``EpisodeRow`` field (pyarrow, with numpy, is imported only to write a partition
+# the ordinary way: a fifth of ``import ares_viewer`` otherwise).
+_SQL_TYPES = {str: "VARCHAR", float: "DOUBLE", int: "BIGINT", bool: "BOOLEAN"}
 
 
-def _arrow_type(hint: Any) -> pa.DataType:
-    """The Parquet type of an ``EpisodeRow`` field (``float | None`` is a nullable double)."""
+def _sql_type(hint: Any) -> str:
+    """The column type of an ``EpisodeRow`` field (``float | None`` is a nullable double)."""
     (kind,) = [k for k in (typing.get_args(hint) or (hint,)) if k is not type(None)]
-    return _ARROW_TYPES[kind]
+    return _SQL_TYPES[kind]
 
 
 _HINTS = typing.get_type_hints(model.EpisodeRow)
-ROW_TYPES: dict[str, pa.DataType] = {name: _arrow_type(_HINTS[name]) for name in EPISODE_COLUMNS}
+# The episode columns' DuckDB types.
+ROW_TYPES: dict[str, str] = {name: _sql_type(_HINTS[name]) for name in EPISODE_COLUMNS}
 # Bookkeeping columns of a partition, not shown in the episode table.
 WARNINGS, SEQ = "warnings", "_seq"
 INTERNAL = (WARNINGS, SEQ)
 
-MANIFEST_SCHEMA = pa.schema([
-    ("path", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()), ("kind", pa.string()),
-    ("part", pa.string()), ("rows", pa.int64()), ("errors", pa.list_(pa.string())), ("verdicts", pa.string()),
-    ("trial", pa.string()),
-])
-_MANIFEST_SQL_TYPES = {"path": "VARCHAR", "size": "BIGINT", "mtime_ns": "BIGINT", "kind": "VARCHAR", "part": "VARCHAR",
-                       "rows": "BIGINT", "errors": "VARCHAR[]", "verdicts": "VARCHAR", "trial": "VARCHAR"}
+# The manifest's columns and their DuckDB types.
+MANIFEST_COLUMNS = {"path": "VARCHAR", "size": "BIGINT", "mtime_ns": "BIGINT", "kind": "VARCHAR", "part": "VARCHAR",
+                    "rows": "BIGINT", "errors": "VARCHAR[]", "verdicts": "VARCHAR", "trial": "VARCHAR"}
 # Partitions no manifest names are removed after this long.
 _GRACE_S = 600
 
@@ -96,11 +96,21 @@ def _coerce(values: list[Any]) -> list[Any]:
     return [None if v is None else str(v) for v in values]
 
 
+def arrow_type(sql_type: str) -> pa.DataType:
+    """The Arrow type of one of ``ROW_TYPES``' column types."""
+    import pyarrow as pa
+
+    return {"VARCHAR": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_()}[sql_type]
+
+
 def rows_table(rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> pa.Table:
     """Episode rows (as adapters make them) as a partition's table."""
+    import pyarrow as pa
+
     extra = sorted({key for row in rows for key in row} - set(ROW_TYPES) - {WARNINGS})
     arrays, fields = [], []
-    for name, kind in ROW_TYPES.items():
+    for name, sql_type in ROW_TYPES.items():
+        kind = arrow_type(sql_type)
         values = [row.get(name) for row in rows]
         if kind == pa.float64():  # NaN (ARES writes it) is "no value", as pandas reads it
             values = [None if v is None or v != v else float(v) for v in values]
@@ -119,21 +129,16 @@ def rows_table(rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A table with the columns of ``schema``, in its order and types; a column it lacks (a manifest written before
-    the column existed) is null. (``pq.read_table(schema=)`` does the same through ``pyarrow.dataset``, whose import
-    alone takes pandas with it: a third of a warm reopen.)"""
-    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
-               for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
 def literal(text: str) -> str:
     """A SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 
-def select_of(columns: dict[str, tuple[str, Sequence[Any]]]) -> tuple[str, dict[str, list[Any]]]:
+# Columns of a small table made in Python: name -> (DuckDB type, values), all of one length.
+Columns = dict[str, tuple[str, Sequence[Any]]]
+
+
+def select_of(columns: Columns) -> tuple[str, dict[str, list[Any]]]:
     """A SELECT of these columns (``(DuckDB type, values)``, all of one length) and its query parameters: Python
     values handed to DuckDB as they are (making Arrow arrays of them would import pandas, a tenth of a second of
     every cold index)."""
@@ -166,6 +171,8 @@ class Store:
         self.parts.mkdir(parents=True, exist_ok=True)
         name = self.new_part_name()
         tmp = self.parts / f".{name}.tmp"
+        import pyarrow.parquet as pq
+
         pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, self.parts / name)
         return name
@@ -176,21 +183,25 @@ class Store:
         ``path``: read this manifest file instead (one copied from a shared index).
         """
         try:
-            table = _conformed(pq.ParquetFile(path or self.manifest_path).read(), MANIFEST_SCHEMA)
-        except (OSError, pa.ArrowException):
+            with duckdb.connect() as con:
+                result = con.execute(f"SELECT * FROM read_parquet({literal(str(path or self.manifest_path))})")
+                names = [column[0] for column in result.description]
+                rows = result.fetchall()
+        except (OSError, duckdb.Error):
             return {}
+        known = [n for n in names if n in MANIFEST_COLUMNS]  # a manifest from before a column existed lacks it
         entries = {}
-        for row in table.to_pylist():
-            row["errors"] = tuple(row["errors"] or ())
-            entries[row["path"]] = FileEntry(**row)
+        for row in rows:
+            fields = {n: v for n, v in zip(names, row, strict=True) if n in known}
+            fields["errors"] = tuple(fields.get("errors") or ())
+            entries[fields["path"]] = FileEntry(**fields)
         return entries
 
     def write_manifest(self, entries: Iterable[FileEntry], previous: dict[str, FileEntry] | None = None) -> None:
         """Replace the manifest atomically, then drop partitions nothing names any more (``previous``: the
         manifest this one replaces)."""
         entries = sorted(entries, key=lambda e: e.path)
-        columns = {name: (_MANIFEST_SQL_TYPES[name], [getattr(e, name) for e in entries])
-                   for name in MANIFEST_SCHEMA.names}
+        columns = {name: (kind, [getattr(e, name) for e in entries]) for name, kind in MANIFEST_COLUMNS.items()}
         columns["errors"] = ("VARCHAR[]", [list(e.errors) for e in entries])
         select, params = select_of(columns)
         self.folder.mkdir(parents=True, exist_ok=True)

@@ -23,12 +23,8 @@ if TYPE_CHECKING:
 
 
 def _empty_select() -> str:
-    typed = ", ".join(f"NULL::{_SQL_TYPES[name]} AS {name}" for name in store.EPISODE_COLUMNS)
+    typed = ", ".join(f"NULL::{store.ROW_TYPES[name]} AS {name}" for name in store.EPISODE_COLUMNS)
     return f"SELECT {typed}, []::VARCHAR[] AS warnings, 0::BIGINT AS _seq WHERE false"
-
-
-_SQL_TYPES = {name: {"string": "VARCHAR", "double": "DOUBLE", "int64": "BIGINT", "bool": "BOOLEAN"}[str(kind)]
-              for name, kind in store.ROW_TYPES.items()}
 
 
 class EpisodeTable:
@@ -67,7 +63,8 @@ class EpisodeTable:
         self.columns = [*store.EPISODE_COLUMNS, *extra]
         self.queries = queries.Queries(self.cursor(), self.columns)
 
-    def _create_view(self, overrides: Any, renamed: Any, with_verdict: bool) -> None:
+    def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool
+                     ) -> None:
         if overrides is None and renamed is None and not with_verdict:
             self.con.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
             return
@@ -75,7 +72,7 @@ class EpisodeTable:
         if overrides is not None:
             self._table("overrides", overrides)
             replaced += [f"CASE WHEN o._seq IS NULL THEN e.{c} ELSE o.{c} END AS {c}" for c in joins.OVERRIDDEN]
-            if overrides.column("harbor_result").null_count < len(overrides):
+            if any(v is not None for v in overrides["harbor_result"][1]):
                 added.append("o.harbor_result")
             joined += " LEFT JOIN overrides o ON e.path = o.path AND e._seq = o._seq"
         if renamed is not None:
@@ -90,10 +87,9 @@ class EpisodeTable:
         self.con.execute(f"CREATE VIEW episodes AS SELECT e.*{replace}{''.join(', ' + a for a in added)} "
                          f"FROM raw_episodes e{joined}")
 
-    def _table(self, name: str, rows: Any) -> None:
-        self.con.register(f"{name}_rows", rows)
-        self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_rows")
-        self.con.unregister(f"{name}_rows")
+    def _table(self, name: str, columns: store.Columns) -> None:
+        select, params = store.select_of(columns)
+        self.con.execute(f"CREATE TABLE {name} AS {select}", params)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own to this table's database (one per thread)."""

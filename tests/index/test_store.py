@@ -240,7 +240,10 @@ def test_the_index_columns_are_the_episode_row():
     assert store.EPISODE_COLUMNS == model.EPISODE_COLUMNS == ares_viewer.run.EPISODE_COLUMNS
     assert list(store.ROW_TYPES) == list(model.EPISODE_COLUMNS)
     assert (store.ROW_TYPES["total_reward"], store.ROW_TYPES["num_actions"], store.ROW_TYPES["truncated"],
-            store.ROW_TYPES["error"]) == (pa.float64(), pa.int64(), pa.bool_(), pa.string())
+            store.ROW_TYPES["error"]) == ("DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR")
+    written = store.rows_table([{"episode_id": "e", "total_reward": float("nan")}], [0])
+    assert (written.schema.field("total_reward").type, written.schema.field("num_actions").type) == (pa.float64(),
+                                                                                                      pa.int64())
 
 
 def test_unscored_episodes_are_a_category_of_their_own_in_the_queries(tmp_path):

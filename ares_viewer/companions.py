@@ -46,12 +46,13 @@ IsFile = Callable[[str], bool]
 Subfolders = Callable[[str, int], Iterable[str]]
 
 
-def _name(path: str) -> str:
+def folder_name(path: str) -> str:
+    """The last part of a local or fsspec path (``/`` or ``\\`` separated)."""
     return re.split(r"[/\\]", path.rstrip("/\\"))[-1]
 
 
 def _snapshot(folder: str, isfile: IsFile, join: Callable[[str, str], str]) -> bool:
-    name = _name(folder)
+    name = folder_name(folder)
     if (name == SNAPSHOT_BASE_DIRNAME or SNAPSHOT_STEP_DIR_RE.match(name)) and isfile(join(folder, SNAPSHOT_MANIFEST)):
         return True
     return isfile(join(folder, BOUNDARY_SNAPSHOT_JSON))
@@ -68,7 +69,7 @@ def is_companion(folder: str, isfile: IsFile, subfolders: Subfolders,
                  join: Callable[[str, str], str] = os.path.join) -> bool:
     """Whether ``folder`` is a companion folder: named as one (``COMPANION_FOLDERS``) and holding, among the first
     ``PEEK_FOLDERS`` folders found depth first, a snapshot or a capture as its writer lays it out."""
-    marked = _MARKS.get(_name(folder))
+    marked = _MARKS.get(folder_name(folder))
     if marked is None:
         return False
     stack, listed = [(folder, 0)], 0

@@ -103,7 +103,7 @@ class Listing:
 
     def companion_kinds(self) -> list[str]:
         """What the companion folders hold (``COMPANION_FOLDERS``' words), each once, in declared order."""
-        names = {path.replace(os.sep, "/").rstrip("/").rsplit("/", 1)[-1] for path in self.companions}
+        names = {companions.folder_name(path) for path in self.companions}
         return [what for name, what in COMPANION_FOLDERS.items() if name in names]
 
 

@@ -260,3 +260,19 @@ def test_unscored_episodes_are_a_category_of_their_own_in_the_queries(tmp_path):
     assert asked.count(queries.Filters(outcomes=["completed", queries.UNSCORED_LABEL])) == 4
     assert int(asked.reward_histogram()["episodes"].sum()) == 2  # the reward figures leave them out
     assert int(asked.reward_bands()["episodes"].sum()) == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
+def test_a_damaged_manifest_means_the_run_is_indexed_again(tmp_path, damage):
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 4000)
+    first = ares_viewer.open_run(run_dir)
+    target = ares_viewer.run.index_update.store_for(str(run_dir))[0]
+    data = target.manifest_path.read_bytes()
+    target.manifest_path.write_bytes({"garbage": b"not parquet at all" * 100, "truncated": data[:len(data) // 2],
+                                      "empty": b""}[damage])
+    assert target.read_manifest() == {}
+    again = ares_viewer.open_run(run_dir)
+    assert again.parsed_files == 2 and len(again) == 4000 and not again.errors
+    pd.testing.assert_frame_equal(again.episodes, first.episodes)
+    assert ares_viewer.open_run(run_dir).parsed_files == 0  # the manifest written anew reads back

@@ -118,6 +118,20 @@ def _wait_idle(page) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
 
 
+def fill_settled(page, box, text: str) -> None:
+    """Type ``text`` into ``box`` once the page has settled: a rerun the last click started (a tab change reruns
+    the page) redraws the box and drops what was typed, and may not have shown its status yet; so the text is
+    typed again until it is still there once the page is idle."""
+    for _ in range(10):
+        _wait_idle(page)
+        box.fill(text)
+        page.wait_for_timeout(300)  # time for a pending rerun to show its status widget
+        _wait_idle(page)
+        if box.input_value() == text:
+            return
+    raise AssertionError(f"the page kept dropping the text typed into {box}")
+
+
 @pytest.fixture
 def wait_idle():
     """``wait_idle(page)``: wait until the page is idle, before acting on it (an input sent while a run still

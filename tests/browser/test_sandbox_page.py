@@ -10,6 +10,7 @@ import re
 import time
 
 import pytest
+from conftest import fill_settled
 from playwright.sync_api import expect
 
 from ares_viewer import sandbox
@@ -59,7 +60,7 @@ def test_restore_and_replay_from_the_sandbox_page(page, sandbox_url, runs_root, 
 
     # A command of our own, in the same container.
     page.get_by_role("tab", name="Command").click()
-    page.get_by_label("Command (bash -lc").fill("git log --oneline | wc -l && echo from-the-browser")
+    fill_settled(page, page.get_by_label("Command (bash -lc"), "git log --oneline | wc -l && echo from-the-browser")
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_text("from-the-browser").first).to_be_visible()
 
@@ -83,7 +84,7 @@ def test_reload_reattaches_to_the_sessions_sandbox_and_tabs_keep_results(page, s
     # A command's result stays on the Command tab (the page does not snap back to Replay).
     wait_idle(page)
     page.get_by_role("tab", name="Command").click()
-    page.get_by_label("Command (bash -lc").fill("echo kept-on-its-tab")
+    fill_settled(page, page.get_by_label("Command (bash -lc"), "echo kept-on-its-tab")
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_text("kept-on-its-tab").first).to_be_visible()
     expect(page.get_by_role("tab", name="Command")).to_have_attribute("aria-selected", "true")
@@ -99,7 +100,7 @@ def test_reload_reattaches_to_the_sessions_sandbox_and_tabs_keep_results(page, s
     expect(_metric(page, "Container")).to_have_text(container)
     expect(page.get_by_text("Reattached after a reload")).to_be_visible()
     page.get_by_role("tab", name="Command").click()
-    page.get_by_label("Command (bash -lc").fill("echo still-the-same-box")
+    fill_settled(page, page.get_by_label("Command (bash -lc"), "echo still-the-same-box")
     page.get_by_role("button", name="Run", exact=True).click()
     expect(page.get_by_text("still-the-same-box").first).to_be_visible()
 
@@ -120,7 +121,7 @@ def test_a_fork_shows_the_verifiers_output(page, sandbox_url, runs_root, docker_
     expect(page.get_by_text("Restored step 6 into")).to_be_visible(timeout=60_000)
     wait_idle(page)
     page.get_by_role("tab", name="Fork").click()
-    page.get_by_label("Commands to run instead").fill("python3 -m pytest -q 2>&1 | tail -1")
+    fill_settled(page, page.get_by_label("Commands to run instead"), "python3 -m pytest -q 2>&1 | tail -1")
     page.get_by_role("button", name="Run fork").click()
     expect(page.get_by_text(re.compile(r"Verifier's output · exit code"))).to_be_visible(timeout=120_000)
     expect(_metric(page, "Fork's reward")).to_have_text("1")

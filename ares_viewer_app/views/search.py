@@ -38,10 +38,9 @@ def budget() -> float:
         return 10.0
 
 
-def progress_line(saved: dict) -> str:
-    """How many hits in how many episodes, and how far the search got."""
-    hits = saved["hits"]
-    return saved["search"].progress.describe(len(hits), len({h.episode_id for h in hits}))
+def progress_line(found: search.Search, hits: list[search.Hit]) -> str:
+    """How many hits in how many episodes (those on the page), and how far the search got."""
+    return found.progress.describe(len(hits), len({h.episode_id for h in hits}))
 
 
 class _Shown:
@@ -91,23 +90,28 @@ def _search(run, query: str, regex: bool, case: bool, fields: list[str], limit: 
     found = saved["search"]
     status, controls = st.empty(), st.empty()
     shown = _Shown(run)
-    for _, hits in search.group_by_episode(saved["hits"]):
+    # The hits this run draws, and counts. A page run that Stop (or any rerun) replaced may still be searching for
+    # a moment in its own thread and add a hit after this one read them: it shows on the next run, never as a
+    # count without its link.
+    drawn = list(saved["hits"])
+    for _, hits in search.group_by_episode(drawn):
         for hit in hits:
             shown.add(hit)
     if saved["running"]:
         controls.button("Stop", key="search.stop", icon=":material/stop:", on_click=_set_running, args=(False,))
         deadline, given = time.monotonic() + budget(), 0
         while given < limit:
-            status.caption("Searching… " + progress_line(saved))
+            status.caption("Searching… " + progress_line(found, drawn))
             seconds = min(_SLICE, max(0.0, deadline - time.monotonic()))
             for hit in found.hits(limit=limit - given, seconds=seconds):
                 saved["hits"].append(hit)
+                drawn.append(hit)
                 given += 1
                 shown.add(hit)
             if found.progress.stopped != "time" or time.monotonic() >= deadline:
                 break
         saved["running"] = False
-    status.caption(progress_line(saved))
+    status.caption(progress_line(found, drawn))
     controls.empty()
     if not found.progress.done:
         controls.button("Continue", key="search.continue", icon=":material/play_arrow:", on_click=_set_running,

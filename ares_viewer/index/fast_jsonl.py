@@ -182,27 +182,29 @@ def choose(files: Sequence[sources.SourceFile], specs: Sequence[Spec]
     return mine, rest
 
 
-# Consecutive contexts of an episode (``rid``: its row, ``i``: the call's order, ``msgs``: the context's messages as
-# JSON text, ``irregular``: a call this module cannot read). A context that extends the previous one unchanged
-# (compared as JSON text) is no rewrite, and the previous action's result is the first user or tool message
-# after the last assistant message among the added ones (``chat.kept`` and ``chat.result_message``). Anything
-# else marks the episode irregular, for its format to count the ordinary way.
+# Consecutive contexts of an episode, compared in place: ``$contexts`` gives one row per episode (``rid``), with
+# ``chats`` (each model call's message list, messages as JSON text), ``roles`` (their roles), ``lo`` and ``n`` (where
+# each call's context starts in its list, from 1, and how many messages it has) and ``irregular`` (a call this
+# module cannot read). A context that extends the previous one unchanged (compared as JSON text) is no rewrite, and
+# the previous action's result is the first user or tool message after the last assistant message among the added
+# ones (``chat.kept`` and ``chat.result_message``). Anything else marks the episode irregular, for its format to
+# count the ordinary way. One row per pair of consecutive calls (one for an episode of a single call): the lists are
+# sliced where they lie, neither copied per call nor sorted by a window.
 _PAIRS = """
 CREATE OR REPLACE TEMP TABLE pairs AS
-WITH w AS (
-    SELECT rid, msgs, irregular, lag(msgs) OVER (PARTITION BY rid ORDER BY i) AS prev,
-           row_number() OVER (PARTITION BY rid ORDER BY i) AS n
+WITH p AS (
+    SELECT rid, irregular,
+           unnest(CASE WHEN len(chats) > 1 THEN list_transform(range(2, len(chats) + 1), lambda k: {
+               'extends': n[k] >= n[k - 1] AND chats[k][lo[k]:lo[k] + n[k - 1] - 1]
+                                                = chats[k - 1][lo[k - 1]:lo[k - 1] + n[k - 1] - 1],
+               'added': chats[k][lo[k] + n[k - 1]:lo[k] + n[k] - 1],
+               'roles': roles[k][lo[k] + n[k - 1]:lo[k] + n[k] - 1]}) ELSE [NULL] END) AS pair
     FROM ($contexts)
-), x AS (
-    SELECT rid, irregular OR (n > 1 AND NOT (len(msgs) >= len(prev) AND msgs[1:len(prev)] = prev)) AS irregular,
-           CASE WHEN n > 1 THEN msgs[len(prev) + 1:] END AS added
-    FROM w
-), r AS (
-    SELECT rid, irregular, added, list_transform(added, lambda m: json_extract_string(m, '$.role')) AS roles FROM x
 ), a AS (
-    SELECT rid, irregular, added, roles,
-           coalesce(len(roles) + 1 - list_position(list_reverse(roles), 'assistant'), 0) AS last_said
-    FROM r
+    SELECT rid, irregular OR (pair IS NOT NULL AND NOT pair.extends) AS irregular, pair.added AS added,
+           pair.roles AS roles,
+           coalesce(len(pair.roles) + 1 - list_position(list_reverse(pair.roles), 'assistant'), 0) AS last_said
+    FROM p
 ), m AS (
     SELECT rid, irregular,
            json_extract(added[last_said + list_position(list_transform(roles[last_said + 1:],
@@ -216,9 +218,18 @@ FROM m
 """
 
 
+# Where each context starts in a row's ``roles`` (``_PAIRS``' ``lo``): after a first system or developer message.
+SYSTEM_SKIPPED = "list_transform(roles, lambda r: CASE WHEN r[1] IN ('system', 'developer') THEN 2 ELSE 1 END)"
+
+
+def roles(chats: str) -> str:
+    """The roles of a list of message lists in JSON text (NULL where a message has none)."""
+    return f"list_transform({chats}, lambda c: list_transform(c, lambda m: json_extract_string(m, '$.role')))"
+
+
 def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str) -> None:
-    """Tables ``pairs`` (one row per context, see ``_PAIRS``) and ``pair_counts`` (``rid``, ``irregular``,
-    ``nonzero``: the results whose return code is not 0) from the SELECT ``contexts``.
+    """Tables ``pairs`` (see ``_PAIRS``) and ``pair_counts`` (``rid``, ``irregular``, ``nonzero``: the results
+    whose return code is not 0) from the SELECT ``contexts`` (one row per episode, see ``_PAIRS``).
 
     Only the distinct result texts that hold a return code are read in Python, by ``chat.command_result``."""
     con.execute(_PAIRS.replace("$contexts", contexts))

@@ -51,34 +51,32 @@ FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR
       FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r}))
 """
 
-# Each timestep's context: its main chat without the system message and the answer (the closing run of
-# assistant messages). Only the last four messages' roles are read: an answer that may reach further back, a
-# chat without an answer among them, or a timestep without a context is irregular (the ordinary path pairs
-# results across the last).
-_CONTEXTS = """
-WITH t AS (
-    SELECT _seq AS rid, generate_subscripts(chats, 1) AS i, unnest(chats) AS msgs FROM raw_ok
+# Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer
+# (the closing run of assistant messages). The answer is looked for among the last four messages only: an answer
+# that may reach further back, a chat without an answer among them, or a timestep without a context is irregular
+# (the ordinary path pairs results across the last). Each one-element list binds a name for the next step.
+_CONTEXTS = f"""
+WITH r AS (
+    SELECT _seq AS rid, chats, {fast_jsonl.roles("chats")} AS roles FROM raw_ok
 ), s AS (
-    SELECT rid, i, CASE WHEN json_extract_string(msgs[1], '$.role') IN ('system', 'developer') THEN msgs[2:]
-                        ELSE msgs END AS msgs
-    FROM t
-), r AS (
-    SELECT rid, i, msgs, greatest(len(msgs) - 3, 1) AS base,
-           list_transform(msgs[greatest(len(msgs) - 3, 1):],
-                          lambda m: coalesce(json_extract_string(m, '$.role') = 'assistant', false)) AS said
+    SELECT rid, chats, roles, {fast_jsonl.SYSTEM_SKIPPED} AS lo FROM r
+), c AS (
+    SELECT rid, chats, roles, lo, list_transform(roles, lambda r, k: list_transform([r[lo[k]:]], lambda rs:
+        list_transform([greatest(len(rs) - 3, 1)], lambda base:
+        list_transform([list_transform(rs[base:], lambda q: coalesce(q = 'assistant', false))], lambda said:
+        list_transform([coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0)], lambda last_said:
+        list_transform([CASE WHEN last_said = 0 THEN (CASE WHEN base = 1 THEN len(said) + 1 END)
+                             ELSE last_said - coalesce(list_position(list_reverse(said[1:last_said]), false),
+                                                       last_said + 1) + 2 END],
+                       lambda start: {{'n': greatest(coalesce(base + start - 2, 0), 0),
+                                      'irregular': coalesce(start IS NULL OR (start = 1 AND base > 1)
+                                                            OR base + start <= 2, true)}}
+        )[1])[1])[1])[1])[1]) AS contexts
     FROM s
-), p AS (
-    SELECT *, coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0) AS last_said FROM r
-), q AS (
-    SELECT rid, i, msgs, base,
-           CASE WHEN last_said = 0 THEN (CASE WHEN base = 1 THEN len(said) + 1 END)
-                ELSE last_said - coalesce(list_position(list_reverse(said[1:last_said]), false), last_said + 1) + 2
-           END AS local_start
-    FROM p
 )
-SELECT rid, i, coalesce(msgs[1:base + local_start - 2], []) AS msgs,
-       coalesce(local_start IS NULL OR (local_start = 1 AND base > 1) OR base + local_start <= 2, true) AS irregular
-FROM q
+SELECT rid, chats, roles, lo, list_transform(contexts, lambda x: x.n) AS n,
+       list_bool_or(list_transform(contexts, lambda x: x.irregular)) AS irregular
+FROM c
 """
 
 

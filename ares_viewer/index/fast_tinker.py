@@ -64,14 +64,17 @@ FROM (SELECT filename AS path, group_idx::VARCHAR AS g, traj_idx::VARCHAR AS tr,
       FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r}))
 """
 
-# The prompts of the multi-step rollouts as contexts: prompts that are no conversation skipped, the system
-# message split off, as ``tinker.context_counts`` does.
-_CONTEXTS = """
-SELECT rid, i, CASE WHEN json_extract_string(msgs[1], '$.role') IN ('system', 'developer') THEN msgs[2:] ELSE msgs END
-    AS msgs, false AS irregular
-FROM (SELECT _seq AS rid, generate_subscripts(prompts, 1) AS i, unnest(prompts) AS msgs FROM raw_ok
-      WHERE prompts IS NOT NULL)
-WHERE msgs IS NOT NULL
+# The prompts of the multi-step rollouts as contexts (``fast_jsonl.context_pairs``): prompts that are no
+# conversation skipped, the system message left out, as ``tinker.context_counts`` does.
+_CONTEXTS = f"""
+WITH c AS (
+    SELECT _seq AS rid, list_filter(prompts, lambda p: p IS NOT NULL) AS chats FROM raw_ok WHERE prompts IS NOT NULL
+), r AS (
+    SELECT rid, chats, {fast_jsonl.roles("chats")} AS roles FROM c
+), s AS (
+    SELECT rid, chats, roles, {fast_jsonl.SYSTEM_SKIPPED} AS lo FROM r
+)
+SELECT rid, chats, roles, lo, list_transform(chats, lambda c, k: len(c) + 1 - lo[k]) AS n, false AS irregular FROM s
 """
 
 

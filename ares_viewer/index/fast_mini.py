@@ -63,13 +63,14 @@ WITH j AS (
     FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r})
 ), c AS (
     SELECT *, list_filter(generate_series(1, len(msgs)), lambda i: msgs[i].role = 'assistant'
-                          OR (msgs[i].rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant'))) AS calls
+                          OR (msgs[i].rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant'))) AS calls,
+           list_transform(msgs, lambda m: m.result) AS is_result
     FROM j
 ), f AS (
     SELECT *, list_filter(list_transform(generate_series(1, len(calls)), lambda n: msgs[
         calls[n] - 1 + (msgs[calls[n]].role = 'assistant')::INTEGER
-        + list_position(list_transform(msgs[calls[n] + (msgs[calls[n]].role = 'assistant')::INTEGER:
-                                            coalesce(calls[n + 1] - 1, len(msgs))], lambda m: m.result), true)]),
+        + list_position(is_result[calls[n] + (msgs[calls[n]].role = 'assistant')::INTEGER:
+                                coalesce(calls[n + 1] - 1, len(msgs))], true)]),
         lambda m: m IS NOT NULL) AS firsts
     FROM c
 )

@@ -33,7 +33,8 @@ from ares_viewer.index.fast_jsonl import count, number, string
 
 _EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VARCHAR, exit_status JSON, "
           "submission JSON, response STRUCT(created JSON, usage JSON))")
-_COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, model_stats STRUCT(instance_cost JSON))",
+# The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
+COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, model_stats STRUCT(instance_cost JSON))",
             "messages": f"STRUCT(role VARCHAR, content JSON, extra {_EXTRA})[]"}
 
 
@@ -60,7 +61,7 @@ WITH j AS (
                                json_extract(m.extra.response.usage, '$.input_tokens'))::VARCHAR,
             generated := coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
                                   json_extract(m.extra.response.usage, '$.output_tokens'))::VARCHAR)) AS msgs
-    FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r})
+    FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r})
 ), c AS (
     SELECT *, list_filter(generate_series(1, len(msgs)), lambda i: msgs[i].role = 'assistant'
                           OR (msgs[i].rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant'))) AS calls,

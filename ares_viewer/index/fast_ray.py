@@ -25,7 +25,8 @@ from ares_viewer.formats import ray_runner
 from ares_viewer.index import fast_jsonl
 from ares_viewer.index.fast_jsonl import number
 
-_COLUMNS = {"episode_id": "JSON", "reset_kwargs": "JSON", "error_info": "JSON", "total_cost": "JSON",
+# The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
+COLUMNS = {"episode_id": "JSON", "reset_kwargs": "JSON", "error_info": "JSON", "total_cost": "JSON",
             "timesteps": "STRUCT(chats JSON[][], reward JSON, done JSON, timestamp JSON)[]"}
 
 
@@ -48,7 +49,7 @@ SELECT path,
                                     OR list_bool_or(list_transform(t.chats, lambda c: c IS NULL))))) AS odd
 FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR AS kwargs,
              error_info::VARCHAR AS err, total_cost::VARCHAR AS cost, timesteps
-      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r}))
+      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r}))
 """
 
 # Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer

@@ -28,7 +28,8 @@ from ares_viewer.index.fast_jsonl import count, integer, is_integer, number, str
 
 _STEPS = ("STRUCT(ob_len JSON, ac_len JSON, reward JSON, episode_done JSON, stop_reason VARCHAR, "
           "trace STRUCT(prompt STRUCT(messages JSON[])))[]")
-_COLUMNS = {"group_idx": "JSON", "traj_idx": "JSON", "iteration": "JSON", "split": "JSON", "total_reward": "JSON",
+# The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
+COLUMNS = {"group_idx": "JSON", "traj_idx": "JSON", "iteration": "JSON", "split": "JSON", "total_reward": "JSON",
             "final_reward": "JSON", "tags": "JSON", "sampling_client_step": "JSON", "steps": _STEPS}
 _PLAIN_TAGS = r"\[(\"[^\"\\]*\"(,\"[^\"\\]*\")*)?\]"
 
@@ -61,7 +62,7 @@ SELECT path,
 FROM (SELECT filename AS path, group_idx::VARCHAR AS g, traj_idx::VARCHAR AS tr, iteration::VARCHAR AS it,
              split::VARCHAR AS sp, total_reward::VARCHAR AS tot, final_reward::VARCHAR AS fin, tags::VARCHAR AS tg,
              sampling_client_step::VARCHAR AS scs, steps
-      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {_COLUMNS!r}))
+      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r}))
 """
 
 # The prompts of the multi-step rollouts as contexts (``fast_jsonl.context_pairs``): prompts that are no

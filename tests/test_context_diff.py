@@ -94,14 +94,18 @@ def test_kept_messages_out_of_their_order_are_reported():
 def test_the_sample_rewrite_step_counts_by_content():
     episode = ares_viewer.open_run(DEMO).episode(REWRITE_EPISODE)
     step = next(s for s in episode.steps if s.context_rewritten)
-    # By position: 6 messages after the kept first one are "new", and 70 are "gone".
-    assert (step.new_message_count, len(episode.dropped_messages(step.index))) == (6, 70)
+    # By position: 6 messages follow the kept first one.
+    assert step.new_message_count == len(episode.appended_messages(step.index)) == 6
     change = episode.context_change(step.index)
     # By content: 4 of those 6 were in the previous context (the 5th kept one is the task); the agent's rerun of
     # an earlier command and its new output are new; 66 messages are really gone.
     assert (len(change.kept), len(change.new), len(change.dropped), len(change.rewritten)) == (5, 2, 66, 0)
     context = episode.context(step.index)
     assert not set(change.dropped) & set(context)
+    # The notebook's new and dropped messages, and the steps table, count as the app does.
+    assert episode.new_messages(step.index) == list(change.new)
+    assert episode.dropped_messages(step.index) == list(change.dropped)
+    assert episode.steps_frame().loc[step.index, "new_messages"] == 2
     # A step that only appends agrees with the positional count.
     plain = episode.context_change(step.index - 1)
     assert plain.extends and len(plain.new) == episode.step(step.index - 1).new_message_count

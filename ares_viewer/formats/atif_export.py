@@ -71,7 +71,7 @@ def _results(episode: model.Episode, k: int, calls: list[dict[str, Any]]) -> lis
     ids = {c["tool_call_id"] for c in calls}
     found = []
     if k + 1 < len(episode.steps) and episode.steps[k + 1].context_index is not None:
-        for message in episode.new_messages(k + 1):
+        for message in episode.appended_messages(k + 1):
             if message.role == "tool" and message.tool_call_id in ids:
                 found.append({"source_call_id": message.tool_call_id, "content": message.content})
     if found:

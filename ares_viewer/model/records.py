@@ -367,24 +367,29 @@ class Episode:
         return None if call is None else [self.messages[i] for i in self._context_ids(call)]
 
     def new_messages(self, k: int) -> list[Message]:
-        """The messages that entered the context since the previous model call (all of it for k=1)."""
-        call = self._call(k)
-        return [] if call is None else [self.messages[i] for i in self.links[call].added]
+        """The messages that entered the context since the previous model call (all of it for k=1), matched by
+        content as the app counts them: a message the previous context held too is not new wherever it sits,
+        and an edited version of an earlier message is a rewrite (``context_change(k).rewritten``)."""
+        return list(self.context_change(k).new)
 
     def dropped_messages(self, k: int) -> list[Message]:
-        """Messages of the previous call's context that are missing from action ``k``'s context."""
+        """Messages of the previous call's context that are gone from action ``k``'s context, neither kept nor
+        rewritten (matched by content, as ``new_messages``)."""
+        return list(self.context_change(k).dropped)
+
+    def appended_messages(self, k: int) -> list[Message]:
+        """How action ``k``'s context was built: the messages after the prefix of the previous call's context
+        that it kept (by position). Equal to ``new_messages(k)`` unless the context was rewritten
+        (``step(k).context_rewritten``), where it also holds messages the model had seen before."""
         call = self._call(k)
-        if not call:
-            return []
-        previous = self._context_ids(call - 1)
-        return [self.messages[i] for i in previous[self.links[call].kept :]]
+        return [] if call is None else [self.messages[i] for i in self.links[call].added]
 
     def context_change(self, k: int) -> context_diff.ContextChange:
         """How action ``k``'s context differs from the previous model call's, matched by content.
 
-        Unlike ``new_messages`` and ``dropped_messages`` (which say how the context was built: the kept prefix
-        and what follows it), a message counts as new here only when the previous context held no equal
-        message, and as dropped only when the current one holds none, so a context rewrite counts right.
+        A message counts as new only when the previous context held no equal message, and as dropped only when
+        the current one holds none, so a context rewrite counts right (``appended_messages`` is the positional
+        view: what followed the kept prefix).
         """
         call = self._call(k)
         if call is None:
@@ -419,7 +424,8 @@ class Episode:
                 s.usage.generated_tokens,
                 s.cost,
                 s.context_len,
-                s.new_message_count,
+                len(self.context_change(s.index).new) if s.context_rewritten and s.has_action
+                else s.new_message_count,
                 s.context_rewritten,
                 s.model_time,
                 s.command_time,

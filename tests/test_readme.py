@@ -18,7 +18,7 @@ def test_the_readme_notebook_example_runs_on_the_sample_run(monkeypatch, tmp_pat
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
     names: dict = {}
-    exec(compile(_notebook_block(), "README.md", "exec"), names)  # noqa: S102 - the README's own example
+    exec(compile(_notebook_block(), "README.md", "exec"), names)  # the README's own example
     episode = names["episode"]
     assert len(names["failed"]) > 0
     assert names["run"].query("SELECT count(*) FROM episodes").fetchall()[0][0] == len(names["run"])

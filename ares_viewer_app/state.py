@@ -110,6 +110,18 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
     return problem
 
 
+def on_off(raw: str) -> bool:
+    """A switch's parameter (``1`` on, ``0`` off) as the switch's value, for ``bind``."""
+    if raw not in ("0", "1"):
+        raise ValueError("it is 1 (on) or 0 (off)")
+    return raw == "1"
+
+
+def flag(on: bool) -> str | None:
+    """A switch's value as its parameter, for ``store``: ``1`` when on, left out when off (the default)."""
+    return "1" if on else None
+
+
 def store(widget: str, key: str, write) -> None:
     """A widget's ``on_change``: its value into the parameter ``key`` (``write`` gives None for the default)."""
     value = write(st.session_state[widget])

@@ -70,16 +70,6 @@ class _Shown:
             st.html(highlighted(hit))
 
 
-def _switch(raw: str) -> bool:
-    if raw not in ("0", "1"):
-        raise ValueError("it is 1 (on) or 0 (off)")
-    return raw == "1"
-
-
-def _on(on: bool) -> str | None:
-    return "1" if on else None
-
-
 def _some_fields(fields: list[str]) -> list[str] | None:
     """The fields picked as the URL keeps them: None for all (the default) or none (nothing to search)."""
     return None if set(fields) in (set(), set(search.FIELDS)) else fields
@@ -146,8 +136,8 @@ run = widgets.current_run()
 st.title("Search")
 # Each box follows the URL when the URL changes (a link, a reload, back) and comes back with the page after
 # another one showed; what is typed is never overwritten.
-problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "regex", False, _switch),
-            state.bind("search.case", "case", False, _switch),
+problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "regex", False, state.on_off),
+            state.bind("search.case", "case", False, state.on_off),
             state.bind("search.fields", "in", list(search.FIELDS), lambda raw: [f for f in search.FIELDS if f in raw],
                        choices=search.FIELDS, unknown=f"the fields are {', '.join(search.FIELDS)}"),
             state.bind("search.limit", "limit", LIMIT, _limit)]
@@ -155,8 +145,8 @@ query = st.text_input("Text or regular expression", key="search.query", placehol
                       on_change=state.store, args=("search.query", "q", lambda v: v.strip() or None)).strip()
 cols = st.columns(4)
 regex = cols[0].toggle("Regular expression", key="search.regex", on_change=state.store,
-                       args=("search.regex", "regex", _on))
-case = cols[1].toggle("Match case", key="search.case", on_change=state.store, args=("search.case", "case", _on))
+                       args=("search.regex", "regex", state.flag))
+case = cols[1].toggle("Match case", key="search.case", on_change=state.store, args=("search.case", "case", state.flag))
 fields = cols[2].multiselect("In", list(search.FIELDS), key="search.fields", format_func=_FIELD_NAMES.get,
                              on_change=state.store, args=("search.fields", "in", _some_fields))
 limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50, key="search.limit",

@@ -117,6 +117,17 @@ def on_off(raw: str) -> bool:
     return raw == "1"
 
 
+def whole(most: int, why: str, raw: str) -> int:
+    """A whole number from 1 to ``most`` as a widget's value, for ``bind`` (``why`` says what it is when not)."""
+    try:
+        number = int(raw)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= most:
+        raise ValueError(why)
+    return number
+
+
 def flag(on: bool) -> str | None:
     """A switch's value as its parameter, for ``store``: ``1`` when on, left out when off (the default)."""
     return "1" if on else None

@@ -130,16 +130,6 @@ def _in(choices: list[str], what: str, raw: str) -> str:
     return raw
 
 
-def _page_number(pages: int, raw: str) -> int:
-    try:
-        page = int(raw)
-    except ValueError:
-        page = 0
-    if not 1 <= page <= pages:
-        raise ValueError(f"the table has {pages:,} page(s)")
-    return page
-
-
 def _store(widget: str, key: str, write=lambda value: value or None):
     """A widget's on_change and its args: its value into the URL parameter ``key``."""
     return {"key": widget, "on_change": state.store, "args": (widget, key, write)}
@@ -229,7 +219,8 @@ def table(run, reason: str | None = None) -> None:
         state.update(page=None)
     problems = [state.bind("overview.sort", "sort", _RUN_ORDER, functools.partial(_in, options, "column")),
                 state.bind("overview.descending", "desc", False, state.on_off),
-                state.bind("overview.page", "page", 1, functools.partial(_page_number, pages))]
+                state.bind("overview.page", "page", 1,
+                           functools.partial(state.whole, pages, f"the table has {pages:,} page(s)"))]
     sort = cols[0].selectbox("Sort by", options, format_func=lambda c: _COLUMN_LABELS.get(c, c),
                              **_store("overview.sort", "sort", lambda c: None if c == _RUN_ORDER else c))
     descending = cols[1].toggle("Descending", **_store("overview.descending", "desc", state.flag))

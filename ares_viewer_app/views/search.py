@@ -9,6 +9,7 @@ stops it. The search and its hits are kept in the session, so a rerun shows them
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 import time
@@ -75,16 +76,6 @@ def _some_fields(fields: list[str]) -> list[str] | None:
     return None if set(fields) in (set(), set(search.FIELDS)) else fields
 
 
-def _limit(raw: str) -> int:
-    try:
-        limit = int(raw)
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= _MOST:
-        raise ValueError(f"it is a whole number from 1 to {_MOST:,}")
-    return limit
-
-
 def _set_running(running: bool) -> None:
     st.session_state["search.saved"]["running"] = running
 
@@ -140,7 +131,8 @@ problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "reg
             state.bind("search.case", "case", False, state.on_off),
             state.bind("search.fields", "in", list(search.FIELDS), lambda raw: [f for f in search.FIELDS if f in raw],
                        choices=search.FIELDS, unknown=f"the fields are {', '.join(search.FIELDS)}"),
-            state.bind("search.limit", "limit", LIMIT, _limit)]
+            state.bind("search.limit", "limit", LIMIT,
+                       functools.partial(state.whole, _MOST, f"it is a whole number from 1 to {_MOST:,}"))]
 query = st.text_input("Text or regular expression", key="search.query", placeholder="e.g. Traceback|AssertionError",
                       on_change=state.store, args=("search.query", "q", lambda v: v.strip() or None)).strip()
 cols = st.columns(4)

@@ -233,8 +233,11 @@ class Progress:
     Attributes:
         files, episodes: what the run holds.
         files_searched: files searched to their end.
-        episodes_searched: the episodes of those files.
-        episodes_parsed: the episodes that were parsed (the others' bytes could not hold the query).
+        reading: whether the search stopped inside a file (the next one after those searched), partly searched.
+        episodes_searched: the episodes of the files searched to their end.
+        episodes_parsed: the episodes that were parsed (in a file partly searched too).
+        episodes_skipped: the episodes of the files searched to their end that were not parsed: their bytes could
+            not hold the query.
         hits: hits found so far.
         stopped: ``"limit"`` or ``"time"`` when the last call stopped early (``Search.hits`` continues), None
             when the search reached the end of the run.
@@ -244,8 +247,10 @@ class Progress:
     files: int = 0
     episodes: int = 0
     files_searched: int = 0
+    reading: bool = False
     episodes_searched: int = 0
     episodes_parsed: int = 0
+    episodes_skipped: int = 0
     hits: int = 0
     stopped: str | None = None
     errors: list[str] = dataclasses.field(default_factory=list)
@@ -263,8 +268,16 @@ class Progress:
             where = f"searched all {self.files:,} file(s)"
         else:
             where = f"searched {self.files_searched:,} of {self.files:,} file(s)"
+            if self.reading:
+                where += " and part of the next"
         line += (f" · {where} ({self.episodes_searched:,} of {self.episodes:,} episodes; "
-                 f"{self.episodes_parsed:,} parsed, the others' text cannot hold the query)")
+                 f"{self.episodes_parsed:,} parsed")
+        if self.episodes_skipped:
+            line += f", {self.episodes_skipped:,} not: their text cannot hold the query"
+        line += ")"
+        unread = self.files - self.files_searched - self.reading
+        if not self.done and unread:
+            line += f" · {unread:,} file(s) not searched yet"
         if self.errors:
             line += f" · {len(self.errors)} file(s) could not be read"
         return line
@@ -325,10 +338,14 @@ class Search:
                 self._pending = episode_hits(episode, self.pattern, self.fields)
 
     def _walk(self) -> Iterator[model.Episode | None]:
+        progress = self.progress
         for path, count in self._files:
+            progress.reading, parsed = True, progress.episodes_parsed
             yield from self._episodes_to_search(path)
-            self.progress.files_searched += 1
-            self.progress.episodes_searched += count
+            progress.reading = False
+            progress.files_searched += 1
+            progress.episodes_searched += count
+            progress.episodes_skipped += max(0, count - (progress.episodes_parsed - parsed))
             yield None
 
     def _episodes_to_search(self, path: str) -> Iterator[model.Episode]:

@@ -1,14 +1,18 @@
 """App-wide view state, mirrored in the URL so every view is a deep link.
 
 The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_in``, ``other_run``,
-``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``, ``q``);
+``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``) and a page's own settings (``PAGE_KEYS``: the Search
+page's query and options, the run overview's filters and sorting);
 the session keeps a copy, because moving between pages in the sidebar drops the parameters.
-Reads come from the session; every change goes to both, so a reload or a shared link restores it.
+Reads come from the session; every change goes to both, so a reload or a shared link restores it. A page's own
+settings show in the URL on that page only (a link to another page never carries them) and come back with it.
 """
 
 from __future__ import annotations
 
 import streamlit as st
+
+from ares_viewer_app import escape
 
 # ``file`` and ``old`` belong to the Files page: the file shown, and the step it is compared against ("base" for
 # the base image); ``step`` is the new side there too. ``view`` is the page's way of showing what it shows: on the
@@ -17,23 +21,30 @@ import streamlit as st
 # ``diff=other`` diffs the response against the same step of the episode ``other`` (else the previous step).
 # ``row`` is the Compare page's picked row of the alignment (from 1, as the page numbers rows); ``other_in`` the
 # run its episode B (``other``) comes from when that is not ``run`` (a counterfactual's folder beside its parent);
-# ``q`` the Search page's query.
-KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old", "view", "failed", "diff", "row",
-        "q")
+KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old", "view", "failed", "diff", "row")
+# Settings of one page, in its URL only, each left out while it has its default. Search: ``q`` the query,
+# ``regex=1``, ``case=1``, ``in`` the fields searched (repeated), ``limit`` the most hits. Run overview: ``task``,
+# ``outcome``, ``label`` (repeated), ``reward`` (``LOW..HIGH``), ``contains``, ``sort`` (a column), ``desc=1``,
+# ``page`` (of the table, from 1), ``reason`` (the failure reason picked).
+PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
+             "page", "reason")
+_LISTS = ("in", "task", "outcome", "label")
 _PREFIX = "app."
+
+Value = str | list[str]
 
 
 def sync_from_url() -> None:
     """Adopt what the URL names (a deep link, a reload, a link to a step); then put the rest back in it."""
-    for key in KEYS:
+    for key in (*KEYS, *PAGE_KEYS):
         if key in st.query_params:
-            st.session_state[_PREFIX + key] = st.query_params[key]
+            st.session_state[_PREFIX + key] = st.query_params.get_all(key) if key in _LISTS else st.query_params[key]
     for key, value in params().items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
 
 
-def get(key: str) -> str | None:
+def get(key: str) -> Value | None:
     """The current value of a view parameter."""
     return st.session_state.get(_PREFIX + key)
 
@@ -46,22 +57,92 @@ def get_int(key: str, default: int) -> int:
         return default
 
 
-def update(**values: str | int | None) -> None:
-    """Change view parameters (None removes one), in the session and in the URL."""
+def update(**values: str | int | list[str] | None) -> None:
+    """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL."""
     for key, value in values.items():
-        if key not in KEYS:
+        if key not in KEYS and key not in PAGE_KEYS:
             raise KeyError(f"unknown view parameter {key!r}")
         if value is None:
             st.session_state.pop(_PREFIX + key, None)
             if key in st.query_params:
                 del st.query_params[key]
         else:
-            st.session_state[_PREFIX + key] = str(value)
-            st.query_params[key] = str(value)
+            value = [str(v) for v in value] if isinstance(value, list) else str(value)
+            st.session_state[_PREFIX + key] = value
+            st.query_params[key] = value
+
+
+def bind(widget: str, key: str, default, parse=lambda value: value, choices=None, unknown="not in this run"
+         ) -> str | None:
+    """Give a page's widget the value its URL parameter ``key`` names, before the widget is drawn: when the URL
+    changed it (a link, a reload, back) or when Streamlit forgot the widget while another page showed.
+
+    Args:
+        widget: the widget's key; pair ``bind`` with ``store`` as its ``on_change``.
+        key: the parameter.
+        default: the widget's value when the URL leaves the parameter out.
+        parse: the parameter to the widget's value; raises ``ValueError`` for one the page cannot use.
+        choices: a repeated parameter's values the page offers; others are dropped, with ``unknown`` as why.
+
+    Returns:
+        What was left out of the URL and why (markdown for the page to show), or None.
+    """
+    raw = get(key)
+    if raw is not None and (st.query_params.get_all(key) if key in _LISTS else st.query_params.get(key)) != raw:
+        st.query_params[key] = raw  # back on the page from another one: its settings return to the URL
+    if widget in st.session_state and st.session_state.get(widget + ".synced") == raw:
+        return None
+    problem = None
+    if choices is not None and raw is not None:
+        dropped = [v for v in raw if v not in choices]
+        if dropped:
+            raw = [v for v in raw if v in choices] or None
+            update(**{key: raw})
+            problem = f"Left out {', '.join(escape.code(f'{key}={v}') for v in dropped)} of the link: {unknown}."
+    try:
+        value = default if raw is None else parse(raw)
+    except ValueError as exc:
+        value, raw = default, None
+        problem = f"Left out {escape.code(f'{key}={get(key)}')} of the link: {escape.line(exc)}."
+        update(**{key: None})
+    st.session_state[widget] = value
+    st.session_state[widget + ".synced"] = raw
+    return problem
+
+
+def on_off(raw: str) -> bool:
+    """A switch's parameter (``1`` on, ``0`` off) as the switch's value, for ``bind``."""
+    if raw not in ("0", "1"):
+        raise ValueError("it is 1 (on) or 0 (off)")
+    return raw == "1"
+
+
+def whole(most: int, why: str, raw: str) -> int:
+    """A whole number from 1 to ``most`` as a widget's value, for ``bind`` (``why`` says what it is when not)."""
+    try:
+        number = int(raw)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= most:
+        raise ValueError(why)
+    return number
+
+
+def flag(on: bool) -> str | None:
+    """A switch's value as its parameter, for ``store``: ``1`` when on, left out when off (the default)."""
+    return "1" if on else None
+
+
+def store(widget: str, key: str, write) -> None:
+    """A widget's ``on_change``: its value into the parameter ``key`` (``write`` gives None for the default)."""
+    value = write(st.session_state[widget])
+    update(**{key: value})
+    st.session_state[widget + ".synced"] = get(key)
 
 
 def params(**overrides: str | int | None) -> dict[str, str]:
-    """The view parameters as a link carries them, with some changed (None drops one)."""
+    """The view parameters as a link carries them, with some changed (None drops one); a page's own settings
+    (``PAGE_KEYS``) stay behind."""
     values = {key: get(key) for key in KEYS}
     values.update({k: None if v is None else str(v) for k, v in overrides.items()})
     return {k: v for k, v in values.items() if v is not None}

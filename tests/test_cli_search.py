@@ -8,7 +8,8 @@ import pathlib
 import re
 import shutil
 
-from ares_viewer import cli
+import ares_viewer
+from ares_viewer import cli, search
 from testdata import synthetic
 
 DEMO_RUN = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"
@@ -70,3 +71,24 @@ def test_files_that_cannot_be_read_go_to_stderr(tmp_path, monkeypatch, capsys):
     assert cli.main(["search", str(run), "calc", "--limit", "0"]) in (0, 1)
     err = capsys.readouterr().err
     assert f"error: {big}" in err and "could not be read" in err.splitlines()[-1]
+
+
+def test_at_the_limit_the_file_being_read_is_partly_searched_and_the_rest_not_yet(capsys):
+    """Every file of the sample run holds "(": the limit is reached inside the first file, so the line says that
+    file is partly searched and the other nine are not searched yet, never that their text cannot hold "(";
+    the CLI prints the same line."""
+    found = search.Search(ares_viewer.open_run(DEMO_RUN, use_cache=False), "(")
+    hits = list(found.hits(limit=100))
+    line = found.progress.describe(len(hits), len({h.episode_id for h in hits}))
+    assert line == ("100 hit(s) in 1 episode(s) (the limit: there may be more) · searched 0 of 10 file(s) and part "
+                    "of the next (0 of 10 episodes; 1 parsed) · 9 file(s) not searched yet")
+    assert cli.main(["search", str(DEMO_RUN), "("]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == line  # the CLI's limit is 100 too
+
+
+def test_a_whole_search_names_the_episodes_it_did_not_parse(capsys):
+    assert cli.main(["search", str(DEMO_RUN), "slugify"]) == 0
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert re.search(r"searched all 10 file\(s\) \(10 of 10 episodes; (\d) parsed, (\d) not: their text cannot "
+                     r"hold the query\)$", last)
+    assert "not searched yet" not in last

@@ -1,15 +1,21 @@
-"""Run overview: headline figures, reward plots and the episode table; a click opens an episode."""
+"""Run overview: headline figures, reward plots and the episode table; a click opens an episode.
+
+The table's filters, sorting, page and the failure reason picked are in the URL while they differ from their
+defaults (``task``, ``outcome``, ``label`` repeated; ``reward=LOW..HIGH``, ``contains``, ``sort``, ``desc=1``,
+``page``, ``reason``), so a reload or a shared link shows the same table.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 import streamlit as st
 
 from ares_viewer import aggregate_plots, plots
 from ares_viewer.index import live, queries
-from ares_viewer_app import escape, review_panel, widgets
+from ares_viewer_app import escape, review_panel, state, widgets
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
@@ -23,6 +29,11 @@ _SAMPLED = ("episode_id", "task_name", "outcome", "total_reward", "num_actions",
 _POINTS = 1000
 # Values a filter offers to pick from (the "Contains" filter finds the others).
 _CHOICES = 1000
+# The table's headers (and the names "Sort by" offers) of columns not shown by their own name.
+_COLUMN_LABELS = {"task_name": "task", "total_reward": "reward", "num_actions": "actions", "duration_s": "duration (s)",
+                  "total_cost": "cost ($)", "prompt_tokens": "prompt tok.", "generated_tokens": "gen. tok.",
+                  "nonzero_returncodes": "rc≠0", "context_rewrites": "ctx rewrites"}
+_RUN_ORDER = "run order"
 # Rows the table shows at once; the rest are pages away (paged, sorted and filtered in the library).
 _PAGE_ROWS = 200
 # Seconds between refreshes when following a run that is still being written.
@@ -102,44 +113,92 @@ def charts(run) -> None:
         st.caption("Click a point to open its episode.")
 
 
+def _reward_range(low: float, high: float, raw: str) -> tuple[float, float]:
+    """``LOW..HIGH`` as the slider's range, kept within the run's rewards."""
+    try:
+        a, b = (float(x) for x in raw.split(".."))
+    except ValueError:
+        raise ValueError(f"it is two numbers, LOW..HIGH, such as {low:g}..{high:g}") from None
+    if not a <= b:
+        raise ValueError("the low end is above the high end")
+    return min(max(a, low), high), max(min(b, high), low)
+
+
+def _in(choices: list[str], what: str, raw: str) -> str:
+    if raw not in choices:
+        raise ValueError(f"no {what} of that name")
+    return raw
+
+
+def _store(widget: str, key: str, write=lambda value: value or None):
+    """A widget's on_change and its args: its value into the URL parameter ``key``."""
+    return {"key": widget, "on_change": state.store, "args": (widget, key, write)}
+
+
 def filters(run, labels: dict[str, set[str]]) -> queries.Filters:
-    """The filters above the table, as a query's filters."""
+    """The filters above the table, as a query's filters; each in the URL unless it has its default."""
     cols = st.columns([2, 2, 2, 3])
-    tasks = cols[0].multiselect("Task", run.queries.values("task_name", _CHOICES), key="overview.tasks_filter")
+    task_names = run.queries.values("task_name", _CHOICES)
     choices = run.queries.values("outcome", _CHOICES) + ([plots.UNSCORED] if run.stats()["unscored"] else [])
-    outcomes = cols[1].multiselect("Outcome", choices, key="overview.outcomes",
-                                   help=f"{plots.UNSCORED}: finished without a reward")
+    names = sorted({n for chosen in labels.values() for n in chosen})
     bounds = run.queries.reward_range()
     low, high = bounds or (0.0, 0.0)
+    problems = [state.bind("overview.tasks_filter", "task", [], choices=task_names),
+                state.bind("overview.outcomes", "outcome", [], choices=choices),
+                state.bind("overview.text", "contains", ""),
+                state.bind("overview.labels", "label", [], choices=names)]
+    tasks = cols[0].multiselect("Task", task_names, **_store("overview.tasks_filter", "task"))
+    outcomes = cols[1].multiselect("Outcome", choices, help=f"{plots.UNSCORED}: finished without a reward",
+                                   **_store("overview.outcomes", "outcome"))
     reward = None
     if low < high:
-        reward = cols[2].slider("Reward", low, high, (low, high), key="overview.reward")
+        within = functools.partial(_reward_range, low, high)
+        problems.append(state.bind("overview.reward", "reward", (low, high), within))
+        reward = cols[2].slider("Reward", low, high, **_store(
+            "overview.reward", "reward", lambda r: None if r == (low, high) else f"{r[0]}..{r[1]}"))
         reward = None if reward == (low, high) else reward
-    text = cols[3].text_input("Contains", key="overview.text", placeholder="id, task or error text")
+    text = cols[3].text_input("Contains", placeholder="id, task or error text",
+                              **_store("overview.text", "contains", lambda t: t.strip() or None))
+    for problem in filter(None, problems):
+        st.caption(problem)
     review_panel.problem()
-    names = sorted({n for chosen in labels.values() for n in chosen})
-    picked = st.multiselect("Label", names, key="overview.labels",
-                            placeholder="any label (review labels on steps)") if names else []
+    picked = st.multiselect("Label", names, placeholder="any label (review labels on steps)",
+                            **_store("overview.labels", "label")) if names else []
     ids = [e for e, chosen in labels.items() if chosen & set(picked)] if picked else None
     return queries.Filters(tasks=tasks, outcomes=outcomes, reward=reward, text=text, episode_ids=ids)
 
 
+def _reason_picked(failures) -> None:
+    rows = st.session_state["overview.failures"].selection.rows
+    state.update(reason=str(failures.loc[rows[0], "reason"]) if rows else None)
+
+
 def failure_summary(run) -> str | None:
-    """The run's failure reasons with their counts; the reason picked (None: none picked)."""
+    """The run's failure reasons with their counts; the reason picked (None: none picked), in the URL too."""
     failures = run.queries.failures()
+    picked = state.get("reason")
+    if picked is not None and picked not in set(failures["reason"]):
+        state.update(reason=None)
+        st.caption(f"Left out {escape.code(f'reason={picked}')} of the link: no episode of this run failed so.")
+        picked = None
     if failures.empty:
         return None
     st.subheader("Why episodes failed")
     event = st.dataframe(
-        failures[["reason", "episodes", "tasks"]], key="overview.failures", on_select="rerun",
-        selection_mode="single-row", hide_index=True,
+        failures[["reason", "episodes", "tasks"]], key="overview.failures",
+        on_select=functools.partial(_reason_picked, failures), selection_mode="single-row", hide_index=True,
         column_config={"reason": st.column_config.TextColumn("reason", width="large")},
     )
     rows = event.selection.rows if event else []
-    if not rows:
+    if rows and str(failures.loc[rows[0], "reason"]) != picked:
+        picked = str(failures.loc[rows[0], "reason"])
+        state.update(reason=picked)
+    if picked is None:
         st.caption("Select a reason to list only its episodes below.")
-        return None
-    return str(failures.loc[rows[0], "reason"])
+    elif not rows:  # named by the link, not selected in this table
+        st.caption(f"The link picked the reason {escape.code(picked)}.")
+        st.button("List every episode", key="overview.all_reasons", on_click=state.update, kwargs={"reason": None})
+    return picked
 
 
 def table(run, reason: str | None = None) -> None:
@@ -153,11 +212,25 @@ def table(run, reason: str | None = None) -> None:
     if "verdict" in run.queries.columns:  # rewards an evaluation report gave: the verdict beside the reward
         columns.insert(columns.index("total_reward") + 1, "verdict")
     cols = st.columns([3, 2, 2])
-    sort = cols[0].selectbox("Sort by", ["run order", *columns], key="overview.sort")
-    descending = cols[1].toggle("Descending", key="overview.descending")
+    options = [_RUN_ORDER, *columns]
     pages = max(1, -(-total // _PAGE_ROWS))
-    page = int(cols[2].number_input(f"Page (of {pages:,})", 1, pages, 1, key="overview.page")) if pages > 1 else 1
-    shown = run.queries.page(chosen, sort=None if sort == "run order" else sort,
+    if st.session_state.get("overview.page", 1) > pages:  # fewer rows since the page was picked: the first page
+        del st.session_state["overview.page"]
+        state.update(page=None)
+    problems = [state.bind("overview.sort", "sort", _RUN_ORDER, functools.partial(_in, options, "column")),
+                state.bind("overview.descending", "desc", False, state.on_off),
+                state.bind("overview.page", "page", 1,
+                           functools.partial(state.whole, pages, f"the table has {pages:,} page(s)"))]
+    sort = cols[0].selectbox("Sort by", options, format_func=lambda c: _COLUMN_LABELS.get(c, c),
+                             **_store("overview.sort", "sort", lambda c: None if c == _RUN_ORDER else c))
+    descending = cols[1].toggle("Descending", **_store("overview.descending", "desc", state.flag))
+    page = 1
+    if pages > 1:
+        page = int(cols[2].number_input(f"Page (of {pages:,})", 1, pages,
+                                        **_store("overview.page", "page", lambda n: None if n == 1 else n)))
+    for problem in filter(None, problems):
+        st.caption(problem)
+    shown = run.queries.page(chosen, sort=None if sort == _RUN_ORDER else sort,
                              direction="desc" if descending else "asc", offset=(page - 1) * _PAGE_ROWS,
                              limit=_PAGE_ROWS, columns=columns)
     shown.insert(len(shown.columns) - 2, "labels", [", ".join(sorted(labels.get(e, ()))) for e in shown["episode_id"]])
@@ -167,14 +240,11 @@ def table(run, reason: str | None = None) -> None:
     event = st.dataframe(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
         placeholder=widgets.UNKNOWN,  # an errored episode's reward, an unknown cost...: a dash as in the figures
-        column_config={
-            "task_name": "task", "total_reward": st.column_config.NumberColumn("reward", format="%.3g"),
-            "num_actions": "actions", "duration_s": st.column_config.NumberColumn("duration (s)", format="%.0f"),
-            "total_cost": st.column_config.NumberColumn("cost ($)", format="%.4f"),
-            "prompt_tokens": "prompt tok.", "generated_tokens": "gen. tok.",
-            "nonzero_returncodes": "rc≠0", "context_rewrites": "ctx rewrites",
-            "error": st.column_config.TextColumn("error", width="medium"),
-        },
+        column_config={**_COLUMN_LABELS,
+                       "total_reward": st.column_config.NumberColumn(_COLUMN_LABELS["total_reward"], format="%.3g"),
+                       "duration_s": st.column_config.NumberColumn(_COLUMN_LABELS["duration_s"], format="%.0f"),
+                       "total_cost": st.column_config.NumberColumn(_COLUMN_LABELS["total_cost"], format="%.4f"),
+                       "error": st.column_config.TextColumn("error", width="medium")},
     )
     rows = event.selection.rows if event else []
     if rows:

@@ -1,5 +1,6 @@
 """Search a run's task and system prompts, thoughts, commands and outputs; hits grouped by episode, each linking
-to its step, the match highlighted. The URL keeps the query (``q``).
+to its step, the match highlighted. The URL keeps the query (``q``) and the options that are not their defaults
+(``regex=1``, ``case=1``, ``in`` per field searched, ``limit``), so a reload or a shared link searches again.
 
 Hits show as they are found, under a line saying how far the search got. A page run searches for at most
 ``ARES_VIEWER_SEARCH_SECONDS`` (10 by default) and stops at the hit limit; "Continue" goes on from there, "Stop"
@@ -8,6 +9,7 @@ stops it. The search and its hits are kept in the session, so a rerun shows them
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 import time
@@ -20,6 +22,8 @@ from ares_viewer_app import escape, pages, state, widgets
 _FIELD_NAMES = {"task": "task prompt", "system": "system prompt", "reasoning": "reasoning", "thought": "thought",
                 "command": "command", "output": "output"}
 SECONDS_ENV = "ARES_VIEWER_SEARCH_SECONDS"
+LIMIT = 100  # hits a search shows at most unless told (the "At most" box, ``limit``)
+_MOST = 1000  # the largest "At most"
 _SLICE = 0.25  # seconds between two updates of the progress line
 
 
@@ -63,14 +67,13 @@ class _Shown:
             st.page_link(pages.path("episode"), icon=":material/arrow_forward:",
                          label=escape.line(f"{hit.task_name} · {hit.episode_id[:8]} · step {hit.step} · "
                                            f"{_FIELD_NAMES[hit.field]}"),
-                         query_params=state.params(episode=hit.episode_id, step=hit.step, q=None))
+                         query_params=state.params(episode=hit.episode_id, step=hit.step))
             st.html(highlighted(hit))
 
 
-def _query_changed() -> None:
-    query = st.session_state["search.query"].strip()
-    state.update(q=query or None)
-    st.session_state["search.synced"] = query
+def _some_fields(fields: list[str]) -> list[str] | None:
+    """The fields picked as the URL keeps them: None for all (the default) or none (nothing to search)."""
+    return None if set(fields) in (set(), set(search.FIELDS)) else fields
 
 
 def _set_running(running: bool) -> None:
@@ -122,17 +125,26 @@ def _search(run, query: str, regex: bool, case: bool, fields: list[str], limit: 
 
 run = widgets.current_run()
 st.title("Search")
-# The box follows the URL when the URL changes (a link, a reload, back); what is typed is never overwritten.
-if st.session_state.get("search.synced") != (state.get("q") or ""):
-    st.session_state["search.query"] = st.session_state["search.synced"] = state.get("q") or ""
-query = st.text_input("Text or regular expression", key="search.query", on_change=_query_changed,
-                      placeholder="e.g. Traceback|AssertionError").strip()
+# Each box follows the URL when the URL changes (a link, a reload, back) and comes back with the page after
+# another one showed; what is typed is never overwritten.
+problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "regex", False, state.on_off),
+            state.bind("search.case", "case", False, state.on_off),
+            state.bind("search.fields", "in", list(search.FIELDS), lambda raw: [f for f in search.FIELDS if f in raw],
+                       choices=search.FIELDS, unknown=f"the fields are {', '.join(search.FIELDS)}"),
+            state.bind("search.limit", "limit", LIMIT,
+                       functools.partial(state.whole, _MOST, f"it is a whole number from 1 to {_MOST:,}"))]
+query = st.text_input("Text or regular expression", key="search.query", placeholder="e.g. Traceback|AssertionError",
+                      on_change=state.store, args=("search.query", "q", lambda v: v.strip() or None)).strip()
 cols = st.columns(4)
-regex = cols[0].toggle("Regular expression", key="search.regex")
-case = cols[1].toggle("Match case", key="search.case")
-fields = cols[2].multiselect("In", list(search.FIELDS), default=list(search.FIELDS), key="search.fields",
-                             format_func=_FIELD_NAMES.get)
-limit = cols[3].number_input("At most", min_value=1, max_value=1000, value=100, step=50, key="search.limit")
+regex = cols[0].toggle("Regular expression", key="search.regex", on_change=state.store,
+                       args=("search.regex", "regex", state.flag))
+case = cols[1].toggle("Match case", key="search.case", on_change=state.store, args=("search.case", "case", state.flag))
+fields = cols[2].multiselect("In", list(search.FIELDS), key="search.fields", format_func=_FIELD_NAMES.get,
+                             on_change=state.store, args=("search.fields", "in", _some_fields))
+limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50, key="search.limit",
+                             on_change=state.store, args=("search.limit", "limit", lambda n: None if n == LIMIT else n))
+for problem in filter(None, problems):
+    st.caption(problem)
 
 if query and fields:
     _search(run, query, regex, case, fields, int(limit))

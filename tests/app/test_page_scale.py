@@ -3,7 +3,9 @@ by typed text and opens one named in the URL, and no page loads the run's whole 
 
 from __future__ import annotations
 
+import conftest
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from ares_viewer_app import widgets
 
@@ -121,3 +123,14 @@ def test_groups_page_lists_a_page_of_groups_and_opens_the_named_episodes_group(b
     assert len(picker.options) <= widgets.CHOICES + 1
     assert f"{ROLLOUTS // 8:,} groups · {ROLLOUTS:,} rollouts" in " ".join(c.value for c in at.caption)
     assert any(m.value.startswith("**traj 7**") for m in at.markdown)  # the group's 8 rollouts side by side
+
+
+def test_the_overview_opens_on_the_table_page_the_url_names(big):
+    at = AppTest.from_file(conftest.MAIN, default_timeout=120)
+    at.query_params.update(run="big", page="3", sort="num_actions", desc="1")
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="overview.page").value == 3
+    assert f"{ROLLOUTS} of {ROLLOUTS} episodes · rows 401–600" in " ".join(c.value for c in at.caption)
+    at.number_input(key="overview.page").set_value(1).run()
+    assert "page" not in at.query_params and at.query_params["sort"] == "num_actions"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 import page_text
+
+from ares_viewer import search
 
 
 def test_hits_link_to_their_steps(runs, app):
@@ -74,7 +77,8 @@ def test_a_time_budget_stops_with_how_far_it_got_and_continues(runs, app, monkey
     at = app("search", run="run-a")
     at.text_input(key="search.query").input("complete_task_and_submit").run()
     shown = page_text.of(at)
-    assert "searched 0 of 5 file(s) (0 of 5 episodes; 1 parsed" in shown
+    assert ("searched 0 of 5 file(s) and part of the next (0 of 5 episodes; 1 parsed) · 4 file(s) not searched yet"
+            in shown)
     assert at.button(key="search.continue")
     for _ in range(10):
         if not at.get("button") or all(b.key != "search.continue" for b in at.get("button")):
@@ -106,3 +110,75 @@ def test_each_episode_counts_its_hits_in_the_words_of_the_total(runs, app):
     counts = [int(n) for n in re.findall(r"\*\* · (\d+) hit\(s\)", shown)]
     assert len(counts) == 5 and sum(counts) == 8
     assert "match(es)" not in shown
+
+
+def _go(at, page: str, **params):
+    """Open another page as the sidebar does (no parameters) or as a link or Back does (its parameters)."""
+    at.query_params.clear()
+    at.query_params.update(params)
+    at.switch_page(f"views/{page}.py")
+    return at.run()
+
+
+def test_the_query_and_hits_come_back_after_another_page(runs, app):
+    """Streamlit forgets a page's widgets while another page shows: Back (the URL names the query) and the
+    sidebar (it names nothing) both bring the query and its hits back."""
+    at = app("search", run="run-a", q="COMPLETE_TASK_AND_SUBMIT")
+    assert "8 hit(s) in 5 episode(s)" in page_text.of(at)
+    _go(at, "episode", run="run-a", episode=runs["run-a"]["failed"], step="1")
+    _go(at, "search", run="run-a", q="COMPLETE_TASK_AND_SUBMIT")  # Back
+    assert at.text_input(key="search.query").value == "COMPLETE_TASK_AND_SUBMIT"
+    assert "8 hit(s) in 5 episode(s)" in page_text.of(at)
+    _go(at, "episode", run="run-a", episode=runs["run-a"]["failed"], step="1")
+    _go(at, "search")  # the sidebar
+    assert at.text_input(key="search.query").value == "COMPLETE_TASK_AND_SUBMIT"
+    assert at.query_params["q"] == "COMPLETE_TASK_AND_SUBMIT"
+    assert "8 hit(s) in 5 episode(s)" in page_text.of(at)
+
+
+def test_options_are_in_the_url_and_a_shared_link_finds_the_same_hits(runs, app):
+    at = app("search", run="run-a")
+    at.text_input(key="search.query").input(r"THOUGHT: Step [0-9]+\.").run()
+    at.toggle(key="search.regex").set_value(True).run()
+    at.toggle(key="search.case").set_value(True).run()
+    at.multiselect(key="search.fields").set_value(["thought", "output"]).run()
+    at.number_input(key="search.limit").set_value(5).run()
+    assert "5 hit(s) in 1 episode(s) (the limit" in page_text.of(at)
+    link = dict(at.query_params)
+    assert link == {"run": "run-a", "q": r"THOUGHT: Step [0-9]+\.", "regex": "1", "case": "1",
+                    "in": ["thought", "output"], "limit": "5"}
+    shared = app("search", **link)
+    assert shared.toggle(key="search.regex").value and shared.toggle(key="search.case").value
+    assert shared.multiselect(key="search.fields").value == ["thought", "output"]
+    assert shared.number_input(key="search.limit").value == 5
+    assert "5 hit(s) in 1 episode(s) (the limit" in page_text.of(shared)
+    # Back to the defaults: out of the URL again.
+    at.toggle(key="search.regex").set_value(False).run()
+    at.multiselect(key="search.fields").set_value(list(search.FIELDS)).run()
+    at.number_input(key="search.limit").set_value(100).run()
+    assert set(at.query_params) == {"run", "q", "case"}
+
+
+def test_bad_options_in_the_url_are_left_out_with_a_message(runs, app):
+    at = app("search", run="run-a", q="COMPLETE_TASK_AND_SUBMIT", regex="yes", case="1", limit="lots",
+             **{"in": ["command", "nonsense"]})
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "Left out `regex=yes` of the link" in shown.replace("\\", "")
+    assert "Left out `limit=lots` of the link" in shown.replace("\\", "")
+    assert "Left out `in=nonsense` of the link" in shown.replace("\\", "")
+    assert not at.toggle(key="search.regex").value and at.toggle(key="search.case").value
+    assert at.multiselect(key="search.fields").value == ["command"]
+    assert at.number_input(key="search.limit").value == 100
+    assert dict(at.query_params) == {"run": "run-a", "q": "COMPLETE_TASK_AND_SUBMIT", "case": "1", "in": "command"}
+    assert "3 hit(s) in 3 episode(s)" in shown
+
+
+def test_a_hit_opens_its_episode_without_the_query(runs, app):
+    at = app("search", run="run-a", q="COMPLETE_TASK_AND_SUBMIT", regex="1")
+    link = at.get("page_link")[0].proto
+    assert "q=" not in link.query_string and "regex=" not in link.query_string
+    _go(at, "episode", **dict(urllib.parse.parse_qsl(link.query_string)))
+    assert not at.exception
+    assert "q" not in at.query_params and "regex" not in at.query_params
+    assert at.query_params["episode"] in link.query_string

@@ -728,13 +728,14 @@ def episode_patch(episode: model.Episode) -> FsDiff | None:
     return compare(episode, refs[0], refs[-1])
 
 
-def files_by_step(episode: model.Episode) -> dict[int, frozenset[str]]:
-    """The files each recorded step changed (against the previous recorded step), version-control and cache
-    folders left out; steps without a snapshot are missing. Empty when the episode has no snapshots.
+def files_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:
+    """The files each recorded step changed (against the previous recorded step) and how: path -> ``added``,
+    ``modified``, ``deleted`` or ``type_changed``. Version-control and cache folders are left out; steps without a
+    snapshot are missing. Empty when the episode has no snapshots.
 
     A snapshot that cannot be read leaves its step out rather than failing.
     """
-    found: dict[int, frozenset[str]] = {}
+    found: dict[int, dict[str, str]] = {}
     previous: snapshots.Snapshot | None = None
     for ref in sorted(snapshots.find(episode), key=lambda r: r.step_index):
         try:
@@ -743,9 +744,11 @@ def files_by_step(episode: model.Episode) -> dict[int, frozenset[str]]:
             previous = None
             continue
         if previous is not None:
-            found[ref.step_index] = frozenset(
-                path for path in current.changed_since(previous)
-                if not is_noise(path) and snapshots.FILE in {getattr(current.stat(path), "type", None),
-                                                              getattr(previous.stat(path), "type", None)})
+            changed = {}
+            for path in current.changed_since(previous):
+                old, new = previous.stat(path), current.stat(path)
+                if not is_noise(path) and snapshots.FILE in {getattr(old, "type", None), getattr(new, "type", None)}:
+                    changed[path] = _kind(old, new)
+            found[ref.step_index] = changed
         previous = current
     return found

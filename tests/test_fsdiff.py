@@ -283,8 +283,17 @@ def test_patch_is_the_whole_change_without_git_bookkeeping(sample):
 
 
 def test_files_by_step(sample):
-    assert fsdiff.files_by_step(sample) == {1: frozenset(), 2: frozenset({"/testbed/pager/paging.py"}),
-                                            3: frozenset(), 4: frozenset()}
+    assert fsdiff.files_by_step(sample) == {1: {}, 2: {"/testbed/pager/paging.py": "modified"}, 3: {}, 4: {}}
+
+
+def test_files_by_step_says_how_each_file_changed():
+    if not SAMPLES.is_dir():
+        pytest.skip("the bundled sample runs are not there")
+    files = fsdiff.files_by_step(ares_viewer.open_run(SAMPLES).episode(EDITS_AND_REMOVALS))
+    assert files[6] == {"/testbed/pager/legacy.py": "deleted"}  # git rm
+    assert files[7] == {"/usr/lib/python3.11/EXTERNALLY-MANAGED": "deleted"}  # rm -f
+    assert files[8] == {"/testbed/data/items.csv.gz": "added"}
+    assert files[10] == {"/testbed/pager/paging.py": "modified"}
 
 
 # ----- patches that git apply and patch -p1 reproduce exactly ---------------------------------------------------------

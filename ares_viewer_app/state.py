@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ares_viewer_app import escape
+
 # ``file`` and ``old`` belong to the Files page: the file shown, and the step it is compared against ("base" for
 # the base image); ``step`` is the new side there too. ``view`` is the page's way of showing what it shows: on the
 # episode page ``view=transcript`` reads every step; on the Files page ``diff``, ``side``, ``old``, ``new`` or
@@ -20,6 +22,9 @@ import streamlit as st
 # ``q`` the Search page's query.
 KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old", "view", "failed", "diff", "row",
         "q")
+# What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
+# the episode it is compared with (``other``, from ``other_in``) and the Compare page's row of that pair.
+OF_THE_EPISODE = ("file", "old", "other", "other_in", "row")
 _PREFIX = "app."
 
 
@@ -46,8 +51,26 @@ def get_int(key: str, default: int) -> int:
         return default
 
 
+def number_problem(key: str, first: int, last: int, *, noun: str = "step", holder: str = "this episode") -> str | None:
+    """What is wrong with the number the URL names in ``key``, as markdown; None when it names none, or one from
+    ``first`` to ``last``. Every page words a bad step or row number this way: "“abc” is not a step number; this
+    episode has steps 0 to 12." or "This episode has no step 99: its steps are 0 to 12."."""
+    named = get(key)
+    if named is None:
+        return None
+    try:
+        k = int(named)
+    except ValueError:
+        return f"“{escape.line(named)}” is not a {noun} number; {holder} has {noun}s {first} to {last}."
+    if first <= k <= last:
+        return None
+    return f"{holder[:1].upper()}{holder[1:]} has no {noun} {k}: its {noun}s are {first} to {last}."
+
+
 def update(**values: str | int | None) -> None:
-    """Change view parameters (None removes one), in the session and in the URL."""
+    """Change view parameters (None removes one), in the session and in the URL. Another episode drops the
+    parameters that belong to the one before (``OF_THE_EPISODE``) unless the change names them too."""
+    values = _with_episode(values)
     for key, value in values.items():
         if key not in KEYS:
             raise KeyError(f"unknown view parameter {key!r}")
@@ -60,8 +83,18 @@ def update(**values: str | int | None) -> None:
             st.query_params[key] = str(value)
 
 
+def _with_episode(values: dict[str, str | int | None]) -> dict[str, str | int | None]:
+    """``values``, plus the parameters ``OF_THE_EPISODE`` dropped when they replace the episode named so far with
+    another (unless given). Named with no episode, they belong to the one a page starts on."""
+    if values.get("episode") is not None and get("episode") not in (None, str(values["episode"])):
+        return {**dict.fromkeys(OF_THE_EPISODE), **values}
+    return values
+
+
 def params(**overrides: str | int | None) -> dict[str, str]:
-    """The view parameters as a link carries them, with some changed (None drops one)."""
+    """The view parameters as a link carries them, with some changed (None drops one; another episode drops the
+    parameters of the one before, as :func:`update` does)."""
+    overrides = _with_episode(overrides)
     values = {key: get(key) for key in KEYS}
     values.update({k: None if v is None else str(v) for k, v in overrides.items()})
     return {k: v for k, v in values.items() if v is not None}

@@ -124,7 +124,8 @@ def downloads(episode: model.Episode, diff: fsdiff.FsDiff, steps: list[int]) -> 
         data=lambda: _patch(where, episode.episode_id, diff.old_step, diff.new_step),
         file_name=f"{short}-{'base' if diff.old_step is None else diff.old_step}-{diff.new_step}.patch",
         mime="text/x-diff", icon=":material/download:", key="files.patch", on_click="ignore",
-        help="Every changed file as one unified diff (version-control and cache folders left out)")
+        help="Every changed file as one patch in git's format, for git apply (version-control and cache folders "
+             "left out)")
     if len(steps) > 1 and (diff.old_step, diff.new_step) != (steps[0], steps[-1]):
         cols[1].download_button(
             f"Download the whole episode's patch (step {steps[0]} → step {steps[-1]})",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -144,8 +144,8 @@ def file_similarity(x: frozenset[str], y: frozenset[str]) -> float:
 
 
 def align_episodes(a: model.Episode, b: model.Episode, *, gap: float = GAP,
-                   files_a: Mapping[int, frozenset[str]] | None = None,
-                   files_b: Mapping[int, frozenset[str]] | None = None) -> list[Pair]:
+                   files_a: Mapping[int, Collection[str]] | None = None,
+                   files_b: Mapping[int, Collection[str]] | None = None) -> list[Pair]:
     """Align two episodes' actions by their commands, and by the files they changed where that is known.
 
     A response without a single command is compared by its full text, so format errors still pair up.
@@ -153,8 +153,9 @@ def align_episodes(a: model.Episode, b: model.Episode, *, gap: float = GAP,
     Args:
         a, b: The episodes.
         gap: The score of a step facing a gap.
-        files_a, files_b: Step index -> the files that step changed (``fsdiff.files_by_step``); a pair's
-            similarity is the better of its commands' and its files' (:func:`file_similarity`).
+        files_a, files_b: Step index -> the files that step changed (``fsdiff.files_by_step``: path -> change kind,
+            or just the paths); a pair's similarity is the better of its commands' and its files'
+            (:func:`file_similarity`).
 
     Returns:
         The alignment; ``Pair.a``/``Pair.b`` are step indices, ``Pair.files`` the files both changed when that
@@ -162,8 +163,8 @@ def align_episodes(a: model.Episode, b: model.Episode, *, gap: float = GAP,
     """
     a_steps, b_steps = a.actions, b.actions
     none: frozenset[str] = frozenset()
-    items_a = [(s.command or s.response, (files_a or {}).get(s.index, none)) for s in a_steps]
-    items_b = [(s.command or s.response, (files_b or {}).get(s.index, none)) for s in b_steps]
+    items_a = [(s.command or s.response, frozenset((files_a or {}).get(s.index, none))) for s in a_steps]
+    items_b = [(s.command or s.response, frozenset((files_b or {}).get(s.index, none))) for s in b_steps]
 
     def score(x: tuple[str, frozenset[str]], y: tuple[str, frozenset[str]]) -> float:
         return max(similarity(x[0], y[0]), file_similarity(x[1], y[1]))
@@ -202,6 +203,10 @@ _WRITES = (
 )
 
 
+# How a file changed, in snapshots' words (``fsdiff``'s change kinds), -> what the attempt did to it.
+FILE_VERBS = {"added": "added", "modified": "edited", "deleted": "deleted", "type_changed": "replaced"}
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Activity:
     """Something an attempt did: what (``ran the tests``, ``edited src/core.py``) and at which steps."""
@@ -225,11 +230,11 @@ def edited_files(command: str | None) -> set[str]:
     return found
 
 
-def activities(episode: model.Episode, files: Mapping[int, frozenset[str]] | None = None) -> list[Activity]:
-    """What an episode's actions did, by kind (:data:`ACTIVITIES`) and by file edited.
+def activities(episode: model.Episode, files: Mapping[int, Mapping[str, str]] | None = None) -> list[Activity]:
+    """What an episode's actions did, by kind (:data:`ACTIVITIES`) and by file added, edited or deleted.
 
-    Edited files come from ``files`` (step -> files changed, from snapshots) when given, else from the
-    commands' text (:func:`edited_files`).
+    Changed files come from ``files`` (step -> path -> change kind, from snapshots: ``fsdiff.files_by_step``)
+    when given, else from the commands' text (:func:`edited_files`: all of them "edited").
     """
     found: dict[str, list[int]] = {}
     for step in episode.actions:
@@ -237,14 +242,17 @@ def activities(episode: model.Episode, files: Mapping[int, frozenset[str]] | Non
         for what, pattern in ACTIVITIES:
             if pattern.search(command):
                 found.setdefault(what, []).append(step.index)
-        written = files.get(step.index, frozenset()) if files is not None else edited_files(command)
-        for path in sorted(written):
-            found.setdefault(f"edited {path}", []).append(step.index)
+        if files is not None:
+            written = {path: FILE_VERBS.get(kind, "edited") for path, kind in files.get(step.index, {}).items()}
+        else:
+            written = dict.fromkeys(edited_files(command), "edited")
+        for path, verb in sorted(written.items()):
+            found.setdefault(f"{verb} {path}", []).append(step.index)
     return [Activity(what, tuple(steps)) for what, steps in found.items()]
 
 
-def contrast(a: model.Episode, b: model.Episode, *, files_a: Mapping[int, frozenset[str]] | None = None,
-             files_b: Mapping[int, frozenset[str]] | None = None) -> tuple[list[Activity], list[Activity]]:
+def contrast(a: model.Episode, b: model.Episode, *, files_a: Mapping[int, Mapping[str, str]] | None = None,
+             files_b: Mapping[int, Mapping[str, str]] | None = None) -> tuple[list[Activity], list[Activity]]:
     """What ``a`` did that ``b`` never did, and what ``b`` did that ``a`` never did.
 
     Edited files are compared from snapshots only when both sides have them (else both read commands), so the

@@ -83,8 +83,9 @@ def load_run(where: str) -> ares_viewer.Run:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def step_files(where: str, episode_id: str) -> dict[int, frozenset[str]] | None:
-    """The files each step of an episode changed, from its snapshots (None when it has none or they do not read)."""
+def step_files(where: str, episode_id: str) -> dict[int, dict[str, str]] | None:
+    """The files each step of an episode changed and how (path -> change kind), from its snapshots (None when it
+    has none or they do not read)."""
     episode = load_run(where).episode(episode_id)
     try:
         return fsdiff.files_by_step(episode) or None

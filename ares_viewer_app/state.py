@@ -29,6 +29,9 @@ KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old
 PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
              "page", "reason")
 _LISTS = ("in", "task", "outcome", "label")
+# What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
+# the episode it is compared with (``other``, from ``other_in``) and the Compare page's row of that pair.
+OF_THE_EPISODE = ("file", "old", "other", "other_in", "row")
 _PREFIX = "app."
 
 Value = str | list[str]
@@ -57,8 +60,27 @@ def get_int(key: str, default: int) -> int:
         return default
 
 
+def number_problem(key: str, first: int, last: int, *, noun: str = "step", holder: str = "this episode") -> str | None:
+    """What is wrong with the number the URL names in ``key``, as markdown; None when it names none, or one from
+    ``first`` to ``last``. Every page words a bad step or row number this way: "“abc” is not a step number; this
+    episode has steps 0 to 12." or "This episode has no step 99: its steps are 0 to 12."."""
+    named = get(key)
+    if named is None:
+        return None
+    try:
+        k = int(named)
+    except ValueError:
+        return f"“{escape.line(named)}” is not a {noun} number; {holder} has {noun}s {first} to {last}."
+    if first <= k <= last:
+        return None
+    return f"{holder[:1].upper()}{holder[1:]} has no {noun} {k}: its {noun}s are {first} to {last}."
+
+
 def update(**values: str | int | list[str] | None) -> None:
-    """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL."""
+    """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL.
+    Another episode drops the parameters that belong to the one before (``OF_THE_EPISODE``) unless the change names
+    them too."""
+    values = _with_episode(values)
     for key, value in values.items():
         if key not in KEYS and key not in PAGE_KEYS:
             raise KeyError(f"unknown view parameter {key!r}")
@@ -140,9 +162,18 @@ def store(widget: str, key: str, write) -> None:
     st.session_state[widget + ".synced"] = get(key)
 
 
+def _with_episode(values: dict) -> dict:
+    """``values``, plus the parameters ``OF_THE_EPISODE`` dropped when they replace the episode named so far with
+    another (unless given). Named with no episode, they belong to the one a page starts on."""
+    if values.get("episode") is not None and get("episode") not in (None, str(values["episode"])):
+        return {**dict.fromkeys(OF_THE_EPISODE), **values}
+    return values
+
+
 def params(**overrides: str | int | None) -> dict[str, str]:
-    """The view parameters as a link carries them, with some changed (None drops one); a page's own settings
-    (``PAGE_KEYS``) stay behind."""
+    """The view parameters as a link carries them, with some changed (None drops one; another episode drops the
+    parameters of the one before, as :func:`update` does); a page's own settings (``PAGE_KEYS``) stay behind."""
+    overrides = _with_episode(overrides)
     values = {key: get(key) for key in KEYS}
     values.update({k: None if v is None else str(v) for k, v in overrides.items()})
     return {k: v for k, v in values.items() if v is not None}

@@ -129,6 +129,11 @@ def episode_picker(run: ares_viewer.Run, key: str, *, reset: dict[str, str | int
     return episode_id
 
 
+def shown_instead(problem: str, key: str, shown: str) -> None:
+    """Say why the link's ``key`` is not what the page shows (``problem``, markdown) and what it shows instead."""
+    st.warning(f"{problem} Showing {shown} instead (`{key}` in the link).", icon=":material/help:")
+
+
 def first_episode(run: ares_viewer.Run, *, unsolved: bool = False) -> str:
     """The run's first episode (run order), or its first unsolved one when asked and there is one."""
     for filters in ([queries.Filters(solved=False)] if unsolved else []) + [queries.Filters()]:

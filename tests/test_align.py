@@ -119,10 +119,26 @@ def test_contrast_names_what_one_attempt_did_and_the_other_never_did(tmp_path):
     assert "ran the tests" in whats and "edited src/calc/core.py" in whats
     assert str(only_solved[whats.index("ran the tests")]) == "ran the tests (step 3)"
     # With snapshots on both sides, edited files come from them.
-    only_failed, only_solved = align.contrast(failed, solved, files_a={2: frozenset({"/t/tests/test_core.py"})},
-                                              files_b={2: frozenset({"/t/src/calc/core.py"})})
+    only_failed, only_solved = align.contrast(failed, solved, files_a={2: {"/t/tests/test_core.py": "modified"}},
+                                              files_b={2: {"/t/src/calc/core.py": "modified"}})
     assert "edited /t/tests/test_core.py" in [x.what for x in only_failed]
     assert "edited /t/src/calc/core.py" in [x.what for x in only_solved]
+
+
+def test_contrast_says_a_file_was_deleted_or_added_as_the_snapshots_do(tmp_path):
+    # The Files page shows D for a git rm and an rm -f, A for a new file: so does "Only A", never "edited".
+    failed = _episode(tmp_path, "failed", ["git rm -q pager/legacy.py", "rm -f /usr/lib/python3.11/EXTERNALLY-MANAGED",
+                                           "gzip -k data/items.csv", "echo done"])
+    solved = _episode(tmp_path, "solved", ["cat pager/legacy.py", SED_FIX, "echo done"])
+    files_failed = {1: {"/testbed/pager/legacy.py": "deleted"},
+                    2: {"/usr/lib/python3.11/EXTERNALLY-MANAGED": "deleted"},
+                    3: {"/testbed/data/items.csv.gz": "added"}, 4: {}}
+    files_solved = {1: {}, 2: {"/testbed/src/calc/core.py": "modified"}, 3: {}}
+    only_failed, only_solved = align.contrast(failed, solved, files_a=files_failed, files_b=files_solved)
+    assert [str(x) for x in only_failed if "/" in x.what] == [
+        "deleted /testbed/pager/legacy.py (step 1)", "deleted /usr/lib/python3.11/EXTERNALLY-MANAGED (step 2)",
+        "added /testbed/data/items.csv.gz (step 3)"]
+    assert [str(x) for x in only_solved if "/" in x.what] == ["edited /testbed/src/calc/core.py (step 2)"]
 
 
 def test_edited_files_read_off_commands():

@@ -81,7 +81,7 @@ def test_a_counterfactual_from_step_1_continues_the_episode_with_the_edited_prom
         ("/testbed/textkit/slug.py", "modified")]
     assert "unicodedata" in first.file_diff("/testbed/textkit/slug.py").unified
     files = fsdiff.files_by_step(new)
-    assert files[1] == {"/testbed/textkit/slug.py"} and files[2] == frozenset()
+    assert files[1] == {"/testbed/textkit/slug.py": "modified"} and files[2] == {}
     # Compare pairs it with the parent's step that changed the same file (a heredoc rewrite and a sed edit).
     pairs = align.align_episodes(parent, new, files_a=fsdiff.files_by_step(parent), files_b=files)
     [fix] = [p for p in pairs if p.b == 1]
@@ -119,7 +119,7 @@ def test_a_model_that_fails_at_its_third_call_leaves_two_actions_and_an_errored_
     assert key not in text and json.loads(text)["end_status"] == "errored"
     # What was done is all there: the snapshots of steps 0-2, the fix in step 1's.
     assert [ref.step_index for ref in snapshots.find(new)] == [0, 1, 2]
-    assert fsdiff.files_by_step(new)[1] == {"/testbed/textkit/slug.py"}
+    assert fsdiff.files_by_step(new)[1] == {"/testbed/textkit/slug.py": "modified"}
 
 
 def test_a_container_that_goes_away_ends_the_episode_errored_after_the_action_it_hit(engine, tmp_path):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 
@@ -273,11 +276,150 @@ def test_main_file_is_the_edited_source_not_a_dotfile(sample):
 
 def test_patch_is_the_whole_change_without_git_bookkeeping(sample):
     text = fsdiff.patch(fsdiff.episode_patch(sample))
-    assert text.startswith("--- a/testbed/pager/paging.py\n+++ b/testbed/pager/paging.py\n")
+    assert text.startswith("diff --git a/testbed/pager/paging.py b/testbed/pager/paging.py\n")
+    assert "--- a/testbed/pager/paging.py\n+++ b/testbed/pager/paging.py\n" in text
     assert "+    start = (page - 1) * per_page" in text
     assert ".git/" not in text
 
 
 def test_files_by_step(sample):
-    assert fsdiff.files_by_step(sample) == {1: frozenset(), 2: frozenset({"/testbed/pager/paging.py"}),
-                                            3: frozenset(), 4: frozenset()}
+    assert fsdiff.files_by_step(sample) == {1: {}, 2: {"/testbed/pager/paging.py": "modified"}, 3: {}, 4: {}}
+
+
+def test_files_by_step_says_how_each_file_changed():
+    if not SAMPLES.is_dir():
+        pytest.skip("the bundled sample runs are not there")
+    files = fsdiff.files_by_step(ares_viewer.open_run(SAMPLES).episode(EDITS_AND_REMOVALS))
+    assert files[6] == {"/testbed/pager/legacy.py": "deleted"}  # git rm
+    assert files[7] == {"/usr/lib/python3.11/EXTERNALLY-MANAGED": "deleted"}  # rm -f
+    assert files[8] == {"/testbed/data/items.csv.gz": "added"}
+    assert files[10] == {"/testbed/pager/paging.py": "modified"}
+
+
+# ----- patches that git apply and patch -p1 reproduce exactly ---------------------------------------------------------
+
+# Its steps: git rm (6), rm -f (7), a new .gz file (8), a symlink (9), an edit (10).
+EDITS_AND_REMOVALS = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"
+
+
+def _write_side(root: pathlib.Path, diff: fsdiff.FsDiff, side: str) -> None:
+    """The files of one side of ``diff`` under ``root`` (the container's ``/``), as they were in the container."""
+    for change in diff.changes:
+        entry, kind = (change.old, change.old_type) if side == "old" else (change.new, change.new_type)
+        target = root / change.path.lstrip("/")
+        if kind is None:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if kind == snapshots.DIR:
+            target.mkdir(exist_ok=True)
+        elif kind == snapshots.SYMLINK:
+            target.symlink_to(entry.link_target)
+        else:
+            target.write_bytes((diff.read_old if side == "old" else diff.read_new)(change.path))
+            target.chmod(entry.mode)
+
+
+def _on_disk(root: pathlib.Path, diff: fsdiff.FsDiff) -> dict[str, tuple]:
+    """Each changed path's state under ``root`` (``.git`` left out, as patches leave it out): a link's target, a
+    file's bytes and executable bit, or absent."""
+    found = {}
+    for change in diff.changes:
+        if fsdiff.is_noise(change.path):
+            continue
+        path = root / change.path.lstrip("/")
+        if path.is_symlink():
+            found[change.path] = ("symlink", os.readlink(path))
+        elif path.is_file():
+            found[change.path] = ("file", path.read_bytes(), bool(path.stat().st_mode & 0o100))
+        else:
+            found[change.path] = ("folder",) if path.is_dir() else ("absent",)
+    return found
+
+
+def _applied(tmp_path: pathlib.Path, diff: fsdiff.FsDiff, command: list[str]) -> tuple[dict, dict]:
+    """The old side with the patch applied by ``command``, and the new side, each as ``_on_disk`` sees it."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    shutil.rmtree(before, ignore_errors=True)
+    shutil.rmtree(after, ignore_errors=True)
+    before.mkdir()
+    _write_side(before, diff, "old")
+    _write_side(after, diff, "new")
+    patch_file = tmp_path / "changes.patch"
+    patch_file.write_bytes(fsdiff.patch(diff).encode())  # what the Files page's download button serves
+    done = subprocess.run([*command, str(patch_file)], cwd=before, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return _on_disk(before, diff), _on_disk(after, diff)
+
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+@needs_git
+@pytest.mark.parametrize(("old", "new"), [(0, 1), (1, 2), (2, 3), (None, 3), (0, 3)])
+def test_git_apply_turns_the_old_files_into_the_new_ones(episode, tmp_path, old, new):
+    # 1 -> 2: a mode change (644 -> 755), an added file, a deleted file, an added symlink; 2 -> 3: a file turned
+    # into a symlink, a binary file edited, a Latin-1 text added.
+    diff = fsdiff.compare(episode, old, new)
+    patched, wanted = _applied(tmp_path, diff, ["git", "apply"])
+    assert patched == wanted
+
+
+@needs_git
+@pytest.mark.parametrize(("old", "new"), [(5, 6), (6, 7), (7, 8), (8, 9), (9, 10), (0, 12)])
+def test_git_apply_reproduces_the_sample_steps_and_the_whole_episode(tmp_path, old, new):
+    if not SAMPLES.is_dir():
+        pytest.skip("the bundled sample runs are not there")
+    diff = fsdiff.compare(ares_viewer.open_run(SAMPLES).episode(EDITS_AND_REMOVALS), old, new)
+    patched, wanted = _applied(tmp_path, diff, ["git", "apply"])
+    assert patched == wanted
+
+
+def test_a_deleted_file_goes_to_dev_null_and_an_added_one_comes_from_it(episode):
+    text = fsdiff.patch(fsdiff.compare(episode, 1, 2))
+    old_id = hashlib.sha1(b"blob 4\x00old\n").hexdigest()  # what git hash-object says of "old\n"
+    assert ("diff --git a/testbed/old.txt b/testbed/old.txt\ndeleted file mode 100644\n"
+            f"index {old_id}..{'0' * 40}\n"
+            "--- a/testbed/old.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n") in text
+    assert "new file mode 100644\n" in text and "--- /dev/null\n+++ b/testbed/new.py\n" in text
+    assert "diff --git a/testbed/app.py b/testbed/app.py\nold mode 100644\nnew mode 100755\n" in text
+    assert "new file mode 120000\n" in text and "+app.py\n\\ No newline at end of file\n" in text
+
+
+def test_binary_and_non_utf8_files_are_git_binary_patches(episode):
+    text = fsdiff.patch(fsdiff.compare(episode, 2, 3))
+    for path in ("testbed/logo.png", "testbed/notes.txt"):
+        block = text.split(f"diff --git a/{path} b/{path}\n", 1)[1].split("diff --git", 1)[0]
+        assert "GIT binary patch\nliteral " in block and "\n--- " not in block
+    # A file that became a symlink is a deletion, then an addition, as git writes it.
+    app = "diff --git a/testbed/app.py b/testbed/app.py\n"
+    assert text.count(app) == 2
+    assert "deleted file mode 100755" in text and "new file mode 120000" in text
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
+@pytest.mark.parametrize(("old", "new"), [(5, 6), (6, 7), (8, 9), (9, 10)])
+def test_patch_p1_applies_text_changes_too(tmp_path, old, new):
+    if not SAMPLES.is_dir():
+        pytest.skip("the bundled sample runs are not there")
+    diff = fsdiff.compare(ares_viewer.open_run(SAMPLES).episode(EDITS_AND_REMOVALS), old, new)
+    patched, wanted = _applied(tmp_path, diff, ["patch", "-p1", "--quiet", "-i"])
+    assert patched == wanted
+
+
+def test_what_a_patch_cannot_carry_is_named(episode):
+    diff = fsdiff.compare(episode, 0, 1)
+    text = fsdiff.patch(dataclasses.replace(diff, _new=_Unreadable(diff._new)))
+    assert text == "# /testbed/app.py: modified, not in this patch (content not recorded in the snapshot)\n"
+
+
+class _Unreadable:
+    """A snapshot whose file contents are not recorded (as a file over the capture size limit)."""
+
+    def __init__(self, snapshot):
+        self._snapshot = snapshot
+
+    def __getattr__(self, name):
+        return getattr(self._snapshot, name)
+
+    def read(self, path):
+        return None

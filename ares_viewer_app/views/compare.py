@@ -52,11 +52,18 @@ def default_pair(run: ares_viewer.Run, run_b: ares_viewer.Run | None = None) -> 
         # Prefer a failure whose task was also solved: that pair says the most.
         a = run.queries.unsolved_of_solved_task() or widgets.first_episode(run)
     if elsewhere:
-        return a, state.get("other")  # run_of_b checked that it holds it
-    b = state.get("other")
-    if b is None or b == a or b not in run:
-        # The best other attempt at this task; else the best other episode of the run.
-        b = run.queries.best_other(a, same_task=True) or run.queries.best_other(a, same_task=False) or a
+        b = state.get("other")  # run_of_b checked that it holds it
+    else:
+        b = state.get("other")
+        if b is not None and b == a:
+            st.warning(f"Episode B (`other` in the link) is episode A, {escape.code(a)}: comparing it with another "
+                       "attempt instead.", icon=":material/help:")
+        if b is None or b == a or b not in run:
+            # The best other attempt at this task; else the best other episode of the run.
+            b = run.queries.best_other(a, same_task=True) or run.queries.best_other(a, same_task=False) or a
+    # The link names the two episodes shown, whatever it named before: shared, it reopens this comparison.
+    if (state.get("episode"), state.get("other")) != (a, b):
+        state.update(episode=a, other=b)
     return a, b
 
 
@@ -94,7 +101,12 @@ def row_number(i: int) -> int:
 
 def picked_row(pairs: list[align.Pair], shown_first: int | None) -> int | None:
     """The position of the row the view names (``row`` in the URL, from 1), else of the row shown first (where
-    the two part ways)."""
+    the two part ways). A ``row`` the alignment lacks is a warning, and leaves the link."""
+    problem = state.number_problem("row", row_number(0), row_number(len(pairs) - 1), noun="row",
+                                   holder="the alignment")
+    if problem:
+        widgets.shown_instead(problem, "row", "no row" if shown_first is None else f"row {row_number(shown_first)}")
+        state.update(row=None)
     wanted = state.get_int("row", 0) - 1
     return wanted if 0 <= wanted < len(pairs) else shown_first
 
@@ -148,9 +160,14 @@ def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
             if step is None:
                 st.info(f"{label} has no step here (a gap).")
                 continue
-            in_run = {"run": where, "other_in": None, "other": None} if where and runs[1] is not runs[0] else {}
+            # The Episode page's ``other`` is the episode this one is compared with (its "diff against" choice):
+            # B's link names A, unless B lives in another run, where A is not.
+            if where and runs[1] is not runs[0]:
+                partner = {"run": where, "other_in": None, "other": None}
+            else:
+                partner = {"other": a if label == "B" else b}
             st.page_link(pages.path("episode"), label=f"Open {label} step {step.index}", icon=":material/open_in_new:",
-                         query_params=state.params(episode=episode.episode_id, step=step.index, row=None, **in_run))
+                         query_params=state.params(episode=episode.episode_id, step=step.index, row=None, **partner))
             st.code(step.command or step.response, language="bash", wrap_lines=True)
             st.caption(f"return code {escape.line(widgets.fmt(step.returncode))}")
     name_a = f"A step {pair.a}" if pair.a is not None else "A (gap)"

@@ -324,15 +324,7 @@ def _set_view() -> None:
 
 def unknown_step(episode: model.Episode) -> str | None:
     """What is wrong with the step the URL names (None when it names one of the episode's steps, or none)."""
-    named = state.get("step")
-    last = len(episode.steps) - 1
-    if named is None:
-        return None
-    try:
-        k = int(named)
-    except ValueError:
-        return f"“{named}” is not a step number; this episode has steps 0 to {last}."
-    return None if 0 <= k <= last else f"This episode has no step {k}: its steps are 0 to {last}."
+    return state.number_problem("step", 0, len(episode.steps) - 1)
 
 
 @st.fragment

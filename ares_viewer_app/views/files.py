@@ -26,6 +26,8 @@ MAX_SHOWN_CHARS = 200_000
 _VIEWS = ("Unified diff", "Side by side", "Old side", "New side", "History")
 # How each view is named in the URL's ``view`` parameter.
 _VIEW_PARAMS = dict(zip(_VIEWS, ("diff", "side", "old", "new", "history"), strict=True))
+# ``view`` values of other pages (the Episode page's transcript): kept in the link, ignored here.
+OTHER_PAGES_VIEWS = ("transcript",)
 _BADGES = {fsdiff.ADDED: "green", fsdiff.MODIFIED: "orange", fsdiff.DELETED: "red", fsdiff.TYPE_CHANGED: "violet"}
 _MARKS = {fsdiff.ADDED: "A", fsdiff.MODIFIED: "M", fsdiff.DELETED: "D", fsdiff.TYPE_CHANGED: "T"}  # git's letters
 _LANGUAGES = {".py": "python", ".md": "markdown", ".json": "json", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
@@ -52,9 +54,13 @@ def changes_between(where: str, episode_id: str, old: int | None, new: int) -> f
 
 def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple[int | None, int]:
     """The two sides the view names (default: the step before and the current step), with select boxes."""
-    wanted = state.get_int("step", steps[-1] if len(steps) > 1 else steps[0])
+    default = steps[-1] if len(steps) > 1 else steps[0]
+    problem = state.number_problem("step", 0, max(len(episode.steps) - 1, steps[-1]))
+    wanted = default if problem else state.get_int("step", default)
     new = wanted if wanted in steps else max((s for s in steps if s <= wanted), default=steps[0])
-    if new != wanted:
+    if problem:
+        widgets.shown_instead(problem, "step", f"step {new}")
+    elif new != wanted:
         st.caption(f"Step {wanted} has no snapshot: showing step {new}, the closest recorded one before it.")
     old_param = state.get("old")
     if old_param == BASE and not no_base:
@@ -65,6 +71,11 @@ def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple
         old = fsdiff.previous_step(episode, new)
         if old is None and no_base and len(steps) > 1:
             old = next(s for s in steps if s != new)  # the snapshots record no base image
+        if old_param is not None:
+            why = ("these snapshots record no base image" if old_param == BASE else
+                   f"“{escape.line(old_param)}” is neither a recorded step nor “base”; the recorded steps are "
+                   f"{_steps_text(steps)}")
+            widgets.shown_instead(f"The old side cannot be {escape.code(old_param)}: {why}.", "old", side_label(old))
     # The URL names both sides as shown, so the link reopens exactly this comparison.
     old_value = BASE if old is None else str(old)
     if (state.get("old"), state.get("step")) != (old_value, str(new)):
@@ -82,6 +93,13 @@ def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple
                       on_change=lambda: state.update(step=st.session_state["files.new"],
                                                      old=BASE if state.get("old") == BASE else None))
     return old, new
+
+
+def _steps_text(steps: list[int]) -> str:
+    """Recorded steps in a few words: ``0 to 12`` when there is one per step, else the first few."""
+    if steps == list(range(steps[0], steps[-1] + 1)):
+        return f"{steps[0]} to {steps[-1]}"
+    return ", ".join(map(str, steps[:8])) + (", …" if len(steps) > 8 else "")
 
 
 def counts_line(diff: fsdiff.FsDiff) -> None:
@@ -106,7 +124,8 @@ def downloads(episode: model.Episode, diff: fsdiff.FsDiff, steps: list[int]) -> 
         data=lambda: _patch(where, episode.episode_id, diff.old_step, diff.new_step),
         file_name=f"{short}-{'base' if diff.old_step is None else diff.old_step}-{diff.new_step}.patch",
         mime="text/x-diff", icon=":material/download:", key="files.patch", on_click="ignore",
-        help="Every changed file as one unified diff (version-control and cache folders left out)")
+        help="Every changed file as one patch in git's format, for git apply (version-control and cache folders "
+             "left out)")
     if len(steps) > 1 and (diff.old_step, diff.new_step) != (steps[0], steps[-1]):
         cols[1].download_button(
             f"Download the whole episode's patch (step {steps[0]} → step {steps[-1]})",
@@ -228,11 +247,15 @@ def change_tree(diff: fsdiff.FsDiff) -> None:
 
 def shown_file(diff: fsdiff.FsDiff) -> str | None:
     """The file the view names (a changed path, or any path on either side), else the first changed file."""
-    current = state.get("file")
-    if current in diff.paths() or (current and (_exists(diff.stat_old(current)) or _exists(diff.stat_new(current)))):
-        return current
+    named = state.get("file")
+    if named in diff.paths() or (named and (_exists(diff.stat_old(named)) or _exists(diff.stat_new(named)))):
+        return named
     first = fsdiff.main_file(diff) or (diff.changes[0] if diff.changes else None)
     current = first.path if first is not None else None
+    if named:
+        widgets.shown_instead(f"{escape.code(named)} is not a file at {side_label(diff.old_step)} or at step "
+                              f"{diff.new_step} in the recorded snapshots.", "file",
+                              escape.code(current) if current else "no file")
     state.update(file=current)
     return current
 
@@ -367,7 +390,13 @@ def file_panel(episode: model.Episode, diff: fsdiff.FsDiff, path: str) -> None:
                                                                                 ("new", change.new))))
     else:
         st.caption(f"Unchanged between {old_label} and {new_label}.")
-    named = {v: k for k, v in _VIEW_PARAMS.items()}.get(state.get("view") or "", _VIEWS[0])
+    asked = state.get("view")
+    named = {v: k for k, v in _VIEW_PARAMS.items()}.get(asked or "", _VIEWS[0])
+    if asked and asked not in _VIEW_PARAMS.values() and asked not in OTHER_PAGES_VIEWS:
+        known = ", ".join(f"`{v}`" for v in _VIEW_PARAMS.values())
+        widgets.shown_instead(f"“{escape.line(asked)}” is not a way to show a file; they are {known}.", "view",
+                              f"the {named.lower()}")
+        state.update(view=None)
     st.session_state["files.view"] = named
     view = st.radio("Show", _VIEWS, horizontal=True, key="files.view", label_visibility="collapsed",
                     on_change=_view_changed)

@@ -127,9 +127,18 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 60 else f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def _pick_step(steps: list[int]) -> int:
-    wanted = state.get_int("step", steps[0])
+def _pick_step(episode, steps: list[int]) -> int:
+    """The recorded step the view names (a warning when the episode has no such step; the closest recorded one
+    before it when that step has no snapshot), with a select box; the URL names the step picked."""
+    problem = state.number_problem("step", 0, max(len(episode.steps) - 1, steps[-1]))
+    wanted = steps[0] if problem else state.get_int("step", steps[0])
     step = wanted if wanted in steps else max((s for s in steps if s <= wanted), default=steps[0])
+    if problem:
+        widgets.shown_instead(problem, "step", f"step {step}")
+    elif step != wanted:
+        st.caption(f"Step {wanted} has no snapshot: showing step {step}, the closest recorded one before it.")
+    if state.get("step") is not None and state.get("step") != str(step):
+        state.update(step=step)
     st.session_state[_KEY + "step_pick"] = step
 
     def changed() -> None:
@@ -164,14 +173,13 @@ def _container_panel(box: sandbox.Sandbox) -> bool:
         _forget()
         st.info("The container is gone (removed after being idle, or by a cleanup). Restore the step again.")
         return False
-    cols = st.columns([2, 3, 1, 1, 2])
-    cols[0].metric("Container", box.short_id)
-    cols[1].metric("Image", escape.line(box.image))
-    cols[2].metric("State", live)
-    cols[3].metric("Age", _age(time.time() - box.created_at))
     restored = _get("restored_step", box.step)
     at = box.step
-    cols[4].metric("Filesystem", f"step {at}" if at == restored else f"step {at} (from {restored})")
+    # One line of text, wrapped when narrow: metrics cut long values (an image name, "step 12 (from 3)") short.
+    facts = (("Container", escape.code(box.short_id)), ("Image", escape.code(box.image)),
+             ("State", escape.line(live)), ("Age", _age(time.time() - box.created_at)),
+             ("Filesystem", f"step {at}" if at == restored else f"step {at} (restored from step {restored})"))
+    st.markdown(" · ".join(f"**{name}** {value}" for name, value in facts))
     if live != "running":
         st.warning(f"The container is {live}: it was stopped or killed. Restore the step again.")
     if _get("reattached"):
@@ -344,7 +352,7 @@ except Exception as exc:  # the engine went away since the client was made: say 
 
 cols = st.columns([3, 1, 1])
 with cols[0]:
-    step = _pick_step(steps)
+    step = _pick_step(episode, steps)
 network = cols[1].toggle("Network", value=False, key=_KEY + "network",
                          help="Off by default: the agent's commands are untrusted")
 cols[2].write("")

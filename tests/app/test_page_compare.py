@@ -7,6 +7,7 @@ import shutil
 
 import page_text
 import pandas as pd
+import pytest
 
 from ares_viewer import counterfactual
 
@@ -81,6 +82,55 @@ def test_an_unknown_episode_says_so(runs, app):
     at = app("compare", run="run-a", episode="no-such-episode")
     assert any("no episode `no-such-episode`" in w.value for w in at.warning)
     assert at.selectbox(key="compare.a").value == runs["run-a"]["failed"]
+    # The link now names the episodes shown: shared, it opens this comparison.
+    assert at.query_params["episode"] == runs["run-a"]["failed"]
+    assert at.query_params["other"] == runs["run-a"]["solved"]
+
+
+def _query(link) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in link.proto.query_string.split("&"))
+
+
+def test_open_step_links_name_the_other_episode_of_the_pair(runs, app):
+    a, b = runs["run-a"]["failed"], runs["run-a"]["solved"]
+    frame = app("compare", run="run-a", episode=a, other=b).dataframe(key="compare.pairs").value
+    [paired, *_] = [row for _, row in frame.iterrows() if row["A step"] != "" and row["B step"] != ""]
+    at = app("compare", run="run-a", episode=a, other=b, row=str(paired["row"]))
+    links = {link.proto.label.split(" step ")[0]: _query(link) for link in at.get("page_link")
+             if link.proto.label.startswith("Open ")}
+    assert (links["Open A"]["episode"], links["Open A"]["other"]) == (a, b)
+    assert (links["Open B"]["episode"], links["Open B"]["other"]) == (b, a)  # never episode=B&other=B
+
+
+def test_a_substituted_episode_b_is_written_back_to_the_link(runs, app):
+    a = runs["run-a"]["failed"]
+    # No B named: the page picks one, and the link says which.
+    at = app("compare", run="run-a", episode=a)
+    assert at.query_params["other"] == at.selectbox(key="compare.b").value == runs["run-a"]["solved"]
+    # B named as A itself: said, replaced, and the link follows.
+    at = app("compare", run="run-a", episode=a, other=a)
+    assert any("Episode B (`other` in the link) is episode A" in w.value for w in at.warning)
+    assert at.query_params["other"] == at.selectbox(key="compare.b").value == runs["run-a"]["solved"]
+    # B not in the run: said, replaced, and the link follows.
+    at = app("compare", run="run-a", episode=a, other="no-such-episode")
+    assert any("no episode `no-such-episode` (`other` in the link)" in w.value for w in at.warning)
+    assert at.query_params["other"] == runs["run-a"]["solved"]
+    # Another A starts again with the best partner of its own.
+    at.selectbox(key="compare.a").select(runs["run-a"]["solved2"]).run()
+    assert at.query_params["other"] == at.selectbox(key="compare.b").value != runs["run-a"]["solved2"]
+
+
+@pytest.mark.parametrize("row", ["99", "abc", "0"])
+def test_a_row_the_alignment_lacks_is_a_warning_naming_the_row_shown(runs, app, row):
+    at = app("compare", run="run-a", row=row)
+    assert not at.exception
+    rows = len(at.dataframe(key="compare.pairs").value)
+    [shown] = [h.value for h in at.subheader if h.value.startswith("Row ")]
+    [warning] = [w.value for w in at.warning if "(`row` in the link)" in w.value]
+    said = (f"“{row}” is not a row number; the alignment has rows 1 to {rows}." if row == "abc"
+            else f"The alignment has no row {row}: its rows are 1 to {rows}.")
+    assert warning == f"{said} Showing {shown.lower()} instead (`row` in the link)."
+    assert "row" not in at.query_params
 
 
 

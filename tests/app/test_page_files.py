@@ -287,3 +287,38 @@ def test_file_sizes_are_written_one_way_in_the_tree_captions_and_content(samples
     at.radio(key="files.view").set_value("New side").run()
     assert any(c.value.startswith("379 bytes") for c in at.caption)
     assert not re.search(r"\d B\b", page_text.of(at))  # never "379 B" beside "379 bytes"
+
+
+@pytest.mark.parametrize(("step", "said"), [
+    ("abc", "“abc” is not a step number; this episode has steps 0 to 12."),
+    ("99", "This episode has no step 99: its steps are 0 to 12."),
+])
+def test_a_step_the_episode_lacks_is_a_warning_naming_the_step_shown(samples, app, step, said):
+    at = files_page(app, episode=EXPLORER, step=step)
+    assert not at.exception
+    assert [w.value for w in at.warning] == [f"{said} Showing step 12 instead (`step` in the link)."]
+    assert "**step 11 → step 12**" in page_text.of(at) and at.query_params["step"] == "12"
+
+
+def test_an_old_side_file_or_view_the_page_cannot_show_is_a_warning(samples, app):
+    at = files_page(app, episode=EXPLORER, step="6", old="xyz", file="/nonexistent", view="bogus")
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert ("The old side cannot be `xyz`: “xyz” is neither a recorded step nor “base”; the recorded steps are 0 to "
+            "12. Showing step 5 instead (`old` in the link).") in warnings
+    assert ("`/nonexistent` is not a file at step 5 or at step 6 in the recorded snapshots. Showing "
+            "`/testbed/pager/legacy.py` instead (`file` in the link).") in warnings
+    assert "“bogus” is not a way to show a file" in warnings and "Showing the unified diff instead (`view`" in warnings
+    # The link now names what is shown.
+    assert (at.query_params["old"], at.query_params["file"]) == ("5", "/testbed/pager/legacy.py")
+    assert "view" not in at.query_params
+
+
+def test_a_file_of_another_episode_is_not_carried_into_the_next_one(samples, app):
+    # Picking another episode elsewhere (here: the Episode page) drops the Files page's file and old side.
+    at = files_page(app, episode=PAGER_SOLVED, step="2", file=PAGING)
+    at.switch_page("views/episode.py").run()
+    at.selectbox(key="episode.pick").select(EXPLORER).run()
+    at.switch_page("views/files.py").run()
+    assert not at.exception and not at.warning
+    assert at.query_params["episode"] == EXPLORER and at.query_params.get("file") != PAGING

@@ -17,6 +17,8 @@ COLLAPSE_CHARS = 3_000
 COLLAPSE_LINES = 40
 HEAD_LINES, HEAD_CHARS = 20, 1_500
 TAIL_LINES, TAIL_CHARS = 10, 800
+# A context longer than this many messages is shown a page of them at a time (the most recent page first).
+CONTEXT_PAGE = 60
 
 
 def head_and_tail(text: str) -> str:
@@ -46,14 +48,39 @@ def long_text(text: str | None, key: str, *, language: str | None = None, empty:
                   args=(key,), type="tertiary", icon=":material/unfold_more:")
 
 
-def messages(items: list[model.Message] | tuple[model.Message, ...], key: str) -> None:
-    """Chat messages as the model saw them: role, then the exact text (collapsed when long)."""
+def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *, first: int | None = None) -> None:
+    """Chat messages as the model saw them: role, then the exact text (collapsed when long). With ``first``,
+    each is numbered by its position in the context, ``first`` being the position of the first one (from 1)."""
     for n, message in enumerate(items):
         extra = f" · tool call id {escape.line(message.tool_call_id)}" if message.tool_call_id else ""
-        st.markdown(f"**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
-        long_text(message.content, f"{key}.{n}")
+        number = "" if first is None else f"message {first + n:,} · "
+        st.markdown(f"{number}**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
+        long_text(message.content, f"{key}.{n if first is None else first + n}")
         for call in message.tool_calls:
             st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
+
+
+def context_pages(total: int) -> list[tuple[int, int]]:
+    """The pages of a context of ``total`` messages as ``(start, stop)`` slices in reading order: the last page
+    holds the ``CONTEXT_PAGE`` most recent messages, the first whatever is left over at the start."""
+    stops = range(total, 0, -CONTEXT_PAGE)
+    return [(max(0, stop - CONTEXT_PAGE), stop) for stop in reversed(stops)]
+
+
+def context(items: list[model.Message] | tuple[model.Message, ...], key: str) -> None:
+    """A whole context, each message numbered by its position; a long one a page at a time (the most recent
+    page first), every page reachable from a picker."""
+    pages = context_pages(len(items)) or [(0, 0)]
+    page = len(pages) - 1
+    if len(pages) > 1:
+        page = st.selectbox(
+            f"Messages ({len(items):,} in all)", range(len(pages)), index=page, key=f"episode.context_page.{key}",
+            format_func=lambda p: (f"messages {pages[p][0] + 1:,}–{pages[p][1]:,}"
+                                   + (" (the most recent)" if p == len(pages) - 1 else "")))
+    start, stop = pages[page]
+    if len(pages) > 1:
+        st.caption(f"Messages {start + 1:,} to {stop:,} of {len(items):,}; pick another page above for the rest.")
+    messages(items[start:stop], key, first=start + 1)
 
 
 def reasoning(step: model.Step, key: str) -> None:
@@ -146,11 +173,15 @@ def prompt_change(episode: model.Episode, k: int, change: model.ContextChange, k
                    f"{len(change.kept)} message(s) carried over.", icon=":material/content_cut:")
         if change.dropped and st.toggle(f"Show the {len(change.dropped)} dropped message(s)",
                                         key="episode.show_dropped"):
+            st.markdown(f"##### Dropped messages ({len(change.dropped)})")
             messages(change.dropped, f"{key}.dropped")
         if change.rewritten and st.toggle(f"Show the {len(change.rewritten)} rewritten message(s)",
                                           key="episode.show_rewritten"):
+            st.markdown(f"##### Rewritten messages ({len(change.rewritten)})")
             for before, after in change.rewritten:
                 st.html(textdiff.to_html(before.content, after.content, a_name="before", b_name="after"))
+        if change.new:  # under the dropped and rewritten ones: a heading says where the new ones start
+            st.markdown(f"##### New messages ({len(change.new)})")
     if change.new:
         messages(change.new, f"{key}.new")
     else:

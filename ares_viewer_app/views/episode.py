@@ -28,10 +28,6 @@ from ares_viewer_app import (
     widgets,
 )
 
-# Past this many messages the full context shows its most recent ones (the rest are reachable from a notebook).
-_CONTEXT_MESSAGES = 60
-
-
 def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     # "completed" says the episode ended normally, not that it solved the task: the reward says that.
     verdict = "" if episode.total_reward is None else (
@@ -290,10 +286,7 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         if st.toggle("Response diff", value=True, key="episode.show_diff"):
             response_diff(run, episode, k)
         if st.toggle(f"Full context ({_messages(step.context_len)})", key="episode.show_context"):
-            context = episode.context(k)
-            if len(context) > _CONTEXT_MESSAGES:
-                st.caption(f"The {_CONTEXT_MESSAGES} most recent of {len(context)} messages.")
-            step_view.messages(context[-_CONTEXT_MESSAGES:], f"{key}.context")
+            step_view.context(episode.context(k), f"{key}.context")
     if st.toggle("System prompt", key="episode.show_system"):
         step_view.long_text(episode.system_prompt, f"{episode.episode_id[:8]}.system", empty="(none)")
 

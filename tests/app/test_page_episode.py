@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import page_text
+
+from testdata import synthetic
 
 
 def open_step(app, runs, label="failed", step=3, run="run-a"):
@@ -60,6 +64,38 @@ def test_dropped_context_is_marked_and_shown_on_request(runs, app):
     at.toggle(key="episode.show_dropped").set_value(True).run()
     assert len(at.code) > before
     assert "THOUGHT: Step 1." in page_text.of(at)  # the old exchange that was dropped
+
+
+def test_dropped_and_new_messages_are_headed_apart(runs, app):
+    at = open_step(app, runs, label="truncated", step=9)
+    at.toggle(key="episode.show_dropped").set_value(True).run()
+    markdown = [m.value for m in at.markdown]  # in page order
+    dropped = next(i for i, m in enumerate(markdown) if m.startswith("##### Dropped messages (13)"))
+    new = next(i for i, m in enumerate(markdown) if m.startswith("##### New messages (1)"))
+    # The dropped messages sit under their heading, the new ones under theirs.
+    headers = [i for i, m in enumerate(markdown) if " chars" in m and m.startswith(("**user**", "**assistant**"))]
+    assert len([i for i in headers if dropped < i < new]) == 13
+    assert len([i for i in headers if i > new]) == 1
+
+
+def test_a_long_full_context_is_paged_and_every_message_is_reachable(runs, app):
+    doc = synthetic.episode_dict(task_name="calc__calc-9", actions=40, seed=21)
+    folder = pathlib.Path(runs["root"]["path"]) / "run-long"
+    folder.mkdir()
+    synthetic.write_episode(folder, doc)
+    at = app("episode", run="run-long", episode=doc["episode_id"], step="36")
+    at.toggle(key="episode.show_context").set_value(True).run()
+    picker = next(s for s in at.selectbox if s.key.startswith("episode.context_page."))
+    assert picker.label == "Messages (71 in all)"
+    assert picker.options == ["messages 1–11", "messages 12–71 (the most recent)"]
+    shown = page_text.of(at)
+    # The most recent 60 first, numbered by their place in the context; the task is on the first page.
+    assert "message 12 · **assistant**" in shown and "message 71 · **user**" in shown
+    assert "message 11 · " not in shown and "Consider the following PR description" not in shown
+    picker.select_index(0).run()
+    shown = page_text.of(at)
+    assert "message 1 · **user**" in shown and "message 11 · " in shown and "message 12 · " not in shown
+    assert "Consider the following PR description for calc__calc-9" in shown
 
 
 def test_full_context_and_system_prompt_are_sent_only_when_asked(runs, app):

@@ -179,6 +179,18 @@ def note_text(note: review.Note) -> str:
     return " ".join(parts)
 
 
+def row_label(row: pd.Series) -> str:
+    """The label of a row of ``ReviewStore.notes``; "" for none (the frame holds NaN there, which is truthy)."""
+    label = row["label"]
+    return label if isinstance(label, str) else ""
+
+
+def note_name(row: pd.Series) -> str:
+    """A row of ``ReviewStore.notes`` in a picker: step, episode, label (or "note"), the start of its text."""
+    deleted = " · deleted" if row["deleted"] else ""
+    return f"step {row['step']} of {row['episode_id'][:8]} · {row_label(row) or 'note'} · {row['text'][:40]}{deleted}"
+
+
 def _edit_form(opened: review.ReviewStore, note: review.Note) -> None:
     """Edit or delete one note; the edit names the revision the form was filled from, so a concurrent change wins."""
     prefix = f"review.edit.{note.note_id}"
@@ -225,7 +237,8 @@ def _add_form(opened: review.ReviewStore, key: str, episode: model.Episode, k: i
         picked = None
         if labels:
             keys = " · keys 1–9 pick them" if len(labels) > 1 else " · key 1 picks it"
-            picked = st.pills(f"The run's labels{keys}", labels[:30], key=fields[3],
+            # Pills render their options as markdown: a label shows as typed, not bold or typeset.
+            picked = st.pills(f"The run's labels{keys}", labels[:30], key=fields[3], format_func=escape.line,
                               help="Pick one of the labels already used in this run (so they do not split by typo)")
         cols = st.columns([2, 3])
         typed_label = cols[0].text_input("Label", key=fields[0], placeholder="e.g. edits the tests", help=hint)
@@ -285,8 +298,7 @@ def restore_deleted(opened: review.ReviewStore, deleted: pd.DataFrame) -> None:
     _start()
     if not len(deleted) or not opened.writable:
         return
-    names = {r["note_id"]: f"step {r['step']} of {r['episode_id'][:8]} · {r['label'] or 'note'} · {r['text'][:40]}"
-             for _, r in deleted.iterrows()}
+    names = {r["note_id"]: note_name(r) for _, r in deleted.iterrows()}
     with st.expander(f"Restore a deleted note ({len(deleted)} deleted)", icon=":material/restore_from_trash:"):
         chosen = st.selectbox("Deleted note", list(names), format_func=names.get, key="review.restore_pick")
         if not st.button("Restore", key="review.restore", icon=":material/restore:"):

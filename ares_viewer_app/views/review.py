@@ -40,11 +40,17 @@ def link(row: pd.Series) -> str:
     return "episode?" + urllib.parse.urlencode(state.params(episode=row["episode_id"], step=int(row["step"])))
 
 
+def status(row: pd.Series) -> str:
+    """What the table's status column says of a note: deleted, orphaned (and why) or ok."""
+    orphaned = row["orphaned"] if isinstance(row["orphaned"], str) else ""
+    return ", ".join(filter(None, ["deleted" if row["deleted"] else "", orphaned])) or "ok"
+
+
 def table(shown: pd.DataFrame) -> None:
     # A note without a label or a file shows blanks there, not the grid's "None".
     view = shown.assign(open=shown.apply(link, axis=1) if len(shown) else pd.Series(dtype="object"),
-                        status=shown["orphaned"].fillna("ok"), label=shown["label"].fillna(""),
-                        path=shown["path"].fillna(""))
+                        status=shown.apply(status, axis=1) if len(shown) else pd.Series(dtype="object"),
+                        label=shown["label"].fillna(""), path=shown["path"].fillna(""))
     st.dataframe(
         view[["open", "task_name", "episode_id", "step", "label", "text", "path", "author", "updated_at", "revision",
               "status"]],
@@ -58,18 +64,25 @@ def links(shown: pd.DataFrame) -> None:
     for _, row in shown.head(_LINKS).iterrows():
         label = f"{row['task_name'] or '?'} · {row['episode_id'][:8]} · step {row['step']}"
         if isinstance(row["orphaned"], str):
-            orphaned = escape.badge("red", f"orphaned: {row['orphaned']}")
-            st.markdown(f"{orphaned} {escape.line(label)} — {review_panel.note_text(_note(row))}")
+            badges = [escape.badge("gray", "deleted")] if row["deleted"] else []
+            badges.append(escape.badge("red", f"orphaned: {row['orphaned']}"))
+            st.markdown(f"{' '.join(badges)} {escape.line(label)} — {review_panel.note_text(_note(row))}")
             continue
-        st.page_link(pages.path("episode"), icon=":material/arrow_forward:",
-                     label=escape.line(f"{label} — {row['label'] or 'note'}: {row['text'][:80]}"),
+        # A deleted note (shown with "Show deleted notes") says so and links its step with a bin, not an arrow.
+        deleted = "deleted · " if row["deleted"] else ""
+        st.page_link(pages.path("episode"), icon=":material/delete:" if row["deleted"] else ":material/arrow_forward:",
+                     label=escape.line(f"{deleted}{label} — {review_panel.row_label(row) or 'note'}: "
+                                       f"{row['text'][:80]}"),
                      query_params=state.params(episode=row["episode_id"], step=int(row["step"])))
     if len(shown) > _LINKS:
         st.caption(f"The first {_LINKS} of {len(shown)} notes are linked here; the table holds them all.")
 
 
 def _note(row: pd.Series) -> review.Note:
-    return review.Note(row["note_id"], row["run"], row["episode_id"], int(row["step"]), row["path"], row["label"],
+    # The frame holds NaN for a missing label or file: truthy, so it would show as "nan".
+    path = row["path"] if isinstance(row["path"], str) else None
+    return review.Note(row["note_id"], row["run"], row["episode_id"], int(row["step"]), path,
+                       review_panel.row_label(row) or None,
                        row["text"], row["author"], 0.0, int(row["revision"]), bool(row["deleted"]), "", 0.0)
 
 
@@ -77,8 +90,7 @@ def history(opened: review.ReviewStore, shown: pd.DataFrame) -> None:
     options = list(shown["note_id"])
     if not options:
         return
-    names = {r["note_id"]: f"step {r['step']} of {r['episode_id'][:8]} · {r['label'] or 'note'} · "
-                           f"{r['text'][:40]}" for _, r in shown.iterrows()}
+    names = {r["note_id"]: review_panel.note_name(r) for _, r in shown.iterrows()}
     with st.expander("History of a note", icon=":material/history:"):
         chosen = st.selectbox("Note", options, format_func=names.get, key="review.history")
         st.dataframe(opened.history(chosen)[["revision", "label", "text", "author", "updated_at", "deleted"]],

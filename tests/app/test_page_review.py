@@ -257,3 +257,45 @@ def test_review_table_has_one_step_column_and_blanks_for_what_a_note_lacks(runs,
     assert headers.count("step") == 1
     [row] = element.value.to_dict("records")
     assert (row["step"], row["label"], row["path"], row["text"]) == (2, "", "", "a clean fix")
+
+
+def test_a_note_without_a_label_reads_note_not_nan_and_deleted_notes_say_so(runs, app, db):
+    store = review.open_store(db)
+    where = run_location(runs)
+    store.add(where, runs["run-a"]["solved"], 2, author="Bob", text="plain note, no label")
+    gone = store.add(where, runs["run-a"]["failed"], 3, author="Bob", label="reward hacking", text="was wrong")
+    store.delete(gone.note_id, revision=1, author="Bob")
+    store.add(where, runs["run-a"]["solved"], 99, author="Bob", text="beyond the end")
+    at = app("review", run="run-a")
+    labels = [page_text.shown(e.proto.label) for e in at.get("page_link")]
+    assert [x for x in labels if "step 2" in x] == [f"calc__calc-1 · {runs['run-a']['solved'][:8]} · step 2 — "
+                                                     "note: plain note, no label"]
+    assert "nan" not in page_text.of(at) and not any("nan" in x for x in labels)
+    assert at.selectbox(key="review.history").format_func(at.selectbox(key="review.history").value) != ""
+    assert not any("nan" in o for o in at.selectbox(key="review.history").options)
+    # Deleted notes, once asked for, are marked as deleted: in the links, the status column and the pickers.
+    at.toggle(key="review.deleted").set_value(True).run()
+    labels = [page_text.shown(e.proto.label) for e in at.get("page_link")]
+    assert [x for x in labels if "step 3" in x] == [f"deleted · calc__calc-1 · {runs['run-a']['failed'][:8]} · "
+                                                     "step 3 — reward hacking: was wrong"]
+    statuses = dict(zip(at.dataframe[0].value["text"], at.dataframe[0].value["status"], strict=True))
+    assert statuses["was wrong"] == "deleted" and statuses["plain note, no label"] == "ok"
+    assert statuses["beyond the end"] == "step beyond the end (the episode has steps 0..5)"
+    at.text_input(key="review.author").input("Ada").run()
+    assert at.selectbox(key="review.restore_pick").options == [
+        f"step 3 of {runs['run-a']['failed'][:8]} · reward hacking · was wrong · deleted"]
+
+
+def test_labels_in_the_picker_show_as_typed_not_as_markdown(runs, app, db):
+    store = review.open_store(db)
+    store.add(run_location(runs), runs["run-a"]["solved"], 2, author="Bob", label="**reward hacking** $x^2$")
+    at = open_step(app, runs)
+    pills = at.button_group(key="review.add_labels")
+    [option] = [getattr(o, "content", o) for o in pills.options]
+    assert page_text.shown(option) == "**reward hacking** $x^2$"
+    assert option != "**reward hacking** $x^2$"  # escaped, so neither bold nor maths
+    at.text_input(key="review.author").input("Ada").run()
+    at.button_group(key="review.add_labels").set_value("**reward hacking** $x^2$")
+    submit(at, "Add to step")
+    [note] = store.find(run_location(runs), episode_id=runs["run-a"]["failed"])
+    assert note.label == "**reward hacking** $x^2$"  # stored as typed

@@ -76,6 +76,22 @@ def test_a_stale_edit_is_refused_and_the_other_edit_survives(run_dir, db):
     assert len(store.history(note.note_id)) == 2
 
 
+def test_an_edit_changes_only_what_it_names_and_removing_a_label_is_explicit(run_dir, db):
+    store = review.open_store()
+    note = store.add(str(run_dir), "ep-1", 2, author="ada", label="reward hacking", text="first look")
+    # As docs/review.md shows it: a new text, the label left out, so kept.
+    edited = store.edit(note.note_id, revision=note.revision, author="ada", text="deletes the failing assertion")
+    assert (edited.label, edited.text, edited.revision) == ("reward hacking", "deletes the failing assertion", 2)
+    relabelled = store.edit(note.note_id, revision=2, author="bob", label="edits the tests")
+    assert (relabelled.label, relabelled.text) == ("edits the tests", "deletes the failing assertion")
+    unlabelled = store.edit(note.note_id, revision=3, author="bob", label="")
+    assert (unlabelled.label, unlabelled.text) == (None, "deletes the failing assertion")
+    with pytest.raises(ValueError, match="a label or some text"):
+        store.edit(note.note_id, revision=4, author="bob", text="")  # nothing would be left
+    assert list(store.history(note.note_id)["label"].fillna("")) == [
+        "reward hacking", "reward hacking", "edits the tests", ""]
+
+
 def test_a_deleted_note_can_be_restored_and_its_history_keeps_both(run_dir, db):
     store = review.open_store()
     note = store.add(str(run_dir), "ep-1", 2, author="ada", label="reward hacking", text="skips the test")

@@ -383,42 +383,50 @@ class ReviewStore:
         label = self._write("adding a note", insert)
         return Note(note_id, key, str(episode_id), step, path, label, text, author, now, 1, False, author, now)
 
-    def _revise(self, note_id: str, revision: int, author: str, label: str | None, text: str, deleted: bool,
-                doing: str) -> Note:
+    def _revise(self, note_id: str, revision: int, author: str, deleted: bool, doing: str, *,
+                label: str | None = None, text: str | None = None) -> Note:
+        """Append a revision; ``label`` or ``text`` None keeps the note's latest one, ``label=""`` removes it."""
         author = _clean_author(author)
         now = time.time()
 
         def append(db: sqlite3.Connection) -> None:
-            head = db.execute("SELECT revision, author, at FROM revisions WHERE note_id = ? ORDER BY revision DESC "
-                              "LIMIT 1", (note_id,)).fetchone()
+            head = db.execute("SELECT revision, author, at, label, text FROM revisions WHERE note_id = ? "
+                              "ORDER BY revision DESC LIMIT 1", (note_id,)).fetchone()
             if head is None:
                 raise KeyError(f"no note {note_id!r} in {self.path}")
             if head[0] != revision:
                 raise ConflictError(
                     f"Not saved: this note was changed by {head[1]} at {format_time(head[2])} (now revision {head[0]}) "
                     f"after the revision {revision} you edited. Reload it, then apply your change again.")
+            new_label = head[3] if label is None else label or None
+            new_text = head[4] if text is None else text
+            if not deleted and new_label is None and not new_text:
+                raise ValueError("a note needs a label or some text (delete it instead)")
             run = db.execute("SELECT run FROM notes WHERE note_id = ?", (note_id,)).fetchone()[0]
             db.execute("INSERT INTO revisions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (note_id, revision + 1, _spelling(db, run, label), text, author, now, int(deleted)))
+                       (note_id, revision + 1, _spelling(db, run, new_label), new_text, author, now, int(deleted)))
 
         self._write(doing, append)
         return self.get(note_id)
 
     def edit(self, note_id: str, *, revision: int, author: str, label: str | None = None,
              text: str | None = None) -> Note:
-        """Change a note's label and text; ``revision`` is the revision the change was based on.
+        """Change a note's label, text or both; ``revision`` is the revision the change was based on.
 
+        What is left out stays as it is: ``edit(id, revision=2, author="ada", text="…")`` keeps the label.
+        ``label=""`` removes the label (the note keeps its text), ``text=""`` empties the text.
         Editing a deleted note (at its tombstone's revision) restores it.
 
         Raises:
             ConflictError: when the note has a newer revision than ``revision`` (nothing is written).
             KeyError: when there is no such note.
-            ValueError: when the result would be empty.
+            ValueError: when the result would be empty (no label and no text).
         """
-        label, text = _clean_label(label), _clean_text(text)
-        if label is None and not text:
-            raise ValueError("a note needs a label or some text (delete it instead)")
-        return self._revise(note_id, revision, author, label, text, False, "saving the edit")
+        if label is not None:
+            label = _clean_label(label) or ""  # a blank label removes it, as "" does
+        if text is not None:
+            text = _clean_text(text)
+        return self._revise(note_id, revision, author, False, "saving the edit", label=label, text=text)
 
     def delete(self, note_id: str, *, revision: int, author: str) -> Note:
         """Delete a note: appends a tombstone revision (the history stays readable).
@@ -427,8 +435,7 @@ class ReviewStore:
             ConflictError: when the note has a newer revision than ``revision``.
             KeyError: when there is no such note.
         """
-        current = self.get(note_id)
-        return self._revise(note_id, revision, author, current.label, current.text, True, "deleting the note")
+        return self._revise(note_id, revision, author, True, "deleting the note")
 
     def restore(self, note_id: str, *, revision: int, author: str) -> Note:
         """Undo a deletion: appends a revision with the note's last label and text (its history keeps the deletion).
@@ -438,10 +445,9 @@ class ReviewStore:
             KeyError: when there is no such note.
             ValueError: when the note is not deleted.
         """
-        current = self.get(note_id)
-        if not current.deleted:
+        if not self.get(note_id).deleted:
             raise ValueError(f"note {note_id} is not deleted: there is nothing to restore")
-        return self._revise(note_id, revision, author, current.label, current.text, False, "restoring the note")
+        return self._revise(note_id, revision, author, False, "restoring the note")
 
     def move_run(self, old: str | os.PathLike, new: str | os.PathLike | run_module.Run) -> int:
         """Re-file a moved run's notes under its new location; returns how many notes moved.

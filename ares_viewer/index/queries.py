@@ -253,13 +253,14 @@ class Queries:
                         f"ORDER BY task_name IS NOT DISTINCT FROM ? DESC, {_RANKED_REWARD}, num_actions, path, _seq "
                         f"LIMIT {int(limit)}", [*params, task])
 
-    def best_other(self, episode_id: str, *, same_task: bool) -> str | None:
+    def best_other(self, episode_id: str, *, same_task: bool, min_actions: int = 0) -> str | None:
         """The best episode other than ``episode_id`` (highest reward, then fewest actions), at the same task when
-        ``same_task``; None when there is none."""
+        ``same_task``, with at least ``min_actions`` actions (so it has a response at step ``min_actions``); None
+        when there is none."""
         task = "AND task_name IS NOT DISTINCT FROM (SELECT task_name FROM episodes WHERE episode_id = ? LIMIT 1)"
         found = self._one(f"SELECT episode_id FROM episodes WHERE episode_id <> ? {task if same_task else ''} "
-                          f"ORDER BY {_RANKED_REWARD}, num_actions, path, _seq LIMIT 1",
-                          [episode_id, episode_id] if same_task else [episode_id])
+                          f"AND num_actions >= ? ORDER BY {_RANKED_REWARD}, num_actions, path, _seq LIMIT 1",
+                          [episode_id, *([episode_id] if same_task else []), int(min_actions)])
         return None if found is None else str(found[0])
 
     def unsolved_of_solved_task(self) -> str | None:

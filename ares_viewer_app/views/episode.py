@@ -186,12 +186,17 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
             return
         before, name = episode.step(k - 1).response, f"step {k - 1}"
     else:
-        # The same task's best attempts first: the comparison that explains a failure.
+        # The same task's best attempt that reaches step k first: the comparison that explains a failure.
         wanted = state.get("other")
         if wanted == episode.episode_id or (wanted is not None and wanted not in run):
             wanted = None
-        other_id = (wanted or run.queries.best_other(episode.episode_id, same_task=True)
-                    or run.queries.best_other(episode.episode_id, same_task=False))
+        best = run.queries.best_other
+        other_id = wanted or best(episode.episode_id, same_task=True, min_actions=k)
+        if other_id is None:
+            other_id = (best(episode.episode_id, same_task=False, min_actions=k)
+                        or best(episode.episode_id, same_task=True) or best(episode.episode_id, same_task=False))
+            if other_id is not None:
+                st.caption(f"No other attempt at this task reaches step {k}: pick an episode to compare with.")
         if other_id is None:
             st.caption("The run has no other episode.")
             return

@@ -124,6 +124,18 @@ def test_response_diff_against_previous_step_and_another_episode(runs, app):
     assert diffs
 
 
+def test_the_response_diff_defaults_to_an_attempt_that_reaches_the_step(runs, app):
+    ids = runs["run-a"]
+    # The best other attempt (solved, 5 actions) has no step 6; the other solved one (7 actions) has.
+    at = app("episode", run="run-a", episode=ids["failed"], step="6", diff="other")
+    assert at.selectbox(key="episode.other").value == ids["solved2"]
+    assert "That episode has no step 6." not in page_text.of(at)
+    assert [h for h in at.get("html") if f"{ids['solved2'][:8]} step 6" in h.proto.body]
+    # No other attempt at calc__calc-2 at all, and none in the run reaches step 9: said so.
+    at = app("episode", run="run-a", episode=ids["truncated"], step="9", diff="other")
+    assert "No other attempt at this task reaches step 9: pick an episode to compare with." in page_text.of(at)
+
+
 def test_errored_episode_shows_its_error(runs, app):
     at = open_step(app, runs, label="errored", step=1)
     assert any("TimeoutError" in e.value for e in at.error)

@@ -1,5 +1,6 @@
 """Plotly figures of a run's aggregates (``Run.queries``, ``index.queries``): a few hundred marks whatever the
-run's size. Unscored episodes are left out of the reward figures, as in ``plots``.
+run's size. Episodes without a reward (unscored, or failed without one) are left out of the reward figures, as in
+``plots`` and as the mean reward leaves them out.
 
 >>> from ares_viewer import aggregate_plots
 >>> aggregate_plots.reward_bands(run.queries.reward_bands()).show()
@@ -16,9 +17,9 @@ _BAND = "rgba(9, 105, 218, 0.18)"
 _LINE = "#0969da"
 
 
-def reward_histogram(bins: pd.DataFrame, unscored: int = 0) -> go.Figure:
-    """Scored episodes per reward bin, stacked by outcome (``queries.reward_histogram``); the title counts the
-    ``unscored`` ones left out. Each bar spans its bin, the axis ticks fall on bin edges and the hover names the
+def reward_histogram(bins: pd.DataFrame, unscored: int = 0, failed: int = 0) -> go.Figure:
+    """Episodes per reward bin, stacked by outcome (``queries.reward_histogram``); the title counts those left out
+    for having no reward: ``unscored`` ones and ``failed`` ones (errored, truncated or unfinished without a reward). Each bar spans its bin, the axis ticks fall on bin edges and the hover names the
     bin's range."""
     fig = go.Figure()
     outcomes = [o for o in plots.OUTCOME_COLOURS if o in set(bins["outcome"])]
@@ -28,7 +29,7 @@ def reward_histogram(bins: pd.DataFrame, unscored: int = 0) -> go.Figure:
         fig.add_trace(go.Bar(**_bin_bars(part), y=part["episodes"], name=outcome,
                              marker_color=plots.OUTCOME_COLOURS.get(outcome, "#57606a"),
                              hovertemplate=f"{outcome}: %{{y}} episodes, %{{customdata}}<extra></extra>"))
-    title = "Reward distribution" + (f" ({unscored:,} {plots.UNSCORED}, not shown)" if unscored else "")
+    title = "Reward distribution" + plots.not_shown(unscored, failed)
     plots.layout(fig, title, barmode="stack", xaxis_title="reward", yaxis_title="episodes")
     fig.update_xaxes(**_bin_ticks(bins))
     return fig
@@ -78,9 +79,9 @@ def success_by_task(tasks: pd.DataFrame, total: int) -> go.Figure:
     return fig
 
 
-def reward_bands(bands: pd.DataFrame, *, title: str = "Reward over time (the scored episodes)",
+def reward_bands(bands: pd.DataFrame, *, title: str = "Reward over time (the episodes with a reward)",
                  x_title: str | None = None) -> go.Figure:
-    """Mean reward and its 10-90% band per bin of consecutive scored episodes (``queries.reward_bands``)."""
+    """Mean reward and its 10-90% band per bin of consecutive episodes with a reward (``queries.reward_bands``)."""
     timed = bool(len(bands)) and "timed" in bands.columns and bool(bands["timed"].iloc[0])
     x = pd.to_datetime(bands["x"], unit="s", utc=True) if timed else bands["x"]
     fig = go.Figure()

@@ -77,47 +77,68 @@ UNSCORED = queries.UNSCORED_LABEL  # the category of the episodes that finished 
 _UNSCORED_COLOUR = "#8c959f"
 
 
+def _no_reward(episodes: pd.DataFrame) -> pd.Series:
+    """Which episodes have no reward (the episode table's "–"): the unscored ones and failures without one."""
+    return episodes["total_reward"].isna()
+
+
 def _rewarded(episodes: pd.DataFrame) -> pd.DataFrame:
-    """The scored episodes: their reward, or 0 for a failure without one (errored, truncated, unfinished), which
-    counts as a failure and stays clickable. Unscored ones (``run.unscored``) are not among them."""
-    frame = episodes[~run.unscored(episodes)].copy()
-    frame["reward_plotted"] = frame["total_reward"].fillna(0.0)
+    """The episodes with a reward, as the reward axes draw them (``reward_plotted``). Those without one (unscored,
+    or an errored or unfinished failure) are left out of the axes, as the mean reward leaves them out."""
+    frame = episodes[~_no_reward(episodes)].copy()
+    frame["reward_plotted"] = frame["total_reward"]
     return frame
 
 
-def _unscored_band(fig: go.Figure, episodes: pd.DataFrame, x: pd.Series, scored: pd.DataFrame) -> None:
-    """Unscored episodes as their own category: hollow markers on a band below the rewards, labelled
-    "unscored", never at a reward of 0."""
-    part = episodes[run.unscored(episodes)]
+def _no_reward_band(fig: go.Figure, episodes: pd.DataFrame, x: pd.Series, rewarded: pd.DataFrame) -> None:
+    """Episodes without a reward as their own category: hollow markers on a band below the rewards, never at a
+    reward of 0; unscored ones grey, failures in their outcome's colour. The band is labelled "unscored" when
+    every one of them is, else "no reward"."""
+    part = episodes[_no_reward(episodes)]
     if part.empty:
         return
-    rewards = scored["reward_plotted"] if len(scored) else pd.Series([0.0, 1.0])
+    rewards = rewarded["reward_plotted"] if len(rewarded) else pd.Series([0.0, 1.0])
     low, high = float(rewards.min()), float(rewards.max())
     band = low - max(high - low, 1.0) * 0.25
-    fig.add_trace(go.Scatter(
-        x=x.loc[part.index], y=[band] * len(part), mode="markers", name=f"{UNSCORED} ({len(part)})",
-        marker={"color": _UNSCORED_COLOUR, "size": 9, "symbol": "circle-open"},
-        customdata=part["episode_id"], hovertext=_episode_hover(part), hoverinfo="text",
-    ))
+    unscored = run.unscored(part)
+    groups = [(f"{UNSCORED} ({int(unscored.sum())})", _UNSCORED_COLOUR, part[unscored])]
+    groups += [(f"{outcome}, no reward ({len(rows)})", OUTCOME_COLOURS.get(outcome, "#57606a"), rows)
+               for outcome, rows in _by_outcome(part[~unscored])]
+    for name, colour, rows in groups:
+        if rows.empty:
+            continue
+        fig.add_trace(go.Scatter(
+            x=x.loc[rows.index], y=[band] * len(rows), mode="markers", name=name,
+            marker={"color": colour, "size": 9, "symbol": "circle-open"},
+            customdata=rows["episode_id"], hovertext=_episode_hover(rows), hoverinfo="text",
+        ))
     ticks = sorted({low, high})
-    fig.update_yaxes(tickvals=[band, *ticks], ticktext=[UNSCORED, *(f"{t:g}" for t in ticks)])
+    fig.update_yaxes(tickvals=[band, *ticks],
+                     ticktext=[UNSCORED if unscored.all() else "no reward", *(f"{t:g}" for t in ticks)])
 
 
-def _unscored_note(episodes: pd.DataFrame) -> str:
-    n = int(run.unscored(episodes).sum())
-    return f" ({n} unscored, not shown)" if n else ""
+def not_shown(unscored: int, failed: int) -> str:
+    """A reward figure's title note on the episodes without a reward it leaves out ("" when none)."""
+    parts = [f"{unscored:,} {UNSCORED}"] * bool(unscored) + [f"{failed:,} failed without a reward"] * bool(failed)
+    return f" ({', '.join(parts)}, not shown)" if parts else ""
+
+
+def _not_shown(episodes: pd.DataFrame) -> str:
+    missing = _no_reward(episodes)
+    unscored = int(run.unscored(episodes).sum())
+    return not_shown(unscored, int(missing.sum()) - unscored)
 
 
 def reward_distribution(episodes: pd.DataFrame, *, bins: int = 20) -> go.Figure:
-    """A histogram of the scored episodes' rewards, stacked by outcome (a failure without a reward counts as 0);
-    unscored episodes are left out and counted in the title."""
+    """A histogram of the episodes' rewards, stacked by outcome; episodes without a reward (unscored, or failed
+    without one) are left out and counted in the title."""
     frame = _rewarded(episodes)
     fig = go.Figure()
     for outcome, part in _by_outcome(frame):
         fig.add_trace(go.Histogram(x=part["reward_plotted"], name=outcome, nbinsx=bins,
                                    marker_color=OUTCOME_COLOURS.get(outcome, "#57606a")))
     fig.update_layout(barmode="stack")
-    return layout(fig, "Reward distribution" + _unscored_note(episodes), xaxis_title="reward",
+    return layout(fig, "Reward distribution" + _not_shown(episodes), xaxis_title="reward",
                    yaxis_title="episodes")
 
 
@@ -156,7 +177,7 @@ def reward_over_time(episodes: pd.DataFrame, *, window: int = 5) -> go.Figure:
     frame = _rewarded(timed).sort_values("start_time")
     frame["started"] = pd.to_datetime(frame["start_time"], unit="s", utc=True)
     fig = go.Figure()
-    _unscored_band(fig, timed, pd.to_datetime(timed["start_time"], unit="s", utc=True), frame)
+    _no_reward_band(fig, timed, pd.to_datetime(timed["start_time"], unit="s", utc=True), frame)
     for outcome, part in _by_outcome(frame):
         fig.add_trace(go.Scatter(
             x=part["started"], y=part["reward_plotted"], mode="markers", name=outcome,
@@ -166,15 +187,15 @@ def reward_over_time(episodes: pd.DataFrame, *, window: int = 5) -> go.Figure:
     rolling = frame["reward_plotted"].rolling(window, min_periods=1).mean()
     fig.add_trace(go.Scatter(x=frame["started"], y=rolling, mode="lines", name=f"rolling mean ({window})",
                              line={"color": "#0969da", "width": 2}, hoverinfo="skip"))
-    return layout(fig, "Reward over time (rolling mean of the scored episodes)", xaxis_title="episode start (UTC)",
-                   yaxis_title="reward")
+    return layout(fig, "Reward over time (rolling mean of the episodes with a reward)",
+                  xaxis_title="episode start (UTC)", yaxis_title="reward")
 
 
 def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
     """Each episode's reward against its number of actions, one trace per outcome."""
     frame = _rewarded(episodes)
     fig = go.Figure()
-    _unscored_band(fig, episodes, episodes["num_actions"], frame)
+    _no_reward_band(fig, episodes, episodes["num_actions"], frame)
     for outcome, part in _by_outcome(frame):
         fig.add_trace(go.Scatter(
             x=part["num_actions"], y=part["reward_plotted"], mode="markers", name=outcome,
@@ -273,8 +294,9 @@ def compare_success_by_task(runs: Sequence[tuple[str, pd.DataFrame]]) -> go.Figu
     """Per task, each run's success rate as grouped bars."""
     fig = go.Figure()
     for (label, episodes), colour in zip(runs, RUN_COLOURS * len(runs), strict=False):
-        scored = _rewarded(episodes)
-        rates = (scored["reward_plotted"] > 0).groupby(scored["task_name"]).mean().sort_index()
+        # A failure without a reward counts as a failure here; only unscored attempts are left out.
+        scored = episodes[~run.unscored(episodes)]
+        rates = (scored["total_reward"].fillna(0.0) > 0).groupby(scored["task_name"]).mean().sort_index()
         fig.add_trace(go.Bar(x=[plain(task) for task in rates.index], y=rates.values, name=plain(label),
                              marker_color=colour))
     fig.update_yaxes(range=[0, 1], tickformat=".0%")

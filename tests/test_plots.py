@@ -29,7 +29,7 @@ def test_every_episode_is_a_clickable_point(run, make):
     fig = make(run.episodes)
     assert scatter_ids(fig) == set(run.episodes["episode_id"])
     names = {t.name for t in fig.data}
-    assert {"completed", "truncated", "errored"} <= names
+    assert {"completed", "truncated", "errored, no reward (1)"} <= names
 
 
 def test_points_sit_at_the_episode_values(run):
@@ -38,14 +38,18 @@ def test_points_sit_at_the_episode_values(run):
     for trace in fig.data:
         for x, y, episode_id in zip(trace.x, trace.y, trace.customdata, strict=True):
             assert x == frame.loc[episode_id, "num_actions"]
-            assert y == (frame.loc[episode_id, "total_reward"] if pd.notna(frame.loc[episode_id, "total_reward"])
-                         else 0.0)
+            if pd.notna(frame.loc[episode_id, "total_reward"]):
+                assert y == frame.loc[episode_id, "total_reward"]
+            else:  # no reward: on the band below the rewards, not at 0
+                assert y < 0 and trace.name.endswith("no reward (1)")
 
 
 def test_reward_over_time_has_a_rolling_mean(run):
     fig = plots.reward_over_time(run.episodes, window=2)
     mean = next(t for t in fig.data if t.name.startswith("rolling mean"))
-    assert list(mean.y) == pytest.approx([1.0, 0.5, 0.0, 0.5, 0.5])  # in start order; errored counts as 0
+    # In start order, over the episodes with a reward: the errored one has none, so it is left out (as from the
+    # mean reward), not counted as 0.
+    assert list(mean.y) == pytest.approx([1.0, 0.5, 0.0, 0.5])
 
 
 def test_success_rate_per_task(run):
@@ -55,9 +59,10 @@ def test_success_rate_per_task(run):
     assert rates == {"calc__calc-1": 0.5, "calc__calc-2": 0.5, "calc__calc-3": 0.0}
 
 
-def test_reward_distribution_counts_every_episode(run):
+def test_reward_distribution_counts_every_episode_with_a_reward(run):
     fig = plots.reward_distribution(run.episodes)
-    assert sum(len(t.x) for t in fig.data) == len(run)
+    assert sum(len(t.x) for t in fig.data) == len(run) - 1
+    assert "(1 failed without a reward, not shown)" in fig.layout.title.text
 
 
 def test_step_timeline_marks_failures_and_rewrites(tmp_path):
@@ -107,14 +112,17 @@ def test_unscored_episodes_are_their_own_category_never_reward_0(run):
         assert scatter_ids(fig) == set(frame["episode_id"])  # still clickable
         (band,) = [t for t in fig.data if t.name.startswith("unscored")]
         assert list(band.customdata) == [unscored_id] and band.name == "unscored (1)"
-        assert band.y[0] < 0 and "unscored" in fig.layout.yaxis.ticktext
+        # The band holds the errored episode too (it has no reward either): labelled "no reward".
+        assert band.y[0] < 0 and "no reward" in fig.layout.yaxis.ticktext
         others = [t for t in fig.data if t is not band and t.customdata is not None]
         assert all(unscored_id not in list(t.customdata) for t in others)
     histogram = plots.reward_distribution(frame)
-    assert sum(len(t.x) for t in histogram.data) == len(frame) - 1
-    assert "1 unscored, not shown" in histogram.layout.title.text
+    assert sum(len(t.x) for t in histogram.data) == len(frame) - 2
+    assert "(1 unscored, 1 failed without a reward, not shown)" in histogram.layout.title.text
     mean = next(t for t in plots.reward_over_time(frame, window=2).data if t.name.startswith("rolling mean"))
-    assert len(mean.y) == len(frame) - 1
+    assert len(mean.y) == len(frame) - 2
+    only_unscored = frame[frame["outcome"] != "errored"]
+    assert "unscored" in plots.reward_vs_actions(only_unscored).layout.yaxis.ticktext
 
 
 def test_step_timeline_splits_model_and_command_time(tmp_path):
@@ -172,3 +180,14 @@ def test_reward_over_time_legend_sits_above_the_plot_clear_of_the_axis_title(run
         assert (legend.orientation, legend.yanchor) == ("h", "bottom") and legend.y >= 1
         assert fig.layout.title.yref == "container" and fig.layout.title.yanchor == "top"
         assert fig.layout.xaxis.title.text
+
+
+def test_the_aggregate_reward_figures_leave_out_episodes_without_a_reward(run):
+    """A run of any size: the errored episode has no reward ("–" in the table), so no figure puts it at 0."""
+    asked = run.queries
+    assert int(asked.reward_histogram()["episodes"].sum()) == 4
+    assert "errored" not in set(asked.reward_histogram()["outcome"])
+    bands = asked.reward_bands()
+    assert int(bands["episodes"].sum()) == 4
+    assert (bands["mean"] * bands["episodes"]).sum() / 4 == pytest.approx(run.stats()["mean_reward"])
+    assert int(asked.actions_grid()["episodes"].sum()) == 4

@@ -46,8 +46,11 @@ UNSCORED_LABEL = "unscored"
 SOLVED = "coalesce(total_reward > 0 AND NOT isnan(total_reward), false)"
 # The reward as ranked best first: NaN ranks with the missing ones, last (DuckDB orders NaN above every number).
 _RANKED_REWARD = "CASE WHEN isnan(total_reward) THEN NULL ELSE total_reward END DESC NULLS LAST"
-# The episodes the reward figures draw: the scored ones (a failure without a reward counts as 0).
-_SCORED = f"(SELECT * FROM episodes WHERE NOT {UNSCORED})"
+# Has a reward: what the episode table shows and the mean reward averages (NaN is no reward).
+HAS_REWARD = "(total_reward IS NOT NULL AND NOT isnan(total_reward))"
+# The episodes the reward figures draw: those with a reward. The others (unscored, or failed without a reward) show
+# as "–" in the table and are left out of the mean reward, so the figures leave them out too.
+_REWARDED = f"(SELECT * FROM episodes WHERE {HAS_REWARD})"
 # Sortable columns are those of the table; anything else is refused (never put into SQL).
 _DIRECTIONS = {"asc": "ASC", "desc": "DESC"}
 # A figure never draws more marks than this.
@@ -271,12 +274,11 @@ class Queries:
         return None if found is None else str(found[0])
 
     def reward_histogram(self, bins: int = 20) -> pd.DataFrame:
-        """Scored episodes per reward bin and outcome (a failure without a reward counts as 0): ``low``, ``high``,
-        ``outcome``, ``episodes``. Unscored ones are left out (``stats()["unscored"]`` counts them). The bins split the
-        rewards' range evenly (the top one includes the highest reward); when every reward is the same, the one bin
-        is centred on it."""
-        bounds = self._one(f"SELECT min(r), max(r) FROM (SELECT coalesce(total_reward, 0) r FROM {_SCORED} "
-                           "WHERE NOT isnan(coalesce(total_reward, 0)))")
+        """Episodes with a reward per reward bin and outcome: ``low``, ``high``, ``outcome``, ``episodes``. Those
+        without one (unscored, or failed without a reward: ``stats()["episodes"] - stats()["rewarded"]``) are left
+        out, as from the mean reward. The bins split the rewards' range evenly (the top one includes the highest
+        reward); when every reward is the same, the one bin is centred on it."""
+        bounds = self._one(f"SELECT min(total_reward), max(total_reward) FROM {_REWARDED}")
         if bounds[0] is None:
             import pandas as pd
             return pd.DataFrame(columns=["low", "high", "outcome", "episodes"])
@@ -286,9 +288,9 @@ class Queries:
         else:
             width = (high - low) / bins
         frame = self._df(f"""
-            SELECT least(floor((coalesce(total_reward, 0) - ?) / ?), {bins - 1})::BIGINT AS bin, outcome,
+            SELECT least(floor((total_reward - ?) / ?), {bins - 1})::BIGINT AS bin, outcome,
                    count(*) AS episodes
-            FROM {_SCORED} WHERE NOT isnan(coalesce(total_reward, 0)) GROUP BY bin, outcome ORDER BY bin, outcome""",
+            FROM {_REWARDED} GROUP BY bin, outcome ORDER BY bin, outcome""",
             [low, width])
         frame["low"] = low + frame["bin"] * width
         frame["high"] = frame["low"] + width
@@ -306,7 +308,7 @@ class Queries:
         return frame, total
 
     def reward_bands(self, by: str | None = None, *, bins: int = 200) -> pd.DataFrame:
-        """Reward over the run in at most ``bins`` bins of consecutive scored episodes (by start time when episodes
+        """Reward over the run in at most ``bins`` bins of consecutive episodes with a reward (by start time when episodes
         have one, else in run order): ``x`` (the bin's middle), ``episodes``, ``mean``, ``p10``, ``p50``, ``p90``.
 
         ``by`` names a column to bin by instead (``iteration``): one bin per value when there are few enough.
@@ -314,55 +316,54 @@ class Queries:
         if by is not None:
             key = self._column(by)
             return self._df(f"""
-                SELECT {key}::DOUBLE AS x, count(*) AS episodes, avg(coalesce(total_reward, 0)) AS mean,
-                       quantile_cont(coalesce(total_reward, 0), 0.1) AS p10,
-                       quantile_cont(coalesce(total_reward, 0), 0.5) AS p50,
-                       quantile_cont(coalesce(total_reward, 0), 0.9) AS p90
-                FROM {_SCORED} WHERE {key} IS NOT NULL GROUP BY x ORDER BY x LIMIT {MAX_MARKS}""")
+                SELECT {key}::DOUBLE AS x, count(*) AS episodes, avg(total_reward) AS mean,
+                       quantile_cont(total_reward, 0.1) AS p10,
+                       quantile_cont(total_reward, 0.5) AS p50,
+                       quantile_cont(total_reward, 0.9) AS p90
+                FROM {_REWARDED} WHERE {key} IS NOT NULL GROUP BY x ORDER BY x LIMIT {MAX_MARKS}""")
         total, timed = self._one("SELECT count(*), count(start_time) FROM episodes")
         if not total:
             import pandas as pd
             return pd.DataFrame(columns=["x", "episodes", "mean", "p10", "p50", "p90", "timed"])
         if timed:  # by start time: ordered (episodes with a start time are rarely millions)
             source = f"""SELECT total_reward, start_time AS x,
-                             ntile({int(bins)}) OVER (ORDER BY start_time) AS bin FROM {_SCORED}
+                             ntile({int(bins)}) OVER (ORDER BY start_time) AS bin FROM {_REWARDED}
                          WHERE start_time IS NOT NULL"""
         else:  # in run order, binned by place: no sort of the table
             source = (f"SELECT total_reward, k AS x, floor(k * {int(bins)} / {int(total)}) AS bin FROM ({_POSITIONS}) "
-                      f"WHERE NOT {UNSCORED}")
+                      f"WHERE {HAS_REWARD}")
         return self._df(f"""
-            SELECT avg(x) AS x, count(*) AS episodes, avg(coalesce(total_reward, 0)) AS mean,
-                   quantile_cont(coalesce(total_reward, 0), 0.1) AS p10,
-                   quantile_cont(coalesce(total_reward, 0), 0.5) AS p50,
-                   quantile_cont(coalesce(total_reward, 0), 0.9) AS p90, {'true' if timed else 'false'} AS timed
+            SELECT avg(x) AS x, count(*) AS episodes, avg(total_reward) AS mean,
+                   quantile_cont(total_reward, 0.1) AS p10,
+                   quantile_cont(total_reward, 0.5) AS p50,
+                   quantile_cont(total_reward, 0.9) AS p90, {'true' if timed else 'false'} AS timed
             FROM ({source}) GROUP BY bin ORDER BY bin""")
 
     def per_iteration(self) -> pd.DataFrame:
         """Per training iteration and split: ``iteration``, ``split``, ``episodes``, ``mean``, ``p10``, ``p90`` of
-        the scored rollouts' reward (a failure without one counts as 0); empty when the run has no ``iteration``
-        column."""
+        the reward of the rollouts that have one; empty when the run has no ``iteration`` column."""
         if "iteration" not in self.columns:
             import pandas as pd
             return pd.DataFrame(columns=["iteration", "split", "episodes", "mean", "p10", "p90"])
         split = "coalesce(split::VARCHAR, 'all')" if "split" in self.columns else "'all'"
         return self._df(f"""
             SELECT iteration::DOUBLE AS iteration, {split} AS split, count(*) AS episodes,
-                   avg(coalesce(total_reward, 0)) AS mean, quantile_cont(coalesce(total_reward, 0), 0.1) AS p10,
-                   quantile_cont(coalesce(total_reward, 0), 0.9) AS p90
-            FROM {_SCORED} WHERE iteration IS NOT NULL GROUP BY ALL ORDER BY split, iteration LIMIT {MAX_MARKS}""")
+                   avg(total_reward) AS mean, quantile_cont(total_reward, 0.1) AS p10,
+                   quantile_cont(total_reward, 0.9) AS p90
+            FROM {_REWARDED} WHERE iteration IS NOT NULL GROUP BY ALL ORDER BY split, iteration LIMIT {MAX_MARKS}""")
 
     def actions_grid(self, *, bins: int = 30) -> pd.DataFrame:
-        """Scored episodes per (actions, reward) cell: ``actions``, ``reward``, ``episodes`` (a heat map, not a
+        """Episodes with a reward per (actions, reward) cell: ``actions``, ``reward``, ``episodes`` (a heat map, not a
         point per episode)."""
         return self._df(f"""
-            WITH b AS (SELECT min(num_actions) a0, max(num_actions) a1, min(coalesce(total_reward, 0)) r0,
-                              max(coalesce(total_reward, 0)) r1 FROM {_SCORED})
+            WITH b AS (SELECT min(num_actions) a0, max(num_actions) a1, min(total_reward) r0,
+                              max(total_reward) r1 FROM {_REWARDED})
             SELECT a0 + (least(floor((num_actions - a0) / greatest((a1 - a0) / {bins}, 1)), {bins})
                          * greatest((a1 - a0) / {bins}, 1)) AS actions,
-                   r0 + least(floor((coalesce(total_reward, 0) - r0) / greatest((r1 - r0) / {bins}, 1e-9)), {bins - 1})
+                   r0 + least(floor((total_reward - r0) / greatest((r1 - r0) / {bins}, 1e-9)), {bins - 1})
                         * greatest((r1 - r0) / {bins}, 1e-9) AS reward,
                    count(*) AS episodes
-            FROM {_SCORED}, b WHERE NOT isnan(coalesce(total_reward, 0)) GROUP BY ALL ORDER BY actions, reward""")
+            FROM {_REWARDED}, b GROUP BY ALL ORDER BY actions, reward""")
 
     def sample(self, n: int = MAX_MARKS, columns: Sequence[str] = ("episode_id", "task_name", "outcome",
                                                                      "total_reward", "num_actions")) -> pd.DataFrame:

@@ -87,7 +87,10 @@ def charts(run) -> None:
     """The reward figures, from aggregate queries: a plot never gets more than a few thousand marks."""
     asked = run.queries
     left, right = st.columns(2)
-    histogram = aggregate_plots.reward_histogram(asked.reward_histogram(), run.stats()["unscored"])
+    stats = run.stats()
+    unscored, rewarded = stats["unscored"], stats["rewarded"]
+    failed = stats["episodes"] - rewarded - unscored  # failures without a reward: "–" in the table
+    histogram = aggregate_plots.reward_histogram(asked.reward_histogram(), unscored, failed)
     left.plotly_chart(histogram, key="overview.dist")
     right.plotly_chart(aggregate_plots.success_by_task(*asked.per_task()), key="overview.tasks")
     episodes = asked.sample(_POINTS, columns=_SAMPLED)  # every episode of a small run, an even sample of a large one
@@ -106,6 +109,11 @@ def charts(run) -> None:
         episode_id = clicked_episode(event)
         if episode_id:
             widgets.go_to_episode(episode_id)
+    if unscored or failed:
+        st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the "
+                   f"{unscored + failed:,} without one (“–” in the table, left out of the mean reward) are left out "
+                   "of the reward axes: counted in the distribution's title, on their own “no reward” band in the "
+                   "per-episode plots.")
     if sampled:
         st.caption(f"{len(run):,} episodes: curves show the mean and 10–90% band per bin, and the reward-vs-actions "
                    f"plot shows {len(episodes):,} episodes picked evenly over the run. Click a point to open it.")

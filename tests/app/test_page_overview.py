@@ -5,6 +5,7 @@ from __future__ import annotations
 import demo_runs
 import page_text
 import pandas as pd
+import plotly.io
 
 from testdata import synthetic
 
@@ -130,3 +131,22 @@ def test_overview_opens_at_slash_overview_as_well_as_at_the_root(runs, app):
     assert not at.exception
     assert at.title[0].value == "Run overview" and metrics(at)["Episodes"] == "3"
     assert at.query_params["run"] == "run-b"  # the link's view is kept
+
+
+def test_reward_plots_leave_an_errored_episode_without_a_reward_off_the_reward_axis(runs, app):
+    """The table shows "–" for the errored episode and the mean reward leaves it out; the plots agree."""
+    at = app()
+    errored = runs["run-a"]["errored"]
+    assert metrics(at)["Mean reward"] == "0.5"  # of the four with a reward
+    figures = {f.layout.title.text: f for f in (plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart"))}
+    histogram = next(f for t, f in figures.items() if t.startswith("Reward distribution"))
+    assert "(1 failed without a reward, not shown)" in histogram.layout.title.text
+    assert "errored" not in {t.name for t in histogram.data}
+    for title in ("Reward over time", "Reward vs number of actions"):
+        figure = next(f for t, f in figures.items() if t.startswith(title))
+        where = [(t.name, y) for t in figure.data for c, y in zip(t.customdata if t.customdata is not None else [],
+                                                                  t.y, strict=False) if c == errored]
+        assert len(where) == 1 and where[0][0] == "errored, no reward (1)" and where[0][1] < 0  # not at 0
+        assert "no reward" in figure.layout.yaxis.ticktext
+    assert ("The reward plots show the 4 episodes with a reward; the 1 without one (“–” in the table, left out of "
+            "the mean reward) are left out of the reward axes") in page_text.of(at)

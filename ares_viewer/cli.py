@@ -142,7 +142,7 @@ def _failures(args: argparse.Namespace) -> int:
         for record in failures.to_dict(orient="records"):
             listed = record["episode_ids"]
             ids = ", ".join(listed) + (", ..." if record["episodes"] > len(listed) else "")
-            print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s): {ids})")
+            print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s); episodes: {ids})")
     return 0
 
 
@@ -432,8 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (sources.LocationError, FileNotFoundError) as exc:
+    except sources.LocationError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:  # said as a location that is not there is: "<path>: no such file or folder"
+        print(f"error: {exc.filename}: no such file or folder" if exc.filename else f"error: {exc}", file=sys.stderr)
         return 2
     except _sandbox_error() as exc:
         print(f"error: {exc}", file=sys.stderr)

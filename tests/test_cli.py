@@ -36,6 +36,11 @@ def test_errors_go_to_stderr_with_nonzero_exit(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "episodes", str(tmp_path / "nope")],
                              capture_output=True, text=True)
     assert missing.returncode != 0 and "no such file or folder" in missing.stderr and missing.stdout == ""
+    # show says it as every other command does, not as Python's "[Errno 2] No such file or directory".
+    nofile = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "show", str(tmp_path / "nope.json")],
+                            capture_output=True, text=True)
+    assert (nofile.returncode, nofile.stderr, nofile.stdout) == (2, f"error: {tmp_path / 'nope.json'}: no such file "
+                                                                    "or folder\n", "")
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     shown = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "show", str(bad)], capture_output=True, text=True)
@@ -55,7 +60,10 @@ def test_failures_lists_reasons_with_counts(tmp_path, capsys):
         synthetic.write_episode(tmp_path, doc)
     assert cli.main(["failures", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[0] == "2" and "completed, not solved" in lines[0] and "(2 task(s)" in lines[0]
+    assert lines[0].split()[0] == "2" and "completed, not solved" in lines[0]
+    # The ids listed are the episodes', labelled as such, after the count of tasks.
+    listed = lines[0].split("(2 task(s); episodes: ")[1].rstrip(")").split(", ")
+    assert sorted(listed) == sorted(d["episode_id"] for d in failed)
     assert len(lines) == 2 and lines[1].split()[0] == "1" and errored["episode_id"] in lines[1]
     assert cli.main(["failures", str(tmp_path), "--json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]

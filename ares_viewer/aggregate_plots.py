@@ -19,8 +19,8 @@ _LINE = "#0969da"
 
 def reward_histogram(bins: pd.DataFrame, unscored: int = 0, failed: int = 0) -> go.Figure:
     """Episodes per reward bin, stacked by outcome (``queries.reward_histogram``); the title counts those left out
-    for having no reward: ``unscored`` ones and ``failed`` ones (errored, truncated or unfinished without a reward). Each bar spans its bin, the axis ticks fall on bin edges and the hover names the
-    bin's range."""
+    for having no reward: ``unscored`` ones and ``failed`` ones (errored, truncated or unfinished without a
+    reward). Each bar spans its bin, the axis ticks fall on bin edges and the hover names the bin's range."""
     fig = go.Figure()
     outcomes = [o for o in plots.OUTCOME_COLOURS if o in set(bins["outcome"])]
     outcomes += sorted(set(bins["outcome"]) - set(outcomes))

@@ -308,8 +308,9 @@ class Queries:
         return frame, total
 
     def reward_bands(self, by: str | None = None, *, bins: int = 200) -> pd.DataFrame:
-        """Reward over the run in at most ``bins`` bins of consecutive episodes with a reward (by start time when episodes
-        have one, else in run order): ``x`` (the bin's middle), ``episodes``, ``mean``, ``p10``, ``p50``, ``p90``.
+        """Reward over the run in at most ``bins`` bins of consecutive episodes with a reward (by start time when
+        episodes have one, else in run order): ``x`` (the bin's middle), ``episodes``, ``mean``, ``p10``, ``p50``,
+        ``p90``.
 
         ``by`` names a column to bin by instead (``iteration``): one bin per value when there are few enough.
         """

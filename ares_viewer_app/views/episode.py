@@ -28,6 +28,7 @@ from ares_viewer_app import (
     widgets,
 )
 
+
 def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     # "completed" says the episode ended normally, not that it solved the task: the reward says that.
     verdict = "" if episode.total_reward is None else (

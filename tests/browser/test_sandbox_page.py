@@ -40,6 +40,18 @@ def _metric(page, label: str):
     return page.locator('[data-testid="stMetric"]', has_text=label).locator('[data-testid="stMetricValue"]')
 
 
+def _facts(page):
+    """The container's line of facts: "Container abc · Image … · State running · Age … · Filesystem step 7"."""
+    return page.locator('[data-testid="stMarkdownContainer"] p', has_text=re.compile(r"^Container .* · State "))
+
+
+def _fact(page, name: str) -> str:
+    """One fact of that line, as the page shows it."""
+    expect(_facts(page)).to_be_visible()
+    parts = dict(part.split(" ", 1) for part in _facts(page).inner_text().split(" · "))
+    return parts[name].strip()
+
+
 def test_restore_and_replay_from_the_sandbox_page(page, sandbox_url, runs_root, docker_client, started_after):
     run_name = "demo-run" if (runs_root / "demo-run").is_dir() else None
     if run_name is None:
@@ -49,14 +61,14 @@ def test_restore_and_replay_from_the_sandbox_page(page, sandbox_url, runs_root, 
 
     page.get_by_role("button", name="Restore").click()
     expect(page.get_by_text("Restored step 0 into")).to_be_visible(timeout=60_000)
-    expect(_metric(page, "State")).to_have_text("running")
-    container = _metric(page, "Container").inner_text().strip()
+    expect(_facts(page)).to_contain_text("State running")
+    container = _fact(page, "Container")
     mine = [i for i in sandbox.list_sandboxes(docker_client, role=sandbox.ROLE) if i.short_id == container]
     assert len(mine) == 1 and mine[0].episode_id == SOLVED and mine[0].step == 0 and mine[0].session
 
     page.get_by_role("button", name="Replay steps 1–7").click()
     expect(page.get_by_text("Replay: 7 reproduced")).to_be_visible(timeout=120_000)
-    expect(_metric(page, "Filesystem")).to_have_text("step 7 (from 0)")
+    expect(_facts(page)).to_contain_text("Filesystem step 7 (restored from step 0)")
 
     # A command of our own, in the same container.
     page.get_by_role("tab", name="Command").click()
@@ -79,7 +91,7 @@ def test_reload_reattaches_to_the_sessions_sandbox_and_tabs_keep_results(page, s
     page.goto(f"{sandbox_url}?run=demo-run&episode={SOLVED}&step=0")
     page.get_by_role("button", name="Restore").click()
     expect(page.get_by_text("Restored step 0 into")).to_be_visible(timeout=60_000)
-    container = _metric(page, "Container").inner_text().strip()
+    container = _fact(page, "Container")
 
     # A command's result stays on the Command tab (the page does not snap back to Replay).
     wait_idle(page)
@@ -97,7 +109,7 @@ def test_reload_reattaches_to_the_sessions_sandbox_and_tabs_keep_results(page, s
     expect(page.get_by_text(re.compile(r"running · age \d+ s"))).to_be_visible()
     wait_idle(page)
     page.get_by_role("button", name="Reattach").click()
-    expect(_metric(page, "Container")).to_have_text(container)
+    expect(_facts(page)).to_contain_text(f"Container {container}")
     expect(page.get_by_text("Reattached after a reload")).to_be_visible()
     page.get_by_role("tab", name="Command").click()
     fill_settled(page, page.get_by_label("Command (bash -lc"), "echo still-the-same-box")

@@ -341,16 +341,20 @@ def reward_over_iterations(episodes: pd.DataFrame) -> go.Figure:
 
 def group_rewards(rollouts: pd.DataFrame) -> go.Figure:
     """The rewards of one group's rollouts, one bar each coloured by outcome; bars carry episode ids. An unscored
-    rollout keeps its place, with no bar and the word "unscored", and stays out of the mean."""
+    rollout keeps its place, with no bar and the word "unscored", and stays out of the mean; a failure without a
+    reward (errored, cut off) has no bar either, is marked "no reward" as the episode table's dash, and counts as
+    0 in the mean, as in the success rate."""
     frame = rollouts.copy()
     unscored = run.unscored(frame)
+    rewardless = frame["total_reward"].isna() & ~unscored
     frame["reward_plotted"] = frame["total_reward"].fillna(0.0).where(~unscored)
     labels = [f"traj {int(t)}" if pd.notna(t) else e[:8] for t, e in zip(
         frame["traj_idx"] if "traj_idx" in frame.columns else [None] * len(frame), frame["episode_id"], strict=True)]
     fig = go.Figure(go.Bar(
         x=labels, y=frame["reward_plotted"], customdata=frame["episode_id"],
         marker_color=[OUTCOME_COLOURS.get(o, "#57606a") for o in frame["outcome"]],
-        text=[UNSCORED if pd.isna(r) else f"{r:.3g}" for r in frame["reward_plotted"]], textposition="auto",
+        text=[UNSCORED if pd.isna(r) else "no reward" if none else f"{r:.3g}"
+              for r, none in zip(frame["reward_plotted"], rewardless, strict=True)], textposition="auto",
         hovertext=_episode_hover(frame), hoverinfo="text",
     ))
     mean = frame["reward_plotted"].mean() if frame["reward_plotted"].notna().any() else 0.0

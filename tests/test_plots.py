@@ -145,6 +145,20 @@ def test_group_rewards_keep_unscored_rollouts_apart(run):
     assert bars.text[position] == "unscored"
 
 
+def test_group_rewards_mark_a_failure_without_a_reward_as_the_table_does(run):
+    frame = run.episodes.copy()
+    rows = frame.index[frame["outcome"] == "completed"][:2]
+    frame.loc[rows[0], ["outcome", "total_reward"]] = ["error", float("nan")]
+    frame.loc[rows[1], "total_reward"] = 1.0
+    members = frame.loc[rows]
+    fig = plots.group_rewards(members)
+    (bars,) = fig.data
+    assert list(bars.text) == ["no reward", "1"]  # not "0": the table shows a dash for it
+    assert list(bars.y) == [0.0, 1.0]
+    # It counts as 0 in the mean, as in the success rate.
+    assert [a.text for a in fig.layout.annotations] == ["group mean 0.5"]
+
+
 def test_reward_histogram_bars_span_their_bins_and_ticks_sit_on_edges(run):
     from ares_viewer import aggregate_plots
 

@@ -76,22 +76,24 @@ def number_problem(key: str, first: int, last: int, *, noun: str = "step", holde
     return f"{holder[:1].upper()}{holder[1:]} has no {noun} {k}: its {noun}s are {first} to {last}."
 
 
-def update(**values: str | int | list[str] | None) -> None:
-    """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL.
-    Another episode drops the parameters that belong to the one before (``OF_THE_EPISODE``) unless the change names
-    them too."""
+def update(*, url: bool = True, **values: str | int | list[str] | None) -> None:
+    """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL
+    (each change of the URL is a step in the browser's history; ``url=False`` leaves the URL to a ``switch_page``
+    that follows). Another episode drops the parameters that belong to the one before (``OF_THE_EPISODE``) unless
+    the change names them too."""
     values = _with_episode(values)
     for key, value in values.items():
         if key not in KEYS and key not in PAGE_KEYS:
             raise KeyError(f"unknown view parameter {key!r}")
         if value is None:
             st.session_state.pop(_PREFIX + key, None)
-            if key in st.query_params:
+            if url and key in st.query_params:
                 del st.query_params[key]
         else:
             value = [str(v) for v in value] if isinstance(value, list) else str(value)
             st.session_state[_PREFIX + key] = value
-            st.query_params[key] = value
+            if url:
+                st.query_params[key] = value
 
 
 def bind(widget: str, key: str, default, parse=lambda value: value, choices=None, unknown="not in this run"

@@ -192,8 +192,9 @@ def episode_rows(run: ares_viewer.Run, episode_ids: list[str]) -> dict[str, dict
 
 
 def go_to_episode(episode_id: str) -> None:
-    """Go to the episode page at the episode's first action."""
-    state.update(episode=episode_id, step=1)
+    """Go to the episode page at the episode's first action. The page's URL is left as it is (each change of it would
+    be a step in the browser's history), so Back returns to the page with its settings."""
+    state.update(episode=episode_id, step=1, url=False)
     st.switch_page(pages.path("episode"), query_params=state.params())
 
 

@@ -115,6 +115,30 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     assert f"episode={episode_id}" in page.url and "other=" in page.url
 
 
+def test_opening_an_episode_from_the_table_is_one_back_away_from_the_filtered_table(page, app_url, runs_root,
+                                                                                     wait_idle):
+    run = first_run(runs_root)
+    episode_id = failed_episode(run)
+    page.add_init_script("window.__pushes = 0; const push = history.pushState.bind(history); "
+                         "history.pushState = (s, t, u) => { window.__pushes += 1; return push(s, t, u); };")
+    page.goto(f"{app_url}/?contains={episode_id}&desc=1")
+    expect(page.get_by_text(f"1 of {len(run)} episodes")).to_be_visible()
+    wait_idle(page)
+    grid = page.locator('[data-testid="stDataFrame"]').last
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.evaluate("window.__pushes = 0")
+    page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)
+    expect(step_caption(page)).to_contain_text("step 1 (")
+    wait_idle(page)
+    # Streamlit's page switch takes two history entries; each URL parameter written on the way took one more.
+    assert page.evaluate("window.__pushes") <= 2
+    page.go_back()
+    expect(page.get_by_label("Contains")).to_have_value(episode_id)
+    expect(page.get_by_text(f"1 of {len(run)} episodes")).to_be_visible()
+    expect(page).to_have_url(re.compile(rf"contains={episode_id}"))
+
+
 def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root, wait_idle):
     run = first_run(runs_root)
     page.goto(app_url)

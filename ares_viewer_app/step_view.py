@@ -48,14 +48,15 @@ def long_text(text: str | None, key: str, *, language: str | None = None, empty:
                   args=(key,), type="tertiary", icon=":material/unfold_more:")
 
 
-def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *, first: int | None = None) -> None:
-    """Chat messages as the model saw them: role, then the exact text (collapsed when long). With ``first``,
-    each is numbered by its position in the context, ``first`` being the position of the first one (from 1)."""
+def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *,
+             numbers: list[int] | range | None = None) -> None:
+    """Chat messages as the model saw them: role, then the exact text (collapsed when long). With ``numbers``,
+    each is labelled with its number: its position in a context, from 1."""
     for n, message in enumerate(items):
         extra = f" · tool call id {escape.line(message.tool_call_id)}" if message.tool_call_id else ""
-        number = "" if first is None else f"message {first + n:,} · "
+        number = "" if numbers is None else f"message {numbers[n]:,} · "
         st.markdown(f"{number}**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
-        long_text(message.content, f"{key}.{n if first is None else first + n}")
+        long_text(message.content, f"{key}.{n if numbers is None else numbers[n]}")
         for call in message.tool_calls:
             st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
 
@@ -67,20 +68,33 @@ def context_pages(total: int) -> list[tuple[int, int]]:
     return [(max(0, stop - CONTEXT_PAGE), stop) for stop in reversed(stops)]
 
 
-def context(items: list[model.Message] | tuple[model.Message, ...], key: str) -> None:
-    """A whole context, each message numbered by its position; a long one a page at a time (the most recent
-    page first), every page reachable from a picker."""
+def positions(items: list[model.Message] | tuple[model.Message, ...],
+              within: list[model.Message]) -> list[int]:
+    """The number of each of ``items`` in the context ``within`` (from 1): the messages are the episode's own
+    objects, so each is found by identity, a repeated one at its next place."""
+    places: dict[int, list[int]] = {}
+    for n, message in reversed(list(enumerate(within, start=1))):
+        places.setdefault(id(message), []).append(n)
+    return [places[id(m)].pop() if places.get(id(m)) else 0 for m in items]
+
+
+def context(items: list[model.Message] | tuple[model.Message, ...], key: str, *,
+            numbers: list[int] | None = None) -> None:
+    """Messages numbered by their position in their context (``numbers``; by default the whole context, 1 to N); a
+    long list a page at a time (the most recent page first), every page reachable from a picker."""
+    numbers = numbers if numbers is not None else list(range(1, len(items) + 1))
     pages = context_pages(len(items)) or [(0, 0)]
     page = len(pages) - 1
     if len(pages) > 1:
         page = st.selectbox(
             f"Messages ({len(items):,} in all)", range(len(pages)), index=page, key=f"episode.context_page.{key}",
-            format_func=lambda p: (f"messages {pages[p][0] + 1:,}–{pages[p][1]:,}"
+            format_func=lambda p: (f"messages {numbers[pages[p][0]]:,}–{numbers[pages[p][1] - 1]:,}"
                                    + (" (the most recent)" if p == len(pages) - 1 else "")))
     start, stop = pages[page]
     if len(pages) > 1:
-        st.caption(f"Messages {start + 1:,} to {stop:,} of {len(items):,}; pick another page above for the rest.")
-    messages(items[start:stop], key, first=start + 1)
+        st.caption(f"Messages {numbers[start]:,} to {numbers[stop - 1]:,} ({stop - start:,} of {len(items):,}); "
+                   "pick another page above for the rest.")
+    messages(items[start:stop], key, numbers=numbers[start:stop])
 
 
 def reasoning(step: model.Step, key: str) -> None:
@@ -173,8 +187,8 @@ def prompt_change(episode: model.Episode, k: int, change: model.ContextChange, k
                    f"{len(change.kept)} message(s) carried over.", icon=":material/content_cut:")
         if change.dropped and st.toggle(f"Show the {len(change.dropped)} dropped message(s)",
                                         key="episode.show_dropped"):
-            st.markdown(f"##### Dropped messages ({len(change.dropped)})")
-            messages(change.dropped, f"{key}.dropped")
+            st.markdown(f"##### Dropped messages ({len(change.dropped)}, numbered as in the previous call)")
+            context(change.dropped, f"{key}.dropped", numbers=positions(change.dropped, episode.previous_context(k)))
         if change.rewritten and st.toggle(f"Show the {len(change.rewritten)} rewritten message(s)",
                                           key="episode.show_rewritten"):
             st.markdown(f"##### Rewritten messages ({len(change.rewritten)})")
@@ -183,6 +197,6 @@ def prompt_change(episode: model.Episode, k: int, change: model.ContextChange, k
         if change.new:  # under the dropped and rewritten ones: a heading says where the new ones start
             st.markdown(f"##### New messages ({len(change.new)})")
     if change.new:
-        messages(change.new, f"{key}.new")
+        messages(change.new, f"{key}.new", numbers=positions(change.new, episode.context(k)))
     else:
         st.caption("No new message: the model answered the same context again.")

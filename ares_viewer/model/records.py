@@ -391,11 +391,14 @@ class Episode:
         the current one holds none, so a context rewrite counts right (``appended_messages`` is the positional
         view: what followed the kept prefix).
         """
-        call = self._call(k)
-        if call is None:
+        if self._call(k) is None:
             return context_diff.ContextChange()
-        previous = [self.messages[i] for i in self._context_ids(call - 1)] if call else []
-        return context_diff.compare(previous, self.context(k))
+        return context_diff.compare(self.previous_context(k), self.context(k))
+
+    def previous_context(self, k: int) -> list[Message]:
+        """The messages of the model call before the one action ``k`` answered (empty for the first call)."""
+        call = self._call(k)
+        return [self.messages[i] for i in self._context_ids(call - 1)] if call else []
 
     def step(self, k: int) -> Step:
         """The step with index ``k``."""

@@ -110,9 +110,10 @@ def charts(run) -> None:
         if episode_id:
             widgets.go_to_episode(episode_id)
     if unscored or failed:
-        st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the "
-                   f"{unscored + failed:,} without one (“–” in the table, left out of the mean reward) are left out "
-                   "of the reward axes: counted in the distribution's title, on their own “no reward” band in the "
+        without = unscored + failed
+        st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the {without:,} without one (“–” "
+                   f"in the table, left out of the mean reward) {'is' if without == 1 else 'are'} left out of the "
+                   "reward axes: counted in the distribution's title, on their own “no reward” band in the "
                    "per-episode plots.")
     if sampled:
         st.caption(f"{len(run):,} episodes: curves show the mean and 10–90% band per bin, and the reward-vs-actions "
@@ -132,9 +133,13 @@ def _reward_range(low: float, high: float, raw: str) -> tuple[float, float]:
     return min(max(a, low), high), max(min(b, high), low)
 
 
-def _in(choices: list[str], what: str, raw: str) -> str:
+def _in(choices: list[str], what: str, raw: str, labels: dict[str, str] | None = None) -> str:
+    """``raw`` if it is one of ``choices``, or the choice whose label (as the page shows it) it is."""
     if raw not in choices:
-        raise ValueError(f"no {what} of that name")
+        named = [c for c in choices if (labels or {}).get(c) == raw]
+        if not named:
+            raise ValueError(f"no {what} of that name")
+        return named[0]
     return raw
 
 
@@ -225,7 +230,8 @@ def table(run, reason: str | None = None) -> None:
     if st.session_state.get("overview.page", 1) > pages:  # fewer rows since the page was picked: the first page
         del st.session_state["overview.page"]
         state.update(page=None)
-    problems = [state.bind("overview.sort", "sort", _RUN_ORDER, functools.partial(_in, options, "column")),
+    problems = [state.bind("overview.sort", "sort", _RUN_ORDER,
+                           functools.partial(_in, options, "column", labels=_COLUMN_LABELS)),
                 state.bind("overview.descending", "desc", False, state.on_off),
                 state.bind("overview.page", "page", 1,
                            functools.partial(state.whole, pages, f"the table has {pages:,} page(s)"))]

@@ -6,6 +6,7 @@ import pathlib
 
 import page_text
 
+import ares_viewer
 from testdata import synthetic
 
 
@@ -70,12 +71,20 @@ def test_dropped_and_new_messages_are_headed_apart(runs, app):
     at = open_step(app, runs, label="truncated", step=9)
     at.toggle(key="episode.show_dropped").set_value(True).run()
     markdown = [m.value for m in at.markdown]  # in page order
-    dropped = next(i for i, m in enumerate(markdown) if m.startswith("##### Dropped messages (13)"))
+    dropped = next(i for i, m in enumerate(markdown) if m.startswith("##### Dropped messages (13, numbered as in"))
     new = next(i for i, m in enumerate(markdown) if m.startswith("##### New messages (1)"))
-    # The dropped messages sit under their heading, the new ones under theirs.
-    headers = [i for i, m in enumerate(markdown) if " chars" in m and m.startswith(("**user**", "**assistant**"))]
+    # The dropped messages sit under their heading, the new ones under theirs, each numbered by its place in the
+    # context it was in (the previous call's, this call's), as "Full context" numbers them.
+    headers = [i for i, m in enumerate(markdown) if " chars" in m and m.startswith("message ")]
     assert len([i for i in headers if dropped < i < new]) == 13
     assert len([i for i in headers if i > new]) == 1
+    episode = ares_viewer.open_run(pathlib.Path(runs["root"]["path"]) / "run-a").episode(runs["run-a"]["truncated"])
+    change = episode.context_change(9)
+    where = episode.context(9).index(change.new[0]) + 1
+    assert markdown[headers[-1]].startswith(f"message {where} · ")
+    previous = episode.previous_context(9)
+    assert [int(markdown[i].split()[1]) for i in headers if dropped < i < new] == sorted(
+        n for n, m in enumerate(previous, start=1) if any(m is d for d in change.dropped))
 
 
 def test_a_long_full_context_is_paged_and_every_message_is_reachable(runs, app):

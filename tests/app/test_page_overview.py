@@ -149,4 +149,4 @@ def test_reward_plots_leave_an_errored_episode_without_a_reward_off_the_reward_a
         assert len(where) == 1 and where[0][0] == "errored, no reward (1)" and where[0][1] < 0  # not at 0
         assert "no reward" in figure.layout.yaxis.ticktext
     assert ("The reward plots show the 4 episodes with a reward; the 1 without one (“–” in the table, left out of "
-            "the mean reward) are left out of the reward axes") in page_text.of(at)
+            "the mean reward) is left out of the reward axes") in page_text.of(at)

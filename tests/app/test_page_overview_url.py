@@ -98,3 +98,11 @@ def test_sort_by_names_the_columns_as_the_table_headers_do(runs, app):
     sort.select("nonzero_returncodes").run()
     assert at.selectbox(key="overview.sort").value == "nonzero_returncodes"
     assert at.query_params["sort"] == "nonzero_returncodes"
+
+
+def test_a_hand_written_link_may_name_a_column_as_the_table_does(runs, app):
+    at = app(sort="reward", desc="1")
+    assert at.selectbox(key="overview.sort").value == "total_reward"
+    assert "Left out" not in _shown(at)
+    rewards = at.dataframe(key="overview.table").value["total_reward"].dropna().tolist()
+    assert rewards == sorted(rewards, reverse=True)

@@ -346,7 +346,7 @@ def group_rewards(rollouts: pd.DataFrame) -> go.Figure:
     0 in the mean, as in the success rate."""
     frame = rollouts.copy()
     unscored = run.unscored(frame)
-    rewardless = frame["total_reward"].isna() & ~unscored
+    rewardless = _no_reward(frame) & ~unscored
     frame["reward_plotted"] = frame["total_reward"].fillna(0.0).where(~unscored)
     labels = [f"traj {int(t)}" if pd.notna(t) else e[:8] for t, e in zip(
         frame["traj_idx"] if "traj_idx" in frame.columns else [None] * len(frame), frame["episode_id"], strict=True)]

@@ -102,7 +102,7 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
     changed it (a link, a reload, back) or when Streamlit forgot the widget while another page showed.
 
     Args:
-        widget: the widget's key; pair ``bind`` with ``store`` as its ``on_change``.
+        widget: the widget's key; pair ``bind`` with ``synced`` (``store`` as its ``on_change``).
         key: the parameter.
         default: the widget's value when the URL leaves the parameter out.
         parse: the parameter to the widget's value; raises ``ValueError`` for one the page cannot use.
@@ -162,6 +162,12 @@ def store(widget: str, key: str, write) -> None:
     value = write(st.session_state[widget])
     update(**{key: value})
     st.session_state[widget + ".synced"] = get(key)
+
+
+def synced(widget: str, key: str, write=lambda value: value or None) -> dict:
+    """A widget's keyword arguments that write its value into the parameter ``key`` when it changes (``key``,
+    ``on_change``, ``args``): pair with ``bind``; ``write`` gives None for the default."""
+    return {"key": widget, "on_change": store, "args": (widget, key, write)}
 
 
 def _with_episode(values: dict) -> dict:

@@ -134,6 +134,20 @@ def shown_instead(problem: str, key: str, shown: str) -> None:
     st.warning(f"{problem} Showing {shown} instead (`{key}` in the link).", icon=":material/help:")
 
 
+def recorded_step(episode: model.Episode, steps: list[int], default: int) -> int:
+    """The recorded step (one of ``steps``, which have snapshots) the link's ``step`` names: ``default`` with a
+    warning when the episode has no such step; the closest recorded one before it, with a caption, when that step
+    has no snapshot."""
+    problem = state.number_problem("step", 0, max(len(episode.steps) - 1, steps[-1]))
+    wanted = default if problem else state.get_int("step", default)
+    step = wanted if wanted in steps else max((s for s in steps if s <= wanted), default=steps[0])
+    if problem:
+        shown_instead(problem, "step", f"step {step}")
+    elif step != wanted:
+        st.caption(f"Step {wanted} has no snapshot: showing step {step}, the closest recorded one before it.")
+    return step
+
+
 def first_episode(run: ares_viewer.Run, *, unsolved: bool = False) -> str:
     """The run's first episode (run order), or its first unsolved one when asked and there is one."""
     for filters in ([queries.Filters(solved=False)] if unsolved else []) + [queries.Filters()]:

@@ -54,14 +54,7 @@ def changes_between(where: str, episode_id: str, old: int | None, new: int) -> f
 
 def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple[int | None, int]:
     """The two sides the view names (default: the step before and the current step), with select boxes."""
-    default = steps[-1] if len(steps) > 1 else steps[0]
-    problem = state.number_problem("step", 0, max(len(episode.steps) - 1, steps[-1]))
-    wanted = default if problem else state.get_int("step", default)
-    new = wanted if wanted in steps else max((s for s in steps if s <= wanted), default=steps[0])
-    if problem:
-        widgets.shown_instead(problem, "step", f"step {new}")
-    elif new != wanted:
-        st.caption(f"Step {wanted} has no snapshot: showing step {new}, the closest recorded one before it.")
+    new = widgets.recorded_step(episode, steps, steps[-1])
     old_param = state.get("old")
     if old_param == BASE and not no_base:
         old: int | None = None

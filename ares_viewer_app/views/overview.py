@@ -143,11 +143,6 @@ def _in(choices: list[str], what: str, raw: str, labels: dict[str, str] | None =
     return raw
 
 
-def _store(widget: str, key: str, write=lambda value: value or None):
-    """A widget's on_change and its args: its value into the URL parameter ``key``."""
-    return {"key": widget, "on_change": state.store, "args": (widget, key, write)}
-
-
 def filters(run, labels: dict[str, set[str]]) -> queries.Filters:
     """The filters above the table, as a query's filters; each in the URL unless it has its default."""
     cols = st.columns([2, 2, 2, 3])
@@ -160,23 +155,23 @@ def filters(run, labels: dict[str, set[str]]) -> queries.Filters:
                 state.bind("overview.outcomes", "outcome", [], choices=choices),
                 state.bind("overview.text", "contains", ""),
                 state.bind("overview.labels", "label", [], choices=names)]
-    tasks = cols[0].multiselect("Task", task_names, **_store("overview.tasks_filter", "task"))
+    tasks = cols[0].multiselect("Task", task_names, **state.synced("overview.tasks_filter", "task"))
     outcomes = cols[1].multiselect("Outcome", choices, help=f"{plots.UNSCORED}: finished without a reward",
-                                   **_store("overview.outcomes", "outcome"))
+                                   **state.synced("overview.outcomes", "outcome"))
     reward = None
     if low < high:
         within = functools.partial(_reward_range, low, high)
         problems.append(state.bind("overview.reward", "reward", (low, high), within))
-        reward = cols[2].slider("Reward", low, high, **_store(
+        reward = cols[2].slider("Reward", low, high, **state.synced(
             "overview.reward", "reward", lambda r: None if r == (low, high) else f"{r[0]}..{r[1]}"))
         reward = None if reward == (low, high) else reward
     text = cols[3].text_input("Contains", placeholder="id, task or error text",
-                              **_store("overview.text", "contains", lambda t: t.strip() or None))
+                              **state.synced("overview.text", "contains", lambda t: t.strip() or None))
     for problem in filter(None, problems):
         st.caption(problem)
     review_panel.problem()
     picked = st.multiselect("Label", names, placeholder="any label (review labels on steps)",
-                            **_store("overview.labels", "label")) if names else []
+                            **state.synced("overview.labels", "label")) if names else []
     ids = [e for e, chosen in labels.items() if chosen & set(picked)] if picked else None
     return queries.Filters(tasks=tasks, outcomes=outcomes, reward=reward, text=text, episode_ids=ids)
 
@@ -236,12 +231,12 @@ def table(run, reason: str | None = None) -> None:
                 state.bind("overview.page", "page", 1,
                            functools.partial(state.whole, pages, f"the table has {pages:,} page(s)"))]
     sort = cols[0].selectbox("Sort by", options, format_func=lambda c: _COLUMN_LABELS.get(c, c),
-                             **_store("overview.sort", "sort", lambda c: None if c == _RUN_ORDER else c))
-    descending = cols[1].toggle("Descending", **_store("overview.descending", "desc", state.flag))
+                             **state.synced("overview.sort", "sort", lambda c: None if c == _RUN_ORDER else c))
+    descending = cols[1].toggle("Descending", **state.synced("overview.descending", "desc", state.flag))
     page = 1
     if pages > 1:
         page = int(cols[2].number_input(f"Page (of {pages:,})", 1, pages,
-                                        **_store("overview.page", "page", lambda n: None if n == 1 else n)))
+                                        **state.synced("overview.page", "page", lambda n: None if n == 1 else n)))
     for problem in filter(None, problems):
         st.caption(problem)
     shown = run.queries.page(chosen, sort=None if sort == _RUN_ORDER else sort,

@@ -130,13 +130,7 @@ def _age(seconds: float) -> str:
 def _pick_step(episode, steps: list[int]) -> int:
     """The recorded step the view names (a warning when the episode has no such step; the closest recorded one
     before it when that step has no snapshot), with a select box; the URL names the step picked."""
-    problem = state.number_problem("step", 0, max(len(episode.steps) - 1, steps[-1]))
-    wanted = steps[0] if problem else state.get_int("step", steps[0])
-    step = wanted if wanted in steps else max((s for s in steps if s <= wanted), default=steps[0])
-    if problem:
-        widgets.shown_instead(problem, "step", f"step {step}")
-    elif step != wanted:
-        st.caption(f"Step {wanted} has no snapshot: showing step {step}, the closest recorded one before it.")
+    step = widgets.recorded_step(episode, steps, steps[0])
     if state.get("step") is not None and state.get("step") != str(step):
         state.update(step=step)
     st.session_state[_KEY + "step_pick"] = step

@@ -133,16 +133,15 @@ problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "reg
                        choices=search.FIELDS, unknown=f"the fields are {', '.join(search.FIELDS)}"),
             state.bind("search.limit", "limit", LIMIT,
                        functools.partial(state.whole, _MOST, f"it is a whole number from 1 to {_MOST:,}"))]
-query = st.text_input("Text or regular expression", key="search.query", placeholder="e.g. Traceback|AssertionError",
-                      on_change=state.store, args=("search.query", "q", lambda v: v.strip() or None)).strip()
+query = st.text_input("Text or regular expression", placeholder="e.g. Traceback|AssertionError",
+                      **state.synced("search.query", "q", lambda v: v.strip() or None)).strip()
 cols = st.columns(4)
-regex = cols[0].toggle("Regular expression", key="search.regex", on_change=state.store,
-                       args=("search.regex", "regex", state.flag))
-case = cols[1].toggle("Match case", key="search.case", on_change=state.store, args=("search.case", "case", state.flag))
-fields = cols[2].multiselect("In", list(search.FIELDS), key="search.fields", format_func=_FIELD_NAMES.get,
-                             on_change=state.store, args=("search.fields", "in", _some_fields))
-limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50, key="search.limit",
-                             on_change=state.store, args=("search.limit", "limit", lambda n: None if n == LIMIT else n))
+regex = cols[0].toggle("Regular expression", **state.synced("search.regex", "regex", state.flag))
+case = cols[1].toggle("Match case", **state.synced("search.case", "case", state.flag))
+fields = cols[2].multiselect("In", list(search.FIELDS), format_func=_FIELD_NAMES.get,
+                             **state.synced("search.fields", "in", _some_fields))
+limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50,
+                             **state.synced("search.limit", "limit", lambda n: None if n == LIMIT else n))
 for problem in filter(None, problems):
     st.caption(problem)
 

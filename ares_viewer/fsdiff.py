@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import difflib
 import hashlib
 import html
 import itertools
@@ -660,7 +659,7 @@ def _git_block(path: str, old: _GitSide | None, new: _GitSide | None) -> str:
     if old_text is None or new_text is None:
         lines += ["GIT binary patch", *_git_literal(new_data or b""), *_git_literal(old_data or b"")]
         return "\n".join(lines) + "\n"
-    hunks = _hunks(old_text, new_text)
+    hunks = textdiff.exact_hunks(old_text, new_text)
     if hunks:  # an empty file added or deleted has none
         lines += [f"--- {a_name if old is not None else '/dev/null'}",
                   f"+++ {b_name if new is not None else '/dev/null'}"]
@@ -686,34 +685,6 @@ def _git_literal(data: bytes) -> list[str]:
         length = chr(ord("A") + len(chunk) - 1) if len(chunk) <= 26 else chr(ord("a") + len(chunk) - 27)
         lines.append(length + base64.b85encode(chunk, pad=True).decode("ascii"))
     return [*lines, ""]
-
-
-def _hunks(old: str, new: str, context: int = 3) -> str:
-    """Unified-diff hunks of two texts, exact to the byte: lines split at ``\\n`` only, and a last line without
-    one marked ``\\ No newline at end of file``."""
-    def split(text: str) -> list[str]:
-        parts = text.split("\n")
-        return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-    def span(start: int, stop: int) -> str:
-        length = stop - start
-        return f"{start + 1}" if length == 1 else f"{start if length == 0 else start + 1},{length}"
-
-    def emit(sign: str, line: str) -> str:
-        return f"{sign}{line}" if line.endswith("\n") else f"{sign}{line}\n\\ No newline at end of file\n"
-
-    a, b = split(old), split(new)
-    out = []
-    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(context):
-        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
-        out.append(f"@@ -{span(i1, i2)} +{span(j1, j2)} @@\n")
-        for tag, a1, a2, b1, b2 in group:
-            if tag == "equal":
-                out += [emit(" ", line) for line in a[a1:a2]]
-                continue
-            out += [emit("-", line) for line in a[a1:a2]]
-            out += [emit("+", line) for line in b[b1:b2]]
-    return "".join(out)
 
 
 def episode_patch(episode: model.Episode) -> FsDiff | None:

@@ -1,7 +1,8 @@
 """Line diffs of prompts, responses, commands and outputs: unified text for terminals, HTML for pages.
 
 Built on ``difflib``. Inputs are clipped before diffing, because a diff of two 30 MB contexts is
-neither readable nor cheap; the clip is reported in the output rather than hidden.
+neither readable nor cheap; the clip is reported in the output rather than hidden. ``exact_hunks`` (a patch's
+hunks) clips nothing: its caller bounds the texts (``fsdiff.patch`` leaves files over ``MAX_DIFF_BYTES`` out).
 """
 
 from __future__ import annotations
@@ -61,6 +62,34 @@ def unified(a: str | None, b: str | None, *, a_name: str = "before", b_name: str
     lines = difflib.unified_diff(_lines(a, limit), _lines(b, limit), fromfile=a_name, tofile=b_name, n=context,
                                  lineterm="")
     return "\n".join(lines)
+
+
+def exact_hunks(old: str, new: str, context: int = 3) -> str:
+    """Unified-diff hunks of two texts, exact to the byte, as a patch needs them (``fsdiff.patch``): nothing
+    clipped, lines split at ``\\n`` only, and a last line without one marked ``\\ No newline at end of file``."""
+    def split(text: str) -> list[str]:
+        parts = text.split("\n")
+        return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+    def span(start: int, stop: int) -> str:
+        length = stop - start
+        return f"{start + 1}" if length == 1 else f"{start if length == 0 else start + 1},{length}"
+
+    def emit(sign: str, line: str) -> str:
+        return f"{sign}{line}" if line.endswith("\n") else f"{sign}{line}\n\\ No newline at end of file\n"
+
+    a, b = split(old), split(new)
+    out = []
+    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(context):
+        (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
+        out.append(f"@@ -{span(i1, i2)} +{span(j1, j2)} @@\n")
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                out += [emit(" ", line) for line in a[a1:a2]]
+                continue
+            out += [emit("-", line) for line in a[a1:a2]]
+            out += [emit("+", line) for line in b[b1:b2]]
+    return "".join(out)
 
 
 def stats(a: str | None, b: str | None, *, limit: int = MAX_CHARS) -> DiffStats:

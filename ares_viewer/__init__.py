@@ -8,10 +8,13 @@
 >>> ares_viewer.review.open_store().notes(run=run)   # review notes and labels on steps
 """
 
+import importlib
+from types import ModuleType
+
 from ares_viewer import review
 from ares_viewer.model import ContextLink, Episode, Message, Outcome, Step, StepKind, ToolCall, Usage
-from ares_viewer.run import EmptyRunError, LoadError, Run, load_episode, open_run
-from ares_viewer.sources import LocationError
+from ares_viewer.runs.run import EmptyRunError, LoadError, Run, load_episode, open_run
+from ares_viewer.runs.sources import LocationError
 
 __all__ = [
     "ContextLink",
@@ -31,3 +34,29 @@ __all__ = [
     "review",
 ]
 __version__ = "0.1.0"
+
+# The modules a notebook imports by their short name (``from ares_viewer import align, plots, search``), as they
+# were named before the library's folders became its layers. Loaded on first use, so ``import ares_viewer`` stays
+# light (plotly, DuckDB and the index load only when a name that needs them is asked for).
+_SHORT_NAMES = {
+    "aggregate_plots": "ares_viewer.analysis.aggregate_plots",
+    "align": "ares_viewer.analysis.align",
+    "display": "ares_viewer.model.render",
+    "ending": "ares_viewer.analysis.ending",
+    "groups": "ares_viewer.analysis.groups",
+    "model_client": "ares_viewer.counterfactual.model_client",
+    "plots": "ares_viewer.analysis.plots",
+    "run": "ares_viewer.runs.run",
+    "search": "ares_viewer.analysis.search",
+    "sizes": "ares_viewer.base.sizes",
+    "sources": "ares_viewer.runs.sources",
+    "textdiff": "ares_viewer.base.textdiff",
+    "verdicts": "ares_viewer.formats.sidecars.verdicts",
+}
+
+
+def __getattr__(name: str) -> ModuleType:
+    """The module a short name stands for (``ares_viewer.align`` is ``ares_viewer.analysis.align``)."""
+    if name in _SHORT_NAMES:
+        return importlib.import_module(_SHORT_NAMES[name])
+    raise AttributeError(f"module 'ares_viewer' has no attribute {name!r}")

@@ -18,12 +18,15 @@ from collections.abc import Iterator, Sequence
 import orjson
 import pandas as pd
 
-from ares_viewer import display, review, run, sandbox, search, sources
-from ares_viewer.formats import atif_export
-from ares_viewer.index import queries as index_queries
-from ares_viewer.index import ray as index_ray
-from ares_viewer.index import shared as index_shared
-from ares_viewer.index import update as index_update
+from ares_viewer import review, sandbox
+from ares_viewer.analysis import search
+from ares_viewer.formats.export import atif_export
+from ares_viewer.model import render as display
+from ares_viewer.runs import run, sources
+from ares_viewer.runs.index import queries as index_queries
+from ares_viewer.runs.index import ray as index_ray
+from ares_viewer.runs.index import shared as index_shared
+from ares_viewer.runs.index import update as index_update
 from ares_viewer_app import server
 
 

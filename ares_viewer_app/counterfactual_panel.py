@@ -21,7 +21,9 @@ from typing import Any
 
 import streamlit as st
 
-from ares_viewer import counterfactual, model, model_client, run
+from ares_viewer import counterfactual, model
+from ares_viewer.counterfactual import model_client
+from ares_viewer.runs import run
 from ares_viewer_app import escape, pages, state, widgets
 
 MAX_STEPS = 30

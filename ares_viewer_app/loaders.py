@@ -13,7 +13,9 @@ import pathlib
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import align, counterfactual, fsdiff, snapshots, sources
+from ares_viewer import counterfactual, fsdiff, snapshots
+from ares_viewer.analysis import align
+from ares_viewer.runs import sources
 from ares_viewer_app import access
 
 # A checkout's bundled sample runs (an installed wheel has none: it lists the working directory's runs instead).

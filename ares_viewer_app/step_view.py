@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ares_viewer import ending, model, textdiff
+from ares_viewer import model
+from ares_viewer.analysis import ending
+from ares_viewer.base import textdiff
 from ares_viewer_app import escape, widgets
 
 # A text longer than this (characters or lines) is shown as its head and tail until "Show all".

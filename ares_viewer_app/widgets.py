@@ -12,7 +12,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import model
-from ares_viewer.index import queries
+from ares_viewer.runs.index import queries
 from ares_viewer_app import access, escape, loaders, pages, state
 
 # Characters of one message or output shown before "show long texts in full" is asked for:

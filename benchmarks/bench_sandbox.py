@@ -35,9 +35,10 @@ import time
 
 import docker
 
-from ares_viewer import run, sandbox, snapshots
+from ares_viewer import sandbox, snapshots
 from ares_viewer.container import image as container_image
 from ares_viewer.container import limits
+from ares_viewer.runs import run
 from ares_viewer.snapshots import episode_boundary
 from testdata import synthetic
 
@@ -100,7 +101,8 @@ def _boundary_restores(client, episode, session: str, repeat: int) -> tuple[floa
 _CHILD = """
 import json, os, resource, sys, time
 import docker
-from ares_viewer import container, run, snapshots
+from ares_viewer import container, snapshots
+from ares_viewer.runs import run
 from ares_viewer.sandbox import registry
 client = docker.from_env(timeout=60)
 box = client.containers.get(os.environ["CONTAINER"])

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import ares_viewer
-from ares_viewer import search
+from ares_viewer.analysis import search
 from benchmarks import bench_scale
 
 RARE = "zanzibar quokka"

@@ -21,7 +21,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import ares_capture
 
-from ares_viewer import counterfactual, run
+from ares_viewer import counterfactual
+from ares_viewer.runs import run
 
 HINT = "Hint: look at the tests first."
 

@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-from ares_viewer import run, sandbox
+from ares_viewer import sandbox
+from ares_viewer.runs import run
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE_RUNS = REPO / "sample_runs"
@@ -48,7 +49,7 @@ def big_run(tmp_path_factory):
 @pytest.fixture
 def no_whole_table(monkeypatch):
     """Loading a run's whole episode table (``Run.episodes``) fails the test."""
-    from ares_viewer.index import table
+    from ares_viewer.runs.index import table
 
     def whole_table(self):
         raise AssertionError("the run's whole episode table was loaded")

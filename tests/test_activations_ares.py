@@ -24,7 +24,7 @@ import pytest
 import ares_viewer
 from ares_viewer import activations
 from ares_viewer.activations import figures, tokens, views
-from ares_viewer.run import load_episode
+from ares_viewer.runs.run import load_episode
 from tests.conftest import _missing
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

@@ -8,9 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
-from ares_viewer import activations, align, model
+from ares_viewer import activations, model
 from ares_viewer.activations import figures, tokens, views
-from ares_viewer.run import load_episode
+from ares_viewer.analysis import align
+from ares_viewer.runs.run import load_episode
 from testdata import synthetic
 
 

@@ -1,6 +1,6 @@
 """The default agent's text protocol: one bash block per response, results in tags."""
 
-from ares_viewer import agent_text
+from ares_viewer.base import agent_text
 from testdata import synthetic
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ares_viewer import align
-from ares_viewer.run import load_episode
+from ares_viewer.analysis import align
+from ares_viewer.runs.run import load_episode
 from testdata import synthetic
 
 COMMANDS = ["ls -la", "cat src/calc/core.py", "python -m pytest -q", "sed -i 's/a - b/a + b/' src/calc/core.py",

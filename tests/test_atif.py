@@ -14,7 +14,7 @@ import reasoning_fixtures as rf
 
 import ares_viewer
 from ares_viewer import cli
-from ares_viewer.formats import atif_export
+from ares_viewer.formats.export import atif_export
 from testdata import synthetic
 
 KEPT_MINI = pathlib.Path(__file__).resolve().parent / "fixtures" / "mini-swe-agent-real"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ares_viewer.cache import BoundedCache
+from ares_viewer.base.cache import BoundedCache
 
 
 def test_a_full_cache_evicts_the_least_recently_used_entry():

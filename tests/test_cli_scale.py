@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from ares_viewer import cli, run
+from ares_viewer import cli
+from ares_viewer.runs import run
 
 ROLLOUTS = 200_000
 FIRST = "big/it0/train/g0/t0"

@@ -9,7 +9,8 @@ import re
 import shutil
 
 import ares_viewer
-from ares_viewer import cli, search
+from ares_viewer import cli
+from ares_viewer.analysis import search
 from testdata import synthetic
 
 DEMO_RUN = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"

@@ -132,7 +132,7 @@ def test_the_cli_shows_the_messages_new_by_content_after_a_rewrite(capsys):
 
 
 def test_step_text_after_an_ordinary_step_lists_the_previous_exchange_as_new(tmp_path):
-    from ares_viewer import display
+    from ares_viewer.model import render as display
 
     episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=3, seed=2)))
     text = display.step_text(episode, 2)

@@ -19,9 +19,10 @@ import uuid
 import chat_server
 import pytest
 
-from ares_viewer import align, counterfactual, ending, fsdiff, sandbox, snapshots
+from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
+from ares_viewer.analysis import align, ending
 from ares_viewer.model import Outcome
-from ares_viewer.run import load_episode
+from ares_viewer.runs.run import load_episode
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEMO = REPO / "sample_runs" / "demo-run"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ares_viewer
-from ares_viewer import ending
+from ares_viewer.analysis import ending
 from testdata import synthetic
 
 DIFF = ("diff --git a/src/calc/core.py b/src/calc/core.py\n--- a/src/calc/core.py\n+++ b/src/calc/core.py\n"

@@ -20,7 +20,7 @@ def test_one_episode_per_line_with_training_columns():
     assert row["group"] == "math-rl/it10/eval_gsm8k/g1" and row["format"] == "tinker"
     assert sorted(frame["iteration"].unique()) == [0, 10]
     # The columns an adapter adds follow the common ones.
-    assert list(run.episodes.columns[:17]) == list(ares_viewer.run.EPISODE_COLUMNS)
+    assert list(run.episodes.columns[:17]) == list(ares_viewer.runs.run.EPISODE_COLUMNS)
 
 
 def test_ids_are_unique_and_stable_across_reopening():

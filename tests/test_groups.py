@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import ares_viewer
-from ares_viewer import groups, plots
+from ares_viewer.analysis import groups, plots
 from testdata import synthetic
 
 

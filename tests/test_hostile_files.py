@@ -15,7 +15,8 @@ import hostile_files
 import pytest
 
 import ares_viewer
-from ares_viewer import formats, sources
+from ares_viewer import formats
+from ares_viewer.runs import sources
 from testdata import synthetic
 
 
@@ -92,7 +93,7 @@ def test_wrong_types_in_a_line_leave_the_other_lines(fixture):
 
 
 def test_an_unforeseen_failure_in_an_adapter_is_that_record_s_error(monkeypatch, tmp_path):
-    from ares_viewer.formats import ares
+    from ares_viewer.formats.adapters import ares
 
     def broken(doc, path, record=None):
         raise TypeError("'int' object is not subscriptable")

@@ -10,7 +10,7 @@ import pytest
 
 import ares_viewer
 from ares_viewer import formats
-from ares_viewer.formats import ares
+from ares_viewer.formats.adapters import ares
 from testdata import synthetic
 
 SAMPLE_RUN = pathlib.Path(__file__).resolve().parents[1] / "sample_runs" / "demo-run"

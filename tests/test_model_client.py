@@ -9,8 +9,9 @@ import time
 import chat_server
 import pytest
 
-from ares_viewer import counterfactual, model_client
-from ares_viewer.model_client import ConfigError, ModelEndpointError
+from ares_viewer import counterfactual
+from ares_viewer.counterfactual import model_client
+from ares_viewer.counterfactual.model_client import ConfigError, ModelEndpointError
 
 MESSAGES = [{"role": "user", "content": "List the files.", "extra": "recorded only"},
             {"role": "assistant", "content": "```bash\nls\n```"}, {"role": "user", "content": "a.txt"}]

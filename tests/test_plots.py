@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import ares_viewer
-from ares_viewer import plots
+from ares_viewer.analysis import plots
 from testdata import synthetic
 
 
@@ -160,7 +160,7 @@ def test_group_rewards_mark_a_failure_without_a_reward_as_the_table_does(run):
 
 
 def test_reward_histogram_bars_span_their_bins_and_ticks_sit_on_edges(run):
-    from ares_viewer import aggregate_plots
+    from ares_viewer.analysis import aggregate_plots
 
     bins = run.queries.reward_histogram()  # rewards 0 and 1: twenty bins 0.05 wide
     fig = aggregate_plots.reward_histogram(bins)
@@ -175,7 +175,7 @@ def test_reward_histogram_bars_span_their_bins_and_ticks_sit_on_edges(run):
 
 
 def test_reward_histogram_of_one_reward_value_is_centred_on_it(tmp_path):
-    from ares_viewer import aggregate_plots
+    from ares_viewer.analysis import aggregate_plots
 
     for seed in range(3):
         synthetic.write_episode(tmp_path, synthetic.episode_dict(task_name="calc__calc-1", reward=1.0, seed=seed))
@@ -186,7 +186,7 @@ def test_reward_histogram_of_one_reward_value_is_centred_on_it(tmp_path):
 
 
 def test_reward_over_time_legend_sits_above_the_plot_clear_of_the_axis_title(run):
-    from ares_viewer import aggregate_plots
+    from ares_viewer.analysis import aggregate_plots
 
     for fig in (plots.reward_over_time(run.episodes), aggregate_plots.reward_bands(run.queries.reward_bands())):
         legend = fig.layout.legend

@@ -6,8 +6,10 @@ import pytest
 import reasoning_fixtures as rf
 
 import ares_viewer
-from ares_viewer import cli, display, search
+from ares_viewer import cli
+from ares_viewer.analysis import search
 from ares_viewer.formats import reasoning
+from ares_viewer.model import render as display
 
 
 @pytest.fixture

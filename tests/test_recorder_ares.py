@@ -18,7 +18,8 @@ import uuid
 import pytest
 import sample_scripts
 
-from ares_viewer import Outcome, agent_text, container, fsdiff, load_episode, model, sandbox, snapshots
+from ares_viewer import Outcome, container, fsdiff, load_episode, model, sandbox, snapshots
+from ares_viewer.base import agent_text
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

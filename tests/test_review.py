@@ -12,7 +12,8 @@ import sys
 import pytest
 
 import ares_viewer
-from ares_viewer import cli, plots, review
+from ares_viewer import cli, review
+from ares_viewer.analysis import plots
 from testdata import synthetic
 
 
@@ -471,6 +472,6 @@ def test_timeline_marks_labelled_steps():
 
 
 def synthetic_steps():
-    from ares_viewer.formats import ares
+    from ares_viewer.formats.adapters import ares
 
     return ares.parse_episode(synthetic.episode_dict(actions=6, seed=3), "x.json").steps_frame()

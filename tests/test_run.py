@@ -122,7 +122,7 @@ def test_large_runs_are_indexed_in_worker_processes(tmp_path, monkeypatch):
     folder = tmp_path / "big"
     synthetic.write_run(folder, 12, actions=40, output_chars=4000)
     serial = ares_viewer.open_run(folder, use_cache=False, workers=1)
-    from ares_viewer.index import builder
+    from ares_viewer.runs.index import builder
 
     monkeypatch.setattr(builder, "PARALLEL_MIN_BYTES", 0)
     parallel = ares_viewer.open_run(folder, use_cache=False, workers=2)
@@ -145,7 +145,7 @@ def test_run_renders_for_notebooks_and_terminals(run_dir):
 def test_library_does_not_import_streamlit():
     import subprocess
 
-    code = "import sys, ares_viewer, ares_viewer.run, ares_viewer.cli; print('streamlit' in sys.modules)"
+    code = "import sys, ares_viewer, ares_viewer.runs.run, ares_viewer.cli; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -224,7 +224,7 @@ def test_other_attempt_prefers_the_shortest_solved_attempt(tmp_path):
 def test_failures_group_alike_errors_and_leave_successes_out(tmp_path):
     import pandas as pd
 
-    from ares_viewer import run as run_module
+    from ares_viewer.runs import run as run_module
 
     frame = pd.DataFrame({
         "episode_id": ["a", "b", "c", "d", "e", "f", "g"],

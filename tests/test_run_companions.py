@@ -9,7 +9,9 @@ import fsspec
 import pytest
 
 import ares_viewer
-from ares_viewer import activations, cli, companions, display, snapshots, sources
+from ares_viewer import activations, cli, snapshots
+from ares_viewer.model import render as display
+from ares_viewer.runs import companions, sources
 from testdata import synthetic
 
 

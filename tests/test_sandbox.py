@@ -27,7 +27,8 @@ import uuid
 import pytest
 
 from ares_viewer import container as containers
-from ares_viewer import fsdiff, model, run, sandbox, snapshots
+from ares_viewer import fsdiff, model, sandbox, snapshots
+from ares_viewer.runs import run
 from ares_viewer.sandbox import registry
 from ares_viewer.sandbox import replays as sandbox_replay
 

@@ -19,7 +19,8 @@ import uuid
 
 import pytest
 
-from ares_viewer import model, run, sandbox, snapshots
+from ares_viewer import model, sandbox, snapshots
+from ares_viewer.runs import run
 from testdata import synthetic
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

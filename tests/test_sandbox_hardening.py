@@ -27,7 +27,8 @@ import uuid
 import pytest
 
 from ares_viewer import container as containers
-from ares_viewer import run, sandbox, snapshots
+from ares_viewer import sandbox, snapshots
+from ares_viewer.runs import run
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEMO = REPO / "sample_runs" / "demo-run"
@@ -94,7 +95,8 @@ def test_capturing_100_mb_takes_time_linear_in_bytes(engine, restore):
 _CAPTURE_IN_CHILD = """
 import hashlib, json, os
 import docker
-from ares_viewer import container as containers, run, snapshots
+from ares_viewer import container as containers, snapshots
+from ares_viewer.runs import run
 
 def peak_mib():  # the peak resident set so far (VmHWM), in MiB
     with open("/proc/self/status") as status:
@@ -205,7 +207,8 @@ def _big_blob_run(tmp_path: pathlib.Path, refs: int, blob_mib: int = 256) -> pat
 
 _RESTORE_IN_CHILD = _RSS + """
 import os, sys
-from ares_viewer import run, sandbox, snapshots
+from ares_viewer import sandbox, snapshots
+from ares_viewer.runs import run
 episode = run.load_episode(os.environ["EPISODE"])
 before = peak_mib()
 out = {"before_mib": before}

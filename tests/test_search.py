@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 import ares_viewer
-from ares_viewer import search
+from ares_viewer.analysis import search
 from testdata import synthetic
 
 

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 import ares_viewer
-from ares_viewer import search
+from ares_viewer.analysis import search
 from benchmarks import bench_scale
 from tests import atif_fixtures
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ares_viewer
-from ares_viewer import search
+from ares_viewer.analysis import search
 from benchmarks import bench_scale, bench_search
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ares_viewer import sizes
+from ares_viewer.base import sizes
 
 
 @pytest.mark.parametrize(("n", "shown"), [(0, "0 bytes"), (1, "1 byte"), (369, "369 bytes"), (4491, "4,491 bytes"),

@@ -10,7 +10,8 @@ import shutil
 import demo_runs
 import pytest
 
-from ares_viewer import run, snapshots
+from ares_viewer import snapshots
+from ares_viewer.runs import run
 from ares_viewer.snapshots import episode_boundary
 from testdata import synthetic
 

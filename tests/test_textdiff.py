@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ares_viewer import textdiff
+from ares_viewer.base import textdiff
 
 BEFORE = "THOUGHT: look at the code\n\n```bash\ncat src/calc/core.py\n```"
 AFTER = "THOUGHT: fix the sign\n\n```bash\nsed -i 's/a - b/a + b/' src/calc/core.py\n```"

@@ -11,7 +11,8 @@ import formats_fixtures as fx
 import pytest
 
 import ares_viewer
-from ares_viewer import plots, verdicts
+from ares_viewer.analysis import plots
+from ares_viewer.formats.sidecars import verdicts
 from testdata import synthetic
 
 DJANGO = "swebench-gpt4o-v1/django__django-11099"

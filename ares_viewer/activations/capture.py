@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ares_viewer import cache, companions
 from ares_viewer.activations import step_file
+from ares_viewer.base import cache
+from ares_viewer.runs import companions
 
 METADATA = companions.CAPTURE_METADATA
 MAX_METADATA_BYTES = 64 * 1024 * 1024

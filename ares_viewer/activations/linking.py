@@ -20,7 +20,7 @@ import pathlib
 from typing import TYPE_CHECKING
 
 from ares_viewer.activations import capture as capture_mod
-from ares_viewer.sources import ACTIVATIONS_DIRNAME
+from ares_viewer.runs.sources import ACTIVATIONS_DIRNAME
 
 if TYPE_CHECKING:
     from ares_viewer import model

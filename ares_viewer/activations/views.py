@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ares_viewer import align
 from ares_viewer.activations import capture as capture_mod
+from ares_viewer.analysis import align
 
 if TYPE_CHECKING:
     from ares_viewer.activations import linking

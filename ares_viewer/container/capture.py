@@ -34,7 +34,8 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from ares_viewer import sizes, snapshots
+from ares_viewer import snapshots
+from ares_viewer.base import sizes
 from ares_viewer.container import labels
 from ares_viewer.container.streams import StreamError, archive_to_file
 from ares_viewer.snapshots.base import parents

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ares_viewer import snapshots
-from ares_viewer.cache import BoundedCache
+from ares_viewer.base.cache import BoundedCache
 from ares_viewer.container import labels
 from ares_viewer.container.capture import DEFAULT_IGNORE, ENGINE_MOUNTS, CaptureError, ignored
 from ares_viewer.container.limits import ResourceLimits

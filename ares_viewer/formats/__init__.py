@@ -15,8 +15,11 @@ import dataclasses
 from collections.abc import Collection
 from typing import Any
 
-from ares_viewer import jsondecode, model, verdicts
-from ares_viewer.formats import ares, atif, decoding, harbor, mini_swe_agent, ray_runner, registry, tinker
+from ares_viewer import model
+from ares_viewer.base import jsondecode
+from ares_viewer.formats import decoding, registry
+from ares_viewer.formats.adapters import ares, atif, mini_swe_agent, ray_runner, tinker
+from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import EpisodeRow
 
 # Sniffed in this order; each sniff is strict enough that no two claim the same record.
@@ -38,8 +41,8 @@ class FileResult:
 
     A file can yield both: a JSONL file with one corrupt line loads every other line and reports
     the bad line in ``errors``. An evaluation report holds no episodes but ``verdicts`` (instance id ->
-    verdict, see :mod:`ares_viewer.verdicts`); a harbor trial's ``result.json`` holds ``trial`` (what it says
-    about the trajectory of its folder, see :mod:`ares_viewer.formats.harbor`).
+    verdict, see :mod:`ares_viewer.formats.sidecars.verdicts`); a harbor trial's ``result.json`` holds
+    ``trial`` (what it says about the trajectory of its folder, see :mod:`ares_viewer.formats.sidecars.harbor`).
     """
 
     episodes: tuple[model.Episode, ...] = ()

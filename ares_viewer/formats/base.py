@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ares_viewer import agent_text, model
+from ares_viewer import model
+from ares_viewer.base import agent_text
 from ares_viewer.formats import chat
 from ares_viewer.model import EpisodeRow
 

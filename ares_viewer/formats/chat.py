@@ -14,7 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ares_viewer import agent_text, model
+from ares_viewer import model
+from ares_viewer.base import agent_text
 
 
 class FormatError(ValueError):

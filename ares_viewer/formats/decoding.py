@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from ares_viewer import jsondecode
+from ares_viewer.base import jsondecode
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _BLANK = re.compile(rb"[ \t\r\n]*")

@@ -2,7 +2,7 @@
 
 They live beside the model because ``Episode.__str__`` and ``_repr_html_`` use them, and the model imports
 nothing else of the library; a run is rendered through the few things ``RunView`` names, so this module does
-not import ``ares_viewer.run`` either. ``ares_viewer.display`` is the public name of these functions.
+not import ``ares_viewer.runs.run`` either. ``ares_viewer.model.render`` is the public name of these functions.
 
 The HTML is self-contained (inline styles, no scripts), so it renders the same in Jupyter,
 VS Code and exported notebooks.
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class RunView(Protocol):
-    """What rendering a run reads of it (``ares_viewer.run.Run`` has all of it): its figures and its first rows
+    """What rendering a run reads of it (``ares_viewer.runs.run.Run`` has all of it): its figures and its first rows
     (``queries.page``), never its whole table."""
 
     location: str

@@ -10,9 +10,9 @@ import pathlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ares_viewer import run as run_module
 from ares_viewer.review.orphans import StepRange
 from ares_viewer.review.store import Note, ReviewStore, fold, format_time, run_key
+from ares_viewer.runs import run as run_module
 
 EXPORT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ares_viewer import run as run_module
-from ares_viewer.index import queries
+from ares_viewer.runs import run as run_module
+from ares_viewer.runs.index import queries
 
 if TYPE_CHECKING:
     import pandas as pd

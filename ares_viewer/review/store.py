@@ -42,8 +42,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ares_viewer import index_cache
-from ares_viewer import run as run_module
+from ares_viewer.runs import index_cache
+from ares_viewer.runs import run as run_module
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -7,7 +7,8 @@
 
 A notebook session::
 
-    from ares_viewer import run, sandbox
+    from ares_viewer import sandbox
+    from ares_viewer.runs import run
 
     episode = run.load_episode("sample_runs/demo-run/<id>.json")
     with sandbox.restore(episode, 0) as box:

@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ares_viewer import container, fsdiff, snapshots, textdiff
+from ares_viewer import container, fsdiff, snapshots
+from ares_viewer.base import textdiff
 from ares_viewer.sandbox.box import Sandbox
 from ares_viewer.sandbox.commands import COMMAND_TIMEOUT_S, CommandResult, describe_failure
 

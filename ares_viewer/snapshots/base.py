@@ -16,7 +16,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ares_viewer.sources import SNAPSHOTS_DIRNAME as SNAPSHOTS_DIRNAME
+from ares_viewer.runs.sources import SNAPSHOTS_DIRNAME as SNAPSHOTS_DIRNAME
 
 if TYPE_CHECKING:
     from ares_viewer import model

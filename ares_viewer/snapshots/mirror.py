@@ -18,7 +18,7 @@ import threading
 from collections.abc import Collection
 from typing import Any
 
-from ares_viewer import index_cache
+from ares_viewer.runs import index_cache
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from ares_viewer import companions
-from ares_viewer.cache import BoundedCache
+from ares_viewer.base.cache import BoundedCache
+from ares_viewer.runs import companions
 from ares_viewer.snapshots import mirror
 from ares_viewer.snapshots.base import (
     ABSENT,

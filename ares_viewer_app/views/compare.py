@@ -12,7 +12,8 @@ import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import aggregate_plots, align, textdiff
+from ares_viewer.analysis import aggregate_plots, align
+from ares_viewer.base import textdiff
 from ares_viewer_app import access, escape, loaders, pages, state, widgets
 
 

@@ -14,7 +14,9 @@ import posixpath
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import ending, fsdiff, model, plots, snapshots, textdiff
+from ares_viewer import fsdiff, model, snapshots
+from ares_viewer.analysis import ending, plots
+from ares_viewer.base import textdiff
 from ares_viewer_app import (
     activations_panel,
     escape,

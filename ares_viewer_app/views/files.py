@@ -13,7 +13,8 @@ import posixpath
 import pandas as pd
 import streamlit as st
 
-from ares_viewer import fsdiff, model, review, sizes, snapshots, textdiff
+from ares_viewer import fsdiff, model, review, snapshots
+from ares_viewer.base import sizes, textdiff
 from ares_viewer_app import escape, loaders, review_panel, snapshot_problems, state, widgets
 
 BASE = "base"  # the ``old`` parameter's value for the base image

@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import groups, model, plots
+from ares_viewer import model
+from ares_viewer.analysis import groups, plots
 from ares_viewer_app import escape, pages, state, widgets
 
 # Rollouts per row of side-by-side columns; a group of 8 wraps into two rows.

@@ -13,8 +13,8 @@ import time
 
 import streamlit as st
 
-from ares_viewer import aggregate_plots, plots
-from ares_viewer.index import live, queries
+from ares_viewer.analysis import aggregate_plots, plots
+from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, review_panel, state, widgets
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",

@@ -16,7 +16,7 @@ import time
 
 import streamlit as st
 
-from ares_viewer import search
+from ares_viewer.analysis import search
 from ares_viewer_app import escape, pages, state, widgets
 
 _FIELD_NAMES = {"task": "task prompt", "system": "system prompt", "reasoning": "reasoning", "thought": "thought",

@@ -287,7 +287,7 @@ def test_a_failed_attempt_links_to_a_solved_attempt_at_the_same_task(runs, app):
 def _timeline_mark(at) -> set[tuple[float, float]]:
     import json
 
-    from ares_viewer import plots
+    from ares_viewer.analysis import plots
 
     chart = next(c for c in at.get("plotly_chart") if "Steps: time taken" in c.proto.spec)
     shapes = json.loads(chart.proto.spec)["layout"].get("shapes", [])

@@ -7,7 +7,7 @@ import urllib.parse
 
 import page_text
 
-from ares_viewer import search
+from ares_viewer.analysis import search
 
 
 def test_hits_link_to_their_steps(runs, app):

@@ -18,7 +18,7 @@ from conftest import serve_app
 from playwright.sync_api import expect
 
 from ares_viewer import sandbox
-from ares_viewer.run import load_episode
+from ares_viewer.runs.run import load_episode
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 import ares_viewer
-from ares_viewer import groups
+from ares_viewer.analysis import groups
 
 pytestmark = pytest.mark.browser
 

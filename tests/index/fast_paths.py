@@ -5,8 +5,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from ares_viewer import sources
-from ares_viewer.index import builder, fast_jsonl, store
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import builder, fast_jsonl, store
 
 
 def frame(folder) -> pd.DataFrame:

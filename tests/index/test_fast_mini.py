@@ -11,8 +11,8 @@ import formats_fixtures as fx
 import pytest
 import reasoning_fixtures as rf
 
-from ares_viewer import sources
-from ares_viewer.index import builder, fast_jsonl, fast_mini, store
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import builder, fast_jsonl, fast_mini, store
 from benchmarks import bench_scale
 
 KEPT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-real" / "deterministic-run"

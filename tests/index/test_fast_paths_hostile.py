@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ares_viewer import sources
-from ares_viewer.index import fast_mini, fast_ray, fast_tinker
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import fast_mini, fast_ray, fast_tinker
 from benchmarks import bench_scale
 
 _FORMATS = {

@@ -9,8 +9,8 @@ import fast_paths
 import formats_fixtures as fx
 import pytest
 
-from ares_viewer import sources
-from ares_viewer.index import builder, fast_ray, store
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import builder, fast_ray, store
 from benchmarks import bench_scale
 
 

@@ -9,8 +9,8 @@ import fast_paths
 import pandas as pd
 import pytest
 
-from ares_viewer import sources
-from ares_viewer.index import builder, fast_jsonl, fast_tinker, store
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import builder, fast_jsonl, fast_tinker, store
 
 _SYSTEM = {"role": "system", "content": "You are a coding agent. Run one command per turn."}
 _TASK = {"role": "user", "content": "Fix   the failing test\tin  tests/test_io.py, then  submit."}

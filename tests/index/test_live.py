@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ares_viewer
-from ares_viewer.index import live
+from ares_viewer.runs.index import live
 from benchmarks import bench_scale
 
 
@@ -27,7 +27,7 @@ def test_follow_picks_up_new_iterations_only(tmp_path):
 
 
 def test_many_small_refreshes_are_merged_into_one_partition(tmp_path, monkeypatch):
-    from ares_viewer.index import update
+    from ares_viewer.runs.index import update
 
     monkeypatch.setattr(update, "_MAX_PARTS", 3)
     run_dir = tmp_path / "run"

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 
 import ares_viewer
-from ares_viewer import model, sources
-from ares_viewer.index import builder, fast_tinker, queries, store
+from ares_viewer import model
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import builder, fast_tinker, queries, store
 from benchmarks import bench_scale
 from testdata import synthetic
 
@@ -94,7 +95,7 @@ def test_reopening_parses_only_changed_files_and_keeps_the_rest(tmp_path):
     assert len(after) == 2000 + 500
     assert after.episodes["path"].str.contains("iteration_000002").sum() == 2000
     ares_viewer.open_run(run_dir)
-    target = ares_viewer.run.index_update.store_for(str(run_dir))[0]
+    target = ares_viewer.runs.run.index_update.store_for(str(run_dir))[0]
     live = {e.part for e in target.read_manifest().values() if e.part}
     assert 1 <= len(live) <= 3  # the kept file's partition and the changed file's; replaced ones are not referenced
     assert all(os.path.exists(target.part_path(p)) for p in live)
@@ -109,7 +110,7 @@ def test_queries_agree_with_the_dataframe(tmp_path):
     assert stats["episodes"] == len(frame) == 5000
     assert stats["success_rate"] == pytest.approx((frame["total_reward"] > 0).mean())
     assert stats["outcomes"] == frame["outcome"].value_counts().to_dict()
-    reasons = ares_viewer.run.failure_reasons(frame).value_counts()
+    reasons = ares_viewer.runs.run.failure_reasons(frame).value_counts()
     failures = run.queries.failures()
     assert dict(zip(failures["reason"], failures["episodes"], strict=True)) == reasons.to_dict()
 
@@ -237,7 +238,7 @@ def test_a_place_in_a_stream_holds_when_the_file_is_indexed_anew_in_another_batc
 
 
 def test_the_index_columns_are_the_episode_row():
-    assert store.EPISODE_COLUMNS == model.EPISODE_COLUMNS == ares_viewer.run.EPISODE_COLUMNS
+    assert store.EPISODE_COLUMNS == model.EPISODE_COLUMNS == ares_viewer.runs.run.EPISODE_COLUMNS
     assert list(store.ROW_TYPES) == list(model.EPISODE_COLUMNS)
     assert (store.ROW_TYPES["total_reward"], store.ROW_TYPES["num_actions"], store.ROW_TYPES["truncated"],
             store.ROW_TYPES["error"]) == ("DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR")
@@ -267,7 +268,7 @@ def test_a_damaged_manifest_means_the_run_is_indexed_again(tmp_path, damage):
     run_dir = tmp_path / "run"
     bench_scale.write_run(run_dir, 4000)
     first = ares_viewer.open_run(run_dir)
-    target = ares_viewer.run.index_update.store_for(str(run_dir))[0]
+    target = ares_viewer.runs.run.index_update.store_for(str(run_dir))[0]
     data = target.manifest_path.read_bytes()
     target.manifest_path.write_bytes({"garbage": b"not parquet at all" * 100, "truncated": data[:len(data) // 2],
                                       "empty": b""}[damage])

@@ -1,0 +1,148 @@
+"""How an episode ended, for a reader asking "why this reward": what was submitted, what the verifier said,
+and the reward and outcome in words.
+
+Formats keep these in different places: mini-swe-agent records the ``submission``; an ARES episode's submit
+command prints the final diff after ``COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` (the LAST step's output when
+the recording has it, else the episode's ``final_command``); ares-viewer's recorder keeps the verifier's run
+under ``verifier``; other trainers keep an ``evaluation`` or a SWE-bench ``verdict``. ``of(episode)`` reads
+them all into one ``Ending``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model
+from ares_viewer.base import agent_text
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VerifierCommand:
+    """One command the verifier ran, with what it printed."""
+
+    command: str
+    returncode: int | None
+    output: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verifier:
+    """The verifier's run as recorded: its test script's output and exit code, the reward file, any error."""
+
+    output: str | None = None
+    returncode: int | None = None
+    reward: float | None = None
+    reward_file: str | None = None
+    error: str | None = None
+    commands: tuple[VerifierCommand, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ending:
+    """What an episode ended on.
+
+    Attributes:
+        step: the index of the last action (None when the episode has none).
+        submission: the submitted text (usually a diff); "" when the agent submitted nothing; None when the
+            recording does not say what was submitted.
+        submission_source: where ``submission`` was read from, in words.
+        verifier: the verifier's recorded run, or None.
+        reward: the episode's reward.
+        explanation: the outcome and reward in words, with the reason when one is known.
+    """
+
+    step: int | None
+    submission: str | None
+    submission_source: str
+    verifier: Verifier | None
+    reward: float | None
+    explanation: str
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _verifier(raw: Any) -> Verifier | None:
+    if not isinstance(raw, Mapping):
+        return None
+    commands = tuple(
+        VerifierCommand(command=str(c.get("command", "")), returncode=_int(c.get("returncode")),
+                        output=_text(c.get("output")) or "")
+        for c in raw.get("commands") or () if isinstance(c, Mapping))
+    reward_file = raw.get("reward_file")
+    content = _text(reward_file.get("content")) if isinstance(reward_file, Mapping) else _text(reward_file)
+    error = raw.get("error")
+    return Verifier(output=_text(raw.get("output")), returncode=_int(raw.get("returncode")),
+                    reward=_number(raw.get("reward")), reward_file=content,
+                    error=model.describe_error(error) if error else None, commands=commands)
+
+
+def _submission(episode: model.Episode, last: model.Step | None) -> tuple[str | None, str]:
+    meta = episode.metadata
+    recorded = meta.get("submission")
+    if isinstance(recorded, str):
+        return recorded, "the agent's recorded submission"
+    if last is not None:
+        submitted = agent_text.submitted_text(last.output)
+        if submitted is not None:
+            return submitted, f"the output of the submit command (step {last.index})"
+    final = meta.get("final_command")
+    if isinstance(final, Mapping) and last is not None and final.get("step_index") == last.index:
+        submitted = agent_text.submitted_text(_text(final.get("output")))
+        if submitted is not None:
+            return submitted, f"the output of the submit command (step {last.index})"
+    return None, ""
+
+
+def _reason(episode: model.Episode, submission: str | None, verifier: Verifier | None) -> str:
+    """Why the reward is what it is, when the recording tells (else "")."""
+    meta = episode.metadata
+    reward = episode.total_reward
+    if episode.outcome is model.Outcome.ERRORED:
+        return f"the episode failed before it was scored: {episode.error}" if episode.error else \
+            "the episode failed before it was scored"
+    if episode.truncated or episode.outcome is model.Outcome.TRUNCATED:
+        return "the step limit ended the episode before the agent submitted"
+    if reward is None:
+        return "nothing scored it"
+    if verifier is not None and verifier.error:
+        return f"the verifier failed: {verifier.error}"
+    evaluation = meta.get("evaluation")
+    if isinstance(evaluation, Mapping) and evaluation.get("rationale"):
+        return str(evaluation["rationale"])
+    verdict = meta.get("verdict")
+    if isinstance(verdict, str) and verdict:
+        return f"the SWE-bench evaluation says {verdict.replace('_', ' ')}"
+    if submission is not None and not submission.strip() and reward <= 0:
+        return "the agent submitted no changes"
+    if reward > 0:
+        return "the verifier's tests passed"
+    if verifier is not None and verifier.returncode not in (None, 0):
+        return f"the verifier's tests failed (exit code {verifier.returncode})"
+    return "the verifier's tests failed"
+
+
+def of(episode: model.Episode) -> Ending:
+    """How ``episode`` ended: its submission, its verifier's run and the reward explained."""
+    actions = episode.actions
+    last = actions[-1] if actions else None
+    submission, source = _submission(episode, last)
+    verifier = _verifier(episode.metadata.get("verifier"))
+    if verifier is None and last is not None:
+        verifier = _verifier(last.extra.get("verifier"))
+    reward = episode.total_reward
+    words = episode.outcome.value + ("" if reward is None else f", reward {reward:g}")
+    reason = _reason(episode, submission, verifier)
+    return Ending(step=None if last is None else last.index, submission=submission, submission_source=source,
+                  verifier=verifier, reward=reward, explanation=f"{words}: {reason}" if reason else words)

@@ -1,0 +1,369 @@
+"""A model behind an OpenAI-compatible chat-completions endpoint, and the endpoint the user configured.
+
+:func:`openai_client` turns an endpoint (vLLM, SGLang, llama.cpp's server, Ollama, a hosted API) into a
+counterfactual client: ``client(messages, system_prompt) -> response text``. It POSTs
+``{base_url}/chat/completions`` with the standard library's HTTP client, under a timeout, and raises
+:class:`ModelEndpointError` naming the endpoint and what went wrong (never the key).
+
+An endpoint behind HTTP Basic auth takes its credentials in the URL (``http://user:password@host:8000/v1``, both
+percent-encoded as in any URL): they are sent in an ``Authorization: Basic`` header and removed from the URL
+requested, and wherever the URL is shown (:func:`shown_url`: errors, the Sandbox page, a counterfactual's episode
+file) the password is ``***``. When an API key is given too, the key's ``Authorization: Bearer`` header wins and
+the URL's credentials are not sent (one request carries one ``Authorization`` header).
+
+:func:`configured` reads the endpoint the user set up, so the app (and a notebook) can offer it without asking:
+environment variables first, then a TOML file (``ARES_VIEWER_MODEL_CONFIG``, else ``model.toml`` in the cache
+folder). The API key itself is never in the configuration: it names the environment variable that holds the key,
+read only when a request is made::
+
+    # <cache folder>/model.toml
+    url = "http://127.0.0.1:8000/v1"
+    model = "Qwen/Qwen2.5-Coder-7B-Instruct"
+    api_key_env = "MY_ENDPOINT_KEY"        # optional: the variable holding the key
+    timeout_s = 120                        # optional: one request's time limit
+    [request]                              # optional: more fields of every request
+    temperature = 0.7
+    max_tokens = 2048
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import pathlib
+import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ares_viewer.runs import index_cache
+
+URL_ENV = "ARES_VIEWER_MODEL_URL"
+MODEL_ENV = "ARES_VIEWER_MODEL"
+API_KEY_ENV_ENV = "ARES_VIEWER_MODEL_API_KEY_ENV"
+TIMEOUT_ENV = "ARES_VIEWER_MODEL_TIMEOUT_S"
+CONFIG_ENV = "ARES_VIEWER_MODEL_CONFIG"
+CONFIG_FILENAME = "model.toml"
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 3600.0
+# An answer larger than this is refused: a chat completion is text, a few hundred kB at the very most.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+# What an error message quotes of the endpoint's answer.
+_QUOTED = 500
+# Fields the client sets itself; a configuration may not override them.
+_OWN_FIELDS = frozenset({"model", "messages", "stream"})
+_MESSAGE_FIELDS = ("role", "content", "name", "tool_call_id")
+
+
+class ModelEndpointError(RuntimeError):
+    """The endpoint did not answer with a response: unreachable, too slow, an HTTP error or an unreadable body."""
+
+
+class ConfigError(ValueError):
+    """The model configuration is incomplete or invalid; the message names the variable or file and the fix."""
+
+
+MASK = "***"
+
+
+def _host_port(parts: urllib.parse.SplitResult) -> str:
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+    except ValueError:  # not a number: shown as written (no secret lives there)
+        port = parts.netloc.rpartition("@")[2].rpartition(":")[2] or None
+    return f"{host}:{port}" if port else host
+
+
+def shown_url(url: str) -> str:
+    """A URL as a page, a log line, an error message or an episode file may show it: the password ``***``
+    (``http://user:***@host/v1``), without a query string or fragment (they may hold secrets)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = _host_port(parts)
+    if parts.username is not None:
+        netloc = f"{parts.username}{':' + MASK if parts.password is not None else ''}@{netloc}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def url_credentials(url: str) -> tuple[str, str] | None:
+    """The user name and password a URL carries (percent-decoded), or None when it carries none."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return None
+    return urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+
+
+def without_credentials(url: str) -> str:
+    """The URL without its user name and password (what is requested)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def chat_completions_url(base_url: str) -> str:
+    """The chat-completions URL of an endpoint's base URL (``.../v1`` → ``.../v1/chat/completions``); a URL that
+    already ends in ``/chat/completions`` is kept."""
+    parts = urllib.parse.urlsplit(base_url.strip())
+    path = parts.path.rstrip("/")
+    path = path if path.endswith("/chat/completions") else f"{path}/chat/completions"
+    return urllib.parse.urlunsplit(parts._replace(path=path))
+
+
+def _payload_messages(messages: list[dict[str, Any]], system_prompt: str | None) -> list[dict[str, Any]]:
+    """The messages as the chat-completions API takes them: the system prompt first (unless the messages hold one)
+    and only the fields the API knows (a recorded message may carry more)."""
+    out = [{k: m[k] for k in _MESSAGE_FIELDS if m.get(k) is not None} for m in messages]
+    for message in out:
+        message.setdefault("content", "")
+    if system_prompt and not (out and out[0].get("role") == "system"):
+        out.insert(0, {"role": "system", "content": system_prompt})
+    return out
+
+
+def _quote(body: bytes) -> str:
+    text = body[:_QUOTED].decode("utf-8", errors="replace").strip()
+    return text + ("…" if len(body) > _QUOTED else "")
+
+
+def _response_text(answer: Any, url: str) -> str:
+    try:
+        message = answer["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        raise ModelEndpointError(f"{url} answered without choices[0].message: {str(answer)[:_QUOTED]}") from None
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is None:
+        return ""
+    if not isinstance(content, str):
+        raise ModelEndpointError(f"{url} answered a {type(content).__name__} as the message's content")
+    return content
+
+
+def openai_client(
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+    **request_fields: Any,
+) -> Callable[[list[dict[str, Any]], str | None], str]:
+    """A client of an OpenAI-compatible chat-completions endpoint: ``client(messages, system_prompt) -> text``.
+
+    Args:
+        base_url: the endpoint's base URL (``http://127.0.0.1:8000/v1``) or its full chat-completions URL; a user
+            name and password in it (``http://user:password@host/v1``, percent-encoded) are sent as HTTP Basic auth
+            (unless ``api_key`` is given) and never requested, shown or written.
+        model: the ``model`` field of every request.
+        api_key: sent as ``Authorization: Bearer ...`` when given; it wins over credentials in the URL.
+        timeout_s: one request's time limit (connecting and each read).
+        max_response_bytes: a larger answer is refused.
+        request_fields: more fields of every request (``temperature=0.0``, ``max_tokens=1024``, ...).
+
+    The client raises :class:`ModelEndpointError` when the endpoint cannot be reached, does not answer in time,
+    answers an HTTP error (its status and the start of its body are quoted), or answers something that is not a
+    chat completion; a refused request (HTTP 401 or 403) says which credentials were sent. The message names the
+    endpoint as :func:`shown_url` shows it and never holds the key or the password (a body that quotes them, or the
+    URL's query, back has them replaced by ``***``), so it can be shown and written into an episode file. The
+    client's ``endpoint`` and ``model`` attributes say what it calls (``endpoint`` as :func:`shown_url` shows it).
+    """
+    url = chat_completions_url(base_url)
+    shown = shown_url(url)  # what messages name: never the password a URL may carry
+    if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
+        raise ValueError(f"the model endpoint must be an http:// or https:// URL, not {shown_url(base_url)!r}")
+    clash = _OWN_FIELDS & set(request_fields)
+    if clash:
+        raise ValueError(f"request fields {sorted(clash)} are set by the client itself")
+    credentials = url_credentials(url)
+    target = without_credentials(url)  # urllib would take user:password@host for the host
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    basic = None
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+        sent = "the API key"
+    elif credentials is not None:
+        basic = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode("ascii")
+        headers["Authorization"] = f"Basic {basic}"
+        sent = f"the URL's user name {credentials[0]!r} and its password"
+    else:
+        sent = "no credentials"
+
+    # What an endpoint may quote back in its error body (the key, the URL's password or query), never passed on.
+    parts = urllib.parse.urlsplit(url)
+    secrets = sorted({secret for secret in (api_key, parts.password, credentials and credentials[1], basic,
+                                            parts.query) if secret}, key=len, reverse=True)
+
+    def call(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
+        try:
+            return ask(messages, system_prompt)
+        except ModelEndpointError as exc:
+            message = str(exc)
+            if any(secret in message for secret in secrets):
+                for secret in secrets:
+                    message = message.replace(secret, "***")
+                raise ModelEndpointError(message) from None
+            raise
+
+    def ask(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
+        body = {"model": model, "messages": _payload_messages(messages, system_prompt), **request_fields}
+        request = urllib.request.Request(target, data=json.dumps(body).encode("utf-8"), headers=headers,
+                                         method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+                raw = answer.read(max_response_bytes + 1)
+        except urllib.error.HTTPError as exc:
+            try:
+                quoted = _quote(exc.read(_QUOTED + 1)) if exc.fp is not None else ""
+            except OSError:
+                quoted = ""
+            refused = f" (the request sent {sent})" if exc.code in (401, 403) else ""
+            raise ModelEndpointError(f"{shown} answered HTTP {exc.code} {exc.reason}{refused}"
+                                     + (f": {quoted}" if quoted else "")) from None
+        except TimeoutError as exc:
+            raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, TimeoutError):
+                raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
+            raise ModelEndpointError(f"cannot reach {shown}: {reason}") from exc
+        except OSError as exc:  # the connection dropped mid-answer
+            raise ModelEndpointError(f"{shown} failed: {exc}") from exc
+        if len(raw) > max_response_bytes:
+            raise ModelEndpointError(f"{shown} answered more than {max_response_bytes:,} bytes")
+        try:
+            answer_json = json.loads(raw)
+        except ValueError:
+            raise ModelEndpointError(f"{shown} answered something that is not JSON: {_quote(raw)}") from None
+        return _response_text(answer_json, shown)
+
+    call.__qualname__ = f"openai_client({model!r} at {shown})"
+    call.endpoint = shown  # type: ignore[attr-defined]
+    call.model = model  # type: ignore[attr-defined]
+    return call
+
+
+@dataclasses.dataclass(frozen=True)
+class EndpointConfig:
+    """The model endpoint the user configured (no key: only the name of the variable that holds it).
+
+    Attributes:
+        url: the chat-completions URL requests go to.
+        model: the ``model`` field of every request.
+        api_key_env: the environment variable holding the API key, or None (no key sent).
+        timeout_s: one request's time limit.
+        request: more fields of every request.
+        source: where the configuration came from (the environment, a file, or both).
+    """
+
+    url: str = dataclasses.field(repr=False)  # may hold a password: the repr shows shown_url
+    model: str
+    api_key_env: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    request: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    source: str = "environment"
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as a page may show it (:func:`shown_url`)."""
+        return shown_url(self.url)
+
+    @property
+    def url_user(self) -> str | None:
+        """The user name of the URL's HTTP Basic credentials, or None when it carries none."""
+        credentials = url_credentials(self.url)
+        return None if credentials is None else credentials[0]
+
+    def __repr__(self) -> str:
+        return (f"EndpointConfig(shown_url={self.shown_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, "
+                f"timeout_s={self.timeout_s!r}, request={dict(self.request)!r}, source={self.source!r})")
+
+    def key_is_set(self, environ: Mapping[str, str] | None = None) -> bool:
+        """Whether the key's variable is set (always True when no key is configured)."""
+        environ = os.environ if environ is None else environ
+        return self.api_key_env is None or bool(environ.get(self.api_key_env))
+
+    def client(self, environ: Mapping[str, str] | None = None) -> Callable[[list[dict[str, Any]], str | None], str]:
+        """The :func:`openai_client` of this endpoint, with the key read from its variable now."""
+        environ = os.environ if environ is None else environ
+        key = environ.get(self.api_key_env) if self.api_key_env else None
+        return openai_client(self.url, self.model, key or None, timeout_s=self.timeout_s, **dict(self.request))
+
+
+def config_path(environ: Mapping[str, str] | None = None) -> pathlib.Path:
+    """The configuration file: ``ARES_VIEWER_MODEL_CONFIG``, else ``model.toml`` in the cache folder."""
+    environ = os.environ if environ is None else environ
+    named = environ.get(CONFIG_ENV)
+    return pathlib.Path(named).expanduser() if named else index_cache.cache_dir() / CONFIG_FILENAME
+
+
+def _read_file(path: pathlib.Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the model configuration: {exc}") from None
+    if "api_key" in data:
+        raise ConfigError(f"{path}: holds an API key; put the key in an environment variable and name that "
+                          "variable in api_key_env instead")
+    unknown = set(data) - {"url", "model", "api_key_env", "timeout_s", "request"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))} (known: url, model, "
+                          "api_key_env, timeout_s, [request])")
+    return data
+
+
+def configured(environ: Mapping[str, str] | None = None) -> EndpointConfig | None:
+    """The endpoint the user configured, or None when there is none.
+
+    Environment variables (``ARES_VIEWER_MODEL_URL``, ``ARES_VIEWER_MODEL``, ``ARES_VIEWER_MODEL_API_KEY_ENV``,
+    ``ARES_VIEWER_MODEL_TIMEOUT_S``) override the file's settings one by one (see the module's docstring).
+
+    Raises:
+        ConfigError: a setting is missing or invalid (a URL without a model, a key written in the file, ...).
+    """
+    environ = os.environ if environ is None else environ
+    path = config_path(environ)
+    data = _read_file(path)
+    from_env = {name: environ[var].strip() for name, var in (("url", URL_ENV), ("model", MODEL_ENV),
+                                                             ("api_key_env", API_KEY_ENV_ENV),
+                                                             ("timeout_s", TIMEOUT_ENV))
+                if environ.get(var, "").strip()}
+    if not data and not from_env:
+        return None
+    where = {name: (var if name in from_env else str(path)) for name, var in (
+        ("url", URL_ENV), ("model", MODEL_ENV), ("api_key_env", API_KEY_ENV_ENV), ("timeout_s", TIMEOUT_ENV))}
+    values = {**data, **from_env}
+    url, model = values.get("url"), values.get("model")
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(f"no endpoint URL: set {URL_ENV} (e.g. http://127.0.0.1:8000/v1) or url in {path}")
+    if urllib.parse.urlsplit(url.strip()).scheme not in {"http", "https"} or not urllib.parse.urlsplit(
+            url.strip()).netloc:
+        raise ConfigError(f"{where['url']}: the endpoint must be an http:// or https:// URL, not "
+                          f"{shown_url(url.strip())!r}")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"no model name: set {MODEL_ENV} or model in {path} (the endpoint's model id)")
+    key_env = values.get("api_key_env") or None
+    if key_env is not None and (not isinstance(key_env, str) or not key_env.replace("_", "").isalnum()):
+        raise ConfigError(f"{where['api_key_env']}: api_key_env names an environment variable (like "
+                          f"OPENAI_API_KEY), not {key_env!r}")
+    try:
+        timeout = float(values.get("timeout_s", DEFAULT_TIMEOUT_S))
+    except (TypeError, ValueError):
+        timeout = float("nan")
+    if not 0 < timeout <= MAX_TIMEOUT_S:
+        raise ConfigError(f"{where['timeout_s']}: timeout_s must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
+    request = data.get("request", {})
+    if not isinstance(request, dict):
+        raise ConfigError(f"{path}: [request] must be a table of request fields")
+    if _OWN_FIELDS & set(request):
+        raise ConfigError(f"{path}: [request] may not set {', '.join(sorted(_OWN_FIELDS & set(request)))}")
+    source = " and ".join(s for s in ("environment" if from_env else "", str(path) if data else "") if s)
+    return EndpointConfig(url=chat_completions_url(url), model=model.strip(), api_key_env=key_env,
+                          timeout_s=timeout, request=dict(request), source=source)

@@ -1,0 +1,476 @@
+"""ARES episode trajectories (``{episode_id}.json`` from ``JsonTrajectoryCollector``).
+
+Format quirks stay here: the FIRST record that is not an action, cumulative observations, the
+pending request of a truncated LAST record, ``-1`` token counts, end-status fields of newer
+writers, wrong types from hand-edited or foreign writers. Everything else sees ``model.Episode``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from ares_viewer import model
+from ares_viewer.base import agent_text, jsondecode
+from ares_viewer.formats import base, chat, decoding, failures, reasoning
+from ares_viewer.model import EpisodeRow
+
+NAME = "ares"
+
+_TOP_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_reward", "num_steps", "truncated", "steps")
+_END_STATUS_KEYS = ("end_status", "status", "episode_status", "end_reason", "termination_reason")
+# Words a writer may use for why an episode ended, mapped onto outcomes.
+_END_STATUS_WORDS: tuple[tuple[tuple[str, ...], model.Outcome], ...] = (
+    (("error", "exception", "fail", "crash"), model.Outcome.ERRORED),
+    (("cancel",), model.Outcome.CANCELLED),
+    (("abort", "close", "exit", "kill"), model.Outcome.ABORTED),
+    (("abandon", "reset", "interrupt"), model.Outcome.INTERRUPTED),
+    (("truncat", "limit"), model.Outcome.TRUNCATED),
+    (("complete", "finish", "normal", "done", "success", "submitted"), model.Outcome.COMPLETED),
+    (("incomplete", "running", "active", "progress"), model.Outcome.INCOMPLETE),
+)
+# ARES names each file after its episode: a UUID4.
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+_REQUEST_SETTINGS = ("max_output_tokens", "temperature", "top_p", "top_k", "stream", "tool_choice", "service_tier",
+                     "stop_sequences", "metadata")
+
+
+FormatError = chat.FormatError
+
+
+def sniff(doc: Any) -> bool:
+    """True when a decoded document is an ARES episode (or meant to be one)."""
+    return isinstance(doc, Mapping) and "steps" in doc and ("episode_id" in doc or "task_name" in doc)
+
+
+def misnamed(path: str) -> str | None:
+    """Why a file named like an episode (``{uuid}.json``) that holds none is an error (None for other names)."""
+    if _UUID.match(pathlib.PurePath(path).name.removesuffix(".json")):
+        return "named like an episode but not one: no 'steps' and 'episode_id'"
+    return None
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+    """The episode's id: its ``episode_id``, else the file's name."""
+    episode = doc.get("episode_id") if isinstance(doc, Mapping) else None
+    return episode if isinstance(episode, str) and episode else pathlib.PurePath(path).stem
+
+
+def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> model.Outcome:
+    for key in _END_STATUS_KEYS:
+        status = doc.get(key)
+        if isinstance(status, Mapping):
+            status = status.get("status", status.get("kind", status.get("type")))
+        if isinstance(status, str) and status.strip():
+            word = status.strip().lower()
+            for needles, outcome in _END_STATUS_WORDS:
+                if any(n in word for n in needles):
+                    if outcome is model.Outcome.COMPLETED and truncated:
+                        return model.Outcome.TRUNCATED
+                    return outcome
+    has_last = bool(records) and isinstance(records[-1], Mapping) and records[-1].get("step_type") == "LAST"
+    if not has_last:
+        return model.Outcome.INCOMPLETE
+    return model.Outcome.TRUNCATED if truncated else model.Outcome.COMPLETED
+
+
+def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[model.ToolCall, ...], model.Usage,
+                                                                    float | None, dict[str, Any]]:
+    """Text, tool calls, usage, cost and extra fields of an LLM response object."""
+    if not isinstance(raw, Mapping):
+        if raw is not None:
+            warnings.append(f"{where}: action is a {type(raw).__name__}, not a response object; ignored")
+        return "", (), model.Usage(), None, {}
+    texts: list[str] = []
+    calls: list[model.ToolCall] = []
+    data = raw.get("data")
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        if "content" in item:
+            content = item.get("content")
+            if isinstance(content, list):  # Anthropic blocks: thinking is reasoning, not the answer
+                content = [b for b in content if not (isinstance(b, Mapping) and "thinking" in str(b.get("type")))]
+            texts.append(chat.text(content))
+        elif "name" in item and ("input" in item or "arguments" in item):
+            calls.extend(chat.tool_calls([item]))
+    usage_raw = raw.get("usage") if isinstance(raw.get("usage"), Mapping) else {}
+    usage = model.Usage(
+        prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
+        generated_tokens=chat.count(usage_raw.get("generated_tokens")),
+        cached_prompt_tokens=chat.count(usage_raw.get("cached_prompt_tokens")),
+    )
+    cost = chat.number(raw.get("cost"), f"{where}: cost", warnings)
+    extra = {k: raw[k] for k in ("id", "model", "stop_reason", "finish_reason", "status") if raw.get(k) is not None}
+    extra["reasoning"] = reasoning.from_items(data)
+    return "\n".join(texts), tuple(calls), usage, cost, extra
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Header:
+    """The episode-level fields, read the same way for the index row and the full episode."""
+
+    episode_id: str
+    task_name: str
+    start_time: float | None
+    end_time: float | None
+    truncated: bool
+    total_reward: float | None
+    outcome: model.Outcome
+
+
+def _final_command(raw: Any, index: int) -> agent_text.ParsedResult | None:
+    """The result of the last action from the recorder's ``final_command`` key (None when absent or another step's)."""
+    if not isinstance(raw, Mapping) or raw.get("step_index") != index:
+        return None
+    returncode, output = raw.get("returncode"), raw.get("output")
+    if not isinstance(returncode, int) or isinstance(returncode, bool) or not isinstance(output, str):
+        return None
+    submitted = output.lstrip().startswith(("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT"))
+    return agent_text.ParsedResult(returncode=returncode, output=output, elided_chars=0, format_error=False,
+                                 timed_out=False, submitted=submitted)
+
+
+def _records(doc: Any) -> list[Any]:
+    return chat.list_field(doc, "steps", per="at the top level", items="step records")
+
+
+def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: list[str]) -> _Header:
+    episode_id = doc.get("episode_id")
+    if not isinstance(episode_id, str) or not episode_id:
+        episode_id = pathlib.PurePath(path).stem
+        warnings.append(f"no episode_id; using the file name {episode_id!r}")
+    task_name = doc.get("task_name")
+    if not isinstance(task_name, str):
+        task_name = "" if task_name is None else str(task_name)
+    last = records[-1] if records and isinstance(records[-1], Mapping) else {}
+    ends_with_last = last.get("step_type") == "LAST"
+    truncated_raw = doc.get("truncated")
+    if isinstance(truncated_raw, bool):
+        truncated = truncated_raw
+    else:
+        # Without the flag, a LAST record that still discounts is the step limit's.
+        truncated = ends_with_last and last.get("discount") == 1.0
+        if truncated_raw is not None:
+            warnings.append(f"truncated is {truncated_raw!r}, not true/false; inferred {truncated}")
+    total_reward = chat.number(doc.get("total_reward"), "total_reward", warnings)
+    if total_reward is None and ends_with_last:
+        total_reward = chat.number(last.get("reward"), "the last step's reward", [])
+    num_steps = doc.get("num_steps")
+    if isinstance(num_steps, int) and num_steps != len(records):
+        warnings.append(f"num_steps says {num_steps} but the file holds {len(records)} step records")
+    return _Header(
+        episode_id=episode_id,
+        task_name=task_name,
+        start_time=chat.number(doc.get("start_time"), "start_time", warnings),
+        end_time=chat.number(doc.get("end_time"), "end_time", warnings),
+        truncated=truncated,
+        total_reward=total_reward,
+        outcome=_outcome(doc, records, truncated),
+    )
+
+
+# The index's fast path. In the layout ``json.dumps(doc, indent=2)`` gives (ARES's writer), a raw newline is always
+# structure (strings escape theirs), so each step's context list is found by its indentation alone and can be
+# compared and read as bytes: the cumulative contexts, nearly all of a file, are never decoded.
+_CONTEXT_OPEN = b'\n      "observation": {\n        "messages": ['
+_CONTEXT_CLOSE = b"\n        ]"
+_ELEMENT = b"\n          {"  # a message object of a context list starts here
+# What a set-aside context list is replaced with in the rest of the document (a JSON string).
+RAW_CONTEXT = "\x00raw context"
+_RAW_CONTEXT_JSON = b'"\\u0000raw context"'
+
+
+class RawContext:
+    """One step's context as the bytes of its message list (everything between the brackets)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def extends(self, previous: RawContext) -> bool:
+        """True when this context keeps every message of ``previous`` unchanged (byte for byte) and in order."""
+        n = len(previous.body)
+        return self.body.startswith(previous.body) and (len(self.body) == n or self.body[n:n + 1] == b",")
+
+    def last(self) -> Any:
+        """The last message, decoded.
+
+        Raises:
+            FormatError: when the list's last element is not a message object in the expected layout.
+        """
+        start = self.body.rfind(_ELEMENT)
+        try:
+            return orjson.loads(self.body[start + 1:]) if start >= 0 else None
+        except orjson.JSONDecodeError as exc:
+            raise FormatError(f"a context list is not in the indent=2 layout ({exc})") from None
+
+
+def split_contexts(data: bytes) -> tuple[bytes, list[RawContext]] | None:
+    """The document with every step's context list replaced by ``RAW_CONTEXT``, and those lists as bytes in
+    order; None when the file is not in ARES's indent=2 layout (then it is read the ordinary way)."""
+    if not data.startswith(b'{\n  "'):
+        return None
+    pieces: list[bytes] = []
+    contexts: list[RawContext] = []
+    position = 0
+    previous = b""
+    while (start := data.find(_CONTEXT_OPEN, position)) >= 0:
+        body_start = start + len(_CONTEXT_OPEN)
+        if data[body_start:body_start + 1] != b"\n":
+            position = body_start  # an empty list, ``[]``: left as it is
+            continue
+        # A context usually repeats the previous one first: compared in place, only the new messages are searched.
+        repeated = len(previous) if previous and data.startswith(previous, body_start) else 0
+        end = data.find(_CONTEXT_CLOSE, body_start + repeated)
+        if end < 0:
+            return None  # cut short: the ordinary path reports it
+        pieces += (data[position:body_start - 1], _RAW_CONTEXT_JSON)
+        contexts.append(RawContext(data[body_start:end]))
+        previous = contexts[-1].body
+        position = end + len(_CONTEXT_CLOSE)
+    if not contexts:
+        return None
+    pieces.append(data[position:])
+    return b"".join(pieces), contexts
+
+
+def _extends(current: Any, previous: Any) -> bool:
+    """True when a context keeps the previous one whole (for lists: at the boundary, see ``summarize``)."""
+    if isinstance(current, RawContext) and isinstance(previous, RawContext):
+        return current.extends(previous)
+    if isinstance(current, list) and isinstance(previous, list):
+        return len(current) >= len(previous) and current[len(previous) - 1] == previous[-1]
+    if isinstance(current, list) and not current:
+        return False  # every message was dropped
+    raise FormatError("a step's context list is in a different layout from the others")
+
+
+def summarize(doc: Any, path: str, record: int | None = None, *,
+              contexts: list[RawContext] | None = None) -> list[EpisodeRow]:
+    """The episode's index row, read without building the episode (the index's fast path).
+
+    Agrees with ``parse(doc, path)[0].summary()``; it only skips what the row does not need. Context
+    rewrites are detected at the boundary (a shorter context, or a changed last message of the
+    previous one) instead of message by message. ``contexts``: the context lists ``split_contexts`` set
+    aside, in order (compared byte for byte, so wholly).
+
+    Raises:
+        FormatError: when the document cannot be an episode, or ``contexts`` do not match its placeholders.
+    """
+    raw = iter(contexts or ())
+    records = _records(doc)
+    warnings: list[str] = []
+    head = _header(doc, records, path, warnings)
+    actions = prompt = generated = nonzero = rewrites = 0
+    cost = 0.0
+    previous: list[Any] = []
+    first_time = last_time = None
+    for position, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            warnings.append(f"step {position} is a {type(record).__name__}, not a step record; skipped")
+            continue
+        timestamp = record.get("timestamp")
+        if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
+            first_time = timestamp if first_time is None else first_time
+            last_time = timestamp
+        is_action = record.get("step_type") != "FIRST" and not (position == 0 and record.get("step_type") is None)
+        if is_action:
+            actions += 1
+            action = record.get("action")
+            if isinstance(action, Mapping):
+                usage = action.get("usage") if isinstance(action.get("usage"), Mapping) else {}
+                prompt += chat.count(usage.get("prompt_tokens")) or 0
+                generated += chat.count(usage.get("generated_tokens")) or 0
+                step_cost = chat.number(action.get("cost"), "cost", [])
+                cost += step_cost if step_cost and step_cost > 0 else 0.0
+        observation = record.get("observation")
+        messages = observation.get("messages") if isinstance(observation, Mapping) else None
+        if contexts is not None and messages == RAW_CONTEXT:
+            messages = next(raw, None)
+            if messages is None:
+                raise FormatError("more context placeholders than context lists")
+        if not isinstance(messages, list | RawContext):
+            continue
+        if previous and not _extends(messages, previous):
+            rewrites += 1
+        if is_action and messages:
+            result = messages.last() if isinstance(messages, RawContext) else messages[-1]
+            if isinstance(result, Mapping) and result.get("role") in ("user", "tool"):
+                returncode = agent_text.returncode(chat.text(result.get("content")))
+                nonzero += returncode not in (None, 0)
+        previous = messages
+    if next(raw, None) is not None:
+        raise FormatError("more context lists than steps with a context")
+    end = head.end_time if head.end_time is not None else last_time
+    return [EpisodeRow(
+        episode_id=head.episode_id,
+        task_name=head.task_name,
+        outcome=head.outcome.value,
+        total_reward=head.total_reward,
+        num_actions=actions,
+        start_time=head.start_time,
+        end_time=head.end_time,
+        duration_s=end - head.start_time if end is not None and head.start_time is not None else None,
+        total_cost=cost,
+        prompt_tokens=prompt,
+        generated_tokens=generated,
+        truncated=head.truncated,
+        error=model.describe_error(doc.get("error")),
+        nonzero_returncodes=nonzero,
+        context_rewrites=rewrites,
+        path=path,
+        format=NAME,
+        warnings=warnings,
+    )]
+
+
+def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
+    """The row of a file in ARES's writer layout, its context lists compared as bytes and never decoded (the
+    index's fast path); None for any other file, or anything unexpected in one, which is then read the ordinary
+    way (so errors and warnings are always the ordinary path's)."""
+    split = split_contexts(data)
+    if split is None:
+        return None
+    skeleton, contexts = split
+    try:
+        records, errors = decoding.decode(path, skeleton)
+        if errors or len(records) != 1 or records[0].warnings or not sniff(records[0].value):
+            return None
+        return summarize(records[0].value, path, contexts=contexts)
+    except (jsondecode.DecodeError, ValueError):
+        return None
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """The episode of a decoded ARES document (a file holds one)."""
+    return [parse_episode(doc, path)]
+
+
+def parse_episode(doc: Any, path: str) -> model.Episode:
+    """Build an ``Episode`` from a decoded ARES document.
+
+    Raises:
+        FormatError: when the document cannot be an episode (e.g. ``steps`` is not a list).
+    """
+    records = _records(doc)
+    warnings: list[str] = []
+    head = _header(doc, records, path, warnings)
+
+    contexts = chat.ContextBuilder()
+    steps: list[model.Step] = []
+    system_prompt: str | None = None
+    request_settings: dict[str, Any] = {}
+    tools: list[str] = []
+    previous_time: float | None = None
+    for position, record in enumerate(records):
+        where = f"step {position}"
+        if not isinstance(record, Mapping):
+            warnings.append(f"{where} is a {type(record).__name__}, not a step record; skipped")
+            continue
+        index = record.get("step_index")
+        index = index if isinstance(index, int) and not isinstance(index, bool) else position
+        kind_raw = record.get("step_type")
+        try:
+            kind = model.StepKind(kind_raw)
+        except ValueError:
+            kind = model.StepKind.FIRST if position == 0 else model.StepKind.MID
+            warnings.append(f"{where}: step_type {kind_raw!r} is not FIRST/MID/LAST; read as {kind.value}")
+        timestamp = chat.number(record.get("timestamp"), f"{where}: timestamp", warnings)
+        dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
+        previous_time = timestamp if timestamp is not None else previous_time
+
+        # Action k answered the context of the latest observation before this record.
+        answered_index = len(contexts.links) - 1 if contexts.links and kind is not model.StepKind.FIRST else None
+        text, calls, usage, cost, extra = _response(record.get("action"), where, warnings)
+        observation = record.get("observation")
+        result = None
+        if isinstance(observation, Mapping):
+            messages = observation.get("messages")
+            if not isinstance(messages, list):
+                warnings.append(f"{where}: observation messages are a {type(messages).__name__}, not a list")
+                messages = []
+            result = contexts.add(messages)
+            if system_prompt is None and isinstance(observation.get("system_prompt"), str):
+                system_prompt = observation["system_prompt"]
+            if not request_settings:
+                request_settings = {k: observation.get(k) for k in _REQUEST_SETTINGS if observation.get(k) is not None}
+                raw_tools = observation.get("tools")
+                if isinstance(raw_tools, list):
+                    tools = [str(t.get("name")) for t in raw_tools if isinstance(t, Mapping)]
+        elif observation is not None:
+            warnings.append(f"{where}: observation is a {type(observation).__name__}, not a request; ignored")
+
+        thinking = extra.pop("reasoning", "")
+        result_text = chat.text(result.get("content")) if result is not None and answered_index is not None else None
+        outcome = agent_text.parse_result(result_text) if result_text is not None else None
+        if outcome is not None and outcome.returncode is None and result.get("role") == "tool":
+            # A tool-calling agent's result: the tool message is the command's output.
+            returncode, output, _, _, _ = chat.command_result(result)
+            outcome = dataclasses.replace(outcome, returncode=returncode, output=output, format_error=False)
+        if outcome is None and kind is model.StepKind.LAST and (
+                agent_text.parse_response(text).command is not None or calls):
+            # A submitted episode's last output reaches no observation; ares-viewer's recorder keeps it.
+            outcome = _final_command(doc.get("final_command"), index)
+        failure = failures.classify(result_text, outcome.returncode, None) if outcome is not None else None
+        if failure is not None:
+            if failure == failures.TIMED_OUT:
+                extra["timed_out"] = True
+            shown = "\n\n".join(p for p in (failures.exception_text(result_text) or result_text.strip(),
+                                             (outcome.output or "").strip()) if p)
+            outcome = dataclasses.replace(outcome, output=shown)
+        said = chat.CommandResult(outcome.returncode, outcome.output, outcome.elided_chars, result_text,
+                                  outcome.format_error) if outcome is not None else None
+        model_time = command_time = None
+        action = record.get("action") if isinstance(record.get("action"), Mapping) else {}
+        answered_at = action.get("created_at") if isinstance(action.get("created_at"), int | float) else None
+        if answered_at is not None and timestamp is not None and dt is not None and timestamp >= answered_at:
+            # The response's creation time splits the step: model time before it, command time after it.
+            model_time, command_time = answered_at - (timestamp - dt), timestamp - answered_at
+        steps.append(
+            model.Step(
+                index=index,
+                kind=kind,
+                reward=chat.number(record.get("reward"), f"{where}: reward", warnings),
+                discount=chat.number(record.get("discount"), f"{where}: discount", warnings),
+                timestamp=timestamp,
+                dt=dt,
+                usage=usage,
+                cost=cost,
+                **base.step_fields(text, calls, said, answered_index, contexts.links, tool_command=chat.shell_command,
+                                   extra=extra),
+                reasoning=thinking,
+                model_time=model_time if model_time is None or model_time >= 0 else None,
+                command_time=command_time,
+                failure=failure,
+            )
+        )
+
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
+    if request_settings:
+        metadata["request"] = request_settings
+    if tools:
+        metadata["tools"] = tools
+    return model.Episode(
+        episode_id=head.episode_id,
+        task_name=head.task_name,
+        outcome=head.outcome,
+        total_reward=head.total_reward,
+        start_time=head.start_time,
+        end_time=head.end_time,
+        truncated=head.truncated,
+        system_prompt=system_prompt,
+        steps=tuple(steps),
+        path=path,
+        format=NAME,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(contexts.pool),
+        links=tuple(contexts.links),
+    )

@@ -1,0 +1,241 @@
+"""ATIF trajectories (Agent Trajectory Interchange Format, harbor RFC 0001), plain or in a harbor trial folder.
+
+A trajectory is ``{schema_version: "ATIF-v1.x", session_id?, trajectory_id?, agent: {name, version, model_name?},
+steps: [...], notes?, final_metrics?, extra?}``; each step is ``{step_id (1, 2, ...), timestamp? (ISO 8601),
+source: "system" | "user" | "agent", message (text, or content parts), reasoning_content?, tool_calls?:
+[{tool_call_id, function_name, arguments}], observation?: {results: [{source_call_id?, content}]}, metrics?:
+{prompt_tokens, completion_tokens, cached_tokens, cost_usd, completion_token_ids?, logprobs?}, model_name?, extra?}``.
+
+Each agent step is one model call: its context is every message before it (system steps first become the system
+prompt; user steps are user messages; earlier agent steps their answer and its results), its answer the step's
+message, reasoning and tool calls, its result the observation's contents. ATIF records no reward and no outcome:
+a harbor trial's ``result.json`` gives them (:mod:`ares_viewer.formats.sidecars.harbor`);
+a plain file is ``completed`` when
+its producer wrote ``final_metrics``, else ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model
+from ares_viewer.base import agent_text
+from ares_viewer.formats import base, chat, failures
+from ares_viewer.model import EpisodeRow
+
+NAME = "atif"
+_TRAJECTORY = "trajectory.json"
+
+
+def sniff(doc: Any) -> bool:
+    """True for an ATIF trajectory: an ``ATIF-…`` schema version, an agent and a list of steps."""
+    return (isinstance(doc, Mapping) and str(doc.get("schema_version", "")).startswith("ATIF")
+            and "steps" in doc and "agent" in doc)
+
+
+def _steps(doc: Any) -> list[Any]:
+    return chat.list_field(doc, "steps", per="per trajectory", items="steps")
+
+
+def trial_folder(path: str) -> str | None:
+    """The harbor trial folder of ``<trial>/agent/trajectory.json`` (None for any other path)."""
+    pure = pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/"))
+    if pure.name == _TRAJECTORY and pure.parent.name == "agent":
+        return str(pure.parent.parent)
+    return None
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+    """A harbor trial's ``{job}/{trial}``; else the ``session_id`` (or ``trajectory_id``), else the file's name."""
+    _steps(doc)
+    trial = trial_folder(path)
+    if trial is not None:
+        pure = pathlib.PurePosixPath(trial)
+        base = f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
+    else:
+        base = next((str(doc[k]) for k in ("session_id", "trajectory_id") if isinstance(doc.get(k), str | int)
+                     and str(doc[k])), None) or pathlib.PurePosixPath(path.split("://", 1)[-1]).name.split(".")[0]
+    return base if record is None else f"{base}#{record}"
+
+
+def timestamp(value: Any) -> float | None:
+    """Unix seconds of an ISO 8601 time (``Z`` or an offset; naive times are UTC), None when unreadable."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def _calls(raw: Any) -> tuple[model.ToolCall, ...]:
+    calls = []
+    for call in raw if isinstance(raw, list) else ():
+        if not isinstance(call, Mapping):
+            continue
+        arguments = call.get("arguments", {})
+        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        call_id = call.get("tool_call_id")
+        calls.append(model.ToolCall(call_id=None if call_id is None else str(call_id),
+                                    name=str(call.get("function_name", "")), arguments=arguments))
+    return tuple(calls)
+
+
+def _results(step: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    observation = step.get("observation")
+    results = observation.get("results") if isinstance(observation, Mapping) else None
+    found = []
+    for result in results if isinstance(results, list) else ():
+        if isinstance(result, Mapping):
+            source = result.get("source_call_id")
+            found.append((None if source is None else str(source), chat.text(result.get("content"))))
+    return found
+
+
+def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
+    extra = doc.get("extra") if isinstance(doc.get("extra"), Mapping) else {}
+    for key in ("task_name", "task_id", "instance_id", "task"):
+        if isinstance(extra.get(key), str) and extra[key]:
+            return extra[key]
+    for step in steps:
+        if isinstance(step, Mapping) and step.get("source") == "user":
+            line = chat.text(step.get("message")).strip().split("\n", 1)[0]
+            if line:
+                return line[:80]
+    return fallback
+
+
+def misnamed(path: str) -> str | None:
+    """None: ATIF files have no file name of their own, so no name makes a file an error."""
+    return None
+
+
+def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+    """The trajectory's index row (``parse``'s summary: ATIF files hold no cumulative contexts to skip)."""
+    episode = parse(doc, path, record)[0]
+    return [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})]
+
+
+def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
+    """None: this format has no faster path than decoding its records (see ``base.Adapter``)."""
+    return None
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """The trajectory as an ``Episode``: a FIRST record for the messages before the first agent step, then one
+    step per agent step.
+
+    Raises:
+        FormatError: when the document cannot be a trajectory (e.g. ``steps`` is not a list).
+    """
+    raw_steps = _steps(doc)
+    warnings: list[str] = []
+    system_parts: list[str] = []
+    pool: list[model.Message] = []
+    links: list[model.ContextLink] = []
+    steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
+    agents = [s for s in raw_steps if isinstance(s, Mapping) and s.get("source") == "agent"]
+    previous_time = None
+    previous_len = 0
+    first_time = None
+    for position, step in enumerate(raw_steps):
+        where = f"step {position + 1}"
+        if not isinstance(step, Mapping):
+            warnings.append(f"{where} is a {type(step).__name__}, not a step; skipped")
+            continue
+        source = step.get("source")
+        text = chat.text(step.get("message"))
+        moment = timestamp(step.get("timestamp"))
+        if step.get("timestamp") is not None and moment is None:
+            warnings.append(f"{where}: timestamp {step.get('timestamp')!r} is not ISO 8601; ignored")
+        first_time = first_time if first_time is not None else moment
+        if source == "system":
+            if not pool:  # leading system steps are the system prompt
+                system_parts.append(text)
+            else:
+                pool.append(model.Message(role="system", content=text))
+            continue
+        if source != "agent":
+            if source != "user":
+                warnings.append(f"{where}: source {source!r} is not system/user/agent; read as user")
+            pool.append(model.Message(role="user", content=text))
+            continue
+        links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
+                                       rewritten=False))
+        call = len(links) - 1
+        calls = _calls(step.get("tool_calls"))
+        results = _results(step)
+        body = "\n".join(content for _, content in results) if results else None
+        outcome = agent_text.parse_result(body) if body is not None and "<returncode>" in body else None
+        said = None
+        if body is not None:
+            said = chat.CommandResult(outcome.returncode if outcome else None, outcome.output if outcome else body,
+                                      outcome.elided_chars if outcome else 0, body, False)
+        failure = failures.classify(body, said.returncode) if said is not None else None
+        metrics = step.get("metrics") if isinstance(step.get("metrics"), Mapping) else {}
+        extra: dict[str, Any] = {}
+        for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
+            if step.get(key) is not None:
+                extra[key] = step[key]
+        for key in ("logprobs", "completion_token_ids"):
+            if isinstance(metrics.get(key), list):
+                extra[key] = metrics[key]
+        dt = moment - previous_time if moment is not None and previous_time is not None else None
+        previous_time = moment if moment is not None else previous_time
+        steps.append(model.Step(
+            index=call + 1,
+            kind=model.StepKind.LAST if step is agents[-1] else model.StepKind.MID,
+            timestamp=moment,
+            dt=dt,
+            usage=model.Usage(prompt_tokens=chat.count(metrics.get("prompt_tokens")),
+                              generated_tokens=chat.count(metrics.get("completion_tokens")),
+                              cached_prompt_tokens=chat.count(metrics.get("cached_tokens"))),
+            cost=chat.number(metrics.get("cost_usd"), f"{where}: cost_usd", warnings),
+            **base.step_fields(text, calls, said, call, links, extra=extra),
+            reasoning=step.get("reasoning_content") if isinstance(step.get("reasoning_content"), str) else "",
+            failure=failure,
+        ))
+        previous_len = len(pool)
+        pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
+        for source_call, content in results:
+            pool.append(model.Message(role="tool", content=content, tool_call_id=source_call) if source_call
+                        else model.Message(role="user", content=content))
+    if not links:
+        links.append(model.ContextLink(kept=0, added=tuple(range(len(pool))), rewritten=False))
+    elif len(pool) > previous_len:  # what the last call's results added: the trajectory's final observation
+        links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
+                                       rewritten=False))
+    agent = doc.get("agent") if isinstance(doc.get("agent"), Mapping) else {}
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("steps",)}
+    metadata["agent"] = dict(agent)
+    if agent.get("model_name"):
+        metadata["model"] = agent["model_name"]
+    times = [s.timestamp for s in steps if s.timestamp is not None]
+    identifier = episode_id(doc, path, record)
+    finished = isinstance(doc.get("final_metrics"), Mapping)
+    return [model.Episode(
+        episode_id=identifier,
+        task_name=_task(doc, raw_steps, identifier),
+        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE,
+        total_reward=None,
+        start_time=first_time,
+        end_time=times[-1] if times else None,
+        truncated=False,
+        system_prompt="\n\n".join(system_parts) if system_parts else None,
+        steps=tuple(steps),
+        path=path,
+        format=NAME,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(pool),
+        links=tuple(links),
+    )]

@@ -1,0 +1,412 @@
+"""mini-swe-agent trajectories (``*.traj.json``), the 2.x tool-calling form and the older 1.x text form.
+
+A trajectory is ``{trajectory_format?, info, messages}``: the whole chat, system message first. Each
+assistant message is one model call (a step); the messages after it up to the next assistant
+message are its observations. Quirks kept here: 2.x carries the commands in ``extra.actions`` and
+the raw output and return code in the observation's ``extra``; 1.x has one bash block per response
+and ``<returncode>``/``<output>`` user messages (read with ``agent_text``); 2.x ends with an ``exit``
+message holding ``exit_status`` and ``submission``; per-call costs exist only in newer files (older
+ones record the episode's total alone); ``exit_status`` names why the run ended.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model
+from ares_viewer.base import agent_text
+from ares_viewer.formats import base, chat, failures, reasoning
+from ares_viewer.model import EpisodeRow
+
+NAME = "mini-swe-agent"
+
+_SUFFIX = ".traj.json"
+_TRUNCATED = ("LimitsExceeded", "TimeExceeded", "CostLimitExceeded", "StepLimitExceeded")
+_LIMITS = {"LimitsExceeded": "step or cost limit", "TimeExceeded": "time limit", "CostLimitExceeded": "cost limit",
+           "StepLimitExceeded": "step limit"}
+
+
+FormatError = chat.FormatError
+
+
+def sniff(doc: Any) -> bool:
+    """True for a mini-swe-agent trajectory: messages plus its format tag or its ``info`` block."""
+    if not isinstance(doc, Mapping) or "messages" not in doc:
+        return False
+    if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent"):
+        return True
+    info = doc.get("info")
+    return isinstance(info, Mapping) and any(k in info for k in ("exit_status", "model_stats", "mini_version"))
+
+
+def misnamed(path: str) -> str | None:
+    """Why a ``*.traj.json`` file that holds no trajectory is an error (None for other names)."""
+    if _name(path).endswith(_SUFFIX):
+        return "named like a mini-swe-agent trajectory but not one: no 'messages' and 'info'"
+    return None
+
+
+def _name(path: str) -> str:
+    return pathlib.PurePosixPath(path.split("://", 1)[-1]).name
+
+
+def _messages(doc: Any) -> list[Any]:
+    return chat.list_field(doc, "messages", per="at the top level", items="chat messages")
+
+
+def _info(doc: Mapping[str, Any], warnings: list[str]) -> Mapping[str, Any]:
+    info = doc.get("info")
+    if info is None:
+        return {}
+    if not isinstance(info, Mapping):
+        warnings.append(f"info is a {type(info).__name__}, not an object; ignored")
+        return {}
+    return info
+
+
+def _instance(path: str) -> str:
+    """The task: the file's name without ``.traj.json`` (mini-swe-agent names files by instance id)."""
+    name = _name(path)
+    return name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else pathlib.PurePosixPath(name).stem
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+    """``{folder}/{instance}``: the instance id alone repeats across runs of the same benchmark."""
+    _messages(doc)
+    pure = pathlib.PurePosixPath(path.split("://", 1)[-1])
+    instance = _instance(path)
+    folder = pure.parent.name
+    if folder == instance:  # run-batch writes {output}/{instance}/{instance}.traj.json
+        folder = pure.parent.parent.name
+    base = f"{folder}/{instance}" if folder else instance
+    return base if record is None else f"{base}#{record}"
+
+
+def _extra(message: Any) -> Mapping[str, Any]:
+    extra = message.get("extra") if isinstance(message, Mapping) else None
+    return extra if isinstance(extra, Mapping) else {}
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def _exit(doc: Mapping[str, Any], messages: list[Any], info: Mapping[str, Any]) -> tuple[str, str]:
+    """The exit status and the submission, from ``info`` or else from the last message's ``extra``."""
+    last = _extra(messages[-1]) if messages else {}
+    status = info.get("exit_status") or last.get("exit_status") or ""
+    submission = info.get("submission") or last.get("submission") or ""
+    return str(status), submission if isinstance(submission, str) else str(submission)
+
+
+def _outcome(status: str, submission: str, messages: list[Any], info: Mapping[str, Any]) -> tuple[
+        model.Outcome, dict[str, str] | None]:
+    """The outcome an exit status names, and the error it records."""
+    if not status:
+        return model.Outcome.INCOMPLETE, None
+    if status == "Submitted":
+        return model.Outcome.COMPLETED, None
+    if status in _TRUNCATED:
+        return model.Outcome.TRUNCATED, None
+    # An exception ended the run: its text is the exit message (2.x) or the last user message (1.x).
+    message = ""
+    if messages and _role(messages[-1]) in ("exit", "user"):
+        message = chat.text(messages[-1].get("content")).strip()
+    if not message and isinstance(info.get("traceback"), str):
+        lines = [line for line in info["traceback"].strip().splitlines() if line.strip()]
+        message = lines[-1] if lines else ""
+    if message == submission.strip():
+        message = message or status
+    return model.Outcome.ERRORED, {"type": status, "message": message[:2000]}
+
+
+def _calls(messages: list[Any]) -> list[int]:
+    """Positions of the model calls: the assistant messages, and the format errors that stand for a call.
+
+    2.x drops a response it cannot parse and adds only the format error, whose ``extra`` keeps the rejected
+    response (``model_response``, or the raw ``response``) and its cost; 1.x adds both messages.
+    """
+    return [i for i, m in enumerate(messages) if _role(m) == "assistant" or _rejected(messages, i)]
+
+
+def _rejected(messages: list[Any], i: int) -> bool:
+    """True for a format error that follows no assistant message: it stands for the rejected model call."""
+    return (_role(messages[i]) in ("user", "tool") and _extra(messages[i]).get("interrupt_type") == "FormatError"
+            and (i == 0 or _role(messages[i - 1]) != "assistant"))
+
+
+def _response(extra: Mapping[str, Any]) -> Mapping[str, Any]:
+    response = extra.get("response")
+    return response if isinstance(response, Mapping) else {}
+
+
+def _time(message: Any) -> float | None:
+    """When a message was written: ``extra.timestamp`` (2.x), else its response's ``created`` (1.x)."""
+    extra = _extra(message)
+    found = chat.number(extra.get("timestamp"), "timestamp", [])
+    if found is None and _role(message) == "assistant":
+        found = chat.number(_response(extra).get("created"), "created", [])
+    return found
+
+
+def _cost(extra: Mapping[str, Any], where: str, warnings: list[str]) -> float | None:
+    """A call's cost: ``extra.cost`` (2.x), else the cost LiteLLM put in the response's usage (1.x)."""
+    cost = chat.number(extra.get("cost"), f"{where}: cost", warnings)
+    if cost is None:
+        usage = _response(extra).get("usage")
+        cost = chat.number(usage.get("cost"), f"{where}: usage.cost", warnings) if isinstance(usage, Mapping) else None
+    return cost
+
+
+def _call_range(messages: list[Any], calls: list[int], n: int) -> tuple[int, int]:
+    """The messages holding call ``n``'s results: after its response, up to the next call."""
+    position = calls[n]
+    end = calls[n + 1] if n + 1 < len(calls) else len(messages)
+    return (position if _role(messages[position]) != "assistant" else position + 1), end
+
+
+def _times(messages: list[Any], position: int, first: int, end: int) -> tuple[float | None, float | None]:
+    """Model time and command time of the call at ``position``: from the latest earlier time to its response,
+    and from its response to its first result."""
+    answered = _time(messages[position])
+    if answered is None or _role(messages[position]) != "assistant":
+        return None, None
+    before = next((t for t in (_time(m) for m in reversed(messages[:position])) if t is not None), None)
+    results = [t for t in (_time(m) for m in messages[first:end] if _role(m) in ("tool", "user")) if t is not None]
+    model_time = answered - before if before is not None and answered >= before else None
+    command_time = results[0] - answered if results and results[0] >= answered else None
+    return model_time, command_time
+
+
+def _usage(extra: Mapping[str, Any]) -> model.Usage:
+    response = extra.get("response") if isinstance(extra.get("response"), Mapping) else {}
+    usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), Mapping) else {}
+    return model.Usage(
+        prompt_tokens=chat.count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+        generated_tokens=chat.count(usage.get("completion_tokens", usage.get("output_tokens"))),
+        cached_prompt_tokens=chat.count(details.get("cached_tokens")),
+    )
+
+
+def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, dict[str, Any], str | None]:
+    """What a step's result says about its command, the step's extra fields from it, and how the command failed
+    to finish (``failures``), if it did.
+
+    ``final`` marks the last step of a finished run: 1.x appends the exit text (the submission, or an
+    exception's message) as a user message there, which is no format error; 2.x ends on an ``exit`` message
+    whose content is the submission, the output of the command that submitted.
+    """
+    results = [m for m in messages if _role(m) in ("tool", "user")]
+    if not results:
+        done = [m for m in messages if _role(m) == "exit" and _extra(m).get("exit_status") == "Submitted"]
+        if done:
+            body = chat.text(done[0].get("content"))
+            # The environment submits only on return code 0.
+            return chat.CommandResult(0, body, 0, body, False), {}, None
+        return chat.NO_RESULT, {}, None
+    first = results[0]
+    body = chat.text(first.get("content"))
+    extra = _extra(first)
+    parsed = agent_text.parse_result(body)
+    returncode = chat.integer(extra.get("returncode"))
+    returncode = parsed.returncode if returncode is None else returncode
+    output = extra.get("raw_output") if isinstance(extra.get("raw_output"), str) else parsed.output
+    elided = 0 if isinstance(extra.get("raw_output"), str) else parsed.elided_chars
+    ended = final and first is messages[-1] and parsed.returncode is None
+    if ended:
+        output = body
+    format_error = extra.get("interrupt_type") == "FormatError" or (
+        "returncode" not in extra and parsed.format_error and _role(first) == "user" and not ended)
+    details: dict[str, Any] = {}
+    if extra.get("exception_info"):
+        details["exception_info"] = extra["exception_info"]
+    failure = None if format_error else failures.classify(body, returncode, extra)
+    if failure == failures.TIMED_OUT:
+        details["timed_out"] = True
+    if failure is not None:
+        # What went wrong is the step's output, with whatever the command printed before it.
+        raw = output or ""
+        output = "\n\n".join(p for p in (failures.exception_text(body, extra) or body.strip(), raw.strip()) if p)
+    if len(results) > 1:
+        details["observations"] = len(results)
+    return chat.CommandResult(returncode, output, elided, body, bool(format_error)), details, failure
+
+
+def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+    """The trajectory's index row in one pass over its messages (the index's fast path).
+
+    Raises:
+        FormatError: when the document cannot be a trajectory.
+    """
+    messages = _messages(doc)
+    warnings: list[str] = []
+    info = _info(doc, warnings)
+    status, submission = _exit(doc, messages, info)
+    outcome, error = _outcome(status, submission, messages, info)
+    calls = _calls(messages)
+    prompt = generated = nonzero = 0
+    cost = 0.0
+    times = []
+    for n, position in enumerate(calls):
+        extra = _extra(messages[position])
+        usage = _usage(extra)
+        prompt += usage.prompt_tokens or 0
+        generated += usage.generated_tokens or 0
+        step_cost = _cost(extra, "cost", [])
+        cost += step_cost if step_cost and step_cost > 0 else 0.0
+        first, end = _call_range(messages, calls, n)
+        returncode = _observation(messages[first:end], bool(status) and end == len(messages))[0].returncode
+        nonzero += returncode not in (None, 0)
+    for message in messages:
+        timestamp = _time(message)
+        if timestamp is not None:
+            times.append(timestamp)
+    if not cost:
+        cost = _total_cost(info) or 0.0
+    start, end_time = (times[0], times[-1]) if times else (None, None)
+    return [EpisodeRow(
+        episode_id=episode_id(doc, path, record),
+        task_name=_instance(path),
+        outcome=outcome.value,
+        total_reward=None,
+        num_actions=len(calls),
+        start_time=start,
+        end_time=end_time,
+        duration_s=end_time - start if times else None,
+        total_cost=cost,
+        prompt_tokens=prompt,
+        generated_tokens=generated,
+        truncated=outcome is model.Outcome.TRUNCATED,
+        error=model.describe_error(error),
+        nonzero_returncodes=nonzero,
+        context_rewrites=0,
+        path=path,
+        format=NAME,
+        warnings=warnings,
+    ) | {"exit_status": status or None}]
+
+
+def _total_cost(info: Mapping[str, Any]) -> float | None:
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
+    return chat.number(stats.get("instance_cost"), "instance_cost", [])
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """The trajectory as an ``Episode``: a FIRST record for the task, then one step per assistant message.
+
+    Raises:
+        FormatError: when the document cannot be a trajectory (e.g. ``messages`` is not a list).
+    """
+    messages = _messages(doc)
+    warnings: list[str] = []
+    info = _info(doc, warnings)
+    status, submission = _exit(doc, messages, info)
+    outcome, error = _outcome(status, submission, messages, info)
+    system_prompt, rest = chat.split_system(messages)
+    offset = len(messages) - len(rest)
+    calls = [p - offset for p in _calls(messages)]
+
+    # The history only grows: call n's context is every message before its assistant message.
+    contexts_end = calls[-1] if calls else len(rest)
+    pool = [chat.message_from_dict(m) for m in rest[:contexts_end]]
+    links = []
+    previous = 0
+    for position in calls:
+        links.append(model.ContextLink(kept=previous, added=tuple(range(previous, position)), rewritten=False))
+        previous = position
+    if not calls:
+        links.append(model.ContextLink(kept=0, added=tuple(range(len(pool))), rewritten=False))
+
+    steps = [model.Step(index=0, kind=model.StepKind.FIRST, timestamp=None)]
+    previous_time = None
+    step_costs = []
+    for n, position in enumerate(calls):
+        where = f"step {n + 1}"
+        message = rest[position]
+        extra = _extra(message)
+        rejected = _role(message) != "assistant"
+        if rejected:  # a response mini-swe-agent could not parse: kept in the format error's extra
+            answer = _response(extra).get("choices")
+            answer = answer[0].get("message") if isinstance(answer, list) and answer and isinstance(
+                answer[0], Mapping) else {}
+            text = extra.get("model_response") if isinstance(extra.get("model_response"), str) else chat.text(
+                answer.get("content") if isinstance(answer, Mapping) else None)
+            message = answer if isinstance(answer, Mapping) else {}
+        else:
+            text = chat.text(message.get("content"))
+        calls_made = chat.tool_calls(message.get("tool_calls"))
+        actions = [a for a in extra.get("actions", []) if isinstance(a, Mapping)] if isinstance(
+            extra.get("actions"), list) else []
+        commands = [str(a.get("command")) for a in actions if a.get("command") is not None]
+        first, end = _call_range(rest, calls, n)
+        said, details, failure = _observation(rest[first:end], bool(status) and end == len(rest))
+        if rejected:
+            said = said._replace(output=said.text, format_error=True)
+        model_time, command_time = _times(rest, position, first, end)
+        if len(commands) > 1:
+            details["commands"] = commands
+        timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
+        if timestamp is None and not rejected:
+            timestamp = _time(message)
+        dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
+        previous_time = timestamp if timestamp is not None else previous_time
+        cost = _cost(extra, where, warnings)
+        step_costs.append(cost)
+        fields = base.step_fields(text, calls_made, said, n, links, command=commands[0] if commands else None,
+                                  tool_command=chat.shell_command, extra=details)
+        if rejected:
+            fields["command"] = None  # mini-swe-agent ran nothing for a response it could not parse
+        steps.append(model.Step(
+            index=n + 1,
+            kind=model.StepKind.LAST if n == len(calls) - 1 and status else model.StepKind.MID,
+            timestamp=timestamp,
+            dt=dt,
+            usage=_usage(extra),
+            cost=cost,
+            **fields,
+            reasoning=reasoning.from_message(message) or reasoning.from_response(_response(extra)),
+            model_time=model_time,
+            command_time=command_time,
+            failure=failure,
+        ))
+
+    times = [t for t in (_time(m) for m in messages) if t is not None]
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("messages", "info")}
+    metadata.update({k: v for k, v in info.items() if k not in ("exit_status", "submission")})
+    metadata["exit_status"] = status or None
+    metadata["submission"] = submission
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
+    if "api_calls" in stats:
+        metadata["api_calls"] = stats["api_calls"]
+    if not any(c for c in step_costs if c and c > 0) and _total_cost(info):
+        # Older files record only the run's total; the episode's total cost falls back to it.
+        metadata["total_cost"] = _total_cost(info)
+    if error:
+        metadata["error"] = error
+    if outcome is model.Outcome.TRUNCATED:
+        metadata["truncated_by"] = f"{_LIMITS.get(status, 'a limit')} ({status})"
+    return [model.Episode(
+        episode_id=episode_id(doc, path, record),
+        task_name=_instance(path),
+        outcome=outcome,
+        total_reward=None,
+        start_time=times[0] if times else None,
+        end_time=times[-1] if times else None,
+        truncated=outcome is model.Outcome.TRUNCATED,
+        system_prompt=system_prompt,
+        steps=tuple(steps),
+        path=path,
+        format=NAME,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(pool),
+        links=tuple(links),
+    )]
+
+
+def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
+    """None: this format has no faster path than decoding its records (see ``base.Adapter``)."""
+    return None

@@ -1,0 +1,1 @@
+"""Episodes written out in other formats: ATIF trajectories (``atif_export``)."""

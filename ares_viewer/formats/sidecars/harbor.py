@@ -1,0 +1,120 @@
+"""harbor trial results: the reward, outcome and times of the ATIF trajectory in the same trial folder.
+
+harbor (the runner ARES's tasks use) writes one folder per trial::
+
+    <job>/<trial>/config.json          the trial's configuration
+    <job>/<trial>/result.json          the TrialResult, written when the trial ends
+    <job>/<trial>/agent/trajectory.json  the agent's ATIF trajectory (agents that write ATIF)
+    <job>/<trial>/verifier/reward.txt  the verifier's reward (also in result.json)
+
+``result.json`` (harbor's ``TrialResult``): ``id``, ``task_name``, ``trial_name``, ``trial_uri``, ``task_id``,
+``source``, ``task_checksum``, ``config``, ``agent_info: {name, version, model_info: {name, provider}}``,
+``agent_result: {n_input_tokens, n_cache_tokens, n_output_tokens, cost_usd, metadata}``,
+``verifier_result: {rewards: {name: number}}`` (the verifier's ``reward.txt`` as ``{"reward": value}``, or the
+keys of its ``reward.json``), ``exception_info: {exception_type, exception_message, exception_traceback,
+occurred_at}``, ``started_at``, ``finished_at`` (ISO 8601) and per-phase times (``environment_setup``,
+``agent_setup``, ``agent_execution``, ``verifier``: ``{started_at, finished_at}``).
+
+The run reads it like an evaluation report, by content, and joins it to the trajectory of its folder, so the
+trajectory file is never rewritten and a result written after the trajectory is picked up on reopening.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+from ares_viewer import model
+from ares_viewer.formats import chat
+from ares_viewer.formats.adapters import atif
+
+
+def sniff(doc: Any) -> bool:
+    """True for a harbor ``TrialResult``: a trial name with the result's other keys."""
+    return (isinstance(doc, Mapping) and isinstance(doc.get("trial_name"), str) and "task_name" in doc
+            and any(k in doc for k in ("verifier_result", "agent_info", "exception_info", "agent_result")))
+
+
+def _reward(result: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
+    verifier = result.get("verifier_result") if isinstance(result.get("verifier_result"), Mapping) else {}
+    rewards = verifier.get("rewards") if isinstance(verifier.get("rewards"), Mapping) else {}
+    numbers = {k: v for k, v in rewards.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    if "reward" in numbers:
+        return float(numbers["reward"]), dict(rewards)
+    if len(numbers) == 1:
+        return float(next(iter(numbers.values()))), dict(rewards)
+    return None, dict(rewards)
+
+
+def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """What a trial result says about its trajectory: folder, task, reward, outcome, error, times, model."""
+    reward, rewards = _reward(doc)
+    exception = doc.get("exception_info") if isinstance(doc.get("exception_info"), Mapping) else None
+    error = None
+    if exception:
+        error = {"type": str(exception.get("exception_type") or "exception"),
+                 "message": str(exception.get("exception_message") or "")[:2000]}
+    finished = atif.timestamp(doc.get("finished_at"))
+    if error:
+        outcome = model.Outcome.ERRORED
+    elif finished is not None or doc.get("verifier_result") is not None:
+        outcome = model.Outcome.COMPLETED
+    else:
+        outcome = model.Outcome.INCOMPLETE
+    agent = doc.get("agent_info") if isinstance(doc.get("agent_info"), Mapping) else {}
+    info = agent.get("model_info") if isinstance(agent.get("model_info"), Mapping) else {}
+    usage = doc.get("agent_result") if isinstance(doc.get("agent_result"), Mapping) else {}
+    pure = pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/"))
+    return {
+        "folder": str(pure.parent),
+        "task_name": str(doc.get("task_name") or ""),
+        "trial_name": doc.get("trial_name"),
+        "reward": reward,
+        "rewards": rewards,
+        "outcome": outcome.value,
+        "error": error,
+        "start_time": atif.timestamp(doc.get("started_at")),
+        "end_time": finished,
+        "model": info.get("name"),
+        "agent": {k: agent.get(k) for k in ("name", "version") if agent.get(k) is not None},
+        "cost": chat.number(usage.get("cost_usd"), "cost_usd", []),
+        "result_path": path,
+    }
+
+
+def trial_of(path: str, episode_format: str, trials: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The trial result (``read``'s, by trial folder) of an ATIF trajectory at ``path``; None for any other file."""
+    return trials.get(atif.trial_folder(path) or "") if episode_format == atif.NAME else None
+
+
+def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
+    """An ATIF trajectory's index row, with what its trial's result says (see ``with_trial``); ``harbor_result``
+    names the result file."""
+    row["harbor_result"] = pathlib.PurePosixPath(trial["result_path"]).name
+    row.update(task_name=trial["task_name"] or row["task_name"], total_reward=trial["reward"],
+               outcome=trial["outcome"], error=model.describe_error(trial["error"]) or row["error"])
+    row["start_time"] = trial["start_time"] if trial["start_time"] is not None else row["start_time"]
+    row["end_time"] = trial["end_time"] if trial["end_time"] is not None else row["end_time"]
+    if row["start_time"] is not None and row["end_time"] is not None:
+        row["duration_s"] = row["end_time"] - row["start_time"]
+    if not row["total_cost"] and trial["cost"]:
+        row["total_cost"] = trial["cost"]
+
+
+def with_trial(episode: model.Episode, trial: Mapping[str, Any]) -> model.Episode:
+    """An ATIF episode with its trial's task, reward (the verifier's), outcome, error and times."""
+    metadata = {**episode.metadata, "harbor_trial": {k: trial[k] for k in ("trial_name", "rewards", "agent",
+                                                                             "model", "result_path")}}
+    if trial["error"]:
+        metadata["error"] = trial["error"]
+    if not episode.total_cost and trial["cost"]:
+        metadata["total_cost"] = trial["cost"]
+    if trial["model"] and "model" not in metadata:
+        metadata["model"] = trial["model"]
+    return dataclasses.replace(
+        episode, task_name=trial["task_name"] or episode.task_name, total_reward=trial["reward"],
+        outcome=model.Outcome(trial["outcome"]), metadata=metadata,
+        start_time=trial["start_time"] if trial["start_time"] is not None else episode.start_time,
+        end_time=trial["end_time"] if trial["end_time"] is not None else episode.end_time)

@@ -1,0 +1,178 @@
+"""Building a run's index: the files that are new or changed are summarized into new partitions.
+
+Files are read in batches; each batch becomes one partition, written by whoever summarized it (a worker
+process when the run is large enough for that to pay), so rows never travel between processes. Tinker,
+Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
+``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
+(DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not
+take is read the ordinary way (``formats.summarize_file``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import gc
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import orjson
+
+from ares_viewer import formats
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import fast_jsonl, fast_mini, fast_ray, fast_tinker, store
+
+_LOGGER = logging.getLogger(__name__)
+
+# Below this much data, starting worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
+# A partition holds about this much source data (bounds a worker's memory and a rewrite's cost).
+_PART_BYTES = 64 * 1024 * 1024
+
+
+def summarize(path: str) -> formats.FileResult:
+    """One file's rows, errors, verdicts or trial result; never raises (a parser bug is that file's error)."""
+    try:
+        return formats.summarize_file(path, sources.read_bytes(path))
+    except OSError as exc:
+        return formats.FileResult(errors=(f"cannot read the file ({exc.strerror or exc})",))
+    except Exception as exc:  # a parser bug must not stop the rest of the run
+        _LOGGER.exception("unexpected failure reading %s", path)
+        return formats.FileResult(errors=(f"unexpected failure while reading ({type(exc).__name__}: {exc})",))
+
+
+def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | None, rows: int) -> store.FileEntry:
+    if result.verdicts:
+        return store.FileEntry(file.path, file.size, file.mtime_ns, "verdicts",
+                               verdicts=orjson.dumps(dict(result.verdicts)).decode())
+    if result.trial is not None:
+        return store.FileEntry(file.path, file.size, file.mtime_ns, "trial", trial=orjson.dumps(result.trial).decode())
+    if result.skipped:
+        return store.FileEntry(file.path, file.size, file.mtime_ns, "skipped")
+    return store.FileEntry(file.path, file.size, file.mtime_ns, "read", part if rows else None, rows,
+                           tuple(result.errors))
+
+
+def summarize_batch(files: Sequence[sources.SourceFile], write: Callable[[Any], str]) -> list[store.FileEntry]:
+    """Summarize files the ordinary way into one partition (written with ``write``); their manifest entries."""
+    results = [summarize(f.path) for f in files]
+    rows: list[dict[str, Any]] = []
+    seqs: list[int] = []
+    for result in results:
+        rows.extend(result.rows)
+        seqs.extend(range(len(result.rows)))
+    part = write(store.rows_table(rows, seqs)) if rows else None
+    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)]
+
+
+def _batch_in_worker(folder: str, files: Sequence[sources.SourceFile]) -> list[store.FileEntry]:
+    return summarize_batch(files, store.Store(folder).write_part)
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a Streamlit script,
+    # a script without a main guard); the workers only read files, parse and write Parquet with pyarrow.
+    if "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """The caller's objects kept out of the forked workers' garbage collection (``gc.freeze``): a child must not
+    collect objects it merely inherited, such as a DuckDB connection whose threads it does not have."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def batches(files: Sequence[sources.SourceFile], parts: int, most: int = _PART_BYTES) -> list[list[sources.SourceFile]]:
+    """Files in path order, cut into at least ``parts`` batches of at most about ``most`` bytes each."""
+    total = sum(f.size for f in files)
+    limit = max(1, min(most, total // max(1, parts) + 1))
+    out: list[list[sources.SourceFile]] = []
+    size = 0
+    for f in files:
+        if not out or size + f.size > limit:
+            out.append([])
+            size = 0
+        out[-1].append(f)
+        size += f.size
+    return out
+
+
+def workers_for(workers: int | None) -> int:
+    return workers or min(os.cpu_count() or 1, 8)
+
+
+def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int) -> Iterator[store.FileEntry]:
+    total = sum(f.size for f in files)
+    if workers <= 1 or len(files) < 2 or total < PARALLEL_MIN_BYTES:
+        for batch in batches(files, 1):
+            yield from summarize_batch(batch, target.write_part)
+        return
+    work = batches(files, workers * 4)
+    work.sort(key=lambda b: -sum(f.size for f in b))  # big batches first: the last worker ends with the others
+    with _frozen_heap(), \
+            concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        for entries in pool.map(_batch_in_worker, [str(target.folder)] * len(work), work):
+            yield from entries
+
+
+# A fast-path batch is not cut smaller than this (each batch costs a few fixed queries).
+_MIN_FAST_BATCH = 16 * 1024 * 1024
+
+# Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
+FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC, fast_mini.SPEC)
+
+
+def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int
+          ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+    """The fast path's batches, read by DuckDB in this process: ``workers`` batches side by side, each on its own
+    single-threaded connection (a batch's later stages, the rows query, the Parquet write and the values read in
+    Python, run on one thread; side by side, they keep every core busy). The batches in memory at once hold about
+    ``fast_jsonl.BATCH_BYTES`` of source data in all."""
+    most = max(fast_jsonl.BATCH_BYTES // workers, _MIN_FAST_BATCH)
+    jobs = [(spec, batch) for spec, files in chosen.items() for batch in batches(files, workers, most)]
+    if not jobs:
+        return [], []
+    local = threading.local()
+    opened: list[Any] = []
+    lock = threading.Lock()
+
+    def run(job: tuple[fast_jsonl.Spec, list[sources.SourceFile]]
+            ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+        con = getattr(local, "con", None)
+        if con is None:
+            con = local.con = fast_jsonl.connect(1)
+            with lock:
+                opened.append(con)
+        return fast_jsonl.read_batch(con, job[0], job[1], target)
+
+    entries: list[store.FileEntry] = []
+    left: list[sources.SourceFile] = []
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            for taken, rest in pool.map(run, jobs):
+                entries += taken
+                left += rest
+    finally:
+        for con in opened:
+            con.close()
+    return entries, left
+
+
+def build(files: list[sources.SourceFile], target: store.Store, *, workers: int | None = None
+          ) -> list[store.FileEntry]:
+    """Summarize these files into new partitions of ``target``; their manifest entries (not yet committed)."""
+    workers = workers_for(workers)
+    chosen, rest = fast_jsonl.choose(files, FAST_PATHS)
+    entries, left = _fast(chosen, target, workers)
+    entries.extend(_ordinary(sorted(rest + left, key=lambda f: f.path), target, workers))
+    return entries

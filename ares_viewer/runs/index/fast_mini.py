@@ -1,0 +1,215 @@
+"""mini-swe-agent trajectories in JSON Lines (one ``.traj.json`` document a line) read by DuckDB (``fast_jsonl``).
+
+A trajectory's line is mostly its messages' text and raw provider responses; the index needs a few fields of
+each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible) and computes
+the row in SQL over each line's list of messages: the model calls (assistant messages and the format errors that
+stand for a rejected call), their tokens and costs, the first and last time written, and the first result of
+each call (``mini_swe_agent._calls``, ``_call_range``, ``_time``, ``_cost``, ``_usage``).
+Python only reads distinct values, each by the function the ordinary path uses: the opening of result texts
+that hold a return code (``agent_text.returncode``), the exit statuses and the endings of runs an exception ended
+(``summarize`` of a trajectory holding just the fields it reads for them), and each file's episode id and task
+(from its path).
+
+Rows agree with ``mini_swe_agent.summarize``. A file is left to the ordinary path when it is not the regular
+shape read here exactly: a line DuckDB cannot read (corrupt, truncated, a message or ``extra`` or ``info`` that is
+not an object), a blank line (line numbers are part of the episode ids), a line without a ``messages`` list, a
+time or cost written as text (the ordinary path reads it), a call's first result whose content is not a plain
+text.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Sequence
+
+import duckdb
+import orjson
+
+from ares_viewer.base import agent_text
+from ares_viewer.formats.adapters import mini_swe_agent
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import fast_jsonl, store
+from ares_viewer.runs.index.fast_jsonl import count, number, string
+
+_EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VARCHAR, exit_status JSON, "
+          "submission JSON, response STRUCT(created JSON, usage JSON))")
+# The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
+COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, model_stats STRUCT(instance_cost JSON))",
+            "messages": f"STRUCT(role VARCHAR, content JSON, extra {_EXTRA})[]"}
+
+
+def _text_or_null(column: str) -> str:
+    """True for a JSON string or a missing value."""
+    return f"({column} IS NULL OR left({column}, 1) = '\"')"
+
+
+# Each line: its messages' fields (``msgs``), the positions of its model calls (``calls``) and each call's first
+# result (``firsts``: the first user or tool message after its assistant message, or the rejected call's format
+# error itself, before the next call), and from them the row's figures.
+_RAW = f"""
+CREATE OR REPLACE TEMP TABLE raw AS
+WITH j AS (
+    SELECT filename AS path, info, messages[-1] AS last,
+        list_transform(messages, lambda m: struct_pack(role := m.role,
+            result := coalesce(m.role IN ('user', 'tool'), false),
+            rejected := coalesce(m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError', false),
+            content := CASE WHEN m.role IN ('user', 'tool') THEN m.content::VARCHAR END,
+            returncode := m.extra.returncode::VARCHAR, ts := m.extra.timestamp::VARCHAR,
+            created := m.extra.response.created::VARCHAR, cost := m.extra.cost::VARCHAR,
+            usage_cost := json_extract(m.extra.response.usage, '$.cost')::VARCHAR,
+            prompt := coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
+                               json_extract(m.extra.response.usage, '$.input_tokens'))::VARCHAR,
+            generated := coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
+                                  json_extract(m.extra.response.usage, '$.output_tokens'))::VARCHAR)) AS msgs
+    FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r})
+), c AS (
+    SELECT *, list_filter(generate_series(1, len(msgs)), lambda i: msgs[i].role = 'assistant'
+                          OR (msgs[i].rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant'))) AS calls,
+           list_transform(msgs, lambda m: m.result) AS is_result
+    FROM j
+), f AS (
+    SELECT *, list_filter(list_transform(generate_series(1, len(calls)), lambda n: msgs[
+        calls[n] - 1 + (msgs[calls[n]].role = 'assistant')::INTEGER
+        + list_position(is_result[calls[n] + (msgs[calls[n]].role = 'assistant')::INTEGER:
+                                coalesce(calls[n + 1] - 1, len(msgs))], true)]),
+        lambda m: m IS NOT NULL) AS firsts
+    FROM c
+)
+SELECT path, len(calls) AS num_actions,
+    info.exit_status::VARCHAR AS info_status, info.submission::VARCHAR AS info_submission,
+    info.traceback::VARCHAR AS traceback, {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
+    last.role AS last_role, last.content::VARCHAR AS last_content,
+    last.extra.exit_status::VARCHAR AS last_status, last.extra.submission::VARCHAR AS last_submission,
+    coalesce(list_sum(list_transform(calls, lambda i: {count("msgs[i].prompt")})), 0) AS prompt_tokens,
+    coalesce(list_sum(list_transform(calls, lambda i: {count("msgs[i].generated")})), 0) AS generated_tokens,
+    list_filter(list_transform(calls, lambda i: coalesce({number("msgs[i].cost")}, {number("msgs[i].usage_cost")})),
+                lambda x: x > 0) AS costs,
+    list_filter(list_transform(msgs, lambda m: coalesce({number("m.ts")},
+                                                        CASE WHEN m.role = 'assistant' THEN {number("m.created")} END)),
+                lambda x: x IS NOT NULL) AS times,
+    list_transform(firsts, lambda m: struct_pack(
+        code := CASE WHEN left(m.returncode, 1) IN {fast_jsonl.DIGITS}
+                      AND TRY_CAST(m.returncode AS DOUBLE) = trunc(TRY_CAST(m.returncode AS DOUBLE))
+                     THEN TRY_CAST(m.returncode AS DOUBLE) END,
+        body := coalesce({string("m.content")}, ''))) AS results,
+    (msgs IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"'
+     OR list_bool_or(list_transform(msgs, lambda m: left(m.ts, 1) = '"'
+                                    OR (m.role = 'assistant' AND left(m.created, 1) = '"')))
+     OR list_bool_or(list_transform(calls, lambda i: left(msgs[i].cost, 1) = '"' OR left(msgs[i].usage_cost, 1) = '"'))
+     OR list_bool_or(list_transform(firsts, lambda m: NOT {_text_or_null("m.content")}))) AS odd
+FROM f
+"""
+
+# The first results' return codes: ``extra.returncode`` when it is an integer, else the one the text holds
+# (``mini_swe_agent._observation``), found for each distinct opening of a text in Python.
+_RESULTS = """
+CREATE OR REPLACE TEMP TABLE results AS SELECT _seq AS rid, r.code, r.body FROM (
+    SELECT _seq, unnest(results) AS r FROM raw_ok)
+"""
+
+_NONZERO = f"""
+CREATE OR REPLACE TEMP TABLE nonzero AS
+SELECT rid, count(*) FILTER (WHERE CASE WHEN code IS NOT NULL THEN code <> 0
+                                        ELSE left(body, {agent_text.RETURNCODE_WITHIN}) IN
+                                             (SELECT body FROM failed_results) END) AS nonzero
+FROM results GROUP BY rid
+"""
+
+
+def _lines(path: str) -> int:
+    """The lines of a file (a last one without its newline included), counted in place (no copy of the file)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return 0
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            lines, end = 0, data.find(b"\n")
+            while end >= 0:
+                lines += 1
+                end = data.find(b"\n", end + 1)
+            return lines + (data[-1:] != b"\n")
+
+
+def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
+    fast_jsonl.read(con, _RAW, paths)
+    ids, tasks, lines = [], [], []
+    for f in files:
+        row = mini_swe_agent.summarize({"messages": []}, f.path)[0]  # the id and task a file's path gives
+        ids.append(row["episode_id"])
+        tasks.append(row["task_name"])
+        lines.append(_lines(f.path))
+    fast_jsonl.register(con, "places", {"path": ("VARCHAR", [f.path for f in files]),
+                                        "base_id": ("VARCHAR", ids),
+                                        "task_name": ("VARCHAR", tasks),
+                                        "lines": ("BIGINT", lines)})
+    # A blank line (or anything else that is no record) would shift the line numbers of the records after it.
+    con.execute("""
+        UPDATE raw SET odd = true WHERE path IN (
+            SELECT path FROM (SELECT path, count(*) AS n FROM raw GROUP BY path) JOIN places USING (path)
+            WHERE n <> lines)""")
+
+
+def _summary(values: dict[str, str | None]) -> dict:
+    """``summarize`` of a trajectory that holds only these fields (JSON text) of ``_ENDING``."""
+    v = {k: None if value is None or k == "last_role" else orjson.loads(value) for k, value in values.items()}
+    doc = {"info": {"exit_status": v.get("info_status"), "submission": v.get("info_submission"),
+                    "traceback": v.get("traceback")},
+           "messages": [{"role": values.get("last_role"), "content": v.get("last_content"),
+                         "extra": {"exit_status": v.get("last_status"), "submission": v.get("last_submission")}}]}
+    return mini_swe_agent.summarize(doc, "")[0]
+
+
+def _table(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], where: str, fields: tuple[str, ...]
+           ) -> None:
+    """Table ``name``: for each distinct value of ``keys`` among the rows ``where`` holds, these ``fields`` of its
+    ``_summary``."""
+    found = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM raw_ok r WHERE {where}").fetchall()
+    rows = [_summary(dict(zip(keys, row, strict=True))) for row in found]
+    columns = {k: ("VARCHAR", [row[n] for row in found]) for n, k in enumerate(keys)}
+    fast_jsonl.register(con, name, {**columns, **{f: (_TYPES.get(f, "VARCHAR"), [r[f] for r in rows])
+                                                  for f in fields}})
+
+
+_TYPES = {"truncated": "BOOLEAN"}
+
+
+def _join(table: str, keys: tuple[str, ...]) -> str:
+    return " AND ".join(f"{table}.{k} IS NOT DISTINCT FROM r.{k}" for k in keys)
+
+
+# The fields ``summarize`` reads for a run's exit status and outcome (``mini_swe_agent._exit``), and for the error
+# of a run an exception ended (``_outcome``).
+_EXIT = ("info_status", "last_status")
+_ENDING = (*_EXIT, "info_submission", "traceback", "last_role", "last_content", "last_submission")
+
+
+def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_RESULTS)
+    fast_jsonl.failed_results(con, f"""
+        SELECT DISTINCT left(body, {agent_text.RETURNCODE_WITHIN}) FROM results
+        WHERE code IS NULL AND contains(left(body, {agent_text.RETURNCODE_WITHIN}), '<returncode>')""")
+    con.execute(_NONZERO)
+    _table(con, "endings", _EXIT, "true", ("exit_status", "outcome", "truncated"))
+    _table(con, "exception_errors", _ENDING,
+           f"EXISTS (SELECT 1 FROM endings x WHERE x.outcome = 'errored' AND {_join('x', _EXIT)})", ("error",))
+
+
+_ROWS = f"""
+SELECT CASE WHEN p.lines = 1 THEN p.base_id ELSE p.base_id || '#' || r.line END AS episode_id, p.task_name,
+    x.outcome, NULL::DOUBLE AS total_reward, num_actions::BIGINT AS num_actions,
+    times[1] AS start_time, times[-1] AS end_time, times[-1] - times[1] AS duration_s,
+    CASE WHEN coalesce(list_sum(costs), 0.0) = 0 THEN coalesce(instance_cost, 0.0) ELSE list_sum(costs) END
+        AS total_cost,
+    prompt_tokens::BIGINT AS prompt_tokens, generated_tokens::BIGINT AS generated_tokens,
+    x.truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
+    0::BIGINT AS context_rewrites, r.path, {store.literal(mini_swe_agent.NAME)} AS format,
+    x.exit_status, []::VARCHAR[] AS warnings, r._seq
+FROM (SELECT *, row_number() OVER (PARTITION BY path ORDER BY _seq) AS line FROM raw_ok) r
+JOIN places p USING (path)
+JOIN endings x ON {_join("x", _EXIT)}
+LEFT JOIN exception_errors e ON {_join("e", _ENDING)}
+LEFT JOIN nonzero c ON c.rid = r._seq
+"""
+
+SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent, load=_load, rows=_ROWS, prepare=_prepare,
+                       tables=("places", "endings", "exception_errors", "failed_results"))

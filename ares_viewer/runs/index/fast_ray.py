@@ -1,0 +1,119 @@
+"""Ray runner trajectories in JSON Lines read by DuckDB's JSON reader (``fast_jsonl``).
+
+A trajectory's line is mostly its chats. DuckDB keeps each timestep's main chat (its last one) as a list of
+messages in JSON text, its reward and timestamp as JSON text, and computes the row in SQL: the context is the
+main chat without its system message and its closing run of assistant messages (``ray_runner._split_answer``),
+and consecutive contexts give the rewrites and command results (``fast_jsonl.context_pairs``). Python only reads
+distinct values: ``reset_kwargs`` for the task, ``error_info`` for the errored outcome, and result texts that
+hold a return code, each by the function the ordinary path uses.
+
+Rows agree with ``ray_runner.summarize``. A file is left to the ordinary path when it is not the regular shape
+read here exactly: a line DuckDB cannot read (a timestep or chat that is not what its type says, one chat
+written flat), no ``timesteps`` list, an ``episode_id`` that is not a non-empty text or integer, a reward or
+timestamp written as text, a timestep without a context, or contexts that are not plain extensions of each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import orjson
+
+from ares_viewer import model
+from ares_viewer.formats.adapters import ray_runner
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import fast_jsonl
+from ares_viewer.runs.index.fast_jsonl import number
+
+# The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
+COLUMNS = {"episode_id": "JSON", "reset_kwargs": "JSON", "error_info": "JSON", "total_cost": "JSON",
+            "timesteps": "STRUCT(chats JSON[][], reward JSON, done JSON, timestamp JSON)[]"}
+
+
+_RAW = f"""
+CREATE OR REPLACE TEMP TABLE raw AS
+SELECT path,
+    CASE WHEN left(eid, 1) = '"' THEN json_extract_string(eid, '$') ELSE eid END AS episode_id,
+    kwargs, err,
+    CASE WHEN left(cost, 1) IN {fast_jsonl.DIGITS} THEN TRY_CAST(cost AS DOUBLE) ELSE 0.0 END AS total_cost,
+    len(timesteps) AS num_actions,
+    list_transform(timesteps, lambda t: {number("t.reward::VARCHAR")}) AS rewards,
+    list_filter(list_transform(timesteps, lambda t: {number("t.timestamp::VARCHAR")}), lambda x: x IS NOT NULL)
+        AS times,
+    coalesce(timesteps[-1].done::VARCHAR = 'true', false) AS done,
+    list_transform(timesteps, lambda t: t.chats[-1]) AS chats,
+    (timesteps IS NULL OR eid IS NULL OR eid = '""' OR NOT (left(eid, 1) = '"' OR {fast_jsonl.is_integer("eid")})
+     OR list_bool_or(list_transform(timesteps, lambda t: t IS NULL
+                                    OR left(t.reward::VARCHAR, 1) IN ('"', '[', '{{')
+                                    OR left(t.timestamp::VARCHAR, 1) IN ('"', '[', '{{')
+                                    OR list_bool_or(list_transform(t.chats, lambda c: c IS NULL))))) AS odd
+FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR AS kwargs,
+             error_info::VARCHAR AS err, total_cost::VARCHAR AS cost, timesteps
+      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r}))
+"""
+
+# Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer
+# (the closing run of assistant messages). The answer is looked for among the last four messages only: an answer
+# that may reach further back, a chat without an answer among them, or a timestep without a context is irregular
+# (the ordinary path pairs results across the last). Each one-element list binds a name for the next step.
+_CONTEXTS = f"""
+WITH r AS (
+    SELECT _seq AS rid, chats, {fast_jsonl.roles("chats")} AS roles FROM raw_ok
+), s AS (
+    SELECT rid, chats, roles, {fast_jsonl.SYSTEM_SKIPPED} AS lo FROM r
+), c AS (
+    SELECT rid, chats, roles, lo, list_transform(roles, lambda r, k: list_transform([r[lo[k]:]], lambda rs:
+        list_transform([greatest(len(rs) - 3, 1)], lambda base:
+        list_transform([list_transform(rs[base:], lambda q: coalesce(q = 'assistant', false))], lambda said:
+        list_transform([coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0)], lambda last_said:
+        list_transform([CASE WHEN last_said = 0 THEN (CASE WHEN base = 1 THEN len(said) + 1 END)
+                             ELSE last_said - coalesce(list_position(list_reverse(said[1:last_said]), false),
+                                                       last_said + 1) + 2 END],
+                       lambda start: {{'n': greatest(coalesce(base + start - 2, 0), 0),
+                                      'irregular': coalesce(start IS NULL OR (start = 1 AND base > 1)
+                                                            OR base + start <= 2, true)}}
+        )[1])[1])[1])[1])[1]) AS contexts
+    FROM s
+)
+SELECT rid, chats, roles, lo, list_transform(contexts, lambda x: x.n) AS n,
+       list_bool_or(list_transform(contexts, lambda x: x.irregular)) AS irregular
+FROM c
+"""
+
+
+def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
+    fast_jsonl.read(con, _RAW, paths)
+
+
+def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    kwargs = [row[0] for row in con.execute("SELECT DISTINCT kwargs FROM raw_ok").fetchall()]
+    tasks = [ray_runner.task_name({} if k is None else {"reset_kwargs": orjson.loads(k)}) for k in kwargs]
+    fast_jsonl.register(con, "tasks", {"kwargs": ("VARCHAR", kwargs),
+                                       "task_name": ("VARCHAR", tasks)})
+    errs = [row[0] for row in con.execute("SELECT DISTINCT err FROM raw_ok").fetchall()]
+    found = [ray_runner.error_of(None if e is None else orjson.loads(e)) for e in errs]
+    fast_jsonl.register(con, "errors", {"err": ("VARCHAR", errs),
+                                        "errored": ("BOOLEAN", [f is not None for f in found]),
+                                        "error": ("VARCHAR", [model.describe_error(f) for f in found])})
+    fast_jsonl.context_pairs(con, _CONTEXTS)
+    con.execute("UPDATE raw SET odd = true WHERE path IN "
+                "(SELECT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular)")
+
+
+_ROWS = """
+SELECT r.episode_id, coalesce(k.task_name, '') AS task_name,
+    CASE WHEN e.errored THEN 'errored' WHEN done THEN 'completed' ELSE 'incomplete' END AS outcome,
+    CASE WHEN list_count(rewards) > 0 THEN list_sum(rewards) END AS total_reward,
+    num_actions::BIGINT AS num_actions, times[1] AS start_time, times[-1] AS end_time,
+    times[-1] - times[1] AS duration_s, total_cost, 0::BIGINT AS prompt_tokens, 0::BIGINT AS generated_tokens,
+    false AS truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
+    0::BIGINT AS context_rewrites, r.path, 'ray' AS format, []::VARCHAR[] AS warnings, r._seq
+FROM raw_ok r
+LEFT JOIN tasks k ON k.kwargs IS NOT DISTINCT FROM r.kwargs
+LEFT JOIN errors e ON e.err IS NOT DISTINCT FROM r.err
+LEFT JOIN pair_counts c ON c.rid = r._seq
+"""
+
+SPEC = fast_jsonl.Spec(module=__name__, adapter=ray_runner, load=_load, rows=_ROWS, prepare=_prepare,
+                       tables=("tasks", "errors"))

@@ -1,0 +1,114 @@
+"""A run's episode table as a DuckDB view over its index's partitions, with what the run adds to the rows.
+
+The view ``episodes`` has the public columns, plus ``warnings`` and ``_seq`` (a row's place in its file;
+run order is ``path, _seq``). Harbor trial results, evaluation reports' verdicts (and the ``verdict`` column
+saying where each reward came from) and the keys of repeated episode ids are joined in (``joins``). Nothing is
+loaded into Python until asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import orjson
+
+from ares_viewer.formats.sidecars import verdicts
+from ares_viewer.runs.index import joins, queries, store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _empty_select() -> str:
+    typed = ", ".join(f"NULL::{store.ROW_TYPES[name]} AS {name}" for name in store.EPISODE_COLUMNS)
+    return f"SELECT {typed}, []::VARCHAR[] AS warnings, 0::BIGINT AS _seq WHERE false"
+
+
+class EpisodeTable:
+    """The episode rows of one index state; ``columns`` are the public ones (common first, then the others).
+
+    Attributes:
+        reports: evaluation reports (path -> instance id -> verdict); ``verdicts``: them joined to their runs.
+        trials: harbor trial results by trial folder.
+        originals: the key of an episode listed under ``{id}@{path}`` -> its id in the file.
+        notes: ``(path, message)`` warnings of the run as a whole (reports applied by location, repeated ids).
+        errors: ``(path, reason)`` of reports that disagree.
+    """
+
+    def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "") -> None:
+        self.con = duckdb.connect()
+        self._lock = threading.Lock()
+        parts = target.live_parts(entries)
+        self.reports: dict[str, dict[str, str]] = {
+            p: orjson.loads(e.verdicts) for p, e in sorted(entries.items()) if e.kind == "verdicts" and e.verdicts}
+        self.trials: dict[str, dict[str, Any]] = {}
+        for _, entry in sorted(entries.items()):
+            if entry.kind == "trial" and entry.trial:
+                trial = orjson.loads(entry.trial)
+                self.trials[trial["folder"]] = trial
+        source = f"read_parquet({parts!r}, union_by_name = true)" if parts else f"({_empty_select()})"
+        self.con.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM {source}")
+        changed = joins.overrides(self.con, self.reports, self.trials)
+        repeated = joins.renamed(self.con, location)
+        self.verdicts: verdicts.Verdicts = changed.verdicts
+        self.errors = list(changed.verdicts.errors)
+        self.notes = [*changed.verdicts.notes, *repeated.warnings]
+        self.originals = repeated.originals
+        self._create_view(changed.table, repeated.table, bool(self.reports or self.trials))
+        names = [r[0] for r in self.con.execute("DESCRIBE episodes").fetchall()]
+        extra = sorted(set(names) - set(store.EPISODE_COLUMNS) - set(store.INTERNAL))
+        self.columns = [*store.EPISODE_COLUMNS, *extra]
+        self.queries = queries.Queries(self.cursor(), self.columns)
+
+    def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool
+                     ) -> None:
+        if overrides is None and renamed is None and not with_verdict:
+            self.con.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
+            return
+        replaced, added, joined = [], [], ""
+        if overrides is not None:
+            self._table("overrides", overrides)
+            replaced += [f"CASE WHEN o._seq IS NULL THEN e.{c} ELSE o.{c} END AS {c}" for c in joins.OVERRIDDEN]
+            if any(v is not None for v in overrides["harbor_result"][1]):
+                added.append("o.harbor_result")
+            joined += " LEFT JOIN overrides o ON e.path = o.path AND e._seq = o._seq"
+        if renamed is not None:
+            self._table("renamed", renamed)
+            replaced.append("coalesce(r.episode_id, e.episode_id) AS episode_id")
+            joined += " LEFT JOIN renamed r ON e.path = r.path AND e._seq = r._seq"
+        if with_verdict:  # where each reward came from: a report (which), the trial's verifier, the file, or nowhere
+            recorded = f"CASE WHEN e.total_reward IS NOT NULL THEN {store.literal(verdicts.RECORDED)} END"
+            added.append(f"CASE WHEN o._seq IS NOT NULL THEN o.verdict ELSE {recorded} END AS verdict"
+                         if overrides is not None else f"{recorded} AS verdict")
+        replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
+        self.con.execute(f"CREATE VIEW episodes AS SELECT e.*{replace}{''.join(', ' + a for a in added)} "
+                         f"FROM raw_episodes e{joined}")
+
+    def _table(self, name: str, columns: store.Columns) -> None:
+        select, params = store.select_of(columns)
+        self.con.execute(f"CREATE TABLE {name} AS {select}", params)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection of its own to this table's database (one per thread)."""
+        return self.con.cursor()
+
+    def relation(self) -> duckdb.DuckDBPyRelation:
+        """The public columns, in run order, as a lazy DuckDB relation."""
+        chosen = ", ".join(f'"{c}"' for c in self.columns)
+        return self.cursor().sql(f"SELECT {chosen} FROM episodes ORDER BY path, _seq")
+
+    def frame(self) -> pd.DataFrame:
+        return queries.typed(self.relation().df())
+
+    def scalar(self, sql: str, params: list | None = None):
+        return self.cursor().execute(sql, params or []).fetchone()
+
+    def rows(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.cursor().execute(sql, params or []).fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+

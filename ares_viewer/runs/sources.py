@@ -1,0 +1,335 @@
+"""Where episode files are: a folder, one file, a glob, or an fsspec URL.
+
+Local paths are walked with ``os.scandir`` (fast stats for the index); anything with a URL scheme
+goes through fsspec, so remote runs need no special code.
+
+Listing and reading are bounded, so a location that is far too big (``/``, a whole bucket) or a file that is
+far too large costs bounded time and memory:
+
+- a walk looks at most ``ARES_VIEWER_WALK_MAX_ENTRIES`` files and folders (default 500,000) and goes at most
+  ``ARES_VIEWER_WALK_MAX_DEPTH`` folders deep (default 12); past either bound it stops, keeps what it found and
+  says so in ``Listing.cut``;
+- one file is read only up to ``ARES_VIEWER_MAX_FILE_MB`` megabytes (default 512): a larger one is an error
+  for that file (``FileTooLargeError``), judged by its size before reading and again while reading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import itertools
+import os
+import pathlib
+import posixpath
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+import fsspec
+
+from ares_viewer import formats
+from ares_viewer.runs import companions
+
+# Companion folders (``companions``): what a run keeps beside its episode files, each read on demand by the package
+# that owns it. A listing does not walk into one: it notes where they are (``Listing.companions``), so they count as
+# part of the run, not as other files. A folder only named like one (holding episodes) is walked like any other.
+SNAPSHOTS_DIRNAME = companions.SNAPSHOTS_DIRNAME
+ACTIVATIONS_DIRNAME = companions.ACTIVATIONS_DIRNAME
+COMPANION_FOLDERS = companions.COMPANION_FOLDERS
+# Folders that hold other things than episodes: VCS and caches, and the filesystem copy of an episode-boundary
+# snapshot (a folder despite its name, holding a whole container's files).
+_SKIP_DIRS = frozenset({".git", "__pycache__", ".ipynb_checkpoints", "node_modules", "container_fs.tar.gz"})
+
+MAX_ENTRIES_ENV = "ARES_VIEWER_WALK_MAX_ENTRIES"
+MAX_DEPTH_ENV = "ARES_VIEWER_WALK_MAX_DEPTH"
+MAX_FILE_MB_ENV = "ARES_VIEWER_MAX_FILE_MB"
+# Files and folders one walk looks at: a run of 100,000 episodes fits; the whole disk does not.
+DEFAULT_MAX_ENTRIES = 500_000
+# Folders below the location a walk enters (runs nest episodes 1-3 folders deep).
+DEFAULT_MAX_DEPTH = 12
+# Megabytes of one episode file read at most (a 250-step ARES episode with full contexts is about 30 MB).
+DEFAULT_MAX_FILE_MB = 512
+_MB = 1024 * 1024
+
+
+class LocationError(FileNotFoundError):
+    """The location does not exist or cannot be listed; the message says which and why."""
+
+
+class FileTooLargeError(OSError):
+    """A file is larger than one file may be (``ARES_VIEWER_MAX_FILE_MB``); the message says how large."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file of a run, with what the index keys it by."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """How far a walk goes and how much of one file is read (see the module's docstring for the settings)."""
+
+    max_entries: int = DEFAULT_MAX_ENTRIES
+    max_depth: int = DEFAULT_MAX_DEPTH
+    max_file_bytes: int = DEFAULT_MAX_FILE_MB * _MB
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        """The limits the environment sets (a missing or malformed setting keeps its default)."""
+        environ = os.environ if environ is None else environ
+        return cls(max_entries=_setting(environ, MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES),
+                   max_depth=_setting(environ, MAX_DEPTH_ENV, DEFAULT_MAX_DEPTH),
+                   max_file_bytes=_setting(environ, MAX_FILE_MB_ENV, DEFAULT_MAX_FILE_MB) * _MB)
+
+
+def _setting(environ: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        value = int(environ.get(name, "").strip())
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listing:
+    """The candidate files at a location, why the listing stopped early (None when it is complete), and the
+    companion folders found beside the files (``COMPANION_FOLDERS``: paths, sorted; not walked into)."""
+
+    files: list[SourceFile]
+    cut: str | None = None
+    companions: tuple[str, ...] = ()
+
+    def companion_kinds(self) -> list[str]:
+        """What the companion folders hold (``COMPANION_FOLDERS``' words), each once, in declared order."""
+        names = {companions.folder_name(path) for path in self.companions}
+        return [what for name, what in COMPANION_FOLDERS.items() if name in names]
+
+
+def _has_glob(location: str) -> bool:
+    return any(ch in location for ch in "*?[")
+
+
+def _is_url(location: str) -> bool:
+    return "://" in location or "::" in location
+
+
+def _cut_message(location: str, limits: Limits, entries: bool, depth: bool) -> str | None:
+    reasons = []
+    if entries:
+        reasons.append(f"stopped after looking at {limits.max_entries:,} files and folders ({MAX_ENTRIES_ENV})")
+    if depth:
+        reasons.append(f"folders more than {limits.max_depth} levels deep were not searched ({MAX_DEPTH_ENV})")
+    if not reasons:
+        return None
+    return f"{location}: the listing is incomplete: " + "; ".join(reasons) + ". Only the files found are shown."
+
+
+def _local_walk(root: str, limits: Limits) -> Listing:
+    found: list[SourceFile] = []
+    found_companions: list[str] = []
+    stack = [(root, 0)]
+    seen = 0
+    too_many = too_deep = False
+    while stack and not too_many:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(itertools.islice(listing, limits.max_entries - seen + 1))
+        except OSError as exc:
+            if folder == root:
+                raise LocationError(f"{root}: cannot list the folder ({exc.strerror})") from exc
+            continue
+        if seen + len(entries) > limits.max_entries:
+            entries = entries[:limits.max_entries - seen]
+            too_many = True
+        seen += len(entries)
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name in COMPANION_FOLDERS and companions.is_local_companion(entry.path):
+                        found_companions.append(entry.path)
+                        continue
+                    if entry.name in _SKIP_DIRS:
+                        continue
+                    if depth >= limits.max_depth:
+                        too_deep = True
+                    else:
+                        stack.append((entry.path, depth + 1))
+                elif formats.is_candidate(entry.name) and entry.is_file():
+                    st = entry.stat()
+                    found.append(SourceFile(entry.path, st.st_size, st.st_mtime_ns))
+            except OSError:  # vanished or unreadable since the folder was listed
+                continue
+    return Listing(sorted(found, key=lambda f: f.path), _cut_message(root, limits, too_many, too_deep),
+                   tuple(sorted(found_companions)))
+
+
+def _local_file(path: str) -> SourceFile:
+    st = os.stat(path)
+    return SourceFile(path, st.st_size, st.st_mtime_ns)
+
+
+def _in_skipped_folder(path: str, pattern: str, is_companion: Callable[[str], bool]) -> bool:
+    """Whether a glob's match lies in a folder a walk skips, below the pattern's fixed part (a pattern may name
+    ``snapshots`` itself: only folders its wildcards reached count)."""
+    fixed = 0
+    for part in pathlib.PurePath(pattern).parts:
+        if _has_glob(part):
+            break
+        fixed += 1
+    parts = pathlib.PurePath(path).parts
+    for i in range(fixed, len(parts) - 1):
+        if parts[i] in _SKIP_DIRS:
+            return True
+        if parts[i] in COMPANION_FOLDERS and is_companion(str(pathlib.PurePath(*parts[:i + 1]))):
+            return True
+    return False
+
+
+def _local_glob(pattern: str, limits: Limits) -> Listing:
+    matches = list(itertools.islice(glob.iglob(pattern, recursive=True), limits.max_entries + 1))
+    cut = len(matches) > limits.max_entries
+    companion = functools.cache(companions.is_local_companion)
+    files = []
+    for match in matches[:limits.max_entries]:
+        if formats.is_candidate(match) and not _in_skipped_folder(match, pattern, companion) and os.path.isfile(match):
+            try:
+                files.append(_local_file(os.path.abspath(match)))
+            except OSError:
+                continue
+    return Listing(sorted(files, key=lambda f: f.path), _cut_message(pattern, limits, cut, False))
+
+
+def _mtime_ns(info: dict) -> int:
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
+    if hasattr(mtime, "timestamp"):
+        mtime = mtime.timestamp()
+    try:
+        return int(float(mtime) * 1e9)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _remote_companion(fs) -> Callable[[str], bool]:
+    """``companions.is_companion`` for folders of an fsspec filesystem (each folder judged once)."""
+
+    def subfolders(path: str, at_most: int) -> list[str]:
+        listed = itertools.islice(fs.ls(path, detail=True), at_most)
+        return [info["name"] for info in listed if info.get("type") == "directory"
+                and not info["name"].rstrip("/").rsplit("/", 1)[-1].startswith(".")]
+
+    return functools.cache(lambda folder: companions.is_companion(folder, fs.isfile, subfolders, posixpath.join))
+
+
+class _RemoteWalk:
+    """Everything under a remote folder as ``(name, info)``, pruned like a local walk; ``too_deep`` once walked."""
+
+    def __init__(self, fs, path: str, limits: Limits, is_companion: Callable[[str], bool]) -> None:
+        self.fs, self.path, self.limits, self.is_companion = fs, path, limits, is_companion
+        self.too_deep = False
+        self.companions: list[str] = []
+
+    def __iter__(self) -> Iterator[tuple[str, dict]]:
+        base = self.path.rstrip("/").count("/")
+        for folder, dirs, files in self.fs.walk(self.path, maxdepth=self.limits.max_depth + 1, detail=True):
+            folder = folder.rstrip("/")
+            for name in [n for n in dirs if n in _SKIP_DIRS or n.startswith(".") or n in COMPANION_FOLDERS]:
+                if name in COMPANION_FOLDERS:
+                    if not self.is_companion(f"{folder}/{name}"):
+                        continue  # named like one, holding something else: walked
+                    self.companions.append(self.fs.unstrip_protocol(f"{folder}/{name}"))
+                del dirs[name]
+            if dirs and folder.count("/") - base >= self.limits.max_depth:
+                self.too_deep = True
+            yield from ((info.get("name") or f"{folder}/{name}", info) for name, info in files.items())
+            yield from ((f"{folder}/{name}", {"type": "directory"}) for name in dirs)
+
+
+def _remote(location: str, limits: Limits) -> Listing:
+    fs, path = fsspec.core.url_to_fs(location)
+    protocol = fs.protocol[0] if isinstance(fs.protocol, tuple | list) else fs.protocol
+    if protocol in ("file", "local"):
+        return listing(path, limits)
+    walk = None
+    companion = _remote_companion(fs)
+    if _has_glob(path):
+        infos: Iterable[tuple[str, dict]] = ((p, fs.info(p)) for p in fs.glob(path, maxdepth=limits.max_depth + 1))
+    elif fs.isdir(path):
+        infos = walk = _RemoteWalk(fs, path, limits, companion)
+    elif fs.exists(path):
+        infos = [(path, fs.info(path))]
+    else:
+        raise LocationError(f"{location}: no such file or folder")
+    taken = list(itertools.islice(infos, limits.max_entries + 1))
+    too_many = len(taken) > limits.max_entries
+    files = []
+    for name, info in taken[:limits.max_entries]:
+        skipped = _has_glob(path) and _in_skipped_folder(name, path, companion)
+        if info.get("type") == "directory" or skipped or not formats.is_candidate(name):
+            continue
+        files.append(SourceFile(fs.unstrip_protocol(name), int(info.get("size") or 0), _mtime_ns(info)))
+    cut = _cut_message(location, limits, too_many, bool(walk and walk.too_deep))
+    return Listing(sorted(files, key=lambda f: f.path), cut, tuple(sorted(walk.companions)) if walk else ())
+
+
+def listing(location: str | os.PathLike, limits: Limits | None = None) -> Listing:
+    """The candidate episode files at a location, sorted by path, within the walk's bounds.
+
+    Raises:
+        LocationError: when the location does not exist or cannot be read.
+    """
+    limits = limits or Limits.from_env()
+    location = os.fspath(location)
+    if _is_url(location):
+        try:
+            return _remote(location, limits)
+        except LocationError:
+            raise
+        except (OSError, ValueError, ImportError) as exc:
+            raise LocationError(f"{location}: cannot open ({type(exc).__name__}: {exc})") from exc
+    location = os.path.expanduser(location)
+    if os.path.isdir(location):
+        return _local_walk(os.path.abspath(location), limits)
+    if os.path.isfile(location):
+        return Listing([_local_file(os.path.abspath(location))])
+    if _has_glob(location):
+        return _local_glob(location, limits)
+    raise LocationError(f"{location}: no such file or folder")
+
+
+def list_files(location: str | os.PathLike, limits: Limits | None = None) -> list[SourceFile]:
+    """The candidate episode files at a location, sorted by path (``listing(...).files``).
+
+    Raises:
+        LocationError: when the location does not exist or cannot be read.
+    """
+    return listing(location, limits).files
+
+
+def _too_large(size: int, limit: int) -> FileTooLargeError:
+    return FileTooLargeError(f"the file is {size / _MB:,.0f} MB, over the {limit / _MB:,.0f} MB one file may be "
+                             f"({MAX_FILE_MB_ENV} raises it)")
+
+
+def read_bytes(path: str, limits: Limits | None = None) -> bytes:
+    """The whole content of a file (local path or URL), at most ``limits.max_file_bytes`` of it.
+
+    Raises:
+        FileTooLargeError: when the file is larger (by its size, or by what reading it gives).
+        OSError: when it cannot be read.
+    """
+    limit = (limits or Limits.from_env()).max_file_bytes
+    opener = fsspec.open(path, "rb") if _is_url(path) else open(path, "rb")  # noqa: SIM115
+    with opener as handle:
+        size = getattr(handle, "size", None) if _is_url(path) else os.fstat(handle.fileno()).st_size
+        if isinstance(size, int) and size > limit:
+            raise _too_large(size, limit)
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise _too_large(max(len(data), size or 0), limit)
+    return data

@@ -7,5 +7,5 @@ view of a run's episodes, with what ``joins`` adds beyond each file (harbor tria
 verdicts, keys for repeated episode ids); ``queries`` answers the aggregate and paging questions the overview
 asks (``ares_viewer.analysis.aggregate_plots`` draws them); ``live`` follows a run that is still being written;
 ``shared`` copies an index to and from a folder or object store; ``ray`` builds the same index on a Ray cluster.
-See docs/architecture.md, section Index.
+See docs/index.md.
 """

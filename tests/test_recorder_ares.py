@@ -207,6 +207,9 @@ def test_an_environment_that_raises_gives_an_errored_episode_with_every_earlier_
     assert doc["final_command"]["step_index"] == 4 and doc["final_command"]["error"] == "APIError"
     assert [ref.step_index for ref in snapshots.find(episode)] == [0, 1, 2, 3]
     assert "Code agent task failed" in (episode.error or "")
+    # the wrapper hides what went wrong inside the agent: the page's one line names the innermost error too
+    assert episode.error_record is not None and episode.error_record.root.type != "RuntimeError"
+    assert f"(root cause: {episode.error_record.root.type}" in (episode.error or "")
 
 
 def test_a_killed_recording_leaves_a_readable_incomplete_episode(ares_python, engine, tmp_path):

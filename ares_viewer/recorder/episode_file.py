@@ -18,6 +18,8 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from ares_viewer.model import records
+
 # The collector's top-level keys, in its order.
 HEADER_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_reward", "num_steps", "truncated")
 # Stand-in for the steps array while the rest of the document is serialized (never a real key's value).
@@ -74,12 +76,26 @@ def cut_output(text: str) -> dict[str, Any]:
 
 def error_record(exc: BaseException) -> dict[str, Any]:
     """An exception as the ``error`` key holds it: type, message, its cause (ARES wraps agent failures), traceback."""
-    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
-    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    if cause is not None:
-        error["cause"] = {"type": type(cause).__name__, "message": str(cause) or repr(cause)}
+    error = _error_link(exc)
+    inner, seen = error, {id(exc)}
+    cause = _cause_of(exc)
+    # the whole chain, so a reader can name the root cause (``model.RecordedError``), as deep as a reader reads it
+    while cause is not None and id(cause) not in seen and len(seen) <= records.MAX_CAUSES:
+        seen.add(id(cause))
+        inner["cause"] = _error_link(cause)
+        inner, cause = inner["cause"], _cause_of(cause)
     error["traceback"] = "".join(traceback.format_exception(exc))[-8000:]
     return error
+
+
+def _error_link(exc: BaseException) -> dict[str, Any]:
+    """One error of a chain: its type and message."""
+    return {"type": type(exc).__name__, "message": str(exc) or repr(exc)}
+
+
+def _cause_of(exc: BaseException) -> BaseException | None:
+    """The exception ``exc`` was raised from, or while handling, as Python's traceback names it."""
+    return exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
 
 
 def step_record(

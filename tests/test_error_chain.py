@@ -56,3 +56,30 @@ def test_a_chain_nested_without_end_is_read_to_a_bound_without_exhausting_the_st
         nested = {"type": f"Wrapper{i}", "message": "wrapped", "cause": nested}
     found = model.RecordedError.from_json(nested)
     assert found is not None and len(found.chain()) == model.records.MAX_CAUSES + 1
+
+
+def test_failures_of_the_infrastructure_are_counted_beside_the_success_rate_not_in_it(tmp_path):
+    """A run whose failures are API timeouts, a TLS error and a container that died: the agent solved every
+    episode it could be judged on, and the headline says so, with the infrastructure's failures beside it."""
+    solved = synthetic.episode_dict(actions=2, seed=1, reward=1.0)
+    wrong = synthetic.episode_dict(actions=2, seed=2, reward=0.0)
+    errors = [{"type": "APITimeoutError", "message": "Request timed out."},
+              {"type": "SSLError", "message": "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation"},
+              episode_file.error_record(_raised_chain()),
+              {"type": "AgentTimeoutError", "message": "Agent execution timed out after 600 seconds"}]
+    docs = [solved, wrong]
+    for seed, error in enumerate(errors, start=10):
+        doc = synthetic.episode_dict(actions=2, seed=seed, ending="errored")
+        doc["error"] = error
+        docs.append(doc)
+    for doc in docs:
+        synthetic.write_episode(tmp_path, doc)
+    run = ares_viewer.open_run(tmp_path)
+    stats = run.stats()
+    # judged: the solved one, the wrong fix and the agent's own time limit; the other three are the infrastructure's
+    assert stats["infrastructure_failures"] == 3 and stats["judged"] == 3
+    assert stats["success_rate"] == 1 / 3
+    blame = dict(zip(run.failures()["reason"], run.failures()["blame"], strict=True))
+    assert blame["completed, not solved (reward ≤ 0)"] == "agent"
+    assert [who for reason, who in blame.items() if "AgentTimeoutError" in reason] == ["agent"]
+    assert sorted(blame.values()).count("infrastructure") == 3

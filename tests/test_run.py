@@ -247,7 +247,7 @@ def test_failures_group_alike_errors_and_leave_successes_out(tmp_path):
         synthetic.write_episode(tmp_path, doc)
     failures = ares_viewer.open_run(tmp_path).failures()
     assert failures.to_dict("records") == [{
-        "reason": "completed, not solved (reward ≤ 0)", "episodes": 2, "tasks": 2,
+        "reason": "completed, not solved (reward ≤ 0)", "blame": "agent", "episodes": 2, "tasks": 2,
         "episode_ids": sorted(d["episode_id"] for d in docs[:2])}]
 
 

@@ -4,6 +4,7 @@ Records are frozen dataclasses (``records``); an episode's row in a run's table 
 ``render`` gives episodes their text and HTML faces. The model imports nothing else of the library.
 """
 
+from ares_viewer.model.blame import Blame
 from ares_viewer.model.context_diff import ContextChange
 from ares_viewer.model.records import (
     STEP_COLUMNS,
@@ -23,6 +24,7 @@ from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow
 __all__ = [
     "EPISODE_COLUMNS",
     "STEP_COLUMNS",
+    "Blame",
     "ContextChange",
     "ContextLink",
     "Episode",

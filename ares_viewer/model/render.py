@@ -193,7 +193,10 @@ def run_text(run: RunView) -> str:
         f"run: {run.location}",
         f"episodes: {stats['episodes']}  errors: {stats['errors']}  other files: {run.skipped}"
         + (f"  beside them: {', '.join(run.companion_kinds)}" if run.companion_kinds else ""),
-        f"success rate: {_fmt(stats['success_rate'])}  mean reward: {_fmt(stats['mean_reward'])}"
+        f"success rate: {_fmt(stats['success_rate'])} of {stats.get('judged', '?')} judged"
+        + (f" ({stats['infrastructure_failures']} infrastructure failures beside it)"
+           if stats.get("infrastructure_failures") else "")
+        + f"  mean reward: {_fmt(stats['mean_reward'])}"
         f"  mean actions: {_fmt(stats['mean_actions'])}  cost: ${stats['total_cost']:.4f}",
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in stats["outcomes"].items()),
     ]

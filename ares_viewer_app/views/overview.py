@@ -51,9 +51,10 @@ def clicked_episode(event) -> str | None:
     return None
 
 
-_SUCCESS_HELP = ("Share of the scored episodes with a reward above 0. Scored: every episode but those that finished "
-                 "without anyone scoring them (unscored); an episode that errored, was truncated or never finished "
-                 "without a reward is a failure.")
+_SUCCESS_HELP = ("Share of the episodes the agent can be judged on with a reward above 0: every episode but those "
+                 "that finished without anyone scoring them (unscored) and those that failed because of the "
+                 "infrastructure (model API, connection, Docker); an episode that errored otherwise, was truncated "
+                 "or never finished without a reward is a failure.")
 _MEAN_HELP = "Mean over the episodes that have a reward (recorded in the file or given by an evaluation report)."
 
 
@@ -73,9 +74,15 @@ def headline(run) -> None:
     cols[6].metric("Unreadable files", stats["errors"],
                    help="Files that should hold episodes but could not be read: listed below with the reason")
     st.markdown("Outcomes: " + " ".join(f"{widgets.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
-    st.caption(f"Success rate: episodes with a reward above 0 among the {stats['scored']} scored ones (a failure "
-               f"without a reward counts as 0). Mean reward: the mean over the {stats['rewarded']} episodes that "
-               "have a reward.")
+    st.caption(f"Success rate: episodes with a reward above 0 among the {stats['judged']} scored ones the agent can "
+               "be judged on (the failures of the infrastructure are left out; a failure without a reward counts as "
+               f"0). Mean reward: the mean over the {stats['rewarded']} episodes that have a reward.")
+    infra = stats["infrastructure_failures"]
+    if infra:
+        st.caption(f"{infra} episode{'s' if infra != 1 else ''} failed because of the infrastructure, not the agent "
+                   "(model API errors, dropped connections, TLS errors, the Docker engine or a container that "
+                   "stopped; the rule is in docs/app.md): left out of the success rate, listed in the failure "
+                   "groups as infrastructure.")
     if unscored:
         st.caption(f"{unscored} finished episode{'s' if unscored != 1 else ''} without a reward: left out of the "
                    "success rate and shown apart as unscored in the plots. mini-swe-agent trajectories get theirs "
@@ -193,9 +200,12 @@ def failure_summary(run) -> str | None:
         return None
     st.subheader("Why episodes failed")
     event = st.dataframe(
-        failures[["reason", "episodes", "tasks"]], key="overview.failures",
+        failures[["reason", "blame", "episodes", "tasks"]], key="overview.failures",
         on_select=functools.partial(_reason_picked, failures), selection_mode="single-row", hide_index=True,
-        column_config={"reason": st.column_config.TextColumn("reason", width="large")},
+        column_config={"reason": st.column_config.TextColumn("reason", width="large"),
+                       "blame": st.column_config.TextColumn(
+                           "whose failure", help="agent, or infrastructure (model API, connection, Docker): "
+                                                 "the rule is in docs/app.md")},
     )
     rows = event.selection.rows if event else []
     if rows and str(failures.loc[rows[0], "reason"]) != picked:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from ares_viewer.model import blame
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -44,6 +46,9 @@ UNSCORED = "(total_reward IS NULL AND coalesce(outcome = 'completed', false))"
 UNSCORED_LABEL = "unscored"
 # Solved: a reward above 0 (NaN is no reward). Every other episode is unsolved, the unscored ones too.
 SOLVED = "coalesce(total_reward > 0 AND NOT isnan(total_reward), false)"
+# A failure of the infrastructure (model.blame): scored, unsolved, with an error the rule names as the
+# infrastructure's. Left out of the success rate and counted beside it.
+INFRASTRUCTURE_FAILURE = f"(NOT {UNSCORED} AND NOT {SOLVED} AND {blame.sql('error')})"
 # The reward as ranked best first: NaN ranks with the missing ones, last (DuckDB orders NaN above every number).
 _RANKED_REWARD = "CASE WHEN isnan(total_reward) THEN NULL ELSE total_reward END DESC NULLS LAST"
 # Has a reward: what the episode table shows and the mean reward averages (NaN is no reward).
@@ -149,9 +154,10 @@ class Queries:
 
     def stats(self) -> dict[str, Any]:
         """Headline figures (``Run.stats``)."""
-        n, scored, wins, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._one(f"""
+        n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._one(f"""
             SELECT count(*), count(*) FILTER (WHERE NOT {UNSCORED}),
                    count(*) FILTER (WHERE NOT {UNSCORED} AND coalesce(total_reward, 0) > 0),
+                   count(*) FILTER (WHERE {INFRASTRUCTURE_FAILURE}),
                    count(total_reward) FILTER (WHERE NOT isnan(total_reward)),
                    avg(total_reward) FILTER (WHERE NOT isnan(total_reward)), avg(num_actions),
                    sum(total_cost), sum(prompt_tokens), sum(generated_tokens) FROM episodes""")
@@ -159,9 +165,13 @@ class Queries:
                                     "ORDER BY n DESC, outcome").fetchall()
         return {
             "episodes": int(n),
-            "success_rate": wins / scored if scored else None,
+            # Over the episodes the agent can be judged on: scored, less the failures of the infrastructure
+            # (model.blame), which are counted beside it.
+            "success_rate": wins / (scored - infra) if scored - infra else None,
             "unscored": int(n - scored),
             "scored": int(scored),
+            "infrastructure_failures": int(infra),
+            "judged": int(scored - infra),
             # Over the episodes that have a reward (recorded or given by a report): failures without one are not
             # averaged in as 0, so this is not the success rate's denominator.
             "mean_reward": float(mean_reward) if mean_reward is not None else None,
@@ -174,12 +184,15 @@ class Queries:
         }
 
     def failures(self, *, with_ids: bool = False, first_ids: int | None = None) -> pd.DataFrame:
-        """Failure reasons, most frequent first: ``reason``, ``episodes``, ``tasks`` (and ``episode_ids``: all of
-        them in run order, or the first ``first_ids``)."""
+        """Failure reasons, most frequent first: ``reason``, ``blame`` (``agent`` or ``infrastructure``, by
+        ``model.blame``), ``episodes``, ``tasks`` (and ``episode_ids``: all of them in run order, or the first
+        ``first_ids``)."""
         cut = "" if first_ids is None else f"[1:{max(0, int(first_ids))}]"
         ids = f", list(episode_id ORDER BY path, _seq){cut} AS episode_ids" if with_ids else ""
+        who = (f"CASE WHEN bool_or({blame.sql('error')}) THEN '{blame.Blame.INFRASTRUCTURE}' "
+               f"ELSE '{blame.Blame.AGENT}' END")
         frame = self._df(f"""
-            SELECT reason, count(*) AS episodes, count(DISTINCT task_name) AS tasks{ids}
+            SELECT reason, {who} AS blame, count(*) AS episodes, count(DISTINCT task_name) AS tasks{ids}
             FROM (SELECT *, {REASON} AS reason FROM episodes) WHERE reason IS NOT NULL
             GROUP BY reason ORDER BY episodes DESC, min(struct_pack(p := path, s := _seq))""")
         if with_ids:

@@ -146,3 +146,31 @@ def test_edited_files_read_off_commands():
     assert align.edited_files(HEREDOC) == {"src/calc/core.py"}
     assert align.edited_files("python x.py 2>&1 | tee log.txt > /dev/null") == {"log.txt"}
     assert align.edited_files("ls -la") == set()
+
+
+def test_nothing_is_read_as_an_edit_out_of_heredoc_bodies_quoted_code_or_numbers():
+    # each of these made Compare say "edited str", "edited types.ModuleType", "edited 1" or "edited 1100"
+    script = ("python3 - <<'PY'\nimport types\nm = types.ModuleType('x')\nif len(sys.argv) > 1:\n"
+              "    open('str', 'w').write(m > 1100)\nPY")
+    assert align.edited_files(script) == set()
+    assert align.edited_files("python -c \"import sys; print(len(sys.argv) > 1)\"") == set()
+    assert align.edited_files("echo 1100 > 1100") == set()
+    assert align.edited_files("cat > notes.md <<EOF\nfoo > bar.py\nEOF") == {"notes.md"}
+    assert align.edited_files("cp a.py pkg/b.py && mv old.py new.py") == {"pkg/b.py", "new.py"}
+    assert align.edited_files("sed -i.bak -e 's/x/y/' f.py g.py") == {"f.py", "g.py"}
+    assert align.edited_files("sed -n '1,5p' f.py") == set()
+
+
+def test_without_snapshots_a_file_the_submitted_patch_edits_is_never_called_one_the_attempt_never_edited(tmp_path):
+    # A fixed the file with a Python script the shell cannot read; its submitted patch says what it changed
+    a = _episode(tmp_path, "a", ["cat astroid/modutils.py", "python3 fix.py", "git diff"])
+    b = _episode(tmp_path, "b", ["cat astroid/modutils.py", "sed -i 's/x/y/' /testbed/astroid/modutils.py"])
+    patch = ("diff --git a/astroid/modutils.py b/astroid/modutils.py\n"
+             "--- a/astroid/modutils.py\n+++ b/astroid/modutils.py\n")
+    only_a, only_b = align.contrast(a, b, patch_a=patch)
+    assert [x.what for x in only_b if "modutils" in x.what] == []
+    assert [x.what for x in only_a if "modutils" in x.what] == []
+    only_a, only_b = align.contrast(a, b)  # without A's patch the page could not tell, and says B edited it
+    assert [x.what for x in only_b] == ["edited /testbed/astroid/modutils.py"]
+    assert "submitted patch" in align.files_source(None, None, patches=True)
+    assert "snapshots" in align.files_source({1: {}}, {1: {"/t/a.py": "modified"}}, patches=True)

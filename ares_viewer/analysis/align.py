@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import shlex
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -195,12 +196,99 @@ ACTIVITIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("looked at git history or status", re.compile(r"\bgit (?:log|status|diff|show|blame|stash)\b")),
     ("ran Python of its own", re.compile(r"\bpython3?\s+(?:-c\b|-\s*<<|[\w./-]+\.py\b)")),
 )
-# Files an action wrote, read off its command when no snapshot says: ``sed -i … FILE``, ``> FILE``, ``tee FILE``.
-_WRITES = (
-    re.compile(r"\bsed\s+(?:-\w*\s+)*-i\S*\s+(?:-e\s+)?(?:'[^']*'|\"[^\"]*\"|\S+)(?:\s+-e\s+\S+)*\s+([\w./-]+)"),
-    re.compile(r"(?<![<>&0-9])>>?\s*([\w./-]*\w[\w./-]*)"),
-    re.compile(r"\btee\s+(?:-a\s+)?([\w./-]+)"),
-)
+# Files an action wrote, read off its command when no snapshot says: only what a shell would write. Heredoc
+# bodies and quoted text (Python inside ``python -c``, a file's new content) are data, never commands; a path must
+# hold a letter ("> 1" in code is no file).
+_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([\w.-]+)\2")
+_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "|&", ";;"})
+_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>"})
+_PATH = re.compile(r"[\w./+@-]*[A-Za-z][\w./+@-]*")
+
+
+def _shell_lines(command: str) -> list[str]:
+    """The lines of a command that the shell reads as commands: heredoc bodies left out."""
+    lines, ends = [], []
+    for line in command.split("\n"):
+        if ends:
+            strip, end = ends[0]
+            if (line.lstrip("\t") if strip else line).rstrip() == end:
+                ends.pop(0)
+            continue
+        lines.append(line)
+        ends.extend((bool(m.group(1)), m.group(3)) for m in _HEREDOC.finditer(line))
+    return lines
+
+
+def _simple_commands(line: str) -> list[list[str]]:
+    """A shell line's simple commands as words (quotes removed), or none when its quoting does not close."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    try:
+        words = list(lexer)
+    except ValueError:
+        return []
+    found: list[list[str]] = [[]]
+    for word in words:
+        if word in _SEPARATORS:
+            found.append([])
+        else:
+            found[-1].append(word)
+    return [c for c in found if c]
+
+
+def _written(words: list[str]) -> list[str]:
+    """The files one simple command writes: its redirections' targets, and ``sed -i``'s, ``tee``'s, ``cp``'s and
+    ``mv``'s destinations."""
+    found, args = [], []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _REDIRECTS and i + 1 < len(words):
+            found.append(words[i + 1])
+            i += 2
+            continue
+        if word in {"<", "<<", "<<<", ">&", "<&"} and i + 1 < len(words):
+            i += 2  # an input or a file descriptor, not a file written
+            continue
+        args.append(word)
+        i += 1
+    name = args[0].rsplit("/", 1)[-1] if args else ""
+    operands, scripted, skip = [], False, False
+    for arg in args[1:]:
+        if skip:
+            skip = False
+        elif arg in {"-e", "-f", "--expression", "--file"}:
+            scripted = skip = True  # sed's script (or its file) is the next word
+        elif not arg.startswith("-"):
+            operands.append(arg)
+    if name == "sed" and any(a.startswith("-i") or a.startswith("--in-place") for a in args[1:]):
+        found.extend(operands if scripted else operands[1:])
+    elif name == "tee":
+        found.extend(operands)
+    elif name in {"cp", "mv", "install"} and len(operands) >= 2:
+        found.append(operands[-1])
+    return found
+
+
+def edited_files(command: str | None) -> set[str]:
+    """The files a command writes, as far as the shell would read it (``sed -i``, redirections, ``tee``, ``cp``,
+    ``mv``); nothing out of heredoc bodies, quoted text or code."""
+    found: set[str] = set()
+    for line in _shell_lines(command or ""):
+        for words in _simple_commands(line):
+            for path in _written(words):
+                if _PATH.fullmatch(path) and not path.startswith("/dev/"):
+                    found.add(path.removeprefix("./"))
+    return found
+
+
+_PATCH_FILE = re.compile(r"^(?:\+\+\+ b/(\S+)|diff --git a/\S+ b/(\S+))", re.M)
+
+
+def patch_files(patch: str | None) -> set[str]:
+    """The files a unified diff (a submitted ``git diff``) changes, by their paths in the repository."""
+    return {m.group(1) or m.group(2) for m in _PATCH_FILE.finditer(patch or "")} - {"/dev/null"}
 
 
 # How a file changed, in snapshots' words (``fsdiff``'s change kinds), -> what the attempt did to it.
@@ -219,22 +307,13 @@ class Activity:
             ", …)" if len(self.steps) > 5 else ")")
 
 
-def edited_files(command: str | None) -> set[str]:
-    """The files a command writes, as far as its text says (``sed -i``, redirections, ``tee``)."""
-    found: set[str] = set()
-    for pattern in _WRITES:
-        for match in pattern.finditer(command or ""):
-            path = match.group(1)
-            if path and not path.startswith("/dev/") and path not in {"-", "&1", "&2"}:
-                found.add(path.removeprefix("./"))
-    return found
-
-
-def activities(episode: model.Episode, files: Mapping[int, Mapping[str, str]] | None = None) -> list[Activity]:
+def activities(episode: model.Episode, files: Mapping[int, Mapping[str, str]] | None = None, *,
+               patch: str | None = None) -> list[Activity]:
     """What an episode's actions did, by kind (:data:`ACTIVITIES`) and by file added, edited or deleted.
 
     Changed files come from ``files`` (step -> path -> change kind, from snapshots: ``fsdiff.files_by_step``)
-    when given, else from the commands' text (:func:`edited_files`: all of them "edited").
+    when given; else from what the commands unambiguously write (:func:`edited_files`) and from the submitted
+    ``patch`` (its files "edited" at the last action), all of them "edited".
     """
     found: dict[str, list[int]] = {}
     for step in episode.actions:
@@ -246,20 +325,54 @@ def activities(episode: model.Episode, files: Mapping[int, Mapping[str, str]] | 
             written = {path: FILE_VERBS.get(kind, "edited") for path, kind in files.get(step.index, {}).items()}
         else:
             written = dict.fromkeys(edited_files(command), "edited")
+            if step is episode.actions[-1]:
+                written |= dict.fromkeys(patch_files(patch), "edited")
         for path, verb in sorted(written.items()):
-            found.setdefault(f"{verb} {path}", []).append(step.index)
+            steps = found.setdefault(f"{verb} {path}", [])
+            if step.index not in steps:
+                steps.append(step.index)
     return [Activity(what, tuple(steps)) for what, steps in found.items()]
 
 
+def _same(x: str, y: str) -> bool:
+    """Two activities are the same: the same words, or the same verb on one file named from two places (a path
+    in the repository and the same path under the container's work folder)."""
+    if x == y:
+        return True
+    verb_x, _, path_x = x.partition(" ")
+    verb_y, _, path_y = y.partition(" ")
+    if verb_x != verb_y or not path_x or not path_y or x in dict(ACTIVITIES) or y in dict(ACTIVITIES):
+        return False
+    return path_x.endswith("/" + path_y.lstrip("/")) or path_y.endswith("/" + path_x.lstrip("/"))
+
+
 def contrast(a: model.Episode, b: model.Episode, *, files_a: Mapping[int, Mapping[str, str]] | None = None,
-             files_b: Mapping[int, Mapping[str, str]] | None = None) -> tuple[list[Activity], list[Activity]]:
+             files_b: Mapping[int, Mapping[str, str]] | None = None, patch_a: str | None = None,
+             patch_b: str | None = None) -> tuple[list[Activity], list[Activity]]:
     """What ``a`` did that ``b`` never did, and what ``b`` did that ``a`` never did.
 
-    Edited files are compared from snapshots only when both sides have them (else both read commands), so the
-    two sides name files the same way.
+    Changed files are compared from snapshots only when both sides have them; else both sides read what their
+    commands unambiguously write and the files their submitted patches (``patch_a``, ``patch_b``) change, so the
+    two sides name files from the same sources (:func:`files_source` says which).
     """
-    if files_a is None or files_b is None or not (files_a or files_b):
+    if not snapshots_on_both(files_a, files_b):
         files_a = files_b = None
-    mine, theirs = activities(a, files_a), activities(b, files_b)
-    names_a, names_b = {x.what for x in mine}, {x.what for x in theirs}
-    return [x for x in mine if x.what not in names_b], [x for x in theirs if x.what not in names_a]
+    mine, theirs = activities(a, files_a, patch=patch_a), activities(b, files_b, patch=patch_b)
+    return ([x for x in mine if not any(_same(x.what, y.what) for y in theirs)],
+            [x for x in theirs if not any(_same(x.what, y.what) for y in mine)])
+
+
+def snapshots_on_both(files_a: Mapping[int, Mapping[str, str]] | None,
+                      files_b: Mapping[int, Mapping[str, str]] | None) -> bool:
+    """Whether both attempts' changed files can come from snapshots."""
+    return files_a is not None and files_b is not None and bool(files_a or files_b)
+
+
+def files_source(files_a: Mapping[int, Mapping[str, str]] | None, files_b: Mapping[int, Mapping[str, str]] | None,
+                 *, patches: bool) -> str:
+    """Where :func:`contrast` read the files each attempt changed, in words for the page."""
+    if snapshots_on_both(files_a, files_b):
+        return "the files each attempt changed come from its per-step snapshots"
+    source = "the commands that plainly write a file (sed -i, redirections, tee, cp, mv)"
+    return ("the files each attempt changed come from " + source
+            + (" and its submitted patch" if patches else "") + "; no snapshots on both sides")

@@ -38,9 +38,10 @@ def run_of_b(run: ares_viewer.Run) -> ares_viewer.Run:
     return other
 
 
-def default_pair(run: ares_viewer.Run, run_b: ares_viewer.Run | None = None) -> tuple[str, str]:
+def default_pair(run: ares_viewer.Run, run_b: ares_viewer.Run | None = None) -> tuple[str, str | None]:
     """A failed attempt and the shortest solved attempt at the same task (the view's episodes when it names them).
-    With ``run_b`` (another run), B is the episode of that run the view names.
+    With ``run_b`` (another run), B is the episode of that run the view names. B is None when no other attempt at
+    A's task exists and the view names none: the page says so rather than compare two different tasks.
 
     Each is one query of the index: the run is never listed."""
     a = state.get("episode")
@@ -60,15 +61,15 @@ def default_pair(run: ares_viewer.Run, run_b: ares_viewer.Run | None = None) -> 
             st.warning(f"Episode B (`other` in the link) is episode A, {escape.code(a)}: comparing it with another "
                        "attempt instead.", icon=":material/help:")
         if b is None or b == a or b not in run:
-            # The best other attempt at this task; else the best other episode of the run.
-            b = run.queries.best_other(a, same_task=True) or run.queries.best_other(a, same_task=False) or a
+            # The best other attempt at this task; never, silently, an attempt at another task.
+            b = run.queries.best_other(a, same_task=True)
     # The link names the two episodes shown, whatever it named before: shared, it reopens this comparison.
     if (state.get("episode"), state.get("other")) != (a, b):
         state.update(episode=a, other=b)
     return a, b
 
 
-def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str]:
+def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str | None]:
     a, b = default_pair(run, run_b)
     left, right = st.columns(2)
     with left:
@@ -76,7 +77,7 @@ def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str]:
                                on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
     with right:
         widgets.episode_choice(run_b, "Episode B" if run_b is run else "Episode B (another run)", "compare.b", b,
-                               partners_of=a if run_b is run else None, narrow=True,
+                               partners_of=a if run_b is run and b is not None else None, narrow=True,
                                on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
     if run_b is not run:
         parent = run_b.episode(b).metadata.get("counterfactual") or {}
@@ -182,8 +183,11 @@ def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
 def contrast_summary(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -> None:
     """What one attempt did that the other never did."""
     run_a, run_b = runs
-    only_a, only_b = align.contrast(run_a.episode(a), run_b.episode(b), files_a=loaders.step_files(run_a.location, a),
-                                    files_b=loaders.step_files(run_b.location, b))
+    files_a, files_b = loaders.step_files(run_a.location, a), loaders.step_files(run_b.location, b)
+    patch_a, patch_b = loaders.submission(run_a.location, a)[0], loaders.submission(run_b.location, b)[0]
+    only_a, only_b = align.contrast(run_a.episode(a), run_b.episode(b), files_a=files_a, files_b=files_b,
+                                    patch_a=patch_a, patch_b=patch_b)
+    st.caption(align.files_source(files_a, files_b, patches=bool(patch_a or patch_b)).capitalize() + ".")
     lines = []
     for side, other, found in (("A", "B", only_a), ("B", "A", only_b)):
         if found:
@@ -214,6 +218,12 @@ def episodes_section(run: ares_viewer.Run) -> None:
         st.info("The run has a single episode: nothing to compare it with.")
         return
     a, b = pickers(run, run_b)
+    if b is None:
+        task = widgets.episode_rows(run, [a]).get(a, {}).get("task_name")
+        st.info(f"Episode A is the only attempt at task {escape.code(task or '(no task recorded)')} in this run: no "
+                "other attempt at the same task to compare it with. Choose episode B above to compare it with an "
+                "episode of another task.", icon=":material/info:")
+        return
     runs = (run, run_b)
     pairs = loaders.alignment(run.location, a, b, None if run_b is run else run_b.location)
     diverged = align.divergence(pairs)
@@ -225,15 +235,11 @@ def episodes_section(run: ares_viewer.Run) -> None:
         # row shown first, rather than extra exploration by B.
         own = align.divergence(pairs, side="a")
         diverged = own if own is not None else diverged
-        parts = []
-        for side, other in (("a", "B"), ("b", "A")):
-            row = align.divergence(pairs, side=side)
-            if row is not None:
-                step = getattr(pairs[row], side)
-                parts.append(f"{side.upper()} first does what {other} does not at row {row_number(row)} "
-                             f"({side.upper()} step {step})")
-        st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {row_number(diverged)}. "
-                    + "; ".join(parts) + ".")
+        # One row, stated once: where A first does something of its own, else where B does.
+        side, other = ("a", "B") if own is not None else ("b", "A")
+        step = getattr(pairs[diverged], side)
+        st.markdown(f"**{len(pairs)} aligned rows, {gaps} gap(s).** They diverge at row {row_number(diverged)}, "
+                    f"where {side.upper()} first does what {other} does not ({side.upper()} step {step}).")
     contrast_summary(runs, a, b)
     picked = picked_row(pairs, diverged)
     pairs_table(runs, a, b, pairs, diverged, picked)

@@ -32,14 +32,16 @@ def test_defaults_to_a_failed_and_a_solved_attempt_at_the_same_task(runs, app):
     assert len(gaps) and not frame[["A step", "B step"]].isna().any().any()
     assert all((row["A step"] == "") != (row["B step"] == "") for _, row in gaps.iterrows())
     shown = page_text.of(at)
-    assert "They diverge at row" in shown and "A first does what B does not at row" in shown
+    assert "They diverge at row" in shown and "where A first does what B does not (A step" in shown
+    # one divergence row, stated once: the sentence names no second row
+    assert shown.count("first does what") == 1
     # The row shown first is where A (the failed attempt) first did something of its own.
     [marked] = [i for i, v in enumerate(frame[""]) if v.startswith("◀ diverged")]
     assert frame["A step"][marked] != ""
     # Rows are numbered from 1 in the table, and the heading and the sentence use the table's numbers.
     assert list(frame["row"]) == list(range(1, len(frame) + 1))
     assert f"Row {marked + 1}" in [h.value for h in at.subheader]
-    assert f"They diverge at row {marked + 1}." in shown
+    assert f"They diverge at row {marked + 1}," in shown
     # The picked row (the divergence point) shows command and output diffs.
     assert any("Command diff" in m.value for m in at.markdown)
     assert at.get("page_link")
@@ -169,3 +171,14 @@ def test_episode_b_elsewhere_is_refused_on_an_exposed_server_and_a_folder_withou
     assert at.selectbox(key="compare.b").label == "Episode B"
     at = app("compare", run="run-a", other=runs["run-a"]["solved"], other_in=str(_counterfactual_folder(runs, b)))
     assert "other_in" not in at.query_params and at.selectbox(key="compare.b").value == runs["run-a"]["solved"]
+
+
+def test_an_episode_with_no_other_attempt_at_its_task_is_never_paired_with_another_task(runs, app):
+    # run-a's truncated attempt is the only attempt at calc__calc-2: before, B silently became an attempt at
+    # calc__calc-1 and 12 rows of unrelated work were aligned
+    at = app("compare", run="run-a", episode=runs["run-a"]["truncated"])
+    assert not at.exception
+    assert at.selectbox(key="compare.b").value is None
+    shown = page_text.of(at)
+    assert "Episode A is the only attempt at task" in shown and "calc__calc-2" in shown
+    assert "They diverge" not in shown and not [d for d in at.dataframe if d.key == "compare.pairs"]

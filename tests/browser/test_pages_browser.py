@@ -30,8 +30,8 @@ def test_compare_defaults_to_the_shortest_solved_attempt_and_keeps_the_row(page,
     expect(page.get_by_text("Only A:", exact=False)).to_be_visible()
     expect(page.get_by_text("deleted files", exact=False).first).to_be_visible()
     # The sentence names the row the page shows first.
-    sentence = page.get_by_text(re.compile(r"They diverge at row \d+\.")).inner_text()
-    row = re.search(r"They diverge at row (\d+)\.", sentence).group(1)
+    sentence = page.get_by_text(re.compile(r"They diverge at row \d+,")).inner_text()
+    row = re.search(r"They diverge at row (\d+),", sentence).group(1)
     expect(page.get_by_role("heading", name=f"Row {row}")).to_be_visible()
     # Both final submissions, side by side.
     expect(page.get_by_text("Final submissions, side by side")).to_be_visible()

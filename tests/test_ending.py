@@ -42,7 +42,9 @@ def test_a_recorded_submit_output_and_failing_verifier_explain_reward_zero(tmp_p
 def test_a_passing_episode_and_a_recorded_submission(tmp_path):
     end = ending.of(read(tmp_path, recorded(1.0, submission=DIFF)))
     assert end.submission == DIFF and end.submission_source == "the agent's recorded submission"
-    assert end.explanation == "completed, reward 1: the verifier's tests passed"
+    # no verifier run is recorded: the page does not claim one passed
+    assert end.explanation == ("completed, reward 1: the reward came with the episode's last step; the recording "
+                               "holds no verifier run or evaluation to say why")
 
 
 def test_an_empty_submission_is_the_reason_for_reward_zero(tmp_path):

@@ -126,11 +126,15 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
         return f"the SWE-bench evaluation says {verdict.replace('_', ' ')}"
     if submission is not None and not submission.strip() and reward <= 0:
         return "the agent submitted no changes"
+    # Only a recorded verifier run says what the tests did; a reward alone says only that it was given.
+    if verifier is None:
+        return ("the reward came with the episode's last step; the recording holds no verifier run or evaluation "
+                "to say why")
     if reward > 0:
         return "the verifier's tests passed"
-    if verifier is not None and verifier.returncode not in (None, 0):
+    if verifier.returncode not in (None, 0):
         return f"the verifier's tests failed (exit code {verifier.returncode})"
-    return "the verifier's tests failed"
+    return "the verifier ran without an error, and gave no reward above 0"
 
 
 def of(episode: model.Episode) -> Ending:

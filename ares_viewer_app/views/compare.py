@@ -209,7 +209,8 @@ def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -
             with column:
                 st.markdown(f"**{label}** · reward {reward}")
                 st.caption(f"From {source}.")
-                st.code(patch or "(nothing submitted)", language="diff", wrap_lines=True)
+                # an empty answer means none was found where the caption says, not that nothing was submitted
+                st.code(patch or "(no diff found there)", language="diff", wrap_lines=True)
 
 
 def episodes_section(run: ares_viewer.Run) -> None:

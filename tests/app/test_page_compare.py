@@ -182,3 +182,11 @@ def test_an_episode_with_no_other_attempt_at_its_task_is_never_paired_with_anoth
     shown = page_text.of(at)
     assert "Episode A is the only attempt at task" in shown and "calc__calc-2" in shown
     assert "They diverge" not in shown and not [d for d in at.dataframe if d.key == "compare.pairs"]
+
+
+def test_a_submission_the_files_do_not_hold_is_not_called_nothing_submitted(runs, app):
+    # the solved attempt got reward 1: it submitted something, though neither its output nor a snapshot holds it
+    at = app("compare", run="run-a")
+    shown = page_text.of(at)
+    assert "(nothing submitted)" not in shown
+    assert "(no diff found there)" in shown and "From no output and no snapshots recorded." in shown

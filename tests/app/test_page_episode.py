@@ -233,7 +233,9 @@ def test_the_last_step_says_why_the_reward_is_zero(runs, app):
     shown = page_text.of(at)
     assert "#### Why this reward" in shown
     # The words are escaped for markdown, so they show as written.
-    assert "completed, reward 0: the verifier's tests failed" in page_text.shown(shown)
+    # no verifier run is recorded: the page never claims the verifier's tests failed
+    assert "completed, reward 0: the reward came with the episode's last step" in page_text.shown(shown)
+    assert "tests failed" not in page_text.shown(shown)
     assert "The recording holds no verifier output" in shown
 
 

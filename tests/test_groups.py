@@ -94,3 +94,19 @@ def test_run_without_groups_has_no_run_groups(tmp_path):
     synthetic.write_run(tmp_path, 2, actions=2)
     found = groups.RunGroups(ares_viewer.open_run(tmp_path))
     assert not found.exist() and found.table().empty and found.totals()["groups"] == 0
+
+
+def test_ares_attempts_at_one_task_are_a_group_when_the_format_records_none(tmp_path):
+    import ares_viewer
+    from ares_viewer.analysis import groups as groups_module
+    from testdata import synthetic
+
+    for seed, (task, reward) in enumerate([("t1", 1.0), ("t1", 0.0), ("t1", 0.0), ("t2", 1.0)]):
+        synthetic.write_episode(tmp_path, synthetic.episode_dict(task_name=task, reward=reward, seed=seed, actions=2))
+    found = groups_module.RunGroups(ares_viewer.open_run(tmp_path))
+    assert found.key == groups_module.BY_TASK and found.exist()
+    table = found.table()
+    assert list(table["group"]) == ["t1"]  # t2 has one attempt: no group
+    assert table["rollouts"].iloc[0] == 3 and table["reward_spread"].iloc[0] == 1.0
+    assert found.totals() == {"groups": 1, "rollouts": 3, "uniform": 0}
+    assert len(found.rollouts("t1")) == 3 and found.group_of(found.rollouts("t1").episode_id[0]) == "t1"

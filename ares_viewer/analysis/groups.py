@@ -49,20 +49,28 @@ _ORDERS = {"training order": _TRAINING, "reward spread": f"reward_spread DESC NU
            "mean reward": f"mean_reward NULLS LAST, {_TRAINING}"}
 
 
-def _summary_sql(columns: Sequence[str], order: str, *, where: str = "TRUE", limit: int | None = None) -> str:
-    """The groups of a relation ``episodes`` as ``summary`` rows (a NaN reward counts as none)."""
+# What makes a group: the format's own group (Tinker's ``group_idx``), else the task, for runs that attempt a task
+# several times (ARES, mini-swe-agent, Ray runner): a task with two attempts or more is a group of its own.
+BY_GROUP, BY_TASK = '"group"', "task_name"
+
+
+def _summary_sql(columns: Sequence[str], order: str, *, where: str = "TRUE", limit: int | None = None,
+                 key: str = BY_GROUP) -> str:
+    """The groups of a relation ``episodes`` as ``summary`` rows (a NaN reward counts as none), grouped by ``key``
+    (``BY_GROUP`` or ``BY_TASK``)."""
     if order not in _ORDERS:
         raise ValueError(f"unknown order {order!r}; choose from {SORTS}")
     have = set(columns)
     first = {c: f'min("{c}")' if c in have else "NULL" for c in ("iteration", "split", "group_idx")}
+    several = "HAVING count(*) >= 2" if key == BY_TASK else ""
     return f"""
-        SELECT "group", {first["iteration"]} AS iteration, {first["split"]} AS split,
+        SELECT {key} AS "group", {first["iteration"]} AS iteration, {first["split"]} AS split,
                min(task_name) AS task_name, count(*) AS rollouts, avg(r) AS mean_reward, min(r) AS min_reward,
                max(r) AS max_reward, max(r) - min(r) AS reward_spread,
                avg(CASE WHEN r > 0 THEN 1.0 ELSE 0.0 END) AS solved, {first["group_idx"]} AS group_idx
         FROM (SELECT *, CASE WHEN isnan(total_reward) THEN NULL ELSE total_reward END AS r FROM episodes
-              WHERE "group" IS NOT NULL AND {where})
-        GROUP BY "group" ORDER BY {_ORDERS[order]}{'' if limit is None else f' LIMIT {int(limit)}'}"""
+              WHERE {key} IS NOT NULL AND {where})
+        GROUP BY {key} {several} ORDER BY {_ORDERS[order]}{'' if limit is None else f' LIMIT {int(limit)}'}"""
 
 
 SORTS = ("reward spread", "training order", "mean reward")
@@ -105,19 +113,26 @@ class RunGroups:
     def __init__(self, run: run_module.Run) -> None:
         self.run = run
         self.columns = run.query().columns
+        has_own = "group" in self.columns and bool(run.query(
+            'SELECT 1 FROM episodes WHERE "group" IS NOT NULL LIMIT 1').fetchall())
+        #: ``BY_GROUP`` when the format groups its rollouts, else ``BY_TASK`` (the attempts at one task).
+        self.key = BY_GROUP if has_own else BY_TASK
 
     def exist(self) -> bool:
-        """True when some episode of the run belongs to a group."""
-        return "group" in self.columns and bool(self.run.query(
-            'SELECT 1 FROM episodes WHERE "group" IS NOT NULL LIMIT 1').fetchall())
+        """True when some episode of the run belongs to a group (or, by task, when a task has two attempts)."""
+        if self.key == BY_GROUP:
+            return True
+        return bool(self.run.query("SELECT 1 FROM episodes WHERE task_name IS NOT NULL GROUP BY task_name "
+                                   "HAVING count(*) >= 2 LIMIT 1").fetchall())
 
     def table(self, order: str = "reward spread", *, limit: int = 200, groups: Sequence[str] | None = None
               ) -> pd.DataFrame:
         """At most ``limit`` :func:`summary` rows in an order of ``SORTS`` (only ``groups`` when named)."""
         if not self.exist():
             return pd.DataFrame(columns=list(GROUP_COLUMNS))
-        where, params = ('"group" IN (SELECT unnest(?))', [list(groups)]) if groups is not None else ("TRUE", [])
-        frame = self.run.query(_summary_sql(self.columns, order, where=where, limit=limit), params).df()
+        where, params = (f"{self.key} IN (SELECT unnest(?))", [list(groups)]) if groups is not None else ("TRUE", [])
+        frame = self.run.query(_summary_sql(self.columns, order, where=where, limit=limit, key=self.key),
+                               params).df()
         return frame[list(GROUP_COLUMNS)]
 
     def totals(self) -> dict[str, int]:
@@ -125,18 +140,19 @@ class RunGroups:
         if not self.exist():
             return {"groups": 0, "rollouts": 0, "uniform": 0}
         found = self.run.query(f"SELECT count(*), sum(rollouts), count(*) FILTER (WHERE reward_spread = 0) "
-                               f"FROM ({_summary_sql(self.columns, 'training order')})").fetchall()[0]
+                               f"FROM ({_summary_sql(self.columns, 'training order', key=self.key)})").fetchall()[0]
         return {"groups": int(found[0]), "rollouts": int(found[1] or 0), "uniform": int(found[2])}
 
     def rollouts(self, group: str) -> pd.DataFrame:
-        """The episodes of one group, in trajectory order."""
-        order = "traj_idx, episode_id" if "traj_idx" in self.columns else "episode_id"
+        """The episodes of one group, in trajectory order (by task: in run order)."""
+        order = "traj_idx, episode_id" if "traj_idx" in self.columns and self.key == BY_GROUP else "path, _seq"
         chosen = ", ".join(f'"{c}"' for c in self.columns)
-        return self.run.query(f'SELECT {chosen} FROM episodes WHERE "group" = ? ORDER BY {order}', [group]).df()
+        return self.run.query(f"SELECT {chosen} FROM episodes WHERE {self.key} = ? ORDER BY {order}", [group]).df()
 
     def group_of(self, episode_id: str) -> str | None:
         """The group an episode belongs to (None when it has none)."""
-        if "group" not in self.columns:
+        found = self.run.query(f"SELECT {self.key} FROM episodes WHERE episode_id = ? LIMIT 1",
+                               [episode_id]).fetchall()
+        if not found or not isinstance(found[0][0], str):
             return None
-        found = self.run.query('SELECT "group" FROM episodes WHERE episode_id = ? LIMIT 1', [episode_id]).fetchall()
-        return found[0][0] if found and isinstance(found[0][0], str) else None
+        return found[0][0] if self.key == BY_GROUP or self.table(groups=[found[0][0]]).shape[0] else None

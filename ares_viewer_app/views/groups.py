@@ -73,8 +73,11 @@ st.title("Groups")
 found = groups.RunGroups(run)
 if not found.exist():
     st.info("This run has no groups. Groups are several rollouts of the same prompt, as Tinker rollout summaries "
-            "record them (`group_idx`); open such a run to compare its rollouts side by side.")
+            "record them (`group_idx`), or several attempts at the same task (two or more episodes with one "
+            "`task_name`); open such a run to compare its rollouts side by side.")
     st.stop()
+if found.key == groups.BY_TASK:
+    st.caption("This run records no groups of its own: each group here is the attempts at the same task.")
 totals = found.totals()
 shown = f" · the first {widgets.CHOICES} in this order to choose from" if totals["groups"] > widgets.CHOICES else ""
 st.caption(f"{totals['groups']:,} groups · {totals['rollouts']:,} rollouts · "

@@ -50,9 +50,20 @@ def test_multi_turn_rollouts_show_each_turn(runs, app):
 
 
 def test_run_without_groups_says_so(runs, app):
-    at = app("groups", run="ray")
+    at = app("groups", run="mini")  # one attempt at each task
     assert not at.exception
     assert any("This run has no groups" in i.value for i in at.info)
+
+
+def test_a_run_that_attempts_a_task_several_times_groups_its_attempts_by_task(runs, app):
+    # Ray runner episodes have no group index of their own, but two attempts at sympy__sympy-20590: a group
+    at = app("groups", run="ray")
+    assert not at.exception
+    assert not any("This run has no groups" in i.value for i in at.info)
+    assert at.selectbox(key="groups.pick").value == "sympy__sympy-20590"
+    assert [label.split(" · ")[:2] for label in at.selectbox(key="groups.pick").options] == [
+        ["sympy__sympy-20590", "2 rollouts"]]
+    assert "attempts at the same task" in page_text.of(at)
 
 
 def test_default_group_has_reward_spread(runs, app):

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from ares_viewer import model, review
+from ares_viewer.model import render
 from ares_viewer_app import escape, state
 
 # Seconds a write waits for other writers before it gives up with a message.
@@ -188,7 +189,8 @@ def row_label(row: pd.Series) -> str:
 def note_name(row: pd.Series) -> str:
     """A row of ``ReviewStore.notes`` in a picker: step, episode, label (or "note"), the start of its text."""
     deleted = " · deleted" if row["deleted"] else ""
-    return f"step {row['step']} of {row['episode_id'][:8]} · {row_label(row) or 'note'} · {row['text'][:40]}{deleted}"
+    return (f"step {row['step']} of {render.short_id(row['episode_id'])} · {row_label(row) or 'note'} · "
+            f"{row['text'][:40]}{deleted}")
 
 
 def _edit_form(opened: review.ReviewStore, note: review.Note) -> None:

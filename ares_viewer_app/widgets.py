@@ -12,6 +12,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import model
+from ares_viewer.model import render
 from ares_viewer.runs.index import queries
 from ares_viewer_app import access, escape, loaders, pages, state
 
@@ -260,15 +261,7 @@ def compact(n: float) -> str:
 def episode_label(row: Mapping[str, Any]) -> str:
     """One line that tells episodes apart in a select box (``row``: the columns ``_LABEL_COLUMNS`` name)."""
     return (f"{row['task_name']} · {row['outcome']} · reward {fmt(row['total_reward'])} · "
-            f"{row['num_actions']} actions · {short_id(row['episode_id'])}")
-
-
-def short_id(episode_id: str) -> str:
-    """An episode id in a label: a long id made of a path (``big/it57/train/g131/t3``) by its end, where such ids
-    differ; another long one (a UUID) by its first 8 characters."""
-    if "/" in episode_id:
-        return episode_id if len(episode_id) <= 40 else f"…{episode_id[-39:]}"
-    return episode_id if len(episode_id) <= 16 else episode_id[:8]
+            f"{row['num_actions']} actions · {render.short_id(row['episode_id'])}")
 
 
 def clip(text: str | None, full: bool) -> str:

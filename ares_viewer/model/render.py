@@ -14,7 +14,7 @@ import datetime
 import html
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -184,6 +184,28 @@ def episode_html(episode: Episode) -> str:
     table = _table(["step", "kind", "rc", "command", "gen. tokens", "context rewritten"], rows)
     grid = f"<div style='display:grid;grid-template-columns:repeat(3,auto);gap:2px 16px'>{fields}</div>"
     return f"<div style='{_STYLE}'>{grid}{error}{table}{note}</div>"
+
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}")
+_SHORT_CHARS = 40
+
+
+def short_id(episode_id: str, among: Iterable[str] = ()) -> str:
+    """An episode id short enough for a label, still telling it apart: a UUID by its first 8 characters; an id
+    made of a path (``runs/deepseek-v3/trajs/astropy__astropy-12907``) by as many of its last parts as fit in 40
+    characters, and at least as many as tell it apart from the other ids of ``among``; any other id whole, or its
+    end when long. Never a prefix that every episode of a run shares."""
+    if _UUID.fullmatch(episode_id):
+        return episode_id[:8]
+    if "/" in episode_id.strip("/"):
+        parts = episode_id.strip("/").split("/")
+        others = [o for o in among if o != episode_id]
+        k = 1  # as many last parts as fit, and at least as many as tell it apart from the others
+        while k < len(parts) and (len("/".join(parts[-(k + 1):])) <= _SHORT_CHARS
+                                  or any(o.endswith("/".join(parts[-k:])) for o in others)):
+            k += 1
+        return "/".join(parts[-k:]) if k == len(parts) else "…/" + "/".join(parts[-k:])
+    return episode_id if len(episode_id) <= _SHORT_CHARS else f"…{episode_id[-(_SHORT_CHARS - 1):]}"
 
 
 def run_text(run: RunView) -> str:

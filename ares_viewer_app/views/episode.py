@@ -17,6 +17,7 @@ import ares_viewer
 from ares_viewer import fsdiff, model, snapshots
 from ares_viewer.analysis import ending, plots
 from ares_viewer.base import textdiff
+from ares_viewer.model import render
 from ares_viewer_app import (
     activations_panel,
     escape,
@@ -67,7 +68,8 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     failed = episode.total_reward is None or episode.total_reward <= 0
     what = "a solved attempt" if solved and failed else "another attempt"
     st.page_link(pages.path("compare"), icon=":material/compare_arrows:",
-                 label=f"Compare with {what} at this task ({escape.line(other[:8])}, reward {widgets.fmt(reward)})",
+                 label=f"Compare with {what} at this task ({escape.line(render.short_id(other))}, "
+                       f"reward {widgets.fmt(reward)})",
                  query_params=state.params(episode=episode.episode_id, other=other, step=None))
 
 
@@ -213,7 +215,7 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
         if k >= len(other.steps):
             st.caption(f"That episode has no step {k}.")
             return
-        before, name = other.step(k).response, f"{other_id[:8]} step {k}"
+        before, name = other.step(k).response, f"{render.short_id(other_id)} step {k}"
     st.html(textdiff.to_html(before, episode.step(k).response, a_name=name, b_name=f"step {k}"))
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from ares_viewer import review
+from ares_viewer.model import render
 from ares_viewer_app import escape, pages, review_panel, state, widgets
 
 # Links listed under the table; the table itself holds every note.
@@ -62,7 +63,7 @@ def table(shown: pd.DataFrame) -> None:
 
 def links(shown: pd.DataFrame) -> None:
     for _, row in shown.head(_LINKS).iterrows():
-        label = f"{row['task_name'] or '?'} · {row['episode_id'][:8]} · step {row['step']}"
+        label = f"{row['task_name'] or '?'} · {render.short_id(row['episode_id'])} · step {row['step']}"
         if isinstance(row["orphaned"], str):
             badges = [escape.badge("gray", "deleted")] if row["deleted"] else []
             badges.append(escape.badge("red", f"orphaned: {row['orphaned']}"))

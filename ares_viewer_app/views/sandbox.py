@@ -22,6 +22,7 @@ import time
 import streamlit as st
 
 from ares_viewer import container, sandbox, snapshots
+from ares_viewer.model import render
 from ares_viewer_app import counterfactual_panel, escape, sandbox_policy, sandbox_reaper, state, widgets
 
 _KEY = "sandbox."  # every session key of this page starts with it
@@ -104,7 +105,7 @@ def _reattach_panel(client, episode_id: str) -> None:
         for info in found:
             cols = st.columns([3, 2, 1, 1])
             restored = "" if info.step is None else f" · restored from step {info.step}"
-            cols[0].markdown(f"`{info.short_id}` · episode `{(info.episode_id or '?')[:8]}`{restored}")
+            cols[0].markdown(f"`{info.short_id}` · episode `{render.short_id(info.episode_id or '?')}`{restored}")
             cols[1].caption(f"{info.state} · age {_age(info.age_s(now))}")
             if cols[2].button("Reattach", key=_KEY + "reattach." + info.short_id, icon=":material/link:",
                               disabled=info.state != "running"):
@@ -358,7 +359,8 @@ if _get("box") is None:
     _reattach_panel(client, episode.episode_id)
 box = _get("box")
 if box is not None and box.episode_id != episode.episode_id:
-    st.info(f"Your sandbox {box.short_id} holds episode {escape.line(box.episode_id[:8])}; restore to replace it.")
+    st.info(f"Your sandbox {box.short_id} holds episode {escape.line(render.short_id(box.episode_id))}; restore to "
+            "replace it.")
 elif box is not None and _container_panel(box):
     box = _get("box")
     # A keyed tab bar keeps the tab a result came from: running a command or a fork reruns the page without

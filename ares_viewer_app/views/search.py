@@ -17,6 +17,7 @@ import time
 import streamlit as st
 
 from ares_viewer.analysis import search
+from ares_viewer.model import render
 from ares_viewer_app import escape, pages, state, widgets
 
 _FIELD_NAMES = {"task": "task prompt", "system": "system prompt", "reasoning": "reasoning", "thought": "thought",
@@ -65,7 +66,7 @@ class _Shown:
         header.markdown(f"**{escape.line(label)}** · {count[0]} hit(s)")
         with box:
             st.page_link(pages.path("episode"), icon=":material/arrow_forward:",
-                         label=escape.line(f"{hit.task_name} · {hit.episode_id[:8]} · step {hit.step} · "
+                         label=escape.line(f"{hit.task_name} · {render.short_id(hit.episode_id)} · step {hit.step} · "
                                            f"{_FIELD_NAMES[hit.field]}"),
                          query_params=state.params(episode=hit.episode_id, step=hit.step))
             st.html(highlighted(hit))

@@ -11,7 +11,7 @@ import formats_fixtures as fx
 import pytest
 
 import ares_viewer
-from ares_viewer.analysis import plots
+from ares_viewer.analysis import ending, plots
 from ares_viewer.formats.sidecars import verdicts
 from testdata import synthetic
 
@@ -154,3 +154,31 @@ def test_per_instance_harness_reports_count(tmp_path):
     assert _rewards(run) == {"run-7/django__django-11099": 1.0, "run-7/astropy__astropy-12907": 0.0,
                              "other/astropy__astropy-12907": None}
     assert len(run.reports) == 2
+
+
+def test_a_report_kept_as_logs_instance_report_json_beside_trajs_scores_its_trajectory_with_its_tests(tmp_path):
+    """A common copy of the harness's logs: ``logs/<instance>/report.json`` beside ``trajs/``. Before, it was
+    refused with a warning a user could not act on; and its tests_status was thrown away."""
+    _mini(tmp_path, "trajs", "astropy__astropy-12907")
+    report = tmp_path / "logs" / "astropy__astropy-12907" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"astropy__astropy-12907": {
+        "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
+        "tests_status": {"FAIL_TO_PASS": {"success": ["test_separable"], "failure": []},
+                         "PASS_TO_PASS": {"success": ["test_a"], "failure": ["test_compound_model"]}}}}))
+    run = ares_viewer.open_run(tmp_path)
+    assert not run.errors and not [n for n in run.warnings if "not applied" in str(n)]
+    assert _rewards(run) == {"trajs/astropy__astropy-12907": 0.0}
+    # the episode fixed its target test but broke another: the ending says so, and where it read it
+    end = ending.of(run.episode("trajs/astropy__astropy-12907"))
+    assert "1 test(s) that passed before broken (test_compound_model)" in end.explanation
+    assert "1 target test(s) fixed" in end.explanation and str(report) in end.explanation
+
+
+def test_a_report_that_cannot_be_applied_says_what_would_make_it_apply(tmp_path):
+    _mini(tmp_path / "a", "run-1", "astropy__astropy-12907")
+    far = tmp_path / "b" / "c" / "d" / "e" / "report.json"
+    far.parent.mkdir(parents=True)
+    far.write_text(json.dumps(fx.harness_report(resolved=["astropy__astropy-12907"])))
+    notes = [str(n) for n in ares_viewer.open_run(tmp_path).warnings if "not applied" in str(n)]
+    assert notes and "logs/run_evaluation/<run_id>/<model>/<instance>/report.json" in notes[0]

@@ -16,6 +16,7 @@ from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import agent_text
+from ares_viewer.formats.sidecars import verdicts
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,7 +124,11 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
         return str(evaluation["rationale"])
     verdict = meta.get("verdict")
     if isinstance(verdict, str) and verdict:
-        return f"the SWE-bench evaluation says {verdict.replace('_', ' ')}"
+        said = f"the SWE-bench evaluation says {verdict.replace('_', ' ')}"
+        tests = meta.get("verdict_tests")
+        if isinstance(tests, verdicts.Tests):
+            return f"{said}: {tests.words()} (tests_status in {tests.report})"
+        return said
     if submission is not None and not submission.strip() and reward <= 0:
         return "the agent submitted no changes"
     # Only a recorded verifier run says what the tests did; a reward alone says only that it was given.

@@ -320,8 +320,10 @@ class Run:
                                     self._verdicts)
         if given is not None:
             reward, verdict, report = given
-            episode = dataclasses.replace(episode, total_reward=reward,
-                                          metadata={**episode.metadata, "verdict": verdict, "verdict_report": report})
+            tests = verdicts.read_tests(report, episode.task_name) if episode.task_name else None
+            extra = {"verdict_tests": tests} if tests is not None else {}
+            episode = dataclasses.replace(episode, total_reward=reward, metadata={
+                **episode.metadata, "verdict": verdict, "verdict_report": report, **extra})
         return episode
 
     def files(self) -> list[tuple[str, int]]:

@@ -34,6 +34,10 @@ import pathlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import fsspec
+
+from ares_viewer.base import jsondecode
+
 # Verdict -> reward. Read in this order: an instance in two lists takes the first (resolved wins).
 REWARDS: Mapping[str, float] = {"resolved": 1.0, "unresolved": 0.0, "error": 0.0, "empty_patch": 0.0}
 _LISTS = {verdict: f"{verdict}_ids" for verdict in REWARDS}
@@ -125,6 +129,10 @@ class Verdicts:
         return self.by_run.get(folder, {}).get(instance)
 
 
+# How many folders up a one-instance report with no run in its path looks for the runs it scores.
+_INSTANCE_CLIMBS = 3
+
+
 def _under(path: str, folder: str) -> bool:
     return not folder or path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -158,8 +166,11 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
     for path in unnamed:
         scope = _parent(path)
         under = [f for f in folders if _under(f, scope)]
-        if not under:  # a report in a folder of its own (``evaluation/``) beside the runs
-            scope = _parent(scope)
+        # a report in a folder of its own (``evaluation/``) beside the runs; one instance's report a level or two
+        # deeper still (``logs/<instance>/report.json`` beside ``trajs/``, a copy of the harness's log folders)
+        climbs = _INSTANCE_CLIMBS if len(reports[path]) == 1 else 1
+        while not under and climbs and scope:
+            scope, climbs = _parent(scope), climbs - 1
             under = [f for f in folders if _under(f, scope)]
         under = [f for f in under if f not in named_runs]
         for f in under:
@@ -168,7 +179,10 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
             notes.append((path, f"names no run; applied by location to {len(under)} runs: "
                                 + ", ".join(names[f] for f in under)))
         elif not under and folders:
-            notes.append((path, "names no run of these trajectories and none lies under its folder; not applied"))
+            notes.append((path, "names no run of these trajectories and none lies under its folder; not applied. "
+                                "To apply it, put it beside the run folder of the trajectories it scores, or name "
+                                "the run in its path: <model>.<run_id>.json, or "
+                                "logs/run_evaluation/<run_id>/<model>/<instance>/report.json"))
     by_run: dict[str, dict[str, tuple[str, str]]] = {}
     errors = []
     for folder, paths in assigned.items():
@@ -198,6 +212,69 @@ def reward_for(row_format: str, task_name: Any, reward: Any, path: str, verdicts
     if known is None:
         return None
     return REWARDS[known[0]], known[0], known[1]
+
+
+# A per-instance report's test results: ``tests_status`` -> ``FAIL_TO_PASS`` (the tests the fix must make pass) and
+# ``PASS_TO_PASS`` (the tests it must not break), each ``{"success": [...], "failure": [...]}``.
+TARGETS, KEPT = "FAIL_TO_PASS", "PASS_TO_PASS"
+# A report file is read again for one episode's tests; a harness report is a few kilobytes to a few megabytes.
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tests:
+    """What an instance's report says of its tests: the target tests still failing, the tests the patch broke."""
+
+    still_failing: tuple[str, ...]
+    broken: tuple[str, ...]
+    fixed: tuple[str, ...]
+    report: str
+
+    def words(self) -> str:
+        """The failing tests in one line, or that every target passed and nothing broke."""
+        parts = []
+        if self.still_failing:
+            parts.append(f"{len(self.still_failing)} target test(s) still failing ({_some(self.still_failing)})")
+        if self.broken:
+            parts.append(f"{len(self.broken)} test(s) that passed before broken ({_some(self.broken)})")
+        if not parts:
+            return f"all {len(self.fixed)} target test(s) pass and none broke"
+        fixed = f"; {len(self.fixed)} target test(s) fixed" if self.fixed else ""
+        return "; ".join(parts) + fixed
+
+
+def _some(names: tuple[str, ...], n: int = 3) -> str:
+    return ", ".join(names[:n]) + (f", and {len(names) - n} more" if len(names) > n else "")
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in value if isinstance(x, str)) if isinstance(value, list) else ()
+
+
+def tests_of(doc: Any, instance: str, path: str = "") -> Tests | None:
+    """The test results a report holds for ``instance`` (a per-instance report's ``tests_status``), else None."""
+    if not isinstance(doc, Mapping):
+        return None
+    report = doc.get(instance) if isinstance(doc.get(instance), Mapping) else doc
+    status = report.get("tests_status") if isinstance(report, Mapping) else None
+    if not isinstance(status, Mapping):
+        return None
+    targets = status.get(TARGETS) if isinstance(status.get(TARGETS), Mapping) else {}
+    kept = status.get(KEPT) if isinstance(status.get(KEPT), Mapping) else {}
+    return Tests(still_failing=_names(targets.get("failure")), broken=_names(kept.get("failure")),
+                 fixed=_names(targets.get("success")), report=path)
+
+
+def read_tests(path: str, instance: str) -> Tests | None:
+    """The test results the report at ``path`` holds for ``instance``; None when it holds none or does not read."""
+    try:
+        with fsspec.open(path, "rb") as handle:
+            data = handle.read(MAX_REPORT_BYTES + 1)
+        if len(data) > MAX_REPORT_BYTES:
+            return None
+        return tests_of(jsondecode.decode(data).value, instance, path)
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 # The ``verdict`` column of an episode whose reward its own file records.

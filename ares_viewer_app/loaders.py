@@ -73,6 +73,10 @@ def location(run: str) -> str:
     root = runs_root()
     if run in list_runs(root):
         return os.path.normpath(os.path.join(root, run))
+    fresh = os.path.join(root, run)
+    if run not in (".", "..") and "/" not in run and os.sep not in run and os.path.isdir(fresh) and _holds_files(fresh):
+        list_runs.clear()  # a run folder made since the list was cached: the next list names it
+        return os.path.normpath(fresh)
     if _is_counterfactual(run):
         return os.path.realpath(run)
     return access.check(run, root=root, address=st.get_option("server.address"))

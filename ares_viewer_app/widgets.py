@@ -249,6 +249,12 @@ def fmt(value: object, spec: str = ".3g") -> str:
     return format(value, spec) if isinstance(value, int | float) else str(value)
 
 
+def measure(value: object, spec: str, unit: str) -> str:
+    """A number with its unit (``12 s``); the dash alone when unknown, never a unit dangling after it."""
+    shown = fmt(value, spec)
+    return shown if shown == UNKNOWN else f"{shown} {unit}"
+
+
 def compact(n: float) -> str:
     """A count in few characters: 950, 4.5k, 295k, 1.2M."""
     for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):

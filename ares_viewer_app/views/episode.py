@@ -40,7 +40,7 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     cols = st.columns(6)
     cols[0].metric("Reward", widgets.fmt(episode.total_reward))
     cols[1].metric("Actions", episode.num_actions)
-    cols[2].metric("Duration", f"{widgets.fmt(episode.duration_s, '.0f')} s")
+    cols[2].metric("Duration", widgets.measure(episode.duration_s, ".0f", "s"))
     cols[3].metric("Cost", f"${episode.total_cost:.4f}")
     cols[4].metric("Prompt tokens", f"{episode.prompt_tokens:,}")
     cols[5].metric("Generated tokens", f"{episode.generated_tokens:,}")
@@ -163,11 +163,13 @@ def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
         parts.append(f"{duration} s")
     model_time, command_time = step.model_time, step.command_time
     if model_time is not None or command_time is not None:
-        parts.append(f"model {widgets.fmt(model_time, '.1f')} s + command {widgets.fmt(command_time, '.1f')} s")
+        parts.append(f"model {widgets.measure(model_time, '.1f', 's')} + "
+                     f"command {widgets.measure(command_time, '.1f', 's')}")
     if step.has_action:
         new = len(change.new) if change is not None else step.new_message_count
         parts += [f"{widgets.fmt(usage.prompt_tokens, ',')} prompt / {widgets.fmt(usage.generated_tokens, ',')} "
-                  f"generated tokens", f"cost ${widgets.fmt(step.cost, '.4f')}",
+                  f"generated tokens", "cost " + ("$" if widgets.fmt(step.cost) != widgets.UNKNOWN else "")
+                  + widgets.fmt(step.cost, '.4f'),
                   f"context {_messages(step.context_len)} (+{new} new)"]
         if usage.cached_prompt_tokens:
             parts.append(f"{usage.cached_prompt_tokens:,} cached")

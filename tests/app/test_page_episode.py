@@ -326,3 +326,18 @@ def test_the_transcript_chart_shades_the_selected_step(runs, app):
     at.segmented_control(key="episode.view").set_value("Transcript").run()
     assert at.query_params["step"] == "3"
     assert _timeline_mark(at) == {(2.5, 3.5)}
+
+
+def test_an_unknown_duration_is_a_dash_with_no_unit_dangling_after_it(tmp_path, monkeypatch, app):
+    from testdata import synthetic
+
+    (tmp_path / "runs" / "open").mkdir(parents=True)
+    doc = synthetic.episode_dict(ending="incomplete", actions=2, seed=3)
+    doc["start_time"] = None  # nothing says when it started: its duration is unknown
+    synthetic.write_episode(tmp_path / "runs" / "open", doc)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = app("episode", run="open", episode=doc["episode_id"], step="1")
+    assert not at.exception
+    (duration,) = [m for m in at.metric if m.label == "Duration"]
+    assert duration.value == "–"  # before: "– s"
+    assert "– s" not in page_text.of(at)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import demo_runs
 import page_text
 import pandas as pd
@@ -150,3 +152,18 @@ def test_reward_plots_leave_an_errored_episode_without_a_reward_off_the_reward_a
         assert "no reward" in figure.layout.yaxis.ticktext
     assert ("The reward plots show the 4 episodes with a reward; the 1 without one (“–” in the table, left out of "
             "the mean reward) is left out of the reward axes") in page_text.of(at)
+
+
+def test_a_run_folder_made_after_the_runs_were_listed_opens_at_once(runs, app):
+    from testdata import synthetic
+
+    assert not app(run="run-a").exception  # the runs folder is listed (and the list kept for a while)
+    new = pathlib.Path(runs["root"]["path"]) / "run-new"
+    new.mkdir()
+    doc = synthetic.episode_dict(actions=2, seed=9)
+    synthetic.write_episode(new, doc)
+    at = app(run="run-new")
+    assert not at.exception
+    assert not [e for e in at.error if "no such" in e.value.lower()]
+    (episodes,) = [m for m in at.metric if m.label == "Episodes"]
+    assert episodes.value == "1"

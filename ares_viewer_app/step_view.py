@@ -120,7 +120,8 @@ def response(step: model.Step, key: str) -> None:
             st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
     else:
         st.warning("No single bash command in this response: the agent did not run anything.")
-        long_text(step.response, f"{key}.response")
+        if (step.response or "").strip() != (step.thought or "").strip():  # the thought above is the whole text
+            long_text(step.response, f"{key}.response")
 
 
 def failure(step: model.Step) -> str | None:

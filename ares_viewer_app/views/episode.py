@@ -277,7 +277,7 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
     st.caption(step_caption(step, change))
     if k == 0:
         st.markdown("#### First request")
-        first = episode.context(1) if len(episode.steps) > 1 else []
+        first = episode.observation(0) or []  # recorded even when no action followed it
         step_view.messages(first, f"{key}.first")
     else:
         step_view.reasoning(step, key)

@@ -341,3 +341,31 @@ def test_an_unknown_duration_is_a_dash_with_no_unit_dangling_after_it(tmp_path, 
     (duration,) = [m for m in at.metric if m.label == "Duration"]
     assert duration.value == "–"  # before: "– s"
     assert "– s" not in page_text.of(at)
+
+
+def test_a_response_with_no_command_is_shown_once(tmp_path, monkeypatch, app):
+    from testdata import synthetic
+
+    (tmp_path / "runs" / "talk").mkdir(parents=True)
+    doc = synthetic.episode_dict(actions=3, seed=4)
+    words = "I think the bug is in the parser, but let me explain before running anything at all."
+    doc["steps"][2]["action"]["data"][0]["content"] = words
+    synthetic.write_episode(tmp_path / "runs" / "talk", doc)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = app("episode", run="talk", episode=doc["episode_id"], step="2")
+    assert not at.exception
+    assert "No single bash command" in page_text.of(at)
+    assert [c.value for c in at.code].count(words) == 1  # before: the thought, then the same text again
+
+
+def test_an_episode_with_no_action_shows_the_task_it_was_given(tmp_path, monkeypatch, app):
+    from testdata import synthetic
+
+    (tmp_path / "runs" / "zero").mkdir(parents=True)
+    doc = synthetic.episode_dict(actions=0, ending="incomplete", seed=2)
+    synthetic.write_episode(tmp_path / "runs" / "zero", doc)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = app("episode", run="zero", episode=doc["episode_id"])
+    assert not at.exception
+    task = doc["steps"][0]["observation"]["messages"][0]["content"]
+    assert task[:60] in page_text.of(at)  # before: "First request" above nothing

@@ -235,7 +235,8 @@ def _add_form(opened: review.ReviewStore, key: str, episode: model.Episode, k: i
     fields = (f"{prefix}_label", f"{prefix}_text", f"{prefix}_path", f"{prefix}_labels")
     hint = ("A new label; leave empty to use the one picked above" if labels
             else "A short tag, e.g. reward hacking")
-    with st.form(prefix, border=True):
+    # Enter in the label box must not file the label alone before the note is written: only the button submits.
+    with st.form(prefix, border=True, enter_to_submit=False):
         picked = None
         if labels:
             keys = " · keys 1–9 pick them" if len(labels) > 1 else " · key 1 picks it"

@@ -129,3 +129,29 @@ def test_a_key_picks_one_of_the_runs_labels(page, app_url, runs_root, tmp_path_f
     expect(page.get_by_text("Added to step 2.")).to_be_visible()
     [note] = [n for n in store.find(key, episode_id=episode_id) if n.step == 2 and n.text == "picked by key"]
     assert (note.label, note.author) == ("aaa first label", "Ada")
+
+
+def test_enter_in_the_label_box_does_not_file_the_label_before_the_note(page, app_url, runs_root, tmp_path_factory,
+                                                                        wait_idle):
+    run = first_run(runs_root)
+    name = pathlib.Path(run.location).name
+    store = review.open_store(tmp_path_factory.getbasetemp() / "review.sqlite")
+    key = review.run_key(run.location)
+    episode_id = run.episode_ids[0]
+    page.goto(f"{app_url}/episode?run={name}&episode={episode_id}&step=1")
+    expect(step_caption(page)).to_contain_text("step 1 (")
+    wait_idle(page)
+    author = page.get_by_role("textbox", name="Your name")
+    author.fill("Ada")
+    author.press("Enter")
+    wait_idle(page)
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Add to step 1"))
+    form.get_by_role("textbox", name="Label").fill("loops on ls")
+    form.get_by_role("textbox", name="Label").press("Enter")  # before: filed "loops on ls" as a note of its own
+    wait_idle(page)
+    assert not [n for n in store.find(key, episode_id=episode_id) if n.label == "loops on ls"]
+    form.get_by_role("textbox", name="Note").fill("runs ls five times in a row")
+    form.get_by_role("button", name="Add to step 1").click()
+    expect(page.get_by_text("Added to step 1.")).to_be_visible()
+    [note] = [n for n in store.find(key, episode_id=episode_id) if n.label == "loops on ls"]
+    assert note.text == "runs ls five times in a row"

@@ -32,6 +32,27 @@ from ares_viewer_app import (
 )
 
 
+def error_panel(episode: model.Episode) -> None:
+    """The error that ended the episode: its root cause first, who it belongs to, the chain and the traceback."""
+    record = episode.error_record
+    whose = ("the infrastructure's (model API, connection or Docker), not the agent's"
+             if model.blame.is_infrastructure(episode.error) else "the agent's run")
+    if record is None or record.root is record:
+        st.error(f"The episode ended with an error: {escape.md(episode.error)} · a failure of {whose} "
+                 "(the file's `error`).")
+        return
+    st.error(f"The episode ended with an error whose root cause is {escape.md(record.root.one_line())} · a "
+             f"failure of {whose}. Raised as {escape.md(record.one_line())} (the file's `error`, its `cause` "
+             "chain).")
+    with st.expander(f"The chain of {len(record.chain())} errors and the traceback", icon=":material/bug_report:"):
+        for n, link in enumerate(record.chain()):
+            st.markdown(f"{n + 1}. {escape.md(link.one_line())}")
+        if record.traceback:
+            st.code(record.traceback, language=None, wrap_lines=True)
+        else:
+            st.caption("The file records no traceback.")
+
+
 def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     # "completed" says the episode ended normally, not that it solved the task: the reward says that.
     verdict = "" if episode.total_reward is None else (
@@ -45,7 +66,7 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     cols[4].metric("Prompt tokens", f"{episode.prompt_tokens:,}")
     cols[5].metric("Generated tokens", f"{episode.generated_tokens:,}")
     if episode.error:
-        st.error(f"The episode ended with an error: {escape.md(episode.error)}")
+        error_panel(episode)
     if episode.truncated:
         limit = escape.line(episode.metadata.get("truncated_by") or "step limit")
         st.warning(f"The {limit} ended this episode (truncated).")

@@ -369,3 +369,29 @@ def test_an_episode_with_no_action_shows_the_task_it_was_given(tmp_path, monkeyp
     assert not at.exception
     task = doc["steps"][0]["observation"]["messages"][0]["content"]
     assert task[:60] in page_text.of(at)  # before: "First request" above nothing
+
+
+def test_an_errored_episode_leads_with_its_root_cause_and_keeps_the_traceback_a_click_away(tmp_path, monkeypatch, app):
+    from ares_viewer.recorder import episode_file
+    from testdata import synthetic
+
+    try:
+        try:
+            raise ConnectionError("409 Client Error: Conflict (container is not running)")
+        except ConnectionError as exc:
+            raise RuntimeError("Code agent task failed") from exc
+    except RuntimeError as exc:
+        record = episode_file.error_record(exc)
+    (tmp_path / "runs" / "died").mkdir(parents=True)
+    doc = synthetic.episode_dict(actions=2, ending="errored", seed=6)
+    doc["error"] = record
+    synthetic.write_episode(tmp_path / "runs" / "died", doc)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = app("episode", run="died", episode=doc["episode_id"], step="1")
+    assert not at.exception
+    (error,) = at.error
+    # before: only "RuntimeError: Code agent task failed", the wrapper
+    assert "root cause is ConnectionError: 409 Client Error" in page_text.shown(error.value)
+    assert "the infrastructure's" in error.value and "(the file's `error`, its `cause` chain)" in error.value
+    (chain,) = [e for e in at.expander if e.label.startswith("The chain of 2 errors")]
+    assert any("container is not running" in c.value for c in chain.code)  # the traceback

@@ -142,11 +142,21 @@ def _failures(args: argparse.Namespace) -> int:
     elif failures.empty:
         print(f"no failed episodes among {len(opened)}")
     else:
+        stats = opened.stats()
+        if stats["infrastructure_failures"]:
+            print(f"{stats['infrastructure_failures']:,} failure(s) of the infrastructure (model API, connection, "
+                  f"Docker), left out of the success rate: {_rate(stats['success_rate'])} of {stats['judged']:,} "
+                  "episodes the agent can be judged on")
         for record in failures.to_dict(orient="records"):
             listed = record["episode_ids"]
             ids = ", ".join(listed) + (", ..." if record["episodes"] > len(listed) else "")
-            print(f"{record['episodes']:>6}  {record['reason']}  ({record['tasks']} task(s); episodes: {ids})")
+            print(f"{record['episodes']:>6}  [{record['blame']}] {record['reason']}  ({record['tasks']} task(s); "
+                  f"episodes: {ids})")
     return 0
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
 
 
 # Control characters in a run's text must not drive the terminal: shown as escapes.

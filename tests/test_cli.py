@@ -89,3 +89,15 @@ def test_a_mini_swe_agent_thought_is_labelled_once(capsys):
     out = capsys.readouterr().out
     assert out.count("THOUGHT:") == 1
     assert "THOUGHT:\nLet me look at the validators.\n" in out
+
+
+def test_failures_say_whose_failure_each_is_and_the_success_rate_without_the_infrastructure(tmp_path, capsys):
+    solved = synthetic.episode_dict(reward=1.0, seed=5, actions=2)
+    timed_out = synthetic.episode_dict(ending="errored", seed=6, actions=2)
+    timed_out["error"] = {"type": "APITimeoutError", "message": "Request timed out."}
+    for doc in (solved, timed_out):
+        synthetic.write_episode(tmp_path, doc)
+    assert cli.main(["failures", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1 failure(s) of the infrastructure") and "100% of 1 episodes" in lines[0]
+    assert "[infrastructure] errored: APITimeoutError" in lines[1]

@@ -205,3 +205,13 @@ def test_the_aggregate_reward_figures_leave_out_episodes_without_a_reward(run):
     assert int(bands["episodes"].sum()) == 4
     assert (bands["mean"] * bands["episodes"]).sum() / 4 == pytest.approx(run.stats()["mean_reward"])
     assert int(asked.actions_grid()["episodes"].sum()) == 4
+
+
+def test_the_reward_star_sits_on_top_of_its_steps_bar_not_under_it(tmp_path):
+    episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=6, seed=4)))
+    fig = plots.step_timeline(episode.steps_frame())
+    bars = [t for t in fig.data if t.type == "bar"]
+    top = {k: sum(b.y[list(b.customdata).index(k)] for b in bars) for k in bars[0].customdata}
+    (star,) = [t for t in fig.data if t.name == "reward"]
+    assert list(star.y) == [top[k] for k in star.customdata] and star.y[0] > 0  # before: y = 0, under the bar
+    assert star.cliponaxis is False

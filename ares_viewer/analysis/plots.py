@@ -245,15 +245,18 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
                          name="command seconds" if split.any() else "seconds", marker_color=colours,
                          marker_line={"width": outlines, "color": "#0969da"}, customdata=frame["index"],
                          hovertext=hover, hoverinfo="text"), row=1, col=1)
+    # The top of each step's bar (model and command time stacked): markers sit there, never under a bar.
+    tops = seconds.fillna(0) + (frame["model_time"].where(split).fillna(0) if split.any() else 0)
+    heights = dict(zip(frame["index"], tops, strict=True))
     rewarded = frame[frame["reward"].fillna(0) != 0]
     if len(rewarded):
-        fig.add_trace(go.Scatter(x=rewarded["index"], y=[0] * len(rewarded), mode="markers+text", name="reward",
+        fig.add_trace(go.Scatter(x=rewarded["index"], y=[heights.get(k, 0) for k in rewarded["index"]],
+                                 mode="markers+text", name="reward",
                                  marker={"symbol": "star", "size": 14, "color": "#bf8700"},
                                  text=[f"{r:g}" for r in rewarded["reward"]], textposition="top center",
-                                 customdata=rewarded["index"]), row=1, col=1)
+                                 customdata=rewarded["index"], cliponaxis=False), row=1, col=1)
     if labels:
         marked = sorted(k for k, names in labels.items() if names)
-        heights = dict(zip(frame["index"], frame["duration"].fillna(0), strict=True))
         fig.add_trace(go.Scatter(x=marked, y=[heights.get(k, 0) for k in marked], mode="markers+text",
                                  name="review label", marker={"symbol": "triangle-down", "size": 12,
                                                               "color": _LABEL},

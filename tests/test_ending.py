@@ -36,7 +36,8 @@ def test_a_recorded_submit_output_and_failing_verifier_explain_reward_zero(tmp_p
     assert end.verifier.output == TEST_OUTPUT and end.verifier.returncode == 1
     assert end.verifier.reward_file == "0\n"
     assert [c.command for c in end.verifier.commands] == ["bash /tests/test.sh"]
-    assert end.explanation == "completed, reward 0: the verifier's tests failed (exit code 1)"
+    assert end.explanation == ("completed, reward 0: the verifier's tests failed (exit code 1): "
+                               "tests/test_core.py::test_negative failed (read from the verifier's test output)")
 
 
 def test_a_passing_episode_and_a_recorded_submission(tmp_path):
@@ -73,3 +74,14 @@ def test_a_final_command_of_another_step_is_not_the_submission(tmp_path):
     doc = recorded(0.0, final_command={"step_index": 2, "returncode": 0,
                                        "output": f"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n{DIFF}"})
     assert ending.of(read(tmp_path, doc)).submission is None
+
+
+def test_the_failing_tests_are_read_from_pytest_and_unittest_output():
+    pytest_out = ("tests/test_a.py::test_one PASSED\ntests/test_a.py::test_two FAILED\n"
+                  "=== short test summary info ===\nFAILED tests/test_a.py::test_two - assert 1 == 2\n"
+                  "ERROR tests/test_b.py::test_setup - RuntimeError\n")
+    assert ending.failing_tests(pytest_out) == ("tests/test_a.py::test_two", "tests/test_b.py::test_setup")
+    unittest_out = "FAIL: test_slug (textkit.tests.test_slug.SlugTest)\nERROR: test_io (pkg.tests.IoTest)\n"
+    assert ending.failing_tests(unittest_out) == ("test_slug (textkit.tests.test_slug.SlugTest)",
+                                                  "test_io (pkg.tests.IoTest)")
+    assert ending.failing_tests("5 passed in 0.1s") == ()

@@ -11,6 +11,7 @@ them all into one ``Ending``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,6 +107,22 @@ def _submission(episode: model.Episode, last: model.Step | None) -> tuple[str | 
     return None, ""
 
 
+# The lines a test runner prints for each failing test: pytest's short summary (``FAILED path::test - message``,
+# ``ERROR ...``) and verbose lines (``path::test FAILED``), unittest's ``FAIL: test (module.Class)``.
+_FAILING = re.compile(r"^(?:(?:FAILED|ERROR) (\S+::\S+)|(\S+::\S+) (?:FAILED|ERROR)\b"
+                      r"|(?:FAIL|ERROR): (\w+ \([\w.]+\)))", re.M)
+
+
+def failing_tests(output: str | None) -> tuple[str, ...]:
+    """The tests a test runner's output names as failing (pytest or unittest), in order, each once."""
+    found = [next(g for g in m.groups() if g) for m in _FAILING.finditer(output or "")]
+    return tuple(dict.fromkeys(found))
+
+
+def _some(names: tuple[str, ...], n: int = 3) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 def _reason(episode: model.Episode, submission: str | None, verifier: Verifier | None) -> str:
     """Why the reward is what it is, when the recording tells (else "")."""
     meta = episode.metadata
@@ -138,7 +155,9 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
     if reward > 0:
         return "the verifier's tests passed"
     if verifier.returncode not in (None, 0):
-        return f"the verifier's tests failed (exit code {verifier.returncode})"
+        failing = failing_tests(verifier.output)
+        named = (f": {_some(failing)} failed (read from the verifier's test output)" if failing else "")
+        return f"the verifier's tests failed (exit code {verifier.returncode}){named}"
     return "the verifier ran without an error, and gave no reward above 0"
 
 

@@ -97,6 +97,15 @@ def charts(run) -> None:
     stats = run.stats()
     unscored, rewarded = stats["unscored"], stats["rewarded"]
     failed = stats["episodes"] - rewarded - unscored  # failures without a reward: "–" in the table
+    if not rewarded:  # every reward figure would be empty: say why instead of drawing empty axes
+        infra = stats["infrastructure_failures"]
+        why = [f"{unscored:,} finished without anyone scoring them"] if unscored else []
+        if failed:
+            why.append(f"{failed:,} failed without a reward" + (
+                f" ({infra:,} of them failures of the infrastructure)" if infra else ""))
+        st.info("No reward plots: no episode of this run has a reward (" + "; ".join(why or ["none yet"]) + "). "
+                "The failure groups below say why they failed.", icon=":material/bar_chart_off:")
+        return
     histogram = aggregate_plots.reward_histogram(asked.reward_histogram(), unscored, failed)
     left.plotly_chart(histogram, key="overview.dist")
     right.plotly_chart(aggregate_plots.success_by_task(*asked.per_task()), key="overview.tasks")

@@ -17,8 +17,21 @@ if TYPE_CHECKING:
 
 MAX_LABEL = 100
 MAX_TEXT = 100_000
-NOTE_COLUMNS = ("note_id", "run", "episode_id", "step", "path", "label", "text", "author", "updated_at",
-                "revision", "deleted", "created_by", "created_at")
+NOTE_COLUMNS = (
+    "note_id",
+    "run",
+    "episode_id",
+    "step",
+    "path",
+    "label",
+    "text",
+    "author",
+    "updated_at",
+    "revision",
+    "deleted",
+    "created_by",
+    "created_at",
+)
 
 
 class ReviewError(Exception):
@@ -124,15 +137,27 @@ def spellings(notes: Iterable[Note]) -> dict[str, str]:
 
 def from_row(row: tuple) -> Note:
     (note_id, run, episode_id, step, path, label, text, author, at, revision, deleted, created_by, created_at) = row
-    return Note(note_id, run, episode_id, int(step), path, label, text, author, at, int(revision), bool(deleted),
-                created_by, created_at)
+    return Note(
+        note_id,
+        run,
+        episode_id,
+        int(step),
+        path,
+        label,
+        text,
+        author,
+        at,
+        int(revision),
+        bool(deleted),
+        created_by,
+        created_at,
+    )
 
 
 def notes_frame(notes: Sequence[Note]) -> pd.DataFrame:
     import pandas as pd
+
     frame = pd.DataFrame.from_records([dataclasses.astuple(n) for n in notes], columns=list(NOTE_COLUMNS))
     for column in ("updated_at", "created_at"):
         frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
     return frame.astype({"step": "int64", "revision": "int64", "deleted": "bool"})
-
-

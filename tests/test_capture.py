@@ -204,7 +204,7 @@ def test_restored_container_matches_the_original(tmp_path, container, base_image
 def test_capture_refuses_a_container_of_another_image(tmp_path, container, docker_client):
     other = container.commit(repository="ares-viewer/test-other", tag=uuid.uuid4().hex[:12])
     try:
-        with pytest.raises(containers.CaptureError, match="was not created from"):
+        with pytest.raises(containers.ContainerFilesError, match="was not created from"):
             containers.capture_snapshot(container, other.tags[0], str(uuid.uuid4()), 0, tmp_path)
     finally:
         docker_client.images.remove(other.id, force=True)

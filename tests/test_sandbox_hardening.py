@@ -142,16 +142,16 @@ def test_a_capture_past_its_time_limit_fails_clearly(engine, restore, monkeypatc
     recorded = snapshots.for_step(_episode(SOLVED), 0)
     box.run("mkdir big && for i in $(seq 40); do head -c 1048576 /dev/urandom > big/f$i; done", timeout_s=120)
     monkeypatch.setenv("ARES_VIEWER_CAPTURE_TIMEOUT_S", "0.001")
-    with pytest.raises(containers.CaptureError, match=r"did not finish within|took over"):
+    with pytest.raises(containers.ContainerFilesError, match=r"did not finish within|took over"):
         containers.capture_live(box.container(), recorded)
-    with pytest.raises(containers.CaptureError, match=r"did not finish within|took over"):
+    with pytest.raises(containers.ContainerFilesError, match=r"did not finish within|took over"):
         box.capture(recorded)
 
 
 def test_a_restore_past_its_time_limit_leaves_no_container(engine, monkeypatch):
     session = f"{SESSION}-slow"
     monkeypatch.setenv("ARES_VIEWER_RESTORE_TIMEOUT_S", "0.001")
-    with pytest.raises(containers.CaptureError, match=r"took over .* the container was removed"):
+    with pytest.raises(containers.ContainerFilesError, match=r"took over .* the container was removed"):
         sandbox.restore(_episode(SOLVED), 5, client=engine, session=session)
     assert sandbox.list_sandboxes(engine, session=session) == []
 

@@ -14,9 +14,27 @@ from typing import Any
 
 import orjson
 
+# Why bytes are not readable JSON: ``EMPTY`` and ``TRUNCATED`` are also what a file still being written looks like.
+EMPTY = "empty"
+TRUNCATED = "truncated"
+INVALID = "invalid"
+TOO_DEEP = "too deep"
+
 
 class DecodeError(ValueError):
-    """The bytes are not readable JSON; the message says why in plain words."""
+    """The bytes are not readable JSON; the message says why in plain words.
+
+    Attributes:
+        reason: why, in words (the message without its line).
+        kind: ``EMPTY``, ``TRUNCATED``, ``INVALID`` or ``TOO_DEEP``.
+        line: the line of a JSON Lines document it is about, or None for a whole document.
+    """
+
+    def __init__(self, reason: str, *, kind: str = INVALID, line: int | None = None) -> None:
+        super().__init__(reason if line is None else f"line {line}: {reason}")
+        self.reason = reason
+        self.kind = kind
+        self.line = line
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -27,11 +45,12 @@ class Decoded:
     warnings: tuple[str, ...] = ()
 
 
-def _describe(exc: json.JSONDecodeError, text: str) -> str:
+def _describe(exc: json.JSONDecodeError, text: str) -> DecodeError:
     # A string still open at the end of the text is cut off too (its opening quote is what is reported).
     if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-        return f"truncated JSON: the file ends before the document is complete (line {exc.lineno})"
-    return f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        return DecodeError(f"truncated JSON: the file ends before the document is complete (line {exc.lineno})",
+                           kind=TRUNCATED)
+    return DecodeError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}")
 
 
 def decode(data: bytes) -> Decoded:
@@ -41,7 +60,7 @@ def decode(data: bytes) -> Decoded:
         DecodeError: for an empty file, truncated or invalid JSON.
     """
     if not data.strip():
-        raise DecodeError("empty file")
+        raise DecodeError("empty file", kind=EMPTY)
     try:
         return Decoded(orjson.loads(data))
     except orjson.JSONDecodeError:
@@ -56,9 +75,9 @@ def decode(data: bytes) -> Decoded:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DecodeError(_describe(exc, text)) from None
+        raise _describe(exc, text) from None
     except RecursionError:
-        raise DecodeError("JSON nested too deeply to read") from None
+        raise DecodeError("JSON nested too deeply to read", kind=TOO_DEEP) from None
     return Decoded(value, tuple(warnings))
 
 
@@ -74,5 +93,5 @@ def decode_lines(data: bytes) -> list[tuple[int, Decoded | DecodeError]]:
         try:
             results.append((number, decode(line)))
         except DecodeError as exc:
-            results.append((number, DecodeError(f"line {number}: {exc}")))
+            results.append((number, DecodeError(exc.reason, kind=exc.kind, line=number)))
     return results

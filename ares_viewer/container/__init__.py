@@ -17,7 +17,7 @@ from ares_viewer.container.capture import (
     DEFAULT_IGNORE,
     DEFAULT_MAX_FILE_BYTES,
     MAX_ARCHIVE_BYTES,
-    CaptureError,
+    ContainerFilesError,
     capture_live,
     capture_snapshot,
 )
@@ -59,8 +59,8 @@ __all__ = [
     "LABEL_SOURCE",
     "LABEL_STEP",
     "MAX_ARCHIVE_BYTES",
-    "CaptureError",
     "ChangeTracker",
+    "ContainerFilesError",
     "EngineError",
     "EngineUnreachableError",
     "ImageUnavailableError",

@@ -77,8 +77,9 @@ _KINDS = {0: "modified", 1: "added", 2: "deleted"}
 ENGINE_MOUNTS = ("/usr/sbin/docker-init", "/sbin/docker-init")
 
 
-class CaptureError(Exception):
-    """The engine refused or returned something unusable while capturing a snapshot."""
+class ContainerFilesError(Exception):
+    """The engine refused or returned something unusable while reading or writing a container's files: a capture,
+    a listing or a restore."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,13 +123,13 @@ def capture_snapshot(
         The step folder written.
 
     Raises:
-        CaptureError: When the container was not created from ``base_image`` or the engine misbehaves.
+        ContainerFilesError: When the container was not created from ``base_image`` or the engine misbehaves.
     """
     client = container.client
     image = client.images.get(base_image)
     container.reload()
     if container.attrs.get("Image") != image.id:
-        raise CaptureError(f"container {container.short_id} was not created from {base_image} ({image.id})")
+        raise ContainerFilesError(f"container {container.short_id} was not created from {base_image} ({image.id})")
     episode_dir = snapshots.episode_snapshots_dir(out_dir, episode_id)
     episode_dir.mkdir(parents=True, exist_ok=True)
     changes = _engine_changes(container, ignore)
@@ -352,7 +353,7 @@ def _read_base_path(helper: Any, path: str, max_file_bytes: int, blobs: SpooledB
             if entry.type == snapshots.FILE and entry.sha256 is not None:  # its content is in ``blobs``
                 entry = dataclasses.replace(entry, stored_in=snapshots.BASE_DIRNAME)
             return entry
-    raise CaptureError(f"the engine's archive of {path} did not contain it")
+    raise ContainerFilesError(f"the engine's archive of {path} did not contain it")
 
 
 def _stat(container: Any, path: str) -> dict[str, Any] | None:
@@ -363,10 +364,10 @@ def _stat(container: Any, path: str) -> dict[str, Any] | None:
     if response.status_code == 404:
         return None
     if response.status_code != 200:
-        raise CaptureError(f"stat of {path} in {container.short_id} failed: HTTP {response.status_code}")
+        raise ContainerFilesError(f"stat of {path} in {container.short_id} failed: HTTP {response.status_code}")
     header = response.headers.get("X-Docker-Container-Path-Stat")
     if not header:
-        raise CaptureError(f"stat of {path} in {container.short_id} returned no stat header")
+        raise ContainerFilesError(f"stat of {path} in {container.short_id} returned no stat header")
     return json.loads(base64.b64decode(header))
 
 
@@ -377,7 +378,7 @@ def _archive_items(
     try:
         archive = archive_to_file(container, path)
     except StreamError as exc:
-        raise CaptureError(str(exc)) from exc
+        raise ContainerFilesError(str(exc)) from exc
     with archive:
         yield from tar_items(archive, posixpath.dirname(path), f"archive of {path}", max_file_bytes, store)
 
@@ -395,7 +396,7 @@ def tar_items(
         for member in tar:
             name = member.name.rstrip("/")
             if name.startswith("/") or ".." in name.split("/"):
-                raise CaptureError(f"{what} holds an unsafe member name {member.name!r}")
+                raise ContainerFilesError(f"{what} holds an unsafe member name {member.name!r}")
             full = posixpath.join(parent, name)
             mode = member.mode & 0o7777
             mtime = int(member.mtime) if member.mtime and member.mtime > 0 else None
@@ -478,7 +479,7 @@ def _spool_archive(path: pathlib.Path) -> SpooledBlobs:
     rewritten with more without holding its content in memory); an empty spool when there is none.
 
     Raises:
-        CaptureError: When a member's content does not match the sha256 that names it.
+        ContainerFilesError: When a member's content does not match the sha256 that names it.
     """
     blobs = SpooledBlobs()
     if not path.is_file():
@@ -487,6 +488,6 @@ def _spool_archive(path: pathlib.Path) -> SpooledBlobs:
         for member in tar:
             handle = tar.extractfile(member) if member.isreg() else None
             if handle is not None and blobs.add_stream(handle, member.size) != member.name:
-                raise CaptureError(f"{path}: member {member.name!r} does not hold the content its name says")
+                raise ContainerFilesError(f"{path}: member {member.name!r} does not hold the content its name says")
     return blobs
 

@@ -12,7 +12,7 @@ from ares_viewer import snapshots
 from ares_viewer.container.capture import (
     DEFAULT_IGNORE,
     DEFAULT_MAX_FILE_BYTES,
-    CaptureError,
+    ContainerFilesError,
     Fetched,
     ignored,
     tar_items,
@@ -113,7 +113,7 @@ class ChangeTracker:
             clock, _, rest = out.partition(b"\n")
             since = float(clock) - _SCAN_MARGIN_S
             listing, _ = parse_listed(rest, 0)
-        except (CaptureError, ValueError) as exc:
+        except (ContainerFilesError, ValueError) as exc:
             _LOGGER.info("container %s cannot be followed by find; captures will use the engine's diff: %s",
                          container.short_id, exc)
             return None
@@ -141,7 +141,7 @@ class ChangeTracker:
             try:
                 now = float(clock)
             except ValueError as exc:
-                raise CaptureError(
+                raise ContainerFilesError(
                     f"container {self._container.short_id} gave no clock reading: {clock[:80]!r}") from exc
             records = Records(out)
             changed = read_listed(records)

@@ -14,7 +14,7 @@ from typing import Any
 from ares_viewer import snapshots
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.container import labels
-from ares_viewer.container.capture import DEFAULT_IGNORE, ENGINE_MOUNTS, CaptureError, ignored
+from ares_viewer.container.capture import DEFAULT_IGNORE, ENGINE_MOUNTS, ContainerFilesError, ignored
 from ares_viewer.container.limits import ResourceLimits
 from ares_viewer.container.listing import FIND_TYPES, exec_output, parse_listed
 from ares_viewer.snapshots.base import parents
@@ -69,7 +69,7 @@ def against_image(
 
     Raises:
         snapshots.SnapshotError: When the snapshot names no image or a file of it cannot be read.
-        CaptureError: When the image cannot be listed (it lacks ``find``, ``xargs`` or ``sha256sum``).
+        ContainerFilesError: When the image cannot be listed (it lacks ``find``, ``xargs`` or ``sha256sum``).
     """
     if not state.base_image:
         raise snapshots.SnapshotError(state.path, "it records no container image, so there is nothing to restore "
@@ -156,15 +156,15 @@ def _image_listing(client: Any, image: Any) -> dict[str, _ImagePath]:
     name = image.tags[0] if image.tags else image.id
     try:
         out = exec_output(probe, ["sh", "-c", _PROBE_SCRIPT])
-    except CaptureError as exc:
-        raise CaptureError(f"could not list the files of {name} ({exc}); it needs find, xargs and sha256sum") \
+    except ContainerFilesError as exc:
+        raise ContainerFilesError(f"could not list the files of {name} ({exc}); it needs find, xargs and sha256sum") \
             from exc
     finally:
         probe.remove(force=True)
     listed, offset = parse_listed(out, 0)
     root = listed.get("/")
     if root is None:
-        raise CaptureError(f"could not list the files of {name}; it needs find, xargs and sha256sum")
+        raise ContainerFilesError(f"could not list the files of {name}; it needs find, xargs and sha256sum")
     digests = {}
     for record in out[offset:].split(b"\0"):
         if len(record) > 66:  # "<64 hex digits>  <path>"

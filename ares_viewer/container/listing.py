@@ -7,7 +7,7 @@ import dataclasses
 from typing import IO, Any
 
 from ares_viewer import snapshots
-from ares_viewer.container.capture import CaptureError
+from ares_viewer.container.capture import ContainerFilesError
 from ares_viewer.container.streams import StreamError, exec_to_file
 
 FIND_TYPES = {"d": snapshots.DIR, "f": snapshots.FILE, "l": snapshots.SYMLINK}
@@ -35,15 +35,15 @@ def exec_file(container: Any, command: list[str]) -> IO[bytes]:
     it); read frame by frame, spooled to disk past a few MiB, so time is linear and memory bounded.
 
     Raises:
-        CaptureError: When the command fails, or passes the capture limits on time or bytes.
+        ContainerFilesError: When the command fails, or passes the capture limits on time or bytes.
     """
     try:
         code, out, _ = exec_to_file(container, command)
     except StreamError as exc:
-        raise CaptureError(str(exc)) from exc
+        raise ContainerFilesError(str(exc)) from exc
     if code != 0:
         out.close()
-        raise CaptureError(f"{command[0]} in {container.short_id} exited with {code}")
+        raise ContainerFilesError(f"{command[0]} in {container.short_id} exited with {code}")
     return out
 
 

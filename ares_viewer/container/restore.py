@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from ares_viewer import snapshots
 from ares_viewer.container import labels
-from ares_viewer.container.capture import CaptureError
+from ares_viewer.container.capture import ContainerFilesError
 from ares_viewer.container.limits import ResourceLimits
 
 _LOGGER = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def restore_container(
     Raises:
         snapshots.SnapshotError: When the snapshot cannot be read safely or is over the byte budget; raised
             before the engine is contacted.
-        CaptureError: When the engine refuses the files or the restore takes longer than its time limit.
+        ContainerFilesError: When the engine refuses the files or the restore takes longer than its time limit.
     """
     limits = limits or ResourceLimits()
     deleted = snapshot.deleted_paths()
@@ -78,9 +78,9 @@ def _apply(container: Any, deleted: list[str], archive: IO[bytes]) -> None:
     if deleted:
         result = container.exec_run(["rm", "-rf", "--", *deleted])
         if result.exit_code != 0:
-            raise CaptureError(f"could not apply deletions: {result.output[-500:]!r}")
+            raise ContainerFilesError(f"could not apply deletions: {result.output[-500:]!r}")
     if not container.put_archive("/", archive):
-        raise CaptureError("the engine refused the restored files")
+        raise ContainerFilesError("the engine refused the restored files")
 
 
 def _within(seconds: float, container: Any, work: Callable[[], None]) -> None:
@@ -97,7 +97,7 @@ def _within(seconds: float, container: Any, work: Callable[[], None]) -> None:
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        raise CaptureError(f"restoring the files into {container.short_id} took over {seconds:.0f} s "
+        raise ContainerFilesError(f"restoring the files into {container.short_id} took over {seconds:.0f} s "
                            "(ResourceLimits.restore_timeout_s); the container was removed")
     if "error" in outcome:
         raise outcome["error"]

@@ -18,6 +18,7 @@ from typing import Any
 from ares_viewer import model
 from ares_viewer.base import jsondecode
 from ares_viewer.formats import decoding, registry
+from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.adapters import ares, atif, mini_swe_agent, ray_runner, tinker
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import EpisodeRow
@@ -47,10 +48,19 @@ class FileResult:
 
     episodes: tuple[model.Episode, ...] = ()
     rows: tuple[EpisodeRow, ...] = ()
-    errors: tuple[str, ...] = ()
+    record_errors: tuple[read_errors.RecordError, ...] = ()
     skipped: bool = False
     verdicts: tuple[tuple[str, str], ...] = ()
     trial: dict[str, Any] | None = None
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """The errors in words (``record_errors`` says of what kind each is and on which line)."""
+        return tuple(str(error) for error in self.record_errors)
+
+
+def _failed(kind: str, message: str) -> FileResult:
+    return FileResult(record_errors=(read_errors.RecordError(kind, message),))
 
 
 def is_candidate(path: str) -> bool:
@@ -78,11 +88,11 @@ def _content_error(exc: Exception) -> str:
 def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
           lines: Collection[int] | None = None) -> FileResult:
     try:
-        records, errors = decoding.decode(path, data, lines)
+        records, problems = decoding.decode(path, data, lines)
     except jsondecode.DecodeError as exc:
-        return FileResult(errors=(str(exc),))
+        return FileResult(record_errors=(read_errors.RecordError.of(exc),))
     except RecursionError:
-        return FileResult(errors=("JSON nested too deeply to read",))
+        return _failed(read_errors.TOO_DEEP, "JSON nested too deeply to read")
     try:
         adapter = registry.sniff(records[0].value)
         if adapter is None and len(records) == 1 and verdicts.sniff(records[0].value):
@@ -90,10 +100,10 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
         if adapter is None and len(records) == 1 and harbor.sniff(records[0].value):
             return FileResult(skipped=True, trial=harbor.read(records[0].value, path))
     except _CONTENT_ERRORS as exc:
-        return FileResult(errors=(f"cannot tell what the file holds: {_content_error(exc)}",))
+        return _failed(read_errors.FORMAT, f"cannot tell what the file holds: {_content_error(exc)}")
     if adapter is None:
         reason = _misnamed(path, records)
-        return FileResult(errors=(reason,)) if reason else FileResult(skipped=True)
+        return _failed(read_errors.FORMAT, reason) if reason else FileResult(skipped=True)
     rows: list[EpisodeRow] = []
     episodes: list[model.Episode] = []
     for record in records:
@@ -112,15 +122,11 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
                     episode = dataclasses.replace(episode, warnings=(*record.warnings, *episode.warnings))
                 episodes.append(episode)
         except _CONTENT_ERRORS as exc:
-            errors.append(f"{record.where}not a readable {adapter.NAME} episode: {_content_error(exc)}")
-    errors.sort(key=_line_order)
-    return FileResult(episodes=tuple(episodes), rows=tuple(rows), errors=tuple(errors))
-
-
-def _line_order(error: str) -> int:
-    """Errors of a file in line order (decoding and reading errors are found in two passes)."""
-    words = error.split(":", 1)[0].split()
-    return int(words[1]) if len(words) == 2 and words[1].isdigit() else 0
+            problems.append(read_errors.RecordError(read_errors.CONTENT, f"not a readable {adapter.NAME} episode: "
+                                               f"{_content_error(exc)}", record.number, record.unit))
+    # In line order: decoding and reading errors are found in two passes.
+    problems.sort(key=lambda error: error.line or 0)
+    return FileResult(episodes=tuple(episodes), rows=tuple(rows), record_errors=tuple(problems))
 
 
 def read_file(path: str, data: bytes, *, episode_id: str | None = None,

@@ -1,4 +1,5 @@
-"""What a format adapter is, the row it summarizes an episode into, and the step fields every adapter reads alike.
+"""What a format adapter is, the row it summarizes an episode into, and the step fields and the episode every
+adapter builds alike (``step_fields``, ``episode``).
 
 An adapter is a module (``formats/ares.py``, ``formats/tinker.py``, ...) that satisfies ``Adapter``; the
 registry (``formats.registry``) picks the one whose ``sniff`` claims a file's first record, by content,
@@ -15,7 +16,7 @@ from ares_viewer.base import agent_text
 from ares_viewer.formats import chat
 from ares_viewer.model import EpisodeRow
 
-__all__ = ["Adapter", "EpisodeRow", "step_fields"]
+__all__ = ["Adapter", "EpisodeRow", "episode", "step_fields"]
 
 
 class Adapter(Protocol):
@@ -113,3 +114,57 @@ def step_fields(
         "new_message_count": len(link.added) if link else 0,
         "extra": fields,
     }
+
+
+def episode(
+    name: str,
+    path: str,
+    *,
+    episode_id: str,
+    task_name: str,
+    outcome: model.Outcome,
+    steps: Sequence[model.Step],
+    messages: Sequence[model.Message],
+    links: Sequence[model.ContextLink],
+    metadata: dict[str, Any],
+    warnings: Sequence[str],
+    system_prompt: str | None = None,
+    total_reward: float | None = None,
+    truncated: bool | None = None,
+    times: Sequence[float | None] | None = None,
+    start_time: float | None = None,
+) -> model.Episode:
+    """The ``model.Episode`` of what an adapter parsed: the format's own parts in, the shared rest filled.
+
+    Args:
+        name: the adapter's ``NAME`` (the episode's ``format``).
+        path: the file it was read from.
+        episode_id, task_name, outcome, system_prompt, total_reward, metadata: as the format records them.
+        steps: the steps, the initial one first.
+        messages, links: the episode's message pool and one context link per model call
+            (``chat.ContextBuilder``'s ``pool`` and ``links``, or the adapter's own).
+        warnings: what had to be repaired or guessed while reading.
+        truncated: whether a limit cut the episode short (default: whether ``outcome`` says truncated).
+        times: the episode's moments, first to last (default: the steps' timestamps); it starts at the first
+            and ends at the last.
+        start_time: when the episode started, when the file records it apart from ``times``.
+    """
+    if times is None:
+        times = [step.timestamp for step in steps if step.timestamp is not None]
+    return model.Episode(
+        episode_id=episode_id,
+        task_name=task_name,
+        outcome=outcome,
+        total_reward=total_reward,
+        start_time=start_time if start_time is not None else (times[0] if times else None),
+        end_time=times[-1] if times else None,
+        truncated=outcome is model.Outcome.TRUNCATED if truncated is None else truncated,
+        system_prompt=system_prompt,
+        steps=tuple(steps),
+        path=path,
+        format=name,
+        metadata=metadata,
+        warnings=tuple(warnings),
+        messages=tuple(messages),
+        links=tuple(links),
+    )

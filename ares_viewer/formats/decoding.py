@@ -12,6 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ares_viewer.base import jsondecode
+from ares_viewer.formats.errors import RecordError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _BLANK = re.compile(rb"[ \t\r\n]*")
@@ -31,22 +32,22 @@ class Record:
         return "" if self.number is None else f"{self.unit} {self.number}: "
 
 
-def _lines(data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[str]]:
+def _lines(data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[RecordError]]:
     if only is not None:
         return _some_lines(data, only)
     records, errors = [], []
     for number, item in jsondecode.decode_lines(data):
         if isinstance(item, jsondecode.DecodeError):
-            errors.append(str(item))
+            errors.append(RecordError.of(item))
         else:
             records.append(Record(item.value, number, "line", item.warnings))
     return records, errors
 
 
-def _some_lines(data: bytes, only: Collection[int]) -> tuple[list[Record], list[str]]:
+def _some_lines(data: bytes, only: Collection[int]) -> tuple[list[Record], list[RecordError]]:
     """The lines ``only`` names, after the first readable line (whose record says which format the file is)."""
     records: list[Record] = []
-    errors: list[str] = []
+    errors: list[RecordError] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if (records and number not in only) or not line.strip():
             continue
@@ -54,7 +55,7 @@ def _some_lines(data: bytes, only: Collection[int]) -> tuple[list[Record], list[
             item = jsondecode.decode(line)
         except jsondecode.DecodeError as exc:
             if number in only:
-                errors.append(f"line {number}: {exc}")
+                errors.append(RecordError(exc.kind, exc.reason, number))
             continue
         records.append(Record(item.value, number, "line", item.warnings))
     return records, errors
@@ -81,7 +82,7 @@ def _first_line_is_record(data: bytes) -> bool:
         return False
 
 
-def decode(path: str, data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[str]]:
+def decode(path: str, data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[RecordError]]:
     """The file's records and its per-line decoding errors; the content decides JSON vs JSON Lines.
 
     The first line alone says which it is, so a large pretty-printed or truncated document is never
@@ -101,7 +102,9 @@ def decode(path: str, data: bytes, only: Collection[int] | None = None) -> tuple
         # JSON Lines whose first line is corrupt: every other line still loads.
         records, errors = _lines(data, only)
         if not records:
-            raise jsondecode.DecodeError(errors[0] if errors else "empty file") from None
+            if not errors:
+                raise jsondecode.DecodeError("empty file", kind=jsondecode.EMPTY) from None
+            raise jsondecode.DecodeError(errors[0].message, kind=errors[0].kind, line=errors[0].line) from None
         return records, errors
     value = decoded.value
     if isinstance(value, list) and value:

@@ -1,5 +1,5 @@
-"""Review sessions: notes and labels on steps (``store``, SQLite), which notes lost their step (``orphans``),
-and exports of the marked steps (``exports``, JSONL or Parquet).
+"""Review sessions: notes and labels on steps (``records``: a note and its rules; ``store``: SQLite), which notes
+lost their step (``orphans``), and exports of the marked steps (``exports``, JSONL or Parquet).
 
 >>> from ares_viewer import review
 >>> store = review.open_store()
@@ -20,23 +20,19 @@ from ares_viewer.review.exports import (
     write_export,
 )
 from ares_viewer.review.orphans import orphan_reason, with_status
-from ares_viewer.review.store import (
-    DB_ENV,
+from ares_viewer.review.records import (
     MAX_LABEL,
     MAX_TEXT,
     NOTE_COLUMNS,
-    SCHEMA,
     ConflictError,
     Note,
     ReviewError,
-    ReviewStore,
-    db_path,
     fold,
     format_time,
     notes_frame,
-    open_store,
     run_key,
 )
+from ares_viewer.review.store import DB_ENV, SCHEMA, ReviewStore, db_path, open_store
 
 __all__ = [
     "DB_ENV", "EXPORT_FORMATS", "MAX_LABEL", "MAX_TEXT", "NOTE_COLUMNS", "SCHEMA", "ConflictError", "ExportError",

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ares_viewer.review.orphans import StepRange
-from ares_viewer.review.store import Note, ReviewStore, fold, format_time, run_key
+from ares_viewer.review.records import Note, fold, format_time, run_key
+from ares_viewer.review.store import ReviewStore
 from ares_viewer.runs import run as run_module
 
 EXPORT_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}

@@ -9,9 +9,9 @@ reviewers (several app sessions, notebooks, scripts) may write at once:
 - nothing is overwritten: every change appends a revision (a delete appends a tombstone), so the
   whole history of every note stays readable;
 - an edit names the revision it was based on; when someone else changed the note since, the edit
-  is refused with ``ConflictError`` instead of silently replacing their words.
+  is refused with ``records.ConflictError`` instead of silently replacing their words.
 
-Runs are identified by ``run_key(location)``: the run's resolved location (an absolute local path with
+Runs are identified by ``records.run_key(location)``: the run's resolved location (an absolute local path with
 symlinks resolved, or a URL as given without a trailing slash). Notes follow the files, not the
 name of a folder in the picker: opening the same folder by another relative path finds the same notes.
 
@@ -29,19 +29,17 @@ it is released, rather than look like a store with no notes.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime
 import logging
 import os
 import pathlib
 import sqlite3
 import threading
 import time
-import unicodedata
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ares_viewer.review import records
 from ares_viewer.runs import index_cache
 from ares_viewer.runs import run as run_module
 
@@ -52,10 +50,6 @@ _LOGGER = logging.getLogger(__name__)
 
 DB_ENV = "ARES_VIEWER_REVIEW_DB"
 SCHEMA = 1
-MAX_LABEL = 100
-MAX_TEXT = 100_000
-NOTE_COLUMNS = ("note_id", "run", "episode_id", "step", "path", "label", "text", "author", "updated_at",
-                "revision", "deleted", "created_by", "created_at")
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS notes (
@@ -88,49 +82,6 @@ WHERE r.revision = (SELECT MAX(revision) FROM revisions WHERE note_id = n.note_i
 """
 
 
-class ReviewError(Exception):
-    """The review database cannot be read or written (the message says why and what still works)."""
-
-
-class ConflictError(ReviewError):
-    """An edit was based on a revision that is no longer the latest: someone else changed the note first."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Note:
-    """One note as it reads at one revision.
-
-    Attributes:
-        note_id: the note's id (stable across edits).
-        run: the run key (``run_key``) of the run it belongs to.
-        episode_id: the episode.
-        step: the step index.
-        path: a file path of that step the note is about, or None.
-        label: the label (a short tag), or None for a plain note.
-        text: the free text (may be empty for a bare label).
-        author: who wrote this revision.
-        updated_at: unix seconds of this revision.
-        revision: 1 for the first version, +1 per edit.
-        deleted: True when this revision is a delete (a tombstone).
-        created_by: who wrote the first revision.
-        created_at: unix seconds of the first revision.
-    """
-
-    note_id: str
-    run: str
-    episode_id: str
-    step: int
-    path: str | None
-    label: str | None
-    text: str
-    author: str
-    updated_at: float
-    revision: int
-    deleted: bool
-    created_by: str
-    created_at: float
-
-
 def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
     """Where the review database is: ``path``, else ``ARES_VIEWER_REVIEW_DB``, else beside the index cache."""
     chosen = path or os.environ.get(DB_ENV)
@@ -139,57 +90,9 @@ def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
     return index_cache.cache_dir() / "review.sqlite"
 
 
-def run_key(location: str | os.PathLike | run_module.Run) -> str:
-    """The key notes are stored under: the run's resolved location.
-
-    A local path becomes absolute with symlinks resolved; a URL (``s3://...``) is kept as given,
-    without a trailing slash.
-    """
-    if isinstance(location, run_module.Run):
-        location = location.location
-    text = os.fspath(location)
-    if "://" in text:
-        return text.rstrip("/")
-    return os.path.realpath(os.path.expanduser(text))
-
-
-def fold(label: str) -> str:
-    """A label as labels are compared: in one Unicode form (NFC: an accented letter typed as one character or
-    as letter + accent is the same) and case-folded (``ÉDITE les tests`` and ``édite les tests`` are one label)."""
-    return unicodedata.normalize("NFC", label).casefold()
-
-
 def _sql_fold(value: object) -> object:
     """``fold`` for SQL (``casefold(r.label)``): NULL and non-text values pass through unchanged."""
-    return fold(value) if isinstance(value, str) else value
-
-
-def _clean_label(label: str | None) -> str | None:
-    if label is None:
-        return None
-    label = unicodedata.normalize("NFC", " ".join(str(label).split()))
-    if len(label) > MAX_LABEL:
-        raise ValueError(f"a label has at most {MAX_LABEL} characters; this one has {len(label)}")
-    return label or None
-
-
-def _clean_text(text: str | None) -> str:
-    text = (text or "").strip()
-    if len(text) > MAX_TEXT:
-        raise ValueError(f"a note has at most {MAX_TEXT:,} characters; this one has {len(text):,}")
-    return text
-
-
-def _clean_author(author: str | None) -> str:
-    author = " ".join(str(author or "").split())
-    if not author:
-        raise ValueError("a note needs an author: say who you are")
-    return author
-
-
-def format_time(seconds: float) -> str:
-    """Unix seconds as a UTC time a reader can compare across reviewers."""
-    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return records.fold(value) if isinstance(value, str) else value
 
 
 def _is_lock(exc: sqlite3.Error) -> bool:
@@ -232,7 +135,7 @@ class ReviewStore:
         self._locked_out = False
         try:
             self._db = self._connect(read_only)
-        except (OSError, sqlite3.Error, ReviewError) as exc:
+        except (OSError, sqlite3.Error, records.ReviewError) as exc:
             self._fail_open(exc)
 
     # ----- opening ------------------------------------------------------------------------------
@@ -256,7 +159,7 @@ class ReviewStore:
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]  # a damaged file fails here
             if version > SCHEMA:
-                raise ReviewError(f"The review database {self.path} was written by a newer ares-viewer (schema "
+                raise records.ReviewError(f"The review database {self.path} was written by a newer ares-viewer (schema "
                                   f"{version}, this one reads {SCHEMA}); notes are read-only.")
             if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 db.execute("PRAGMA journal_mode=WAL")  # readers never wait for writers
@@ -282,7 +185,7 @@ class ReviewStore:
         waits for the busy timeout on a locked file).
         """
         tried_read_only = self._read_only
-        if isinstance(exc, ReviewError):
+        if isinstance(exc, records.ReviewError):
             self.problem = str(exc)
         elif isinstance(exc, sqlite3.Error):
             self.problem = _explain(exc, self.path, "opening it" if tried_read_only else "opening it for writing",
@@ -326,13 +229,13 @@ class ReviewStore:
     def _write(self, doing: str, body) -> Any:
         """Run ``body(db)`` in one immediate transaction (waits up to ``timeout`` for other writers)."""
         if not self.writable or self._db is None:
-            raise ReviewError(self.problem or f"The review database {self.path} is open read-only.")
+            raise records.ReviewError(self.problem or f"The review database {self.path} is open read-only.")
         with self._lock:
             db = self._db
             try:
                 db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise ReviewError(_explain(exc, self.path, doing)) from exc
+                raise records.ReviewError(_explain(exc, self.path, doing)) from exc
             try:
                 result = body(db)
                 db.execute("COMMIT")
@@ -340,12 +243,12 @@ class ReviewStore:
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise ReviewError(_explain(exc, self.path, doing)) from exc
+                    raise records.ReviewError(_explain(exc, self.path, doing)) from exc
                 raise
             return result
 
     def add(self, run: str | os.PathLike | run_module.Run, episode_id: str, step: int, *, author: str,
-            label: str | None = None, text: str | None = None, path: str | None = None) -> Note:
+            label: str | None = None, text: str | None = None, path: str | None = None) -> records.Note:
         """Attach a new note or label to a step.
 
         Args:
@@ -359,16 +262,16 @@ class ReviewStore:
 
         Raises:
             ValueError: when the note is empty or has no author.
-            ReviewError: when the database cannot be written.
+            records.ReviewError: when the database cannot be written.
         """
-        label, text, author = _clean_label(label), _clean_text(text), _clean_author(author)
+        label, text, author = records.clean_label(label), records.clean_text(text), records.clean_author(author)
         if label is None and not text:
             raise ValueError("a note needs a label or some text")
         if not isinstance(step, int) or step < 0:
             raise ValueError(f"a step index is a whole number >= 0, not {step!r}")
         note_id = uuid.uuid4().hex
         now = time.time()
-        key = run_key(run)
+        key = records.run_key(run)
         path = (path or "").strip() or None
 
         def insert(db: sqlite3.Connection) -> str | None:
@@ -381,12 +284,12 @@ class ReviewStore:
             return spelled
 
         label = self._write("adding a note", insert)
-        return Note(note_id, key, str(episode_id), step, path, label, text, author, now, 1, False, author, now)
+        return records.Note(note_id, key, str(episode_id), step, path, label, text, author, now, 1, False, author, now)
 
     def _revise(self, note_id: str, revision: int, author: str, deleted: bool, doing: str, *,
-                label: str | None = None, text: str | None = None) -> Note:
+                label: str | None = None, text: str | None = None) -> records.Note:
         """Append a revision; ``label`` or ``text`` None keeps the note's latest one, ``label=""`` removes it."""
-        author = _clean_author(author)
+        author = records.clean_author(author)
         now = time.time()
 
         def append(db: sqlite3.Connection) -> None:
@@ -395,8 +298,9 @@ class ReviewStore:
             if head is None:
                 raise KeyError(f"no note {note_id!r} in {self.path}")
             if head[0] != revision:
-                raise ConflictError(
-                    f"Not saved: this note was changed by {head[1]} at {format_time(head[2])} (now revision {head[0]}) "
+                raise records.ConflictError(
+                    f"Not saved: this note was changed by {head[1]} at {records.format_time(head[2])} "
+                    f"(now revision {head[0]}) "
                     f"after the revision {revision} you edited. Reload it, then apply your change again.")
             new_label = head[3] if label is None else label or None
             new_text = head[4] if text is None else text
@@ -410,7 +314,7 @@ class ReviewStore:
         return self.get(note_id)
 
     def edit(self, note_id: str, *, revision: int, author: str, label: str | None = None,
-             text: str | None = None) -> Note:
+             text: str | None = None) -> records.Note:
         """Change a note's label, text or both; ``revision`` is the revision the change was based on.
 
         What is left out stays as it is: ``edit(id, revision=2, author="ada", text="…")`` keeps the label.
@@ -418,30 +322,30 @@ class ReviewStore:
         Editing a deleted note (at its tombstone's revision) restores it.
 
         Raises:
-            ConflictError: when the note has a newer revision than ``revision`` (nothing is written).
+            records.ConflictError: when the note has a newer revision than ``revision`` (nothing is written).
             KeyError: when there is no such note.
             ValueError: when the result would be empty (no label and no text).
         """
         if label is not None:
-            label = _clean_label(label) or ""  # a blank label removes it, as "" does
+            label = records.clean_label(label) or ""  # a blank label removes it, as "" does
         if text is not None:
-            text = _clean_text(text)
+            text = records.clean_text(text)
         return self._revise(note_id, revision, author, False, "saving the edit", label=label, text=text)
 
-    def delete(self, note_id: str, *, revision: int, author: str) -> Note:
+    def delete(self, note_id: str, *, revision: int, author: str) -> records.Note:
         """Delete a note: appends a tombstone revision (the history stays readable).
 
         Raises:
-            ConflictError: when the note has a newer revision than ``revision``.
+            records.ConflictError: when the note has a newer revision than ``revision``.
             KeyError: when there is no such note.
         """
         return self._revise(note_id, revision, author, True, "deleting the note")
 
-    def restore(self, note_id: str, *, revision: int, author: str) -> Note:
+    def restore(self, note_id: str, *, revision: int, author: str) -> records.Note:
         """Undo a deletion: appends a revision with the note's last label and text (its history keeps the deletion).
 
         Raises:
-            ConflictError: when the note has a newer revision than ``revision``.
+            records.ConflictError: when the note has a newer revision than ``revision``.
             KeyError: when there is no such note.
             ValueError: when the note is not deleted.
         """
@@ -455,7 +359,7 @@ class ReviewStore:
         Raises:
             ValueError: when the new location already has notes (merging two runs' notes is not a move).
         """
-        old_key, new_key = run_key(old), run_key(new)
+        old_key, new_key = records.run_key(old), records.run_key(new)
 
         def move(db: sqlite3.Connection) -> int:
             if old_key != new_key and db.execute("SELECT 1 FROM notes WHERE run = ? LIMIT 1", (new_key,)).fetchone():
@@ -476,18 +380,18 @@ class ReviewStore:
                     return []  # nothing written yet, or a damaged file (``problem`` says so)
                 return self._db.execute(query, params).fetchall()
             except sqlite3.Error as exc:
-                raise ReviewError(_explain(exc, self.path, "reading notes", reading=True)) from exc
+                raise records.ReviewError(_explain(exc, self.path, "reading notes", reading=True)) from exc
 
     def find(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
              step: int | None = None, labels: Iterable[str] | None = None,
-             include_deleted: bool = False) -> list[Note]:
+             include_deleted: bool = False) -> list[records.Note]:
         """The notes as they read now, oldest first, narrowed by run, episode, step and labels (any case: ``fold``).
 
         Raises:
-            ReviewError: when the database cannot be read (a lock that keeps readers out says so).
+            records.ReviewError: when the database cannot be read (a lock that keeps readers out says so).
         """
         query, params = _CURRENT, []
-        for column, value in (("n.run", None if run is None else run_key(run)), ("n.episode_id", episode_id),
+        for column, value in (("n.run", None if run is None else records.run_key(run)), ("n.episode_id", episode_id),
                               ("n.step", step)):
             if value is not None:
                 query += f" AND {column} = ?"
@@ -499,16 +403,16 @@ class ReviewStore:
         if not include_deleted:
             query += " AND r.deleted = 0"
         query += " ORDER BY n.created_at, n.note_id"
-        return [_note(row) for row in self._read(query, params)]
+        return [records.from_row(row) for row in self._read(query, params)]
 
     def notes(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
               step: int | None = None, labels: Iterable[str] | None = None,
               include_deleted: bool = False) -> pd.DataFrame:
-        """The notes as a DataFrame (``NOTE_COLUMNS``; times as UTC timestamps), one row per note."""
+        """The notes as a DataFrame (``records.NOTE_COLUMNS``; times as UTC timestamps), one row per note."""
         found = self.find(run, episode_id=episode_id, step=step, labels=labels, include_deleted=include_deleted)
-        return notes_frame(found)
+        return records.notes_frame(found)
 
-    def get(self, note_id: str) -> Note:
+    def get(self, note_id: str) -> records.Note:
         """A note as it reads now (its latest revision, which may be a tombstone).
 
         Raises:
@@ -517,38 +421,38 @@ class ReviewStore:
         rows = self._read(_CURRENT + " AND n.note_id = ?", [note_id])
         if not rows:
             raise KeyError(f"no note {note_id!r} in {self.path}")
-        return _note(rows[0])
+        return records.from_row(rows[0])
 
     def history(self, note_id: str) -> pd.DataFrame:
-        """Every revision of a note, oldest first (``NOTE_COLUMNS``)."""
+        """Every revision of a note, oldest first (``records.NOTE_COLUMNS``)."""
         rows = self._read(
             "SELECT n.note_id, n.run, n.episode_id, n.step, n.path, r.label, r.text, r.author, r.at, r.revision, "
             "r.deleted, n.created_by, n.created_at FROM notes n JOIN revisions r ON r.note_id = n.note_id "
             "WHERE n.note_id = ? ORDER BY r.revision", [note_id])
-        return notes_frame([_note(row) for row in rows])
+        return records.notes_frame([records.from_row(row) for row in rows])
 
     def labels(self, run: str | os.PathLike | run_module.Run | None = None) -> list[str]:
         """The labels in use on live notes (of one run, or of all), sorted; each once, in its first spelling."""
-        return sorted(_spellings(self.find(run)).values())
+        return sorted(records.spellings(self.find(run)).values())
 
     def step_labels(self, run: str | os.PathLike | run_module.Run, episode_id: str) -> dict[int, list[str]]:
         """Step index -> the labels on that step of one episode (each once, in the run's first spelling)."""
         notes = self.find(run, episode_id=episode_id)
-        spelling = _spellings(self.find(run)) if any(n.label for n in notes) else {}
+        spelling = records.spellings(self.find(run)) if any(n.label for n in notes) else {}
         found: dict[int, list[str]] = {}
         for note in notes:
-            if note.label and spelling[fold(note.label)] not in found.setdefault(note.step, []):
-                found[note.step].append(spelling[fold(note.label)])
+            if note.label and spelling[records.fold(note.label)] not in found.setdefault(note.step, []):
+                found[note.step].append(spelling[records.fold(note.label)])
         return {step: labels for step, labels in found.items() if labels}
 
     def episode_labels(self, run: str | os.PathLike | run_module.Run) -> dict[str, list[str]]:
         """Episode id -> the labels on any of its steps, sorted (each once, in the run's first spelling)."""
         notes = self.find(run)
-        spelling = _spellings(notes)
+        spelling = records.spellings(notes)
         found: dict[str, set[str]] = {}
         for note in notes:
             if note.label:
-                found.setdefault(note.episode_id, set()).add(spelling[fold(note.label)])
+                found.setdefault(note.episode_id, set()).add(spelling[records.fold(note.label)])
         return {episode_id: sorted(labels) for episode_id, labels in found.items()}
 
 
@@ -558,31 +462,7 @@ def _spelling(db: sqlite3.Connection, run: str, label: str | None) -> str | None
         return None
     row = db.execute(_CURRENT + " AND n.run = ? AND r.deleted = 0 AND casefold(r.label) = casefold(?) "
                      "ORDER BY n.created_at LIMIT 1", [run, label]).fetchone()
-    return _note(row).label if row else label
-
-
-def _spellings(notes: Iterable[Note]) -> dict[str, str]:
-    """Folded label -> the first spelling among ``notes`` (oldest first): how a label written before labels were
-    compared this way, in several spellings, is listed once."""
-    spelling: dict[str, str] = {}
-    for note in notes:
-        if note.label:
-            spelling.setdefault(fold(note.label), note.label)
-    return spelling
-
-
-def _note(row: tuple) -> Note:
-    (note_id, run, episode_id, step, path, label, text, author, at, revision, deleted, created_by, created_at) = row
-    return Note(note_id, run, episode_id, int(step), path, label, text, author, at, int(revision), bool(deleted),
-                created_by, created_at)
-
-
-def notes_frame(notes: Sequence[Note]) -> pd.DataFrame:
-    import pandas as pd
-    frame = pd.DataFrame.from_records([dataclasses.astuple(n) for n in notes], columns=list(NOTE_COLUMNS))
-    for column in ("updated_at", "created_at"):
-        frame[column] = pd.to_datetime(frame[column].astype("float64"), unit="s", utc=True)
-    return frame.astype({"step": "int64", "revision": "int64", "deleted": "bool"})
+    return records.from_row(row).label if row else label
 
 
 def open_store(path: str | os.PathLike | None = None, *, read_only: bool = False,

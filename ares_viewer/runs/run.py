@@ -21,6 +21,7 @@ import duckdb
 
 from ares_viewer import formats, model
 from ares_viewer.base.cache import BoundedCache
+from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
 from ares_viewer.runs import sources
@@ -55,11 +56,6 @@ class LoadError:
 
 class EmptyRunError(LookupError):
     """The location exists but holds no episodes."""
-
-
-def _cut_short(reason: str) -> bool:
-    """Whether an error is what a file still being written looks like (its end not written yet)."""
-    return "truncated JSON" in reason or reason == "empty file"
 
 
 def unscored(episodes: pd.DataFrame) -> pd.Series:
@@ -202,9 +198,10 @@ class Run:
                     self.skipped += 1
                 # Changed since the last look and cut off at its end: still being written, so not an error yet.
                 writing = following and path in result.changed
-                for reason in entry.errors:
-                    error = LoadError(path, reason)
-                    (self.pending if writing and _cut_short(reason) else self.errors).append(error)
+                for stored in entry.errors:
+                    reason = read_errors.RecordError.from_json(stored)
+                    error = LoadError(path, str(reason))
+                    (self.pending if writing and reason.cut_short else self.errors).append(error)
             # Reports that disagree about an instance of one run: that instance keeps no reward.
             self.errors.extend(LoadError(path, reason) for path, reason in self.table.errors)
         # The previous table is left to the garbage collector: another thread may still be reading it.

@@ -213,7 +213,7 @@ def restore(
             volumes={},
             limits=limits,
         )
-    except (container.CaptureError, snapshots.SnapshotError):
+    except (container.ContainerFilesError, snapshots.SnapshotError):
         raise
     except Exception as exc:
         raise SandboxError(f"the engine could not start the sandbox ({type(exc).__name__}: {exc})") from exc

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ares_viewer.container.capture import CaptureError
+from ares_viewer.container.capture import ContainerFilesError
 from ares_viewer.container.engine import ENGINE_HINT, EngineError, docker_errors
 from ares_viewer.container.limits import ResourceLimits
 from ares_viewer.container.streams import HeadTail, StreamTimeoutError, exec_frames
@@ -239,7 +239,7 @@ def _cannot_run(client: Any, container_id: str, returncode: int | None, text: st
 
 
 def describe_failure(client: Any, container_id: str, exc: BaseException) -> str:
-    if isinstance(exc, CaptureError):  # a limit or a refusal while reading the container: already in words
+    if isinstance(exc, ContainerFilesError):  # a limit or a refusal while reading the container: already in words
         return str(exc)
     errors = docker_errors()
     if isinstance(exc, errors.NotFound):

@@ -8,7 +8,9 @@
     snap.changed_since(None)                 # what differs from the base image
 
 Every snapshot implements :class:`Snapshot` (``base.py``) and every reference :class:`SnapshotRef`. The kinds
-(``per_step.py``: ares-viewer's per-step snapshots; ``episode_boundary.py``: ARES's whole-filesystem copies)
+(``per_step.py``: ares-viewer's per-step snapshots, opened as ``per_step_snapshot.py`` over
+``per_step_archives.py`` and written by ``per_step_writer.py``; ``episode_boundary.py``: ARES's whole-filesystem
+copies, opened as ``episode_boundary_snapshot.py``)
 are found by a registry of finders, each answering for the locations it handles (:func:`register_finder`);
 the first finder that finds snapshots for an episode wins. Archives are checked by ``tar_safety.py``, and
 runs read through fsspec are mirrored into the local cache by ``mirror.py``.
@@ -41,18 +43,20 @@ from ares_viewer.snapshots.base import (
 from ares_viewer.snapshots.episode_boundary import BoundaryFinder
 from ares_viewer.snapshots.per_step import (
     BASE_DIRNAME,
-    BLOBS_NAME,
     MANIFEST_NAME,
     StepFinder,
     StepRef,
-    StepSnapshot,
-    changed_between,
     episode_snapshots_dir,
     list_steps,
-    live_snapshot,
-    memory_snapshot,
     open_step,
     step_dirname,
+)
+from ares_viewer.snapshots.per_step_snapshot import (
+    BLOBS_NAME,
+    StepSnapshot,
+    changed_between,
+    live_snapshot,
+    memory_snapshot,
     utc_now,
 )
 from ares_viewer.snapshots.per_step_writer import read_manifest_entries, write_base, write_step

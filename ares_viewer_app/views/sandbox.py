@@ -153,7 +153,7 @@ def _restore(episode, step: int, client, network: bool) -> None:
         try:
             box = sandbox.restore(episode, step, client=client, session=_session(), network=network,
                                   progress=status.write)
-        except (sandbox.SandboxError, container.CaptureError, snapshots.SnapshotError, LookupError) as exc:
+        except (sandbox.SandboxError, container.ContainerFilesError, snapshots.SnapshotError, LookupError) as exc:
             status.update(label="Restore failed", state="error")
             st.error(escape.md(exc))
             return

@@ -457,20 +457,9 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         metadata["request"] = request_settings
     if tools:
         metadata["tools"] = tools
-    return model.Episode(
-        episode_id=head.episode_id,
-        task_name=head.task_name,
-        outcome=head.outcome,
-        total_reward=head.total_reward,
-        start_time=head.start_time,
-        end_time=head.end_time,
-        truncated=head.truncated,
-        system_prompt=system_prompt,
-        steps=tuple(steps),
-        path=path,
-        format=NAME,
-        metadata=metadata,
-        warnings=tuple(warnings),
-        messages=tuple(contexts.pool),
-        links=tuple(contexts.links),
+    return base.episode(
+        NAME, path, episode_id=head.episode_id, task_name=head.task_name, outcome=head.outcome,
+        total_reward=head.total_reward, truncated=head.truncated, times=(head.start_time, head.end_time),
+        system_prompt=system_prompt, steps=steps, messages=contexts.pool, links=contexts.links, metadata=metadata,
+        warnings=warnings,
     )

@@ -219,23 +219,11 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     metadata["agent"] = dict(agent)
     if agent.get("model_name"):
         metadata["model"] = agent["model_name"]
-    times = [s.timestamp for s in steps if s.timestamp is not None]
     identifier = episode_id(doc, path, record)
     finished = isinstance(doc.get("final_metrics"), Mapping)
-    return [model.Episode(
-        episode_id=identifier,
-        task_name=_task(doc, raw_steps, identifier),
-        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE,
-        total_reward=None,
-        start_time=first_time,
-        end_time=times[-1] if times else None,
-        truncated=False,
-        system_prompt="\n\n".join(system_parts) if system_parts else None,
-        steps=tuple(steps),
-        path=path,
-        format=NAME,
-        metadata=metadata,
-        warnings=tuple(warnings),
-        messages=tuple(pool),
-        links=tuple(links),
+    return [base.episode(
+        NAME, path, episode_id=identifier, task_name=_task(doc, raw_steps, identifier),
+        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE, start_time=first_time,
+        system_prompt="\n\n".join(system_parts) if system_parts else None, steps=steps, messages=pool, links=links,
+        metadata=metadata, warnings=warnings,
     )]

@@ -388,22 +388,10 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         metadata["error"] = error
     if outcome is model.Outcome.TRUNCATED:
         metadata["truncated_by"] = f"{_LIMITS.get(status, 'a limit')} ({status})"
-    return [model.Episode(
-        episode_id=episode_id(doc, path, record),
-        task_name=_instance(path),
-        outcome=outcome,
-        total_reward=None,
-        start_time=times[0] if times else None,
-        end_time=times[-1] if times else None,
-        truncated=outcome is model.Outcome.TRUNCATED,
-        system_prompt=system_prompt,
-        steps=tuple(steps),
-        path=path,
-        format=NAME,
-        metadata=metadata,
-        warnings=tuple(warnings),
-        messages=tuple(pool),
-        links=tuple(links),
+    return [base.episode(
+        NAME, path, episode_id=episode_id(doc, path, record), task_name=_instance(path), outcome=outcome,
+        times=times, system_prompt=system_prompt, steps=steps, messages=pool, links=links, metadata=metadata,
+        warnings=warnings,
     )]
 
 

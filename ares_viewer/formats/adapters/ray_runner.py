@@ -211,23 +211,10 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     tools = _tool_names(timesteps)
     if tools:
         metadata["tools"] = tools
-    times = [s.timestamp for s in steps if s.timestamp is not None]
-    return [model.Episode(
-        episode_id=episode_id(doc, path, record),
-        task_name=task_name(doc),
-        outcome=outcome,
-        total_reward=sum(rewards) if rewards else None,
-        start_time=times[0] if times else None,
-        end_time=times[-1] if times else None,
-        truncated=False,
-        system_prompt=system_prompt,
-        steps=tuple(steps),
-        path=path,
-        format=NAME,
-        metadata=metadata,
-        warnings=tuple(warnings),
-        messages=tuple(contexts.pool),
-        links=tuple(contexts.links),
+    return [base.episode(
+        NAME, path, episode_id=episode_id(doc, path, record), task_name=task_name(doc), outcome=outcome,
+        total_reward=sum(rewards) if rewards else None, system_prompt=system_prompt, steps=steps,
+        messages=contexts.pool, links=contexts.links, metadata=metadata, warnings=warnings,
     )]
 
 

@@ -308,22 +308,11 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     metadata.update(_extra_columns(doc, group_id, iteration, split))
     if truncated:
         metadata["truncated_by"] = "token limit (the last response stopped at its maximum length)"
-    return [model.Episode(
-        episode_id=episode,
-        task_name=_task(raw_steps, doc, chat.integer(doc.get("group_idx"))),
-        outcome=outcome,
-        total_reward=_total_reward(doc, raw_steps, warnings),
-        start_time=None,
-        end_time=None,
-        truncated=truncated,
-        system_prompt=system_prompt,
-        steps=tuple(steps),
-        path=path,
-        format=NAME,
-        metadata=metadata,
-        warnings=tuple(warnings),
-        messages=tuple(contexts.pool),
-        links=tuple(contexts.links),
+    return [base.episode(
+        NAME, path, episode_id=episode, task_name=_task(raw_steps, doc, chat.integer(doc.get("group_idx"))),
+        outcome=outcome, total_reward=_total_reward(doc, raw_steps, warnings), truncated=truncated, times=(),
+        system_prompt=system_prompt, steps=steps, messages=contexts.pool, links=contexts.links, metadata=metadata,
+        warnings=warnings,
     )]
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ares_viewer import formats
+from ares_viewer.formats import errors as read_errors
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import fast_jsonl, fast_mini, fast_ray, fast_tinker, store
 
@@ -39,10 +40,12 @@ def summarize(path: str) -> formats.FileResult:
     try:
         return formats.summarize_file(path, sources.read_bytes(path))
     except OSError as exc:
-        return formats.FileResult(errors=(f"cannot read the file ({exc.strerror or exc})",))
+        return formats.FileResult(record_errors=(
+            read_errors.RecordError(read_errors.UNREADABLE, f"cannot read the file ({exc.strerror or exc})"),))
     except Exception as exc:  # a parser bug must not stop the rest of the run
         _LOGGER.exception("unexpected failure reading %s", path)
-        return formats.FileResult(errors=(f"unexpected failure while reading ({type(exc).__name__}: {exc})",))
+        return formats.FileResult(record_errors=(read_errors.RecordError(
+            read_errors.FAILURE, f"unexpected failure while reading ({type(exc).__name__}: {exc})"),))
 
 
 def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | None, rows: int) -> store.FileEntry:
@@ -54,7 +57,7 @@ def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | 
     if result.skipped:
         return store.FileEntry(file.path, file.size, file.mtime_ns, "skipped")
     return store.FileEntry(file.path, file.size, file.mtime_ns, "read", part if rows else None, rows,
-                           tuple(result.errors))
+                           tuple(error.to_json() for error in result.record_errors))
 
 
 def summarize_batch(files: Sequence[sources.SourceFile], write: Callable[[Any], str]) -> list[store.FileEntry]:

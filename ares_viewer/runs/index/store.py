@@ -74,7 +74,7 @@ class FileEntry:
     kind: str  # "read", "skipped", "verdicts" or "trial"
     part: str | None = None  # the partition holding its rows
     rows: int = 0
-    errors: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()  # each a formats.errors.RecordError in its stored form (RecordError.to_json)
     verdicts: str | None = None  # an evaluation report's verdicts, JSON
     trial: str | None = None  # a harbor trial's result (``formats.harbor.read``), JSON
 

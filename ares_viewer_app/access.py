@@ -4,10 +4,11 @@ A server bound to a loopback address (``127.x``, ``localhost``, ``::1``: what ``
 ``--address`` says otherwise) serves only its own machine, and its ``run`` parameter may name any folder, file,
 glob or fsspec URL. A server bound to any other address (or to none, which means every interface) is exposed:
 there ``run`` must name a run under the runs folder (``ARES_VIEWER_RUNS``), checked after resolving symlinks and
-``..``, so a visitor cannot make the server read the rest of its disk. fsspec URLs (which reach other hosts) and
-globs are refused there unless ``ARES_VIEWER_ALLOW_URLS=1``; even then a glob must start under the runs folder
-and a ``file://`` URL is refused. The run the server was started on (``ares-viewer app LOCATION``, i.e.
-``ARES_VIEWER_RUN``) is always allowed: its operator chose it.
+``..``, so a visitor cannot make the server read the rest of its disk (and the app's loaders walk such a run with
+``within``, so a symlinked file in it that resolves outside the folder is left out: ``sources.listing``). fsspec
+URLs (which reach other hosts) and globs are refused there unless ``ARES_VIEWER_ALLOW_URLS=1``; even then a glob
+must start under the runs folder and a ``file://`` URL is refused. The run the server was started on
+(``ares-viewer app LOCATION``, i.e. ``ARES_VIEWER_RUN``) is always allowed: its operator chose it.
 
 Nothing here imports Streamlit: the pages pass the server's address in.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+
+from ares_viewer.runs import sources
 
 ALLOW_URLS_ENV = "ARES_VIEWER_ALLOW_URLS"
 _TRUE = {"1", "true", "yes", "on"}
@@ -45,11 +48,6 @@ def _is_url(location: str) -> bool:
 
 def _has_glob(location: str) -> bool:
     return any(ch in location for ch in "*?[")
-
-
-def _inside(path: str, root: str) -> bool:
-    real, top = os.path.realpath(path), os.path.realpath(root)
-    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _protocols(url: str) -> set[str]:
@@ -82,9 +80,9 @@ def check(location: str, *, root: str, address: str | None, environ: Mapping[str
         if not urls_allowed(environ):
             raise RefusedLocationError(f"{refuse}; globs are off {switch}.")
         literal = path[:min(path.index(ch) for ch in "*?[" if ch in path)]
-        if ".." in location.split(os.sep) or not _inside(os.path.dirname(literal) or os.sep, root):
+        if ".." in location.split(os.sep) or not sources.inside(os.path.dirname(literal) or os.sep, root):
             raise RefusedLocationError(f"{refuse}; this glob reaches outside it.")
         return path
-    if not _inside(path, root):
+    if not sources.inside(path, root):
         raise RefusedLocationError(f"{refuse}; {location} is outside it.")
     return path

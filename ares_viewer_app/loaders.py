@@ -31,25 +31,40 @@ def runs_root() -> str:
     return os.environ.get("ARES_VIEWER_RUNS") or str(SAMPLE_RUNS if SAMPLE_RUNS.is_dir() else pathlib.Path.cwd())
 
 
-@st.cache_data(ttl=30, max_entries=8, show_spinner=False)
+def exposed() -> bool:
+    """Whether the server is reachable from other machines (``access.is_local`` of its address is false)."""
+    return not access.is_local(st.get_option("server.address"))
+
+
 def list_runs(root: str) -> list[str]:
-    """Names of the immediate subfolders of ``root`` that hold episode files ("." when root holds them itself)."""
+    """Names of the immediate subfolders of ``root`` that hold episode files ("." when root holds them itself); on
+    an exposed server, not a symlink out of ``root``, and counting only files that resolve inside it."""
+    return _runs_under(root, exposed())
+
+
+@st.cache_data(ttl=30, max_entries=8, show_spinner=False)
+def _runs_under(root: str, confined: bool) -> list[str]:
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError:
         return []
-    names = [e.name for e in entries if e.is_dir() and not e.name.startswith((".", "_")) and _holds_files(e.path)]
+    within = root if confined else None
+    names = [e.name for e in entries if e.is_dir() and not e.name.startswith((".", "_"))
+             and (within is None or sources.inside(e.path, within)) and _holds_files(e.path, within)]
     if any(e.is_file() and e.name.endswith(".json") for e in entries):
         names.insert(0, ".")
     return names
 
 
-def _holds_files(folder: str) -> bool:
+list_runs.clear = _runs_under.clear  # type: ignore[attr-defined]  # "Reload run" lists the runs again
+
+
+def _holds_files(folder: str, within: str | None) -> bool:
     try:
         # Enough of a walk to tell whether the folder holds episode files: the picker lists runs, it does not
         # index them.
         limits = dataclasses.replace(sources.Limits.from_env(), max_entries=_PICKER_ENTRIES)
-        return bool(sources.list_files(folder, limits))
+        return bool(sources.list_files(folder, limits, within=within))
     except sources.LocationError:
         return False
 
@@ -71,21 +86,41 @@ def location(run: str) -> str:
             folder (see :mod:`ares_viewer_app.access`).
     """
     root = runs_root()
+    address = st.get_option("server.address")
     if run in list_runs(root):
-        return os.path.normpath(os.path.join(root, run))
+        # Checked again on an exposed server: the folder may have become a symlink out of the root since listed.
+        return access.check(os.path.normpath(os.path.join(root, run)), root=root, address=address)
     fresh = os.path.join(root, run)
     if run not in (".", "..") and "/" not in run and os.sep not in run and os.path.isdir(fresh) and _holds_files(fresh):
         list_runs.clear()  # a run folder made since the list was cached: the next list names it
-        return os.path.normpath(fresh)
+        return access.check(os.path.normpath(fresh), root=root, address=address)
     if _is_counterfactual(run):
         return os.path.realpath(run)
-    return access.check(run, root=root, address=st.get_option("server.address"))
+    return access.check(run, root=root, address=address)
+
+
+def _within(where: str) -> str | None:
+    """On an exposed server, the folder no file of the run at ``where`` may resolve outside of: the runs folder
+    for a run under it (or a glob), else the run's own location (the operator's run, a counterfactual folder).
+    None on a local server, and for a URL."""
+    if not exposed() or "://" in where or "::" in where:
+        return None
+    root = runs_root()
+    return root if any(ch in where for ch in "*?[") or sources.inside(where, root) else where
+
+
+def load_run(where: str) -> ares_viewer.Run:
+    """The opened run at a location (raises ``ares_viewer.LocationError`` when it does not exist); on an exposed
+    server its files are those that resolve inside its folder (``_within``): symlinks out of it are left out."""
+    return _opened(where, _within(where))
 
 
 @st.cache_resource(max_entries=MAX_RUNS, show_spinner="Indexing the run…")
-def load_run(where: str) -> ares_viewer.Run:
-    """The opened run at a location (raises ``ares_viewer.LocationError`` when it does not exist)."""
-    return ares_viewer.open_run(where)
+def _opened(where: str, within: str | None) -> ares_viewer.Run:
+    return ares_viewer.open_run(where, within=within)
+
+
+load_run.clear = _opened.clear  # type: ignore[attr-defined]  # "Reload run" reads every run again
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -10,14 +10,19 @@ sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 
 from __future__ import annotations
 
+import pathlib
+
 import streamlit as st
 
 from ares_viewer_app import pages, review_panel, state, widgets
 
+ICON = str(pathlib.Path(__file__).resolve().parent / "icon.svg")
+
 
 def run() -> None:
     """One run of the app's script: the page config, the shared state and sidebar, then the page."""
-    st.set_page_config(page_title="ares-viewer", page_icon=":material/troubleshoot:", layout="wide")
+    # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
+    st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")
     # The overview is served at /; its url_path is only reserved (Streamlit serves a default page at the root
     # alone), so /overview is a hidden page that opens it.
     overview = st.Page(pages.path("overview"), title="Run overview", icon=":material/monitoring:", url_path="home",

@@ -173,6 +173,14 @@ def write_episode(folder: str | os.PathLike, doc: dict[str, Any]) -> str:
     return path
 
 
+def write_output_run(folder: str | os.PathLike, output: str, *, seed: int = 0) -> str:
+    """Write a run of one episode whose first command printed ``output``; returns the episode's path."""
+    os.makedirs(folder, exist_ok=True)
+    doc = episode_dict(actions=2, seed=seed)
+    doc["steps"][1]["observation"]["messages"][-1]["content"] = result_message(0, output)
+    return write_episode(folder, doc)
+
+
 def write_run(folder: str | os.PathLike, episodes: int, actions: int = 40, *, output_chars: int = 600,
               seed: int = 0) -> list[str]:
     """Write a run of ``episodes`` episodes over a handful of tasks, with mixed endings."""

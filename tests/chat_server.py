@@ -3,8 +3,11 @@
 ``with chat_server.serve(["first answer", "second"]) as server:`` gives ``server.base_url``
 (``http://127.0.0.1:PORT/v1``); ``server.requests`` holds every request received (path, headers, JSON body), in
 order. Set ``server.status`` to answer that HTTP status instead (with ``server.error_message``), or
-``server.delay_s`` to answer late. Set ``server.basic_auth = (user, password)`` to require HTTP Basic auth: a
-request without exactly that ``Authorization: Basic`` header is answered 401 (and recorded all the same).
+``server.delay_s`` to answer late, or ``server.trickle_s`` to send the answer (status line and headers too) one
+byte at a time, that many seconds apart. Set ``server.basic_auth = (user, password)`` to require HTTP Basic auth: a
+request without exactly that ``Authorization: Basic`` header is answered 401 (and recorded all the same). Set
+``server.redirect = (status, location)`` to answer every request with that redirect. A GET is answered as a POST
+(as a hostile endpoint would, to a client that turned a redirected POST into a GET).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class ChatServer:
         self.status = 200
         self.error_message = "scripted failure"
         self.delay_s = 0.0
+        self.trickle_s = 0.0
+        self.redirect: tuple[int, str] | None = None
         self.basic_auth: tuple[str, str] | None = None
         self.base_url = ""
         self._lock = threading.Lock()
@@ -69,20 +74,40 @@ def _handler(server: ChatServer) -> type[http.server.BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-            if self.path.split("?")[0] != "/v1/chat/completions":
+            headers = {}
+            if server.redirect is not None:
+                server.requests.append(received)
+                (status, headers["Location"]), payload = server.redirect, {}
+            elif self.path.split("?")[0] != "/v1/chat/completions":
                 status, payload = 404, {"error": {"message": f"no route {self.path}"}}
                 server.requests.append(received)
             else:
                 status, payload = server.answer(received)
             data = json.dumps(payload).encode()
+            headers.update({"Content-Type": "application/json", "Content-Length": str(len(data))})
             try:
+                if server.trickle_s:
+                    self._trickle(status, headers, data)
+                    return
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
             except OSError:  # the client gave up (a timeout test)
                 pass
+
+        def do_GET(self) -> None:
+            self.do_POST()
+
+        def _trickle(self, status: int, headers: dict[str, str], data: bytes) -> None:
+            lines = [f"HTTP/1.1 {status} {self.responses[status][0]}", *(f"{k}: {v}" for k, v in headers.items())]
+            whole = ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+            self.close_connection = True
+            for i in range(len(whole)):
+                self.wfile.write(whole[i:i + 1])
+                self.wfile.flush()
+                time.sleep(server.trickle_s)
 
         def log_message(self, *args: Any) -> None:
             pass

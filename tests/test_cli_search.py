@@ -4,16 +4,23 @@ searched; a bad regular expression is refused with exit code 2."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import shutil
+import subprocess
+import sys
+import time
+
+import pytest
 
 import ares_viewer
 from ares_viewer import cli
 from ares_viewer.analysis import search
 from testdata import synthetic
 
-DEMO_RUN = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DEMO_RUN = REPO / "sample_runs" / "demo-run"
 
 
 def test_plain_query_prints_hits_up_to_the_limit_and_how_far_it_got(capsys):
@@ -93,3 +100,36 @@ def test_a_whole_search_names_the_episodes_it_did_not_parse(capsys):
     assert re.search(r"searched all 10 file\(s\) \(10 of 10 episodes; (\d) parsed, (\d) not: their text cannot "
                      r"hold the query\)$", last)
     assert "not searched yet" not in last
+
+
+# An expression a backtracking engine takes 2**n steps for on n letters a that do not end the text: 30 of them took
+# minutes (the search's time budget is looked at between episodes, never inside one match).
+BACKTRACKING = "(a+)+$"
+
+
+def test_an_expression_that_backtracks_returns_at_once_from_the_real_command(tmp_path):
+    synthetic.write_output_run(tmp_path / "run", "a" * 30 + "!")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(tmp_path / "cache"),
+           "ARES_VIEWER_SEARCH_SECONDS": "5"}
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "search", str(tmp_path / "run"), BACKTRACKING,
+                               "--regex"], env=env, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the search of (a+)+$ held the command for 30 s")
+    assert time.monotonic() - started < 30
+    assert done.returncode == 1, done.stderr  # no hit: the a's are followed by "!"
+    assert done.stderr.splitlines()[-1].startswith("0 hit(s) in 0 episode(s) · searched all 1 file(s)")
+    # The same letters at the end of a text do match.
+    synthetic.write_output_run(tmp_path / "ends", "a" * 30)
+    done = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "search", str(tmp_path / "ends"), r"(a+)+\s*$",
+                           "--regex", "--field", "output"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "a" * 30 in done.stdout
+
+
+@pytest.mark.parametrize("expression, shown", [("(?<=def )parse", "(?<="), (r"(\w)\1", r"\1"), ("a++", "++")])
+def test_lookarounds_and_backreferences_are_refused_with_the_reason(capsys, expression, shown):
+    assert cli.main(["search", str(DEMO_RUN), expression, "--regex"]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid regular expression {expression!r}" in err
+    assert "no lookarounds" in err and "no backreferences" in err and shown in err

@@ -125,6 +125,22 @@ def test_a_wrong_password_in_the_url_is_shown_masked_and_the_page_never_shows_it
     assert "panel-wrong-pw" not in written.read_text() and "answered HTTP 401" in written.read_text()
 
 
+def test_a_password_with_an_unencoded_slash_question_mark_or_hash_is_never_shown(panel, monkeypatch, tmp_path):
+    """``p@ss/w?rd#x`` written as it is cuts the URL elsewhere (part of it would read as the host and the path):
+    the page refuses the URL without quoting any of it, offers no run, and writes no counterfactual."""
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ARES_VIEWER_MODEL_URL", "http://reviewer:p@ss/w?rd#xq-secret@127.0.0.1:9/v1")
+    monkeypatch.setenv("ARES_VIEWER_MODEL", "guarded")
+    at = panel()
+    errors = _errors(at)
+    assert "The model configuration is not usable" in errors and "malformed" in errors
+    everything = " ".join(str(getattr(e, "value", "")) for kind in ("markdown", "caption", "code", "error", "text")
+                          for e in at.get(kind)).replace("\\", "")
+    assert not [piece for piece in ("ss/w", "rd#x", "xq-secret", "127.0.0.1:9") if piece in everything]
+    assert not [b for b in at.button if b.key == "counterfactual.go"]
+    assert not (tmp_path / "cache" / "counterfactuals").exists()
+
+
 def test_the_last_step_has_nothing_to_ask(panel, monkeypatch):
     monkeypatch.setenv("ARES_VIEWER_MODEL_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("ARES_VIEWER_MODEL", "m")

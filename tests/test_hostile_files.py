@@ -163,3 +163,22 @@ def test_the_cli_says_when_a_listing_was_cut(tmp_path, monkeypatch, capsys):
     assert cli.main(["episodes", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
     assert "warning: " in err and "listing is incomplete" in err and "ARES_VIEWER_WALK_MAX_ENTRIES" in err
+
+
+def test_a_walk_within_a_folder_leaves_out_symlinks_that_resolve_outside_it(tmp_path):
+    """A run holding a link to an episode elsewhere on disk: a listing confined to the runs folder (what an exposed
+    server asks for) leaves the linked file out, and refuses a run folder that is itself a link out; unconfined (a
+    notebook, the CLI, a local server) the link is followed as before."""
+    runs, outside = tmp_path / "runs", tmp_path / "outside"
+    synthetic.write_run(runs / "run", 2, actions=2)
+    outside.mkdir()
+    elsewhere = synthetic.write_episode(outside, synthetic.episode_dict(actions=2, seed=7))
+    (runs / "run" / "zz.json").symlink_to(elsewhere)
+    (runs / "run" / "inner.json").symlink_to(sorted((runs / "run").glob("*.json"))[0])  # a link inside: kept
+    (runs / "linked").symlink_to(outside)
+    assert len(sources.list_files(runs / "run")) == 4
+    confined = sources.list_files(runs / "run", within=str(runs))
+    assert len(confined) == 3 and not [f for f in confined if f.path.endswith("zz.json")]
+    with pytest.raises(sources.LocationError, match="resolves outside"):
+        sources.list_files(runs / "linked", within=str(runs))
+    assert len(ares_viewer.open_run(runs / "run", use_cache=False, within=str(runs))) == 3

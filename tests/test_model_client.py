@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import socket
 import time
+import urllib.parse
 
 import chat_server
 import pytest
@@ -211,3 +212,67 @@ def test_a_bad_configuration_says_what_is_wrong(tmp_path, text, env, says):
     with pytest.raises(ConfigError, match=says) as caught:
         model_client.configured({"ARES_VIEWER_MODEL_CONFIG": str(path), **env})
     assert "sk-1" not in str(caught.value)
+
+
+# Hostile endpoints: redirects, trickling answers, malformed URLs.
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_to_another_port_gets_no_credentials_and_its_answer_is_never_used(status):
+    """The configured endpoint answers a redirect to another origin: nothing is sent there (neither the API key
+    nor the URL's Basic credentials), no answer of it is used, and the error names the status and the target
+    with its password masked and no query."""
+    with chat_server.serve(["the other origin's answer"]) as elsewhere, chat_server.serve([]) as endpoint:
+        target = f"http://someone:target-secret@127.0.0.1:{_port(elsewhere)}/v1/chat/completions?token=tok-secret"
+        endpoint.redirect = (status, target)
+        for key, url in (("sk-secret", endpoint.base_url),
+                         (None, f"http://reviewer:url-secret@127.0.0.1:{_port(endpoint)}/v1")):
+            client = model_client.openai_client(url, "m", key)
+            with pytest.raises(ModelEndpointError) as caught:
+                client(MESSAGES, None)
+            message = str(caught.value)
+            assert f"answered HTTP {status}" in message and "redirects are not followed" in message
+            assert f"'http://someone:***@127.0.0.1:{_port(elsewhere)}/v1/chat/completions'" in message
+            assert all(s not in message for s in ("tok-secret", "target-secret", "url-secret", "sk-secret"))
+        assert elsewhere.requests == []
+        assert len(endpoint.requests) == 2
+
+
+def test_a_trickling_endpoint_is_cut_at_the_deadline():
+    """One byte every 0.3 s keeps each read of the socket short, but the whole answer takes a minute: the
+    request ends at its 2 s deadline with the usual message."""
+    with chat_server.serve(["a long answer " * 5]) as server:
+        server.trickle_s = 0.3
+        client = model_client.openai_client(server.base_url, "m", timeout_s=2)
+        began = time.monotonic()
+        with pytest.raises(ModelEndpointError, match=r"did not answer within 2 s"):
+            client(MESSAGES, None)
+        assert time.monotonic() - began < 3.5
+
+
+def test_a_trickle_within_the_deadline_is_an_answer():
+    with chat_server.serve(["ok"]) as server:
+        server.trickle_s = 0.001
+        assert model_client.openai_client(server.base_url, "m", timeout_s=20)(MESSAGES, None) == "ok"
+
+
+# A password holding an unencoded "/", "?", "#" or "@" cuts the URL elsewhere: parts of it would read as the host,
+# the port, the path or the fragment.
+MALFORMED = ["http://reviewer:s3cr/et-pw@127.0.0.1:9/v1", "http://reviewer:s3cr?et-pw@127.0.0.1:9/v1",
+             "http://reviewer:s3cr#et-pw@127.0.0.1:9/v1", "http://reviewer:s3cr/et?pa#ss@127.0.0.1:9/v1",
+             "http://reviewer:s3cr:et/pw@127.0.0.1:9/v1"]
+
+
+@pytest.mark.parametrize("url", MALFORMED)
+def test_a_malformed_url_is_refused_without_quoting_it(url, tmp_path):
+    with pytest.raises(ValueError, match="malformed") as caught:
+        model_client.openai_client(url, "m")
+    env = {"ARES_VIEWER_MODEL_CONFIG": str(tmp_path / "absent.toml"), "ARES_VIEWER_MODEL": "m",
+           "ARES_VIEWER_MODEL_URL": url}
+    with pytest.raises(ConfigError, match="ARES_VIEWER_MODEL_URL: the model endpoint URL is malformed") as config:
+        model_client.configured(env)
+    for message in (str(caught.value), str(config.value)):
+        assert not [piece for piece in ("s3cr", "et-pw", "pa#ss", "127.0.0.1") if piece in message]
+    # Percent-encoded, the same password is fine.
+    encoded = "http://reviewer:" + urllib.parse.quote("s3cr/et?pa#ss@x", safe="") + "@127.0.0.1:9/v1"
+    assert model_client.openai_client(encoded, "m").endpoint == "http://reviewer:***@127.0.0.1:9/v1/chat/completions"

@@ -16,6 +16,12 @@ where the byte test would not see it). A regular expression is tested for the pl
 sequence requires. A query with no usable word parses every episode, each file once, a chunk of records at a
 time.
 
+A regular expression runs on RE2 (``google-re2``), whose matching takes time linear in the text: no expression
+can hold a search (or the app's server) past its budget the way a backtracking engine's ``(a+)+$`` does. RE2's
+syntax is Python's without lookarounds, backreferences and possessive repeats (and ``\\Z`` is written ``\\z``);
+an expression using them is refused with a message saying so. Plain text runs on ``re`` (a literal needs no
+backtracking).
+
 ``Search`` streams hits with counts of the files and episodes searched so far, stops at a limit or a time
 budget, and continues from where it stopped; ``hits`` is the simple generator over it.
 """
@@ -26,7 +32,9 @@ import dataclasses
 import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+
+import re2
 
 from ares_viewer.base import jsonbytes
 from ares_viewer.formats import decoding
@@ -73,17 +81,57 @@ class Hit:
         return self.snippet[:a], self.snippet[a:b], self.snippet[b:]
 
 
-def compile_pattern(query: str, *, regex: bool = False, case: bool = False) -> re.Pattern[str]:
-    """The pattern a query stands for.
+class Pattern(Protocol):
+    """What a compiled query offers: an ``re.Pattern`` (plain text) or an RE2 expression (a regular expression)."""
+
+    def finditer(self, text: str) -> Iterator[Any]: ...
+
+
+# A lone surrogate (a JSON file may hold one escaped): RE2 reads UTF-8, which cannot hold one. It is searched as
+# U+FFFD, one character for one, so offsets stay those of the text.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Linear:
+    """A regular expression on RE2: matching takes time linear in the text, whatever the expression."""
+
+    def __init__(self, query: str, case: bool) -> None:
+        options = re2.Options()
+        options.case_sensitive = case
+        options.log_errors = False  # RE2 would print every refused expression on stderr
+        self._regexp = re2.compile(query, options)
+
+    def finditer(self, text: str) -> Iterator[Any]:
+        if not text.isascii() and _SURROGATE.search(text):
+            text = _SURROGATE.sub("\ufffd", text)
+        return self._regexp.finditer(text)
+
+
+def _refusal(query: str, reason: object) -> str:
+    reason = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    message = f"invalid regular expression {query!r}: {reason}"
+    try:
+        re.compile(query)
+    except re.error:
+        return message
+    return (message + " (searches use RE2 syntax, which runs in linear time: no lookarounds such as (?=...) or "
+            "(?<!...), no backreferences such as \\1 or (?P=name), no possessive repeats such as a++; write \\Z "
+            "as \\z)")
+
+
+def compile_pattern(query: str, *, regex: bool = False, case: bool = False) -> Pattern:
+    """The pattern a query stands for: plain text on ``re``, a regular expression on RE2 (linear time).
 
     Raises:
-        ValueError: for an invalid regular expression (the message says what is wrong).
+        ValueError: for an invalid regular expression, or one RE2 does not take (lookarounds, backreferences): the
+            message says what is wrong.
     """
-    flags = 0 if case else re.IGNORECASE
+    if not regex:
+        return re.compile(re.escape(query), 0 if case else re.IGNORECASE)
     try:
-        return re.compile(query if regex else re.escape(query), flags)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {query!r}: {exc}") from exc
+        return _Linear(query, case)
+    except re2.error as exc:
+        raise ValueError(_refusal(query, exc.args[0] if exc.args else exc)) from None
 
 
 def _field_text(step: model.Step, field: str) -> str | None:
@@ -119,7 +167,7 @@ def prompt_text(episode: model.Episode, field: str) -> str | None:
     return "\n\n".join(task) or None
 
 
-def _matches(episode: model.Episode, step: int, field: str, text: str, pattern: re.Pattern[str]) -> Iterator[Hit]:
+def _matches(episode: model.Episode, step: int, field: str, text: str, pattern: Pattern) -> Iterator[Hit]:
     for match in pattern.finditer(text):
         if match.end() == match.start():
             continue  # an empty match (e.g. ``x*``) points at nothing a reader can see
@@ -127,7 +175,7 @@ def _matches(episode: model.Episode, step: int, field: str, text: str, pattern: 
         yield Hit(episode.episode_id, episode.task_name, step, field, snippet, match.start(), match.end(), mark)
 
 
-def episode_hits(episode: model.Episode, pattern: re.Pattern[str], fields: Iterable[str] = FIELDS) -> Iterator[Hit]:
+def episode_hits(episode: model.Episode, pattern: Pattern, fields: Iterable[str] = FIELDS) -> Iterator[Hit]:
     """Every match in one episode: its prompts first (at step 0), then step by step."""
     fields = tuple(fields)
     for field in PROMPT_FIELDS:
@@ -403,7 +451,7 @@ def _lines_at(data: bytes, offsets: list[int]) -> Iterator[tuple[int, int, int]]
         yield line, data.rfind(b"\n", 0, offset) + 1, end
 
 
-def _checked(query: str, regex: bool, case: bool, fields: Iterable[str]) -> re.Pattern[str]:
+def _checked(query: str, regex: bool, case: bool, fields: Iterable[str]) -> Pattern:
     if not query:
         raise ValueError("empty query")
     unknown = set(fields) - set(FIELDS)

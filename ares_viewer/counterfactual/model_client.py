@@ -2,14 +2,20 @@
 
 :func:`openai_client` turns an endpoint (vLLM, SGLang, llama.cpp's server, Ollama, a hosted API) into a
 counterfactual client: ``client(messages, system_prompt) -> response text``. It POSTs
-``{base_url}/chat/completions`` with the standard library's HTTP client, under a timeout, and raises
-:class:`ModelEndpointError` naming the endpoint and what went wrong (never the key).
+``{base_url}/chat/completions`` with the standard library's HTTP client, straight to the endpoint (no proxy), and
+raises :class:`ModelEndpointError` naming the endpoint and what went wrong (never the key). The whole request
+(connecting, sending, the answer's headers and body) has one wall-clock deadline, ``timeout_s``: at it the
+connection is cut, so an endpoint trickling its answer a byte at a time cannot hold the client. A redirect is
+never followed (it would carry the credentials, or the conversation, to wherever it points): it is an error
+naming the status and the target (its password masked).
 
 An endpoint behind HTTP Basic auth takes its credentials in the URL (``http://user:password@host:8000/v1``, both
 percent-encoded as in any URL): they are sent in an ``Authorization: Basic`` header and removed from the URL
 requested, and wherever the URL is shown (:func:`shown_url`: errors, the Sandbox page, a counterfactual's episode
 file) the password is ``***``. When an API key is given too, the key's ``Authorization: Bearer`` header wins and
-the URL's credentials are not sent (one request carries one ``Authorization`` header).
+the URL's credentials are not sent (one request carries one ``Authorization`` header). A URL that cannot be read
+as one endpoint (a password holding an unencoded ``/``, ``?``, ``#`` or ``@`` makes part of it look like a host or
+a path) is refused with a message that does not quote it (:func:`malformed`).
 
 :func:`configured` reads the endpoint the user set up, so the app (and a notebook) can offer it without asking:
 environment variables first, then a TOML file (``ARES_VIEWER_MODEL_CONFIG``, else ``model.toml`` in the cache
@@ -29,14 +35,17 @@ read only when a request is made::
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
+import http.client
 import json
 import os
 import pathlib
+import socket
+import threading
+import time
 import tomllib
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -78,6 +87,35 @@ def _host_port(parts: urllib.parse.SplitResult) -> str:
     except ValueError:  # not a number: shown as written (no secret lives there)
         port = parts.netloc.rpartition("@")[2].rpartition(":")[2] or None
     return f"{host}:{port}" if port else host
+
+
+def malformed(url: str) -> str | None:
+    """Why ``url`` cannot be read as one endpoint's URL, or None when it can; the reason never quotes the URL (a
+    malformed URL's password would show in pieces where a host, port or path is expected)."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return "its host or port cannot be read (a user name or password must have ':', '/', '?', '#' and '@' "\
+               "percent-encoded as %3A, %2F, %3F, %23 and %40)"
+    if "@" in parts.path or "@" in parts.query or "@" in parts.fragment:
+        return "an '@' follows the host: a user name or password holding '/', '?', '#' or '@' must have them " \
+               "percent-encoded (%2F, %3F, %23, %40)"
+    if parts.netloc and not parts.hostname:
+        return "it names no host"
+    del port
+    return None
+
+
+def _refused(url: str) -> str | None:
+    """The whole message refusing a URL that is malformed or not http(s), or None (the URL is usable)."""
+    why = malformed(url)
+    if why is not None:
+        return f"the model endpoint URL is malformed: {why}; it is not shown, as it may hold a password"
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        return f"the model endpoint must be an http:// or https:// URL, not {shown_url(url.strip())!r}"
+    return None
 
 
 def shown_url(url: str) -> str:
@@ -144,6 +182,83 @@ def _response_text(answer: Any, url: str) -> str:
     return content
 
 
+class _UnreachableError(OSError):
+    """The connection could not be made (its cause says why)."""
+
+
+def _shown_target(url: str, location: str | None) -> str:
+    if not location:
+        return "nowhere (no Location header)"
+    try:
+        return repr(shown_url(urllib.parse.urljoin(url, location.strip())))
+    except ValueError:
+        return "an unreadable location"
+
+
+def _post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float,
+          limit: int) -> tuple[int, str, str | None, bytes]:
+    """POST ``body`` to ``url`` (no credentials in it) and read the answer: status, reason, ``Location`` header and
+    body (at most ``limit + 1`` bytes; an error's body at most what a message quotes). No redirect is followed.
+
+    The whole exchange has one deadline, ``timeout_s`` from now: a timer shuts the socket down at it, so no read,
+    however slowly an endpoint trickles, outlives it.
+
+    Raises:
+        TimeoutError: the deadline passed.
+        _UnreachableError: the connection could not be made.
+        OSError, http.client.HTTPException: the connection failed during the exchange.
+    """
+    parts = urllib.parse.urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        sock = connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout_s, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        try:
+            connection.connect()
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            if expired.is_set():
+                raise TimeoutError from exc
+            raise _UnreachableError from exc
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        path = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        try:
+            connection.request("POST", path, body=body, headers=dict(headers))
+            response = connection.getresponse()
+            most = limit + 1 if 200 <= response.status < 300 else _QUOTED + 1
+            chunks, size = [], 0
+            while size < most and not expired.is_set():
+                chunk = response.read1(min(most - size, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except (OSError, http.client.HTTPException) as exc:
+            if expired.is_set():
+                raise TimeoutError from exc
+            raise
+        if expired.is_set():
+            raise TimeoutError
+        return response.status, response.reason, response.getheader("Location"), b"".join(chunks)
+    finally:
+        timer.cancel()
+        connection.close()
+
+
 def openai_client(
     base_url: str,
     model: str,
@@ -161,7 +276,7 @@ def openai_client(
             (unless ``api_key`` is given) and never requested, shown or written.
         model: the ``model`` field of every request.
         api_key: sent as ``Authorization: Bearer ...`` when given; it wins over credentials in the URL.
-        timeout_s: one request's time limit (connecting and each read).
+        timeout_s: one request's time limit, on the wall clock (connecting, sending and reading the whole answer).
         max_response_bytes: a larger answer is refused.
         request_fields: more fields of every request (``temperature=0.0``, ``max_tokens=1024``, ...).
 
@@ -172,10 +287,11 @@ def openai_client(
     URL's query, back has them replaced by ``***``), so it can be shown and written into an episode file. The
     client's ``endpoint`` and ``model`` attributes say what it calls (``endpoint`` as :func:`shown_url` shows it).
     """
+    refusal = _refused(base_url)
+    if refusal is not None:
+        raise ValueError(refusal)
     url = chat_completions_url(base_url)
     shown = shown_url(url)  # what messages name: never the password a URL may carry
-    if urllib.parse.urlsplit(url).scheme not in {"http", "https"}:
-        raise ValueError(f"the model endpoint must be an http:// or https:// URL, not {shown_url(base_url)!r}")
     clash = _OWN_FIELDS & set(request_fields)
     if clash:
         raise ValueError(f"request fields {sorted(clash)} are set by the client itself")
@@ -211,28 +327,24 @@ def openai_client(
 
     def ask(messages: list[dict[str, Any]], system_prompt: str | None) -> str:
         body = {"model": model, "messages": _payload_messages(messages, system_prompt), **request_fields}
-        request = urllib.request.Request(target, data=json.dumps(body).encode("utf-8"), headers=headers,
-                                         method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-                raw = answer.read(max_response_bytes + 1)
-        except urllib.error.HTTPError as exc:
-            try:
-                quoted = _quote(exc.read(_QUOTED + 1)) if exc.fp is not None else ""
-            except OSError:
-                quoted = ""
-            refused = f" (the request sent {sent})" if exc.code in (401, 403) else ""
-            raise ModelEndpointError(f"{shown} answered HTTP {exc.code} {exc.reason}{refused}"
-                                     + (f": {quoted}" if quoted else "")) from None
+            status, reason, location, raw = _post(target, json.dumps(body).encode("utf-8"), headers, timeout_s,
+                                                  max_response_bytes)
         except TimeoutError as exc:
             raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, TimeoutError):
-                raise ModelEndpointError(f"{shown} did not answer within {timeout_s:g} s") from exc
-            raise ModelEndpointError(f"cannot reach {shown}: {reason}") from exc
-        except OSError as exc:  # the connection dropped mid-answer
-            raise ModelEndpointError(f"{shown} failed: {exc}") from exc
+        except _UnreachableError as exc:
+            raise ModelEndpointError(f"cannot reach {shown}: {exc.__cause__}") from exc
+        except (OSError, http.client.HTTPException) as exc:  # the connection dropped mid-answer
+            raise ModelEndpointError(f"{shown} failed: {exc or type(exc).__name__}") from exc
+        if 300 <= status < 400:
+            raise ModelEndpointError(f"{shown} answered HTTP {status} {reason}, a redirect to "
+                                     f"{_shown_target(url, location)}: redirects are not followed (the request's "
+                                     "credentials and messages would go with it); configure the URL it points to")
+        if status >= 400 or status < 200:
+            refused = f" (the request sent {sent})" if status in (401, 403) else ""
+            quoted = _quote(raw)
+            raise ModelEndpointError(f"{shown} answered HTTP {status} {reason}{refused}"
+                                     + (f": {quoted}" if quoted else ""))
         if len(raw) > max_response_bytes:
             raise ModelEndpointError(f"{shown} answered more than {max_response_bytes:,} bytes")
         try:
@@ -343,10 +455,9 @@ def configured(environ: Mapping[str, str] | None = None) -> EndpointConfig | Non
     url, model = values.get("url"), values.get("model")
     if not isinstance(url, str) or not url.strip():
         raise ConfigError(f"no endpoint URL: set {URL_ENV} (e.g. http://127.0.0.1:8000/v1) or url in {path}")
-    if urllib.parse.urlsplit(url.strip()).scheme not in {"http", "https"} or not urllib.parse.urlsplit(
-            url.strip()).netloc:
-        raise ConfigError(f"{where['url']}: the endpoint must be an http:// or https:// URL, not "
-                          f"{shown_url(url.strip())!r}")
+    refusal = _refused(url)
+    if refusal is not None:
+        raise ConfigError(f"{where['url']}: {refusal}")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"no model name: set {MODEL_ENV} or model in {path} (the endpoint's model id)")
     key_env = values.get("api_key_env") or None

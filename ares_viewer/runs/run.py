@@ -148,8 +148,9 @@ class Run:
     """
 
     def __init__(self, location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None,
-                 shared_index: str | None = None) -> None:
+                 shared_index: str | None = None, within: str | None = None) -> None:
         self.location = os.fspath(location)
+        self._within = within
         self._use_cache = use_cache
         self._workers = workers
         self._store, temporary = index_update.store_for(self.location, use_cache=use_cache)
@@ -168,7 +169,7 @@ class Run:
 
         A run still being written grows: rows already there keep their place (run order), new ones follow.
         """
-        listing = sources.listing(self.location)
+        listing = sources.listing(self.location, within=self._within)
         files = listing.files
         with self._lock:
             self.listing_cut = listing.cut
@@ -455,14 +456,15 @@ class _Recovering:
 
 
 def open_run(location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None,
-             shared_index: str | None = None) -> Run:
+             shared_index: str | None = None, within: str | None = None) -> Run:
     """Open the episodes at a location: a folder (searched recursively), a file, a glob or a URL.
 
     ``shared_index`` (or the ``ARES_VIEWER_SHARED_INDEX`` environment variable): a folder or fsspec URL where
     ``ares-viewer index --index-to`` wrote indexes; the run's is read from there and only files changed
-    since are parsed here.
+    since are parsed here. ``within``: a local folder no file of the run may resolve outside of (symlinks out of
+    it are left out: ``sources.listing``), as a server reachable from other machines opens its runs.
 
     Raises:
         sources.LocationError: when the location does not exist.
     """
-    return Run(location, use_cache=use_cache, workers=workers, shared_index=shared_index)
+    return Run(location, use_cache=use_cache, workers=workers, shared_index=shared_index, within=within)

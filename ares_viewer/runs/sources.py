@@ -11,6 +11,10 @@ far too large costs bounded time and memory:
   says so in ``Listing.cut``;
 - one file is read only up to ``ARES_VIEWER_MAX_FILE_MB`` megabytes (default 512): a larger one is an error
   for that file (``FileTooLargeError``), judged by its size before reading and again while reading.
+
+A walk never enters a symlinked folder. Given ``within`` (a server reachable from other machines passes its runs
+folder), a listing also leaves out every file whose real path, symlinks resolved, lies outside that folder, and
+refuses a location that resolves outside it: a symlink in a run cannot bring in a file from elsewhere on disk.
 """
 
 from __future__ import annotations
@@ -127,7 +131,13 @@ def _cut_message(location: str, limits: Limits, entries: bool, depth: bool) -> s
     return f"{location}: the listing is incomplete: " + "; ".join(reasons) + ". Only the files found are shown."
 
 
-def _local_walk(root: str, limits: Limits) -> Listing:
+def inside(path: str, folder: str) -> bool:
+    """Whether ``path``, symlinks resolved, is ``folder`` (resolved too) or lies under it."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _local_walk(root: str, limits: Limits, within: str | None = None) -> Listing:
     found: list[SourceFile] = []
     found_companions: list[str] = []
     stack = [(root, 0)]
@@ -161,6 +171,8 @@ def _local_walk(root: str, limits: Limits) -> Listing:
                     else:
                         stack.append((entry.path, depth + 1))
                 elif formats.is_candidate(entry.name) and entry.is_file():
+                    if within is not None and entry.is_symlink() and not inside(entry.path, within):
+                        continue  # a link out of the folder the walk is confined to
                     st = entry.stat()
                     found.append(SourceFile(entry.path, st.st_size, st.st_mtime_ns))
             except OSError:  # vanished or unreadable since the folder was listed
@@ -191,12 +203,14 @@ def _in_skipped_folder(path: str, pattern: str, is_companion: Callable[[str], bo
     return False
 
 
-def _local_glob(pattern: str, limits: Limits) -> Listing:
+def _local_glob(pattern: str, limits: Limits, within: str | None = None) -> Listing:
     matches = list(itertools.islice(glob.iglob(pattern, recursive=True), limits.max_entries + 1))
     cut = len(matches) > limits.max_entries
     companion = functools.cache(companions.is_local_companion)
     files = []
     for match in matches[:limits.max_entries]:
+        if within is not None and not inside(match, within):
+            continue
         if formats.is_candidate(match) and not _in_skipped_folder(match, pattern, companion) and os.path.isfile(match):
             try:
                 files.append(_local_file(os.path.abspath(match)))
@@ -277,14 +291,22 @@ def _remote(location: str, limits: Limits) -> Listing:
     return Listing(sorted(files, key=lambda f: f.path), cut, tuple(sorted(walk.companions)) if walk else ())
 
 
-def listing(location: str | os.PathLike, limits: Limits | None = None) -> Listing:
+def listing(location: str | os.PathLike, limits: Limits | None = None, *, within: str | None = None) -> Listing:
     """The candidate episode files at a location, sorted by path, within the walk's bounds.
 
+    Args:
+        location: a folder, file, glob or fsspec URL.
+        limits: the walk's bounds (the environment's when None).
+        within: a local folder no listed file may lie outside of once symlinks are resolved (None: any).
+
     Raises:
-        LocationError: when the location does not exist or cannot be read.
+        LocationError: when the location does not exist or cannot be read, or resolves outside ``within``.
     """
     limits = limits or Limits.from_env()
     location = os.fspath(location)
+    if within is not None and not _is_url(location) and not _has_glob(location) \
+            and not inside(os.path.expanduser(location), within):
+        raise LocationError(f"{location}: resolves outside {within} (symlinks out of it are not followed)")
     if _is_url(location):
         try:
             return _remote(location, limits)
@@ -294,21 +316,22 @@ def listing(location: str | os.PathLike, limits: Limits | None = None) -> Listin
             raise LocationError(f"{location}: cannot open ({type(exc).__name__}: {exc})") from exc
     location = os.path.expanduser(location)
     if os.path.isdir(location):
-        return _local_walk(os.path.abspath(location), limits)
+        return _local_walk(os.path.abspath(location), limits, within)
     if os.path.isfile(location):
         return Listing([_local_file(os.path.abspath(location))])
     if _has_glob(location):
-        return _local_glob(location, limits)
+        return _local_glob(location, limits, within)
     raise LocationError(f"{location}: no such file or folder")
 
 
-def list_files(location: str | os.PathLike, limits: Limits | None = None) -> list[SourceFile]:
+def list_files(location: str | os.PathLike, limits: Limits | None = None, *,
+               within: str | None = None) -> list[SourceFile]:
     """The candidate episode files at a location, sorted by path (``listing(...).files``).
 
     Raises:
-        LocationError: when the location does not exist or cannot be read.
+        LocationError: when the location does not exist or cannot be read (or resolves outside ``within``).
     """
-    return listing(location, limits).files
+    return listing(location, limits, within=within).files
 
 
 def _too_large(size: int, limit: int) -> FileTooLargeError:

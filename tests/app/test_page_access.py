@@ -9,6 +9,7 @@ import page_text
 import pytest
 
 from ares_viewer_app import access
+from testdata import synthetic
 
 
 def _refusal(at) -> str:
@@ -33,6 +34,44 @@ def test_a_symlink_out_of_the_runs_folder_is_refused(runs, app, exposed, tmp_pat
     os.symlink(tmp_path / "outside", tmp_path / "runs" / "escape")
     assert "escape/run-a is outside it" in _refusal(app(run="escape/run-a"))
     assert "outside it" in _refusal(app(run=str(tmp_path / "runs" / "escape" / "run-b")))
+
+
+def _episodes(at) -> str:
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return {m.label: m.value for m in at.metric}["Episodes"]
+
+
+def _plant_outside_episode(tmp_path, runs) -> None:
+    """An episode outside the runs folder, and a symlink to it inside run-a."""
+    (tmp_path / "outside").mkdir()
+    doc = synthetic.episode_dict(task_name="secret__outside-1", seed=99)
+    os.symlink(synthetic.write_episode(tmp_path / "outside", doc), tmp_path / "runs" / "run-a" / "zz-link.json")
+
+
+def test_a_file_symlink_out_of_the_runs_folder_is_left_out_on_an_exposed_server(runs, app, exposed, tmp_path):
+    _plant_outside_episode(tmp_path, runs)
+    at = app("overview", run="run-a")
+    assert _episodes(at) == "5"
+    assert "secret__outside" not in page_text.of(at)
+    at = app("search", run="run-a", q="secret__outside")
+    assert "0 hit(s) in 0 episode(s)" in page_text.of(at)
+
+
+def test_a_local_server_follows_the_file_symlink(runs, app, tmp_path):
+    _plant_outside_episode(tmp_path, runs)
+    assert _episodes(app("overview", run="run-a")) == "6"
+
+
+def test_a_symlinked_subfolder_of_the_runs_folder_is_neither_listed_nor_opened(runs, app, exposed, tmp_path):
+    (tmp_path / "outside").mkdir()
+    demo_runs.write(tmp_path / "outside")
+    os.symlink(tmp_path / "outside", tmp_path / "runs" / "escape")
+    os.symlink(tmp_path / "outside" / "run-a", tmp_path / "runs" / "escape-a")
+    at = app("overview", run="run-a")
+    picker = at.selectbox(key="app.run_choice")
+    assert "run-a" in picker.options and not [o for o in picker.options if "escape" in o]
+    for name in ("escape", "escape-a"):
+        assert "outside it" in _refusal(app("overview", run=name))
 
 
 def test_runs_under_the_folder_still_open_on_an_exposed_server(runs, app, exposed):

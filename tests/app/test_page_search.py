@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 
 import page_text
 
 from ares_viewer.analysis import search
+from testdata import synthetic
 
 
 def test_hits_link_to_their_steps(runs, app):
@@ -182,3 +184,24 @@ def test_a_hit_opens_its_episode_without_the_query(runs, app):
     assert not at.exception
     assert "q" not in at.query_params and "regex" not in at.query_params
     assert at.query_params["episode"] in link.query_string
+
+
+def test_a_link_to_an_expression_that_backtracks_returns_within_the_budget(tmp_path, monkeypatch, app):
+    """``(a+)+$`` over 27 letters a before a "!" takes a backtracking engine about 2**27 steps (seconds, doubling
+    with each letter, the server held all along): the page answers within its budget and says the run was
+    searched."""
+    synthetic.write_output_run(tmp_path / "runs" / "letters", "a" * 27 + "!")
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("ARES_VIEWER_SEARCH_SECONDS", "2")
+    started = time.monotonic()
+    at = app("search", run="letters", regex="1", q="(a+)+$")
+    assert time.monotonic() - started < 6
+    assert not at.exception
+    assert "0 hit(s) in 0 episode(s) · searched all 1 file(s)" in page_text.of(at)
+
+
+def test_an_expression_re2_does_not_take_says_why(runs, app):
+    at = app("search", run="run-a", regex="1", q="(?<!THOUGHT: )Step")
+    assert not at.exception
+    shown = [e.value.replace("\\", "") for e in at.error]  # the message is escaped markdown
+    assert any("no lookarounds" in e and "(?<!THOUGHT: )Step" in e for e in shown)

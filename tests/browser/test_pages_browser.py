@@ -4,6 +4,7 @@ reload brings back, and what the page picks by default."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 import pytest
 from playwright.sync_api import expect
@@ -176,3 +177,21 @@ def test_compare_shows_both_episode_choosers_whole(page, app_url, sample_run):
         .filter(w => [w, ...w.querySelectorAll('*')].some(e => e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1))
         .map(w => w.innerText)""")
     assert cut == []
+
+
+def test_no_page_fetches_its_icon_or_anything_else_from_another_host(page, app_url, sample_run, wait_idle):
+    """Every page's favicon is the package's own (inline, or from this server) and the browser asks no other host
+    for anything: a viewer on a machine without internet access, or one that must not be seen calling out, works
+    the same."""
+    elsewhere = []
+    page.on("request", lambda request: elsewhere.append(request.url)
+            if urllib.parse.urlsplit(request.url).hostname not in (None, "", "127.0.0.1") else None)
+    for path in ("", "/episode", "/files", "/compare", "/groups", "/search", "/sandbox", "/review", "/activations"):
+        page.goto(f"{app_url}{path}?run={sample_run}")
+        expect(page.locator('[data-testid="stSidebarNav"]')).to_be_visible()
+        wait_idle(page)
+        page.wait_for_timeout(500)  # the favicon is set once the page's script has run
+        icon = page.locator("link[rel='shortcut icon']").get_attribute("href")
+        assert icon.startswith(("data:image/svg+xml", app_url, "./", "/")), (path, icon)
+        assert "gstatic" not in icon and "material" not in icon, (path, icon)
+    assert elsewhere == []

@@ -8,11 +8,14 @@ import pathlib
 import random
 import re
 import time
+import urllib.parse
+import urllib.request
 
 from conftest import serve_app
 from playwright.sync_api import expect
 
 from benchmarks import bench_scale
+from testdata import synthetic
 
 FILES, PER_FILE = 48, 1000
 BUDGET_S = 3
@@ -127,3 +130,26 @@ def test_search_stops_at_its_budget_continues_and_stops(page, wait_idle, tmp_pat
         expect(page.get_by_text(stopped)).to_have_count(0)
         more, further = counts(progress(page))
         assert more > hits and (further is None or further > files)
+
+
+def test_a_link_to_a_backtracking_expression_holds_up_no_other_visitor(browser, page, tmp_path):
+    """One visitor opens a link searching ``(a+)+$`` over 28 letters a before a "!" (a backtracking engine takes
+    2**28 steps, holding the server's interpreter throughout); meanwhile the server answers its health check and
+    another visitor's page at once, and the first page says it searched the run."""
+    runs = tmp_path / "runs"
+    synthetic.write_output_run(runs / "letters", "a" * 28 + "!")
+    with serve_app(runs, tmp_path / "cache", tmp_path / "review.sqlite", tmp_path, env={SECONDS_ENV: "5"}) as url:
+        searcher = browser.new_context().new_page()
+        try:
+            searcher.goto(f"{url}/search?run=letters&regex=1&q={urllib.parse.quote('(a+)+$')}")
+            searcher.wait_for_timeout(2000)  # the search has started
+            started = time.monotonic()
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=30) as answer:
+                assert answer.status == 200
+            page.goto(f"{url}/search?run=letters&q=aaa")
+            expect(page.get_by_text(re.compile(r"^\d+ hit\(s\) in 1 episode\(s\)"))).to_be_visible(timeout=30_000)
+            assert time.monotonic() - started < 10
+            expect(searcher.get_by_text(re.compile(r"^0 hit\(s\) in 0 episode\(s\) · searched all 1 file\(s\)"))
+                   ).to_be_visible(timeout=5_000)
+        finally:
+            searcher.context.close()

@@ -55,7 +55,7 @@ def test_a_chain_nested_without_end_is_read_to_a_bound_without_exhausting_the_st
     for i in range(20_000):
         nested = {"type": f"Wrapper{i}", "message": "wrapped", "cause": nested}
     found = model.RecordedError.from_json(nested)
-    assert found is not None and len(found.chain()) == model.records.MAX_CAUSES + 1
+    assert found is not None and len(found.chain()) == model.errors.MAX_CAUSES + 1
 
 
 def test_failures_of_the_infrastructure_are_counted_beside_the_success_rate_not_in_it(tmp_path):

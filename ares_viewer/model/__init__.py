@@ -6,18 +6,17 @@ Records are frozen dataclasses (``records``); an episode's row in a run's table 
 
 from ares_viewer.model.blame import Blame
 from ares_viewer.model.context_diff import ContextChange
+from ares_viewer.model.errors import RecordedError, describe_error
 from ares_viewer.model.records import (
     STEP_COLUMNS,
     ContextLink,
     Episode,
     Message,
     Outcome,
-    RecordedError,
     Step,
     StepKind,
     ToolCall,
     Usage,
-    describe_error,
 )
 from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow
 

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from ares_viewer.model import records
+from ares_viewer.model import errors
 
 # The collector's top-level keys, in its order.
 HEADER_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_reward", "num_steps", "truncated")
@@ -80,7 +80,7 @@ def error_record(exc: BaseException) -> dict[str, Any]:
     inner, seen = error, {id(exc)}
     cause = _cause_of(exc)
     # the whole chain, so a reader can name the root cause (``model.RecordedError``), as deep as a reader reads it
-    while cause is not None and id(cause) not in seen and len(seen) <= records.MAX_CAUSES:
+    while cause is not None and id(cause) not in seen and len(seen) <= errors.MAX_CAUSES:
         seen.add(id(cause))
         inner["cause"] = _error_link(cause)
         inner, cause = inner["cause"], _cause_of(cause)

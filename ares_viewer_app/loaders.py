@@ -91,7 +91,8 @@ def location(run: str) -> str:
         # Checked again on an exposed server: the folder may have become a symlink out of the root since listed.
         return access.check(os.path.normpath(os.path.join(root, run)), root=root, address=address)
     fresh = os.path.join(root, run)
-    if run not in (".", "..") and "/" not in run and os.sep not in run and os.path.isdir(fresh) and _holds_files(fresh):
+    if run not in (".", "..") and "/" not in run and os.sep not in run and os.path.isdir(fresh) \
+            and _holds_files(fresh, root if exposed() else None):
         list_runs.clear()  # a run folder made since the list was cached: the next list names it
         return access.check(os.path.normpath(fresh), root=root, address=address)
     if _is_counterfactual(run):

@@ -15,6 +15,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import counterfactual, fsdiff, snapshots
 from ares_viewer.analysis import align
+from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
 from ares_viewer_app import access
 
@@ -28,7 +29,7 @@ _PICKER_ENTRIES = 20_000
 
 def runs_root() -> str:
     """The folder whose subfolders are the runs the picker lists (``ARES_VIEWER_RUNS`` overrides it)."""
-    return os.environ.get("ARES_VIEWER_RUNS") or str(SAMPLE_RUNS if SAMPLE_RUNS.is_dir() else pathlib.Path.cwd())
+    return settings.RUNS.get() or str(SAMPLE_RUNS if SAMPLE_RUNS.is_dir() else pathlib.Path.cwd())
 
 
 @st.cache_data(ttl=30, max_entries=8, show_spinner=False)
@@ -56,7 +57,7 @@ def _holds_files(folder: str) -> bool:
 
 def _is_counterfactual(run: str) -> bool:
     """Whether ``run`` is inside the folder where counterfactuals are written (the app's own output)."""
-    if "://" in run or "::" in run or not os.path.isabs(run):
+    if not locations.is_local(run) or not os.path.isabs(run):
         return False
     top = os.path.realpath(counterfactual.out_root())
     return os.path.commonpath([os.path.realpath(run), top]) == top

@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ares_viewer.base import locations, settings
 from ares_viewer.runs import index_cache
 from ares_viewer.runs import run as run_module
 
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-DB_ENV = "ARES_VIEWER_REVIEW_DB"
+DB_ENV = settings.REVIEW_DB.name
 SCHEMA = 1
 MAX_LABEL = 100
 MAX_TEXT = 100_000
@@ -133,7 +134,7 @@ class Note:
 
 def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
     """Where the review database is: ``path``, else ``ARES_VIEWER_REVIEW_DB``, else beside the index cache."""
-    chosen = path or os.environ.get(DB_ENV)
+    chosen = path or settings.REVIEW_DB.get()
     if chosen:
         return pathlib.Path(chosen).expanduser()
     return index_cache.cache_dir() / "review.sqlite"
@@ -148,7 +149,7 @@ def run_key(location: str | os.PathLike | run_module.Run) -> str:
     if isinstance(location, run_module.Run):
         location = location.location
     text = os.fspath(location)
-    if "://" in text:
+    if not locations.is_local(text):
         return text.rstrip("/")
     return os.path.realpath(os.path.expanduser(text))
 

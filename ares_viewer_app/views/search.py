@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import functools
 import html
-import os
 import time
 
 import streamlit as st
 
 from ares_viewer.analysis import search
+from ares_viewer.base import settings
 from ares_viewer_app import escape, pages, state, widgets
 
 _FIELD_NAMES = {"task": "task prompt", "system": "system prompt", "reasoning": "reasoning", "thought": "thought",
                 "command": "command", "output": "output"}
-SECONDS_ENV = "ARES_VIEWER_SEARCH_SECONDS"
+SECONDS_ENV = settings.SEARCH_SECONDS.name
 LIMIT = 100  # hits a search shows at most unless told (the "At most" box, ``limit``)
 _MOST = 1000  # the largest "At most"
 _SLICE = 0.25  # seconds between two updates of the progress line
@@ -36,10 +36,7 @@ def highlighted(hit: search.Hit) -> str:
 
 def budget() -> float:
     """Seconds one page run searches for (``ARES_VIEWER_SEARCH_SECONDS``)."""
-    try:
-        return max(0.0, float(os.environ.get(SECONDS_ENV, "10")))
-    except ValueError:
-        return 10.0
+    return settings.SEARCH_SECONDS.get()
 
 
 def progress_line(found: search.Search, hits: list[search.Hit]) -> str:

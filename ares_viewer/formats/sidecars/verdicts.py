@@ -34,6 +34,8 @@ import pathlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ares_viewer.base import locations
+
 # Verdict -> reward. Read in this order: an instance in two lists takes the first (resolved wins).
 REWARDS: Mapping[str, float] = {"resolved": 1.0, "unresolved": 0.0, "error": 0.0, "empty_patch": 0.0}
 _LISTS = {verdict: f"{verdict}_ids" for verdict in REWARDS}
@@ -86,7 +88,7 @@ def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
 
 
 def _parts(path: str) -> tuple[str, ...]:
-    return pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/")).parts
+    return locations.Location.of(path).pure(backslashes=True).parts
 
 
 def _parent(path: str) -> str:

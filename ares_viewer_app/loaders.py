@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+from typing import Any
 
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import counterfactual, fsdiff, snapshots
+from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
 from ares_viewer.analysis import align
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
@@ -83,6 +84,24 @@ def location(run: str) -> str:
 def load_run(where: str) -> ares_viewer.Run:
     """The opened run at a location (raises ``ares_viewer.LocationError`` when it does not exist)."""
     return ares_viewer.open_run(where)
+
+
+@st.cache_resource(max_entries=8, ttl=300, show_spinner="Comparing the snapshots…")
+def changes_between(where: str, episode_id: str, old: int | None, new: int) -> fsdiff.FsDiff:
+    """The filesystem diff of two steps of an episode (kept for a few pairs: stepping back and forth is instant)."""
+    return fsdiff.compare(load_run(where).episode(episode_id), old, new)
+
+
+@st.cache_data(max_entries=8, ttl=300, show_spinner="Writing the patch…")
+def patch_bytes(where: str, episode_id: str, old: int | None, new: int) -> bytes:
+    """:func:`changes_between` as one patch in git's format (the Files page's downloads)."""
+    return fsdiff.patch(changes_between(where, episode_id, old, new)).encode()
+
+
+@st.cache_resource(show_spinner=False, max_entries=1)
+def docker_engine() -> Any:
+    """One Docker client for the server's sessions (a failure is not cached: the next rerun tries again)."""
+    return sandbox.connect()
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ares_viewer import review, sandbox
 from ares_viewer.analysis import search
+from ares_viewer.base import settings
 from ares_viewer.formats.export import atif_export
 from ares_viewer.model import render as display
 from ares_viewer.runs import run, sources
@@ -346,6 +347,13 @@ def _sandbox_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _settings(args: argparse.Namespace) -> int:
+    rows = settings.report()
+    for line in ([orjson.dumps(row).decode() for row in rows] if args.json else settings.table(rows)):
+        print(line)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ares-viewer", description="Inspect ARES agent episodes.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -438,6 +446,10 @@ def build_parser() -> argparse.ArgumentParser:
     box_cleanup.add_argument("--older-than", metavar="AGE", help="only those older than AGE (90s, 30m, 2h, 1d)")
     box_cleanup.add_argument("--session", help="only this session's containers")
     box_cleanup.set_defaults(func=_sandbox_cleanup)
+
+    shown = commands.add_parser("settings", help="every ARES_VIEWER_* setting: its value and where it came from")
+    shown.add_argument("--json", action="store_true", help="one JSON object per line (with the default and meaning)")
+    shown.set_defaults(func=_settings)
     return parser
 
 

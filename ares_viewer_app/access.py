@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
 
-ALLOW_URLS_ENV = "ARES_VIEWER_ALLOW_URLS"
-_TRUE = {"1", "true", "yes", "on"}
+ALLOW_URLS_ENV = settings.ALLOW_URLS.name
 _LOCAL_PROTOCOLS = {"file", "local"}
 
 
@@ -38,24 +38,11 @@ def is_local(address: str | None) -> bool:
 
 def urls_allowed(environ: Mapping[str, str] | None = None) -> bool:
     """Whether an exposed server opens fsspec URLs and globs (``ARES_VIEWER_ALLOW_URLS=1``)."""
-    environ = os.environ if environ is None else environ
-    return environ.get(ALLOW_URLS_ENV, "").strip().lower() in _TRUE
-
-
-def _is_url(location: str) -> bool:
-    return "://" in location or "::" in location
+    return settings.ALLOW_URLS.get(environ)
 
 
 def _has_glob(location: str) -> bool:
     return any(ch in location for ch in "*?[")
-
-
-def _protocols(url: str) -> set[str]:
-    """The protocols of a (possibly chained: ``simplecache::s3://b/x``, ``zip://a::file:///b.zip``) fsspec URL;
-    a last part without one is a local path."""
-    parts = url.split("::")
-    return {part.split("://", 1)[0].lower() if "://" in part else part.lower() if i < len(parts) - 1 else "file"
-            for i, part in enumerate(parts)}
 
 
 def check(location: str, *, root: str, address: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -65,14 +52,14 @@ def check(location: str, *, root: str, address: str | None, environ: Mapping[str
     local server, as a shell would).
     """
     environ = os.environ if environ is None else environ
-    if is_local(address) or (location and location == environ.get("ARES_VIEWER_RUN")):
+    if is_local(address) or (location and location == settings.RUN.get(environ)):
         return location
     refuse = f"This server is reachable from other machines, so it opens only the runs under {root}"
     switch = f"({ALLOW_URLS_ENV}=1 in the server's environment allows them)"
-    if _is_url(location):
+    if not locations.is_local(location):
         if not urls_allowed(environ):
             raise RefusedLocationError(f"{refuse}; URLs are off {switch}.")
-        if _protocols(location) & _LOCAL_PROTOCOLS:
+        if locations.Location.of(location).protocols() & _LOCAL_PROTOCOLS:
             raise RefusedLocationError(f"{refuse}; name a run folder instead of a local file URL.")
         return location
     path = os.path.normpath(os.path.join(root, os.path.expanduser(location)))

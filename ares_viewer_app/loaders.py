@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+from typing import Any
 
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import counterfactual, fsdiff, snapshots
+from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
 from ares_viewer.analysis import align
+from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
 from ares_viewer_app import access
 
@@ -28,7 +30,7 @@ _PICKER_ENTRIES = 20_000
 
 def runs_root() -> str:
     """The folder whose subfolders are the runs the picker lists (``ARES_VIEWER_RUNS`` overrides it)."""
-    return os.environ.get("ARES_VIEWER_RUNS") or str(SAMPLE_RUNS if SAMPLE_RUNS.is_dir() else pathlib.Path.cwd())
+    return settings.RUNS.get() or str(SAMPLE_RUNS if SAMPLE_RUNS.is_dir() else pathlib.Path.cwd())
 
 
 def exposed() -> bool:
@@ -71,7 +73,7 @@ def _holds_files(folder: str, within: str | None) -> bool:
 
 def _is_counterfactual(run: str) -> bool:
     """Whether ``run`` is inside the folder where counterfactuals are written (the app's own output)."""
-    if "://" in run or "::" in run or not os.path.isabs(run):
+    if not locations.is_local(run) or not os.path.isabs(run):
         return False
     top = os.path.realpath(counterfactual.out_root())
     return os.path.commonpath([os.path.realpath(run), top]) == top
@@ -122,6 +124,24 @@ def _opened(where: str, within: str | None) -> ares_viewer.Run:
 
 
 load_run.clear = _opened.clear  # type: ignore[attr-defined]  # "Reload run" reads every run again
+
+
+@st.cache_resource(max_entries=8, ttl=300, show_spinner="Comparing the snapshots…")
+def changes_between(where: str, episode_id: str, old: int | None, new: int) -> fsdiff.FsDiff:
+    """The filesystem diff of two steps of an episode (kept for a few pairs: stepping back and forth is instant)."""
+    return fsdiff.compare(load_run(where).episode(episode_id), old, new)
+
+
+@st.cache_data(max_entries=8, ttl=300, show_spinner="Writing the patch…")
+def patch_bytes(where: str, episode_id: str, old: int | None, new: int) -> bytes:
+    """:func:`changes_between` as one patch in git's format (the Files page's downloads)."""
+    return fsdiff.patch(changes_between(where, episode_id, old, new)).encode()
+
+
+@st.cache_resource(show_spinner=False, max_entries=1)
+def docker_engine() -> Any:
+    """One Docker client for the server's sessions (a failure is not cached: the next rerun tries again)."""
+    return sandbox.connect()
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tomllib
 
+from ares_viewer.base import settings as viewer_settings
+
 HERE = pathlib.Path(__file__).resolve().parent
 ENTRY = HERE / "main.py"
 SETTINGS = HERE / "streamlit.toml"
@@ -84,7 +86,7 @@ def serve(location: str | None = None, *, address: str | None = None, port: int 
     """
     env = dict(os.environ)
     if location:
-        env["ARES_VIEWER_RUN"] = location
+        env[viewer_settings.RUN.name] = location
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in handled}
     child = None

@@ -8,6 +8,8 @@ time and waits for the URL to change before the next, so fast presses are neithe
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import json
 
 import pandas as pd
@@ -23,76 +25,8 @@ _KEYS = {"ArrowRight": "episode_next", "j": "episode_next", "l": "episode_next",
          "J": "episode_next_failed", "n": "episode_next_failed",
          "K": "episode_prev_failed", "p": "episode_prev_failed"}
 
-_KEYS_SCRIPT = """
-<script>
-(() => {
-  // Registered once per page; buttons are looked up when a key is handled, so reruns do not matter.
-  if (window.__aresViewerKeys) return;
-  window.__aresViewerKeys = true;
-  const targets = %s;
-  const queue = [];
-  let draining = false;
-  const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
-  const running = () => document.querySelector('[data-testid="stStatusWidget"]');
-  // One key at a time: press its button, then wait until the URL names the new step (the press was
-  // handled) before the next, so presses made while the app draws are queued, not merged or lost.
-  // (A press at the first or last step, whose button is disabled, does nothing.)
-  const button = (key) => document.querySelector(`.st-key-${key} button`);
-  // The step the page has finished drawing (the marker comes last in the step panes) and the URL's step.
-  const drawn = () => document.querySelector("[data-ares-step]")?.getAttribute("data-ares-step");
-  const named = () => new URLSearchParams(window.location.search).get("step");
-  async function settle() {
-    for (let i = 0; i < 400 && (running() || (named() !== null && drawn() !== named())); i++) await sleep(25);
-  }
-  async function press(key) {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      await settle();
-      const target = button(key);
-      if (!target || target.disabled) return;
-      const before = window.location.search;
-      target.click();
-      for (let i = 0; i < 200 && window.location.search === before; i++) await sleep(25);
-      if (window.location.search !== before) return;
-    }
-  }
-  async function drain() {
-    if (draining) return;
-    draining = true;
-    try {
-      while (queue.length) await press(queue.shift());
-    } finally {
-      draining = false;
-    }
-  }
-  document.addEventListener("keydown", (event) => {
-    const t = event.target;
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
-    if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName)
-              || t.getAttribute("role") === "slider")) return;
-    const key = targets[event.key];
-    if (!key || !document.querySelector(`.st-key-${key} button`)) return;
-    event.preventDefault();
-    queue.push(key);
-    drain();
-  });
-  // Keep the current step's row in sight in the step list (a scrolled table would hide it).
-  let shown = null;
-  setInterval(() => {
-    const mark = document.querySelector("[data-ares-current-row]");
-    const scroller = document.querySelector(".st-key-episode_steplist .dvn-scroller");
-    if (!mark || !scroller) return;
-    const want = mark.getAttribute("data-ares-current-row") + "/" + window.location.search;
-    if (want === shown) return;
-    shown = want;
-    const row = Number(mark.getAttribute("data-ares-current-row"));
-    const top = row * 35, bottom = top + 35 + 35;  // 35 px rows, below a 35 px header
-    if (top < scroller.scrollTop || bottom > scroller.scrollTop + scroller.clientHeight) {
-      scroller.scrollTop = Math.max(0, top - 3 * 35);
-    }
-  }, 250);
-})();
-</script>
-"""
+# The key script (package data, beside this module): a function of the keys -> buttons map above.
+KEYS_SCRIPT = "step_keys.js"
 
 # Rows the list shows before it scrolls.
 _VISIBLE_ROWS = 18
@@ -245,4 +179,11 @@ def drawn(k: int) -> None:
 
 def keys() -> None:
     """The step keys (Streamlit has none): each presses its navigation button, one at a time."""
-    st.html(_KEYS_SCRIPT % json.dumps(_KEYS), unsafe_allow_javascript=True)
+    st.html(keys_html(), unsafe_allow_javascript=True)
+
+
+@functools.cache
+def keys_html() -> str:
+    """The key script as the page sends it: ``step_keys.js`` called with the keys -> buttons map."""
+    script = importlib.resources.files("ares_viewer_app").joinpath(KEYS_SCRIPT).read_text(encoding="utf-8")
+    return f"<script>\n({script})({json.dumps(_KEYS)});\n</script>"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,6 +11,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import model
+from ares_viewer.base import settings
 from ares_viewer.model import render
 from ares_viewer.runs.index import queries
 from ares_viewer_app import access, escape, loaders, pages, state
@@ -49,7 +49,7 @@ def run_picker() -> None:
     names = loaders.list_runs(root)
     current = state.get("run")
     # `ares-viewer app LOCATION` names the run to open first; else the first run under the root.
-    default = os.environ.get("ARES_VIEWER_RUN") or (names[0] if names else None)
+    default = settings.RUN.get() or (names[0] if names else None)
     if current is None and default:
         state.update(run=default)
         current = default

@@ -92,6 +92,17 @@ def test_flags_carry_every_setting_and_the_given_address_and_port():
 
 
 @pytest.mark.wheel
+def test_the_installed_app_carries_its_data_files(installed, tmp_path):
+    # The Streamlit settings and the step list's key script are package data, not modules: a wheel built
+    # without them installs and imports, and only fails when a page asks for them.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("from ares_viewer_app import server, step_list; print(server.SETTINGS.is_file()); "
+            "print('addEventListener(\"keydown\"' in step_list.keys_html())")
+    done = _run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path, env=env)
+    assert done.stdout.split()[-2:] == ["True", "True"], done.stdout
+
+
+@pytest.mark.wheel
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_the_installed_app_serves_from_another_folder_and_stops_on_a_signal(installed, tmp_path, stop_signal):
     elsewhere = tmp_path / "elsewhere"

@@ -20,6 +20,7 @@ import pathlib
 from typing import TYPE_CHECKING
 
 from ares_viewer.activations import capture as capture_mod
+from ares_viewer.base import locations
 from ares_viewer.runs.sources import ACTIVATIONS_DIRNAME
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 def folder_for(episode: model.Episode) -> str | None:
     """The capture folder of an episode, or None when it has none (or lives at a remote URL)."""
-    if "://" in episode.path:
+    if not locations.is_local(episode.path):
         return None
     episode_file = pathlib.Path(episode.path)
     root = episode_file.parent / ACTIVATIONS_DIRNAME

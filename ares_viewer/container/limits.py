@@ -1,5 +1,5 @@
 """The resource limits and lock-down of every container ares-viewer starts, and the bounds on what it reads back
-from one: one set of defaults, here.
+from one: one set of them, here (their defaults and variables are declared in ``base.settings``).
 
 Each figure can be changed for a whole process with an environment variable (read when a ``ResourceLimits`` is
 made, so a test or a notebook may set it late), or for one call by passing ``limits=ResourceLimits(...)``
@@ -9,36 +9,30 @@ made, so a test or a notebook may set it late), or for one call by passing ``lim
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
-GIB = 1024 * 1024 * 1024
+from ares_viewer.base import settings
 
-# Field name -> the environment variable that overrides its default.
-ENVIRONMENT = {
-    "mem_limit": "ARES_VIEWER_MEM_LIMIT",
-    "nano_cpus": "ARES_VIEWER_NANO_CPUS",
-    "pids_limit": "ARES_VIEWER_PIDS_LIMIT",
-    "command_output_bytes": "ARES_VIEWER_COMMAND_OUTPUT_BYTES",
-    "capture_timeout_s": "ARES_VIEWER_CAPTURE_TIMEOUT_S",
-    "capture_max_bytes": "ARES_VIEWER_CAPTURE_MAX_BYTES",
-    "restore_timeout_s": "ARES_VIEWER_RESTORE_TIMEOUT_S",
-    "restore_max_bytes": "ARES_VIEWER_RESTORE_MAX_BYTES",
-    "engine_timeout_s": "ARES_VIEWER_ENGINE_TIMEOUT_S",
+GIB = settings.GIB
+
+# Field name -> the setting (``base.settings``) that holds its default; each is read when a ``ResourceLimits`` is made.
+SETTINGS = {
+    "mem_limit": settings.MEM_LIMIT,
+    "nano_cpus": settings.NANO_CPUS,
+    "pids_limit": settings.PIDS_LIMIT,
+    "command_output_bytes": settings.COMMAND_OUTPUT_BYTES,
+    "capture_timeout_s": settings.CAPTURE_TIMEOUT_S,
+    "capture_max_bytes": settings.CAPTURE_MAX_BYTES,
+    "restore_timeout_s": settings.RESTORE_TIMEOUT_S,
+    "restore_max_bytes": settings.RESTORE_MAX_BYTES,
+    "engine_timeout_s": settings.ENGINE_TIMEOUT_S,
 }
+# Field name -> the environment variable that overrides its default.
+ENVIRONMENT = {field: setting.name for field, setting in SETTINGS.items()}
 
 
-def _default(name: str, fallback: Any) -> Any:
-    def read() -> Any:
-        raw = os.environ.get(ENVIRONMENT[name], "").strip()
-        if not raw:
-            return fallback
-        try:
-            return type(fallback)(float(raw)) if not isinstance(fallback, str) else raw
-        except ValueError as exc:
-            raise ValueError(f"{ENVIRONMENT[name]}={raw!r} is not a number") from exc
-
-    return dataclasses.field(default_factory=read)
+def _default(name: str) -> Any:
+    return dataclasses.field(default_factory=SETTINGS[name].get)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +40,7 @@ class ResourceLimits:
     """What a container ares-viewer starts may use, and how much ares-viewer reads back from one.
 
     Every restore, sandbox and probe starts from these defaults; each has an environment variable
-    (``ENVIRONMENT``) that changes it for the whole process.
+    (``ENVIRONMENT``, declared in ``base.settings``) that changes it for the whole process.
 
     Attributes:
         mem_limit: Memory limit in the engine's notation. 1 GiB fits a test suite of a typical task repository
@@ -67,15 +61,15 @@ class ResourceLimits:
         engine_timeout_s: How long the client waits for the engine to answer one call.
     """
 
-    mem_limit: str = _default("mem_limit", "1g")
-    nano_cpus: int = _default("nano_cpus", 1_000_000_000)
-    pids_limit: int = _default("pids_limit", 256)
-    command_output_bytes: int = _default("command_output_bytes", 8_000_000)
-    capture_timeout_s: float = _default("capture_timeout_s", 600.0)
-    capture_max_bytes: int = _default("capture_max_bytes", 2 * GIB)
-    restore_timeout_s: float = _default("restore_timeout_s", 600.0)
-    restore_max_bytes: int = _default("restore_max_bytes", 2 * GIB)
-    engine_timeout_s: float = _default("engine_timeout_s", 60.0)
+    mem_limit: str = _default("mem_limit")
+    nano_cpus: int = _default("nano_cpus")
+    pids_limit: int = _default("pids_limit")
+    command_output_bytes: int = _default("command_output_bytes")
+    capture_timeout_s: float = _default("capture_timeout_s")
+    capture_max_bytes: int = _default("capture_max_bytes")
+    restore_timeout_s: float = _default("restore_timeout_s")
+    restore_max_bytes: int = _default("restore_max_bytes")
+    engine_timeout_s: float = _default("engine_timeout_s")
 
     def run_options(self) -> dict[str, Any]:
         """The ``containers.run`` keyword arguments for these limits: never privileged, without new privileges,

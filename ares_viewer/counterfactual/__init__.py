@@ -41,7 +41,7 @@ from typing import Any
 
 import ares_viewer
 from ares_viewer import container, model, sandbox
-from ares_viewer.base import agent_text
+from ares_viewer.base import agent_text, locations
 from ares_viewer.counterfactual.model_client import ModelEndpointError, openai_client
 from ares_viewer.recorder import activations as recorder_activations
 from ares_viewer.recorder import container_state, episode_file
@@ -346,7 +346,7 @@ def run(
         raise ValueError(f"step {step} of {episode.episode_id} has no observation to edit: the episode ended there")
     out = new_out_dir() if out_dir is None else pathlib.Path(out_dir)
     say = progress or (lambda line: None)
-    if "://" not in episode.path and out.resolve() == pathlib.Path(episode.path).resolve().parent:
+    if locations.is_local(episode.path) and out.resolve() == pathlib.Path(episode.path).resolve().parent:
         raise ValueError(f"{out} is the parent's run folder; counterfactuals go to a folder of their own")
     before = [m.to_dict() for m in seen]
     messages = list(edit(list(before))) if callable(edit) else [dict(m) for m in edit]

@@ -49,13 +49,14 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ares_viewer.base import settings
 from ares_viewer.runs import index_cache
 
-URL_ENV = "ARES_VIEWER_MODEL_URL"
-MODEL_ENV = "ARES_VIEWER_MODEL"
-API_KEY_ENV_ENV = "ARES_VIEWER_MODEL_API_KEY_ENV"
-TIMEOUT_ENV = "ARES_VIEWER_MODEL_TIMEOUT_S"
-CONFIG_ENV = "ARES_VIEWER_MODEL_CONFIG"
+URL_ENV = settings.MODEL_URL.name
+MODEL_ENV = settings.MODEL.name
+API_KEY_ENV_ENV = settings.MODEL_API_KEY_ENV.name
+TIMEOUT_ENV = settings.MODEL_TIMEOUT_S.name
+CONFIG_ENV = settings.MODEL_CONFIG.name
 CONFIG_FILENAME = "model.toml"
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 3600.0
@@ -409,7 +410,7 @@ class EndpointConfig:
 def config_path(environ: Mapping[str, str] | None = None) -> pathlib.Path:
     """The configuration file: ``ARES_VIEWER_MODEL_CONFIG``, else ``model.toml`` in the cache folder."""
     environ = os.environ if environ is None else environ
-    named = environ.get(CONFIG_ENV)
+    named = settings.MODEL_CONFIG.get(environ)
     return pathlib.Path(named).expanduser() if named else index_cache.cache_dir() / CONFIG_FILENAME
 
 
@@ -443,10 +444,10 @@ def configured(environ: Mapping[str, str] | None = None) -> EndpointConfig | Non
     environ = os.environ if environ is None else environ
     path = config_path(environ)
     data = _read_file(path)
-    from_env = {name: environ[var].strip() for name, var in (("url", URL_ENV), ("model", MODEL_ENV),
-                                                             ("api_key_env", API_KEY_ENV_ENV),
-                                                             ("timeout_s", TIMEOUT_ENV))
-                if environ.get(var, "").strip()}
+    from_env = {name: value for name, setting in (("url", settings.MODEL_URL), ("model", settings.MODEL),
+                                                  ("api_key_env", settings.MODEL_API_KEY_ENV),
+                                                  ("timeout_s", settings.MODEL_TIMEOUT_S))
+                if (value := setting.get(environ)) is not None}
     if not data and not from_env:
         return None
     where = {name: (var if name in from_env else str(path)) for name, var in (

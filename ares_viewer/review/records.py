@@ -10,6 +10,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from ares_viewer.base import locations
 from ares_viewer.runs import run as run_module
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def run_key(location: str | os.PathLike | run_module.Run) -> str:
     if isinstance(location, run_module.Run):
         location = location.location
     text = os.fspath(location)
-    if "://" in text:
+    if not locations.is_local(text):
         return text.rstrip("/")
     return os.path.realpath(os.path.expanduser(text))
 

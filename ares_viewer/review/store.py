@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ares_viewer.base import settings
 from ares_viewer.review import records
 from ares_viewer.runs import index_cache
 from ares_viewer.runs import run as run_module
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 _LOGGER = logging.getLogger(__name__)
 
-DB_ENV = "ARES_VIEWER_REVIEW_DB"
+DB_ENV = settings.REVIEW_DB.name
 SCHEMA = 1
 
 _DDL = """
@@ -84,7 +85,7 @@ WHERE r.revision = (SELECT MAX(revision) FROM revisions WHERE note_id = n.note_i
 
 def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
     """Where the review database is: ``path``, else ``ARES_VIEWER_REVIEW_DB``, else beside the index cache."""
-    chosen = path or os.environ.get(DB_ENV)
+    chosen = path or settings.REVIEW_DB.get()
     if chosen:
         return pathlib.Path(chosen).expanduser()
     return index_cache.cache_dir() / "review.sqlite"

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import pathlib
 
+from ares_viewer.base import settings
+
 
 def cache_dir() -> pathlib.Path:
     """The folder the index cache (and other per-user state) lives in."""
-    override = os.environ.get("ARES_VIEWER_CACHE")
+    override = settings.CACHE.get()
     if override:
         return pathlib.Path(override).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

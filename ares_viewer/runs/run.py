@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 
 from ares_viewer import formats, model
+from ares_viewer.base import settings
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor, verdicts
@@ -39,7 +40,7 @@ _T = TypeVar("_T")
 
 # The episode table's common columns, in order: ``model.EpisodeRow``'s.
 EPISODE_COLUMNS = model.EPISODE_COLUMNS
-SHARED_INDEX_ENV = "ARES_VIEWER_SHARED_INDEX"
+SHARED_INDEX_ENV = settings.SHARED_INDEX.name
 _EPISODE_CACHE_SIZE = 16
 
 
@@ -156,7 +157,7 @@ class Run:
         self._store, temporary = index_update.store_for(self.location, use_cache=use_cache)
         if temporary:
             weakref.finalize(self, shutil.rmtree, self._store.folder, True)
-        self._shared = shared_index if shared_index is not None else os.environ.get(SHARED_INDEX_ENV) or None
+        self._shared = shared_index if shared_index is not None else settings.SHARED_INDEX.get()
         if self._shared:
             index_shared.pull(self._shared, index_update.canonical(self.location), self._store)
         self._open: BoundedCache[model.Episode] = BoundedCache(maxsize=_EPISODE_CACHE_SIZE)

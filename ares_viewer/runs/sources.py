@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 import fsspec
 
 from ares_viewer import formats
+from ares_viewer.base import locations, settings
 from ares_viewer.runs import companions
 
 # Companion folders (``companions``): what a run keeps beside its episode files, each read on demand by the package
@@ -43,15 +44,15 @@ COMPANION_FOLDERS = companions.COMPANION_FOLDERS
 # snapshot (a folder despite its name, holding a whole container's files).
 _SKIP_DIRS = frozenset({".git", "__pycache__", ".ipynb_checkpoints", "node_modules", "container_fs.tar.gz"})
 
-MAX_ENTRIES_ENV = "ARES_VIEWER_WALK_MAX_ENTRIES"
-MAX_DEPTH_ENV = "ARES_VIEWER_WALK_MAX_DEPTH"
-MAX_FILE_MB_ENV = "ARES_VIEWER_MAX_FILE_MB"
+MAX_ENTRIES_ENV = settings.WALK_MAX_ENTRIES.name
+MAX_DEPTH_ENV = settings.WALK_MAX_DEPTH.name
+MAX_FILE_MB_ENV = settings.MAX_FILE_MB.name
 # Files and folders one walk looks at: a run of 100,000 episodes fits; the whole disk does not.
-DEFAULT_MAX_ENTRIES = 500_000
+DEFAULT_MAX_ENTRIES = settings.WALK_MAX_ENTRIES.default
 # Folders below the location a walk enters (runs nest episodes 1-3 folders deep).
-DEFAULT_MAX_DEPTH = 12
+DEFAULT_MAX_DEPTH = settings.WALK_MAX_DEPTH.default
 # Megabytes of one episode file read at most (a 250-step ARES episode with full contexts is about 30 MB).
-DEFAULT_MAX_FILE_MB = 512
+DEFAULT_MAX_FILE_MB = settings.MAX_FILE_MB.default
 _MB = 1024 * 1024
 
 
@@ -82,19 +83,13 @@ class Limits:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
-        """The limits the environment sets (a missing or malformed setting keeps its default)."""
-        environ = os.environ if environ is None else environ
-        return cls(max_entries=_setting(environ, MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES),
-                   max_depth=_setting(environ, MAX_DEPTH_ENV, DEFAULT_MAX_DEPTH),
-                   max_file_bytes=_setting(environ, MAX_FILE_MB_ENV, DEFAULT_MAX_FILE_MB) * _MB)
+        """The limits the environment sets (a missing setting keeps its default).
 
-
-def _setting(environ: Mapping[str, str], name: str, default: int) -> int:
-    try:
-        value = int(environ.get(name, "").strip())
-    except ValueError:
-        return default
-    return value if value > 0 else default
+        Raises:
+            settings.SettingError: a setting is not a whole number above zero.
+        """
+        return cls(max_entries=settings.WALK_MAX_ENTRIES.get(environ), max_depth=settings.WALK_MAX_DEPTH.get(environ),
+                   max_file_bytes=settings.MAX_FILE_MB.get(environ) * _MB)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -114,10 +109,6 @@ class Listing:
 
 def _has_glob(location: str) -> bool:
     return any(ch in location for ch in "*?[")
-
-
-def _is_url(location: str) -> bool:
-    return "://" in location or "::" in location
 
 
 def _cut_message(location: str, limits: Limits, entries: bool, depth: bool) -> str | None:
@@ -304,10 +295,10 @@ def listing(location: str | os.PathLike, limits: Limits | None = None, *, within
     """
     limits = limits or Limits.from_env()
     location = os.fspath(location)
-    if within is not None and not _is_url(location) and not _has_glob(location) \
+    if within is not None and locations.is_local(location) and not _has_glob(location) \
             and not inside(os.path.expanduser(location), within):
         raise LocationError(f"{location}: resolves outside {within} (symlinks out of it are not followed)")
-    if _is_url(location):
+    if not locations.is_local(location):
         try:
             return _remote(location, limits)
         except LocationError:
@@ -347,9 +338,9 @@ def read_bytes(path: str, limits: Limits | None = None) -> bytes:
         OSError: when it cannot be read.
     """
     limit = (limits or Limits.from_env()).max_file_bytes
-    opener = fsspec.open(path, "rb") if _is_url(path) else open(path, "rb")  # noqa: SIM115
+    opener = fsspec.open(path, "rb") if not locations.is_local(path) else open(path, "rb")  # noqa: SIM115
     with opener as handle:
-        size = getattr(handle, "size", None) if _is_url(path) else os.fstat(handle.fileno()).st_size
+        size = getattr(handle, "size", None) if not locations.is_local(path) else os.fstat(handle.fileno()).st_size
         if isinstance(size, int) and size > limit:
             raise _too_large(size, limit)
         data = handle.read(limit + 1)

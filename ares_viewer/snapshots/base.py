@@ -16,6 +16,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ares_viewer.base import settings
 from ares_viewer.runs.sources import SNAPSHOTS_DIRNAME as SNAPSHOTS_DIRNAME
 
 if TYPE_CHECKING:
@@ -37,17 +38,13 @@ CHANGES = frozenset({"added", "modified", "deleted"})
 # The most bytes of file content one call materializes (a restore's archive, ``read_many``): checked before
 # anything is read. ``ARES_VIEWER_SNAPSHOT_MAX_BYTES`` changes it for the process; a restore uses
 # ``container.ResourceLimits.restore_max_bytes`` (the same figure by default).
-DEFAULT_MAX_READ_BYTES = 2 * 1024 * 1024 * 1024
-MAX_READ_BYTES_ENV = "ARES_VIEWER_SNAPSHOT_MAX_BYTES"
+DEFAULT_MAX_READ_BYTES = settings.SNAPSHOT_MAX_BYTES.default
+MAX_READ_BYTES_ENV = settings.SNAPSHOT_MAX_BYTES.name
 
 
 def max_read_bytes() -> int:
     """The budget of bytes one snapshot call may materialize (``ARES_VIEWER_SNAPSHOT_MAX_BYTES``, or 2 GiB)."""
-    raw = os.environ.get(MAX_READ_BYTES_ENV, "").strip()
-    try:
-        return int(float(raw)) if raw else DEFAULT_MAX_READ_BYTES
-    except ValueError as exc:
-        raise ValueError(f"{MAX_READ_BYTES_ENV}={raw!r} is not a number") from exc
+    return settings.SNAPSHOT_MAX_BYTES.get()
 
 
 def check_budget(snapshot: str | os.PathLike[str], total: int, max_bytes: int | None, what: str) -> None:

@@ -35,6 +35,7 @@ import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ares_viewer.base import locations
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.runs import companions
 from ares_viewer.snapshots import mirror
@@ -250,7 +251,7 @@ def scan(run_dir: str | os.PathLike[str]) -> tuple[list[_Header], list[SnapshotE
 
 
 def _local_dir(episode_path: str) -> pathlib.Path | None:
-    if "://" in episode_path:
+    if not locations.is_local(episode_path):
         return None  # remote runs: see _remote_scan
     folder = pathlib.Path(episode_path).parent
     return folder if folder.is_dir() else None
@@ -316,7 +317,7 @@ def _scan_near(episode: model.Episode) -> tuple[list[_Header], list[SnapshotErro
     folder = _local_dir(episode.path)
     if folder is not None:
         return scan(folder)
-    if "://" in episode.path:
+    if not locations.is_local(episode.path):
         return _remote_scan(episode.path)
     return [], []
 
@@ -462,7 +463,7 @@ class BoundaryFinder:
     name = "episode-boundary snapshots"
 
     def handles(self, location: str) -> bool:
-        return "://" in location or pathlib.Path(location).parent.is_dir()
+        return not locations.is_local(location) or pathlib.Path(location).parent.is_dir()
 
     def find(self, episode: model.Episode) -> list[BoundaryRef]:
         return find_for_episode(episode)

@@ -31,6 +31,7 @@ import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ares_viewer.base import locations
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.runs import companions
 from ares_viewer.snapshots import mirror
@@ -120,7 +121,7 @@ def find_for_episode(episode_path: str | os.PathLike[str], episode_id: str) -> l
         episode_path: The episode file (``<run>/<episode_id>.json``).
         episode_id: The episode's id as written inside the file.
     """
-    if "://" in os.fspath(episode_path):
+    if not locations.is_local(episode_path):
         key = (os.fspath(episode_path), episode_id)
         return list(_REMOTE_SEEN.get_or_compute(key, lambda: _remote_steps(*key)))
     try:
@@ -398,7 +399,7 @@ class StepFinder:
     name = "per-step snapshots"
 
     def handles(self, location: str) -> bool:
-        return "://" in location or (pathlib.Path(location).parent / SNAPSHOTS_DIRNAME).is_dir()
+        return not locations.is_local(location) or (pathlib.Path(location).parent / SNAPSHOTS_DIRNAME).is_dir()
 
     def find(self, episode: model.Episode) -> list[StepRef]:
         return find_for_episode(episode.path, episode.episode_id)

@@ -109,35 +109,39 @@ def tokens_section(episode: model.Episode, step: int, capture: activations.Captu
     st.html(figures.logprob_html(frame))
 
 
+def show(run: ares_viewer.Run, episode: model.Episode) -> None:
+    """The page for one episode of ``run``: the activations and logprobs saved beside it, step by step."""
+    linked = open_capture(run, episode)
+    if linked is None or not linked.steps():
+        st.info("No activations were saved beside this episode. ARES's `TrajectoryActivations.save(path)` writes "
+                f"them; save them to `<run>/{activations.ACTIVATIONS_DIRNAME}/{episode.episode_id}/` and reload.")
+        with_tokens = [s.index for s in episode.steps if tokens.has_tokens(s)]
+        if with_tokens:
+            tokens_section(episode, state.get_int("step", with_tokens[0]))
+        return
+    st.caption(f"Model `{linked.capture.model_name}` · {len(linked.capture)} model call(s) · `{linked.capture.folder}`"
+               f" · read with {linked.capture.reader}")
+    for warning in linked.warnings:
+        st.caption(f"⚠ {warning}")
+    step = pick_step(linked)
+    response = episode.step(step).command or episode.step(step).response
+    st.caption(f"Action {step}: `{(response or '')[:160]}`")
+    try:
+        summary, across, attention, compare = st.tabs(["This step", "Across steps", "Attention", "Compare"])
+        with summary:
+            step_tab(linked.capture, step)
+        with across:
+            across_tab(linked.capture, step)
+        with attention:
+            attention_tab(linked.capture, step)
+        with compare:
+            compare_tab(run, linked)
+    except activations.Error as exc:
+        st.error(f"A step file of this capture cannot be read: {exc}")
+    tokens_section(episode, step, linked.capture)
+
+
 run = widgets.current_run()
 st.title("Activations")
 episode_id = widgets.episode_picker(run, "activations.episode", reset={"step": 1})
-episode = widgets.read_episode(run, episode_id)
-linked = open_capture(run, episode)
-if linked is None or not linked.steps():
-    st.info("No activations were saved beside this episode. ARES's `TrajectoryActivations.save(path)` writes "
-            f"them; save them to `<run>/{activations.ACTIVATIONS_DIRNAME}/{episode.episode_id}/` and reload.")
-    with_tokens = [s.index for s in episode.steps if tokens.has_tokens(s)]
-    if with_tokens:
-        tokens_section(episode, state.get_int("step", with_tokens[0]))
-    st.stop()
-st.caption(f"Model `{linked.capture.model_name}` · {len(linked.capture)} model call(s) · `{linked.capture.folder}`"
-           f" · read with {linked.capture.reader}")
-for warning in linked.warnings:
-    st.caption(f"⚠ {warning}")
-step = pick_step(linked)
-response = episode.step(step).command or episode.step(step).response
-st.caption(f"Action {step}: `{(response or '')[:160]}`")
-try:
-    summary, across, attention, compare = st.tabs(["This step", "Across steps", "Attention", "Compare"])
-    with summary:
-        step_tab(linked.capture, step)
-    with across:
-        across_tab(linked.capture, step)
-    with attention:
-        attention_tab(linked.capture, step)
-    with compare:
-        compare_tab(run, linked)
-except activations.Error as exc:
-    st.error(f"A step file of this capture cannot be read: {exc}")
-tokens_section(episode, step, linked.capture)
+show(run, widgets.read_episode(run, episode_id))

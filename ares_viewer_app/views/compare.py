@@ -273,10 +273,15 @@ def runs_section(run: ares_viewer.Run) -> None:
                        key="compare.tasks")
 
 
+def show(run: ares_viewer.Run) -> None:
+    """The page for ``run``: two episodes, or two runs, side by side."""
+    tab_episodes, tab_runs = st.tabs(["Two episodes", "Two runs"])
+    with tab_episodes:
+        episodes_section(run)
+    with tab_runs:
+        runs_section(run)
+
+
 run = widgets.current_run()
 st.title("Compare")
-tab_episodes, tab_runs = st.tabs(["Two episodes", "Two runs"])
-with tab_episodes:
-    episodes_section(run)
-with tab_runs:
-    runs_section(run)
+show(run)

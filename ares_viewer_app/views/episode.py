@@ -382,9 +382,13 @@ def panes(where: str, episode_id: str) -> None:
     step_list.drawn(state.get("step") if problem else k)
 
 
+def show(run: ares_viewer.Run, where: str, episode: model.Episode) -> None:
+    """The page for one episode of ``run`` (opened from ``where``): its header, then the step list and step view."""
+    header(run, episode)
+    step_list.keys()
+    panes(where, episode.episode_id)
+
+
 run = widgets.current_run()
 episode_id = widgets.episode_picker(run, "episode.pick", reset={"step": 1}, first_failed=True, say_unknown=True)
-episode = widgets.read_episode(run, episode_id)
-header(run, episode)
-step_list.keys()
-panes(loaders.location(state.get("run")), episode_id)
+show(run, loaders.location(state.get("run")), widgets.read_episode(run, episode_id))

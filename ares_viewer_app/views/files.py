@@ -47,12 +47,6 @@ def side_label(step: int | None) -> str:
     return "base image" if step is None else f"step {step}"
 
 
-@st.cache_resource(max_entries=8, ttl=300, show_spinner="Comparing the snapshots…")
-def changes_between(where: str, episode_id: str, old: int | None, new: int) -> fsdiff.FsDiff:
-    """The filesystem diff of two steps of an episode (kept for a few pairs: stepping back and forth is instant)."""
-    return fsdiff.compare(loaders.load_run(where).episode(episode_id), old, new)
-
-
 def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple[int | None, int]:
     """The two sides the view names (default: the step before and the current step), with select boxes."""
     new = widgets.recorded_step(episode, steps, steps[-1])
@@ -104,18 +98,13 @@ def counts_line(diff: fsdiff.FsDiff) -> None:
                 f"{files} file(s) · {badges or 'no changes'}")
 
 
-@st.cache_data(max_entries=8, ttl=300, show_spinner="Writing the patch…")
-def _patch(where: str, episode_id: str, old: int | None, new: int) -> bytes:
-    return fsdiff.patch(changes_between(where, episode_id, old, new)).encode()
-
-
-def downloads(episode: model.Episode, diff: fsdiff.FsDiff, steps: list[int]) -> None:
+def downloads(where: str, episode: model.Episode, diff: fsdiff.FsDiff, steps: list[int]) -> None:
     """The comparison shown as one patch, and the whole episode's patch (first recorded step -> last)."""
     short = episode.episode_id[:8]
     cols = st.columns(2)  # each label names its two sides: a quarter of the page cut them short
     cols[0].download_button(
         f"Download the patch ({side_label(diff.old_step)} → step {diff.new_step})",
-        data=lambda: _patch(where, episode.episode_id, diff.old_step, diff.new_step),
+        data=lambda: loaders.patch_bytes(where, episode.episode_id, diff.old_step, diff.new_step),
         file_name=f"{short}-{'base' if diff.old_step is None else diff.old_step}-{diff.new_step}.patch",
         mime="text/x-diff", icon=":material/download:", key="files.patch", on_click="ignore",
         help="Every changed file as one patch in git's format, for git apply (version-control and cache folders "
@@ -123,17 +112,17 @@ def downloads(episode: model.Episode, diff: fsdiff.FsDiff, steps: list[int]) -> 
     if len(steps) > 1 and (diff.old_step, diff.new_step) != (steps[0], steps[-1]):
         cols[1].download_button(
             f"Download the whole episode's patch (step {steps[0]} → step {steps[-1]})",
-            data=lambda: _patch(where, episode.episode_id, steps[0], steps[-1]),
+            data=lambda: loaders.patch_bytes(where, episode.episode_id, steps[0], steps[-1]),
             file_name=f"{short}-{steps[0]}-{steps[-1]}.patch", mime="text/x-diff", icon=":material/download:",
             key="files.episode_patch", on_click="ignore",
             help="What the agent changed from what it first saw to its last step: its submission")
 
 
-def setup_note(diff: fsdiff.FsDiff, steps: list[int]) -> None:
+def setup_note(where: str, diff: fsdiff.FsDiff, steps: list[int]) -> None:
     """Against the base image, say which changes the task's setup made before the agent's first action."""
     if diff.old_step is not None or not steps or diff.new_step == steps[0]:
         return
-    start = changes_between(where, diff.episode_id, None, steps[0])
+    start = loaders.changes_between(where, diff.episode_id, None, steps[0])
     if not start.changes:
         return
     at_start = set(start.paths())
@@ -413,7 +402,7 @@ def file_panel(episode: model.Episode, diff: fsdiff.FsDiff, path: str) -> None:
         st.error(f"Cannot read {escape.code(path)}: {escape.md(exc)}")
 
 
-def notes_panel(episode: model.Episode, step: int, path: str) -> None:
+def notes_panel(where: str, episode: model.Episode, step: int, path: str) -> None:
     """Review notes about this file at the new side's step (open when there are some), and a form to add one."""
     notes = review_panel.find(review.run_key(where), episode_id=episode.episode_id)
     count = sum(1 for n in notes if n.path == path and n.step == step)
@@ -422,45 +411,49 @@ def notes_panel(episode: model.Episode, step: int, path: str) -> None:
         review_panel.file_panel(where, episode, step, path)
 
 
+def show(where: str, episode: model.Episode) -> None:
+    """The page for one episode of the run at ``where``: pick two sides, see what changed, one file at a time."""
+    snapshot_problems.show(episode)
+    refs = snapshots.find(episode)
+    if not refs:
+        st.info("This episode has no recorded snapshots, so there are no files to compare. Snapshots are looked for "
+                "in the run's `snapshots/` folder (per-step snapshots, or upstream episode-boundary snapshots) and "
+                "beside the episode file; see docs/snapshots.md.")
+        return
+    no_base = not any(ref.records_base for ref in refs)  # whole-filesystem copies: no base image side
+    if no_base and len(refs) == 1:
+        st.info(f"This episode has one snapshot (step {refs[0].step_index}, an episode-boundary snapshot), and that "
+                "kind records no base image: there is nothing to compare it with.")
+        return
+    steps = sorted(ref.step_index for ref in refs)
+    old_step, new_step = pick_sides(episode, steps, no_base)
+    try:
+        diff = loaders.changes_between(where, episode.episode_id, old_step, new_step)
+    except snapshots.SnapshotError as exc:
+        st.error(f"Cannot read the snapshot {escape.code(exc.path)}: {escape.md(exc.reason)}. Other steps can still be "
+                 "compared.")
+        return
+    except LookupError as exc:
+        st.info(f"{escape.md(exc)}. Choose other sides above.")
+        return
+    counts_line(diff)
+    setup_note(where, diff, steps)
+    if diff.changes:
+        downloads(where, episode, diff, steps)
+    if no_base:
+        st.caption("Episode-boundary snapshots (whole filesystem copies): the base image is not recorded.")
+    path = shown_file(diff)
+    if diff.changes:  # else the sentence below says it once, without an empty tree and its filter
+        change_tree(diff)
+    if path is None:
+        st.success(f"No files differ between {side_label(old_step)} and step {new_step}.")
+        return
+    pick_file(diff, path)
+    file_panel(episode, diff, path)
+    notes_panel(where, episode, new_step, path)
+
+
 run = widgets.current_run()
 where = loaders.location(state.get("run"))
 episode_id = widgets.episode_picker(run, "files.episode", reset={"step": None, "old": None, "file": None})
-episode = widgets.read_episode(run, episode_id)
-snapshot_problems.show(episode)
-refs = snapshots.find(episode)
-if not refs:
-    st.info("This episode has no recorded snapshots, so there are no files to compare. Snapshots are looked for "
-            "in the run's `snapshots/` folder (per-step snapshots, or upstream episode-boundary snapshots) and "
-            "beside the episode file; see docs/snapshots.md.")
-    st.stop()
-no_base = not any(ref.records_base for ref in refs)  # whole-filesystem copies: no base image side
-if no_base and len(refs) == 1:
-    st.info(f"This episode has one snapshot (step {refs[0].step_index}, an episode-boundary snapshot), and that "
-            "kind records no base image: there is nothing to compare it with.")
-    st.stop()
-steps = sorted(ref.step_index for ref in refs)
-old_step, new_step = pick_sides(episode, steps, no_base)
-try:
-    diff = changes_between(where, episode_id, old_step, new_step)
-except snapshots.SnapshotError as exc:
-    st.error(f"Cannot read the snapshot {escape.code(exc.path)}: {escape.md(exc.reason)}. Other steps can still be "
-             "compared.")
-    st.stop()
-except LookupError as exc:
-    st.info(f"{escape.md(exc)}. Choose other sides above.")
-    st.stop()
-counts_line(diff)
-setup_note(diff, steps)
-if diff.changes:
-    downloads(episode, diff, steps)
-if no_base:
-    st.caption("Episode-boundary snapshots (whole filesystem copies): the base image is not recorded.")
-path = shown_file(diff)
-if diff.changes:  # else the sentence below says it once, without an empty tree and its filter
-    change_tree(diff)
-if path is None:
-    st.success(f"No files differ between {side_label(old_step)} and step {new_step}.")
-    st.stop()
-pick_file(diff, path)
-file_panel(episode, diff, path)
-notes_panel(episode, new_step, path)
+show(where, widgets.read_episode(run, episode_id))

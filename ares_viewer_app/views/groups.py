@@ -68,42 +68,48 @@ def rollout_card(run: ares_viewer.Run, row: pd.Series, full: bool) -> None:
                  query_params=state.params(episode=row["episode_id"], step=1))
 
 
+def show(run: ares_viewer.Run) -> None:
+    """The page for ``run``: its groups of rollouts of one prompt, side by side."""
+    found = groups.RunGroups(run)
+    if not found.exist():
+        st.info("This run has no groups. Groups are several rollouts of the same prompt, as Tinker rollout summaries "
+                "record them (`group_idx`), or several attempts at the same task (two or more episodes with one "
+                "`task_name`); open such a run to compare its rollouts side by side.")
+        return
+    if found.key == groups.BY_TASK:
+        st.caption("This run records no groups of its own: each group here is the attempts at the same task.")
+    totals = found.totals()
+    shown = f" · the first {widgets.CHOICES} in this order to choose from" if totals["groups"] > widgets.CHOICES else ""
+    st.caption(f"{totals['groups']:,} groups · {totals['rollouts']:,} rollouts · "
+               f"{totals['uniform']:,} group(s) whose rollouts all scored the same{shown}")
+    order = st.segmented_control("Sort groups by", groups.SORTS, default=groups.SORTS[0], key="groups.sort",
+                                 required=True, help="Reward spread first: the groups whose rollouts scored "
+                                                     "differently, which are the ones a group-relative advantage "
+                                                     "learns from")
+    group = pick_group(found, order or groups.SORTS[0])
+    members = found.rollouts(group)
+    first = run.episode(members["episode_id"].iloc[0])
+    with st.expander(f"Prompt ({len(first.context(1)) if first.num_actions else 0} message(s))", expanded=True):
+        if first.num_actions and first.context(1):
+            widgets.messages(first.context(1))
+        else:
+            st.caption("The rollouts recorded no prompt (no traces in the file).")
+        if first.system_prompt:
+            st.caption("System prompt")
+            st.code(first.system_prompt, language=None, wrap_lines=True)
+    event = st.plotly_chart(plots.group_rewards(members), key="groups.rewards", on_select="rerun",
+                            selection_mode="points")
+    for point in (event or {}).get("selection", {}).get("points", []):
+        if isinstance(point.get("customdata"), str):
+            widgets.go_to_episode(point["customdata"])
+    full = st.toggle("Show long responses in full", key="groups.full")
+    for start in range(0, len(members), _PER_ROW):
+        for column, (_, row) in zip(st.columns(_PER_ROW), members.iloc[start: start + _PER_ROW].iterrows(),
+                                    strict=False):
+            with column:
+                rollout_card(run, row, full)
+
+
 run = widgets.current_run()
 st.title("Groups")
-found = groups.RunGroups(run)
-if not found.exist():
-    st.info("This run has no groups. Groups are several rollouts of the same prompt, as Tinker rollout summaries "
-            "record them (`group_idx`), or several attempts at the same task (two or more episodes with one "
-            "`task_name`); open such a run to compare its rollouts side by side.")
-    st.stop()
-if found.key == groups.BY_TASK:
-    st.caption("This run records no groups of its own: each group here is the attempts at the same task.")
-totals = found.totals()
-shown = f" · the first {widgets.CHOICES} in this order to choose from" if totals["groups"] > widgets.CHOICES else ""
-st.caption(f"{totals['groups']:,} groups · {totals['rollouts']:,} rollouts · "
-           f"{totals['uniform']:,} group(s) whose rollouts all scored the same{shown}")
-order = st.segmented_control("Sort groups by", groups.SORTS, default=groups.SORTS[0], key="groups.sort",
-                             required=True, help="Reward spread first: the groups whose rollouts scored differently, "
-                                                 "which are the ones a group-relative advantage learns from")
-group = pick_group(found, order or groups.SORTS[0])
-members = found.rollouts(group)
-first = run.episode(members["episode_id"].iloc[0])
-with st.expander(f"Prompt ({len(first.context(1)) if first.num_actions else 0} message(s))", expanded=True):
-    if first.num_actions and first.context(1):
-        widgets.messages(first.context(1))
-    else:
-        st.caption("The rollouts recorded no prompt (no traces in the file).")
-    if first.system_prompt:
-        st.caption("System prompt")
-        st.code(first.system_prompt, language=None, wrap_lines=True)
-event = st.plotly_chart(plots.group_rewards(members), key="groups.rewards", on_select="rerun",
-                        selection_mode="points")
-for point in (event or {}).get("selection", {}).get("points", []):
-    if isinstance(point.get("customdata"), str):
-        widgets.go_to_episode(point["customdata"])
-full = st.toggle("Show long responses in full", key="groups.full")
-for start in range(0, len(members), _PER_ROW):
-    for column, (_, row) in zip(st.columns(_PER_ROW), members.iloc[start: start + _PER_ROW].iterrows(),
-                                strict=False):
-        with column:
-            rollout_card(run, row, full)
+show(run)

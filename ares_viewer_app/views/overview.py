@@ -13,6 +13,7 @@ import time
 
 import streamlit as st
 
+import ares_viewer
 from ares_viewer.analysis import aggregate_plots, plots
 from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, review_panel, state, widgets
@@ -297,13 +298,18 @@ def body(run, following: bool) -> None:
     table(run, picked_reason)
 
 
+def show(run: ares_viewer.Run) -> None:
+    """The page for ``run``: its figures and episode table, followed while it is written."""
+    top = st.columns([6, 2, 2])
+    top[0].caption(escape.code(run.location))
+    following = top[1].toggle("Follow this run", key="overview.follow",
+                              help="Refresh on a timer while the run is still being written: only new or changed "
+                                   "files are read, and rows already shown keep their place.")
+    every = top[2].selectbox("Refresh every", _FOLLOW_EVERY, index=1, key="overview.follow_every",
+                             format_func=lambda s: f"{s} s", disabled=not following)
+    st.fragment(body, run_every=f"{every}s" if following else None)(run, following)
+
+
 run = widgets.current_run()
 st.title("Run overview")
-top = st.columns([6, 2, 2])
-top[0].caption(escape.code(run.location))
-following = top[1].toggle("Follow this run", key="overview.follow",
-                          help="Refresh on a timer while the run is still being written: only new or changed "
-                               "files are read, and rows already shown keep their place.")
-every = top[2].selectbox("Refresh every", _FOLLOW_EVERY, index=1, key="overview.follow_every",
-                         format_func=lambda s: f"{s} s", disabled=not following)
-st.fragment(body, run_every=f"{every}s" if following else None)(run, following)
+show(run)

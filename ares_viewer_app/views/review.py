@@ -8,6 +8,7 @@ import urllib.parse
 import pandas as pd
 import streamlit as st
 
+import ares_viewer
 from ares_viewer import review
 from ares_viewer.model import render
 from ares_viewer_app import escape, pages, review_panel, state, widgets
@@ -117,32 +118,37 @@ def export(run, opened: review.ReviewStore, shown: pd.DataFrame) -> None:
                        icon=":material/download:", key="review.download", disabled=not steps, on_click="ignore")
 
 
+def show(run: ares_viewer.Run) -> None:
+    """The page for ``run``: the review notes and labels on its steps."""
+    opened = review_panel.store()
+    key = review.run_key(run.location)
+    st.caption(f"Notes and labels on the steps of {escape.code(key)} · database {escape.code(opened.path)}")
+    review_panel.problem()
+    review_panel.author_input()
+    show_deleted = st.toggle("Show deleted notes", key="review.deleted")
+    try:
+        notes = opened.notes(key, include_deleted=show_deleted)
+    except review.ReviewError as exc:  # e.g. a lock that keeps readers out: say so, not "no notes yet"
+        st.warning(escape.md(exc), icon=":material/lock:")
+        return
+    # The noted episodes' tasks, looked up by id: a run's table is never loaded for its notes.
+    tasks = {i: r["task_name"] for i, r in widgets.episode_rows(run, sorted(set(notes["episode_id"]))).items()}
+    notes = review.with_status(notes, run).assign(task_name=lambda f: f["episode_id"].map(tasks))
+    if not len(notes):
+        st.info("No notes on this run yet. Open a step (Episode page) and add a label or a note under it.")
+        return
+    shown = filtered(notes)
+    orphans = int(notes["orphaned"].notna().sum())
+    st.caption(f"{len(shown)} of {len(notes)} notes" + (f" · {orphans} orphaned (their step is gone; kept)"
+                                                         if orphans else ""))
+    table(shown)
+    links(shown)
+    history(opened, shown)
+    if show_deleted:
+        review_panel.restore_deleted(opened, shown[shown["deleted"]])
+    export(run, opened, shown[shown["orphaned"].isna() & ~shown["deleted"]])
+
+
 run = widgets.current_run()
 st.title("Review")
-opened = review_panel.store()
-key = review.run_key(run.location)
-st.caption(f"Notes and labels on the steps of {escape.code(key)} · database {escape.code(opened.path)}")
-review_panel.problem()
-review_panel.author_input()
-show_deleted = st.toggle("Show deleted notes", key="review.deleted")
-try:
-    notes = opened.notes(key, include_deleted=show_deleted)
-except review.ReviewError as exc:  # e.g. a lock that keeps readers out: say so, not "no notes yet"
-    st.warning(escape.md(exc), icon=":material/lock:")
-    st.stop()
-# The noted episodes' tasks, looked up by id: a run's table is never loaded for its notes.
-tasks = {i: r["task_name"] for i, r in widgets.episode_rows(run, sorted(set(notes["episode_id"]))).items()}
-notes = review.with_status(notes, run).assign(task_name=lambda f: f["episode_id"].map(tasks))
-if not len(notes):
-    st.info("No notes on this run yet. Open a step (Episode page) and add a label or a note under it.")
-    st.stop()
-shown = filtered(notes)
-orphans = int(notes["orphaned"].notna().sum())
-st.caption(f"{len(shown)} of {len(notes)} notes" + (f" · {orphans} orphaned (their step is gone; kept)"
-                                                     if orphans else ""))
-table(shown)
-links(shown)
-history(opened, shown)
-if show_deleted:
-    review_panel.restore_deleted(opened, shown[shown["deleted"]])
-export(run, opened, shown[shown["orphaned"].isna() & ~shown["deleted"]])
+show(run)

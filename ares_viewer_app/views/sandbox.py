@@ -21,9 +21,9 @@ import time
 
 import streamlit as st
 
-from ares_viewer import container, sandbox, snapshots
+from ares_viewer import container, model, sandbox, snapshots
 from ares_viewer.model import render
-from ares_viewer_app import counterfactual_panel, escape, sandbox_policy, sandbox_reaper, state, widgets
+from ares_viewer_app import counterfactual_panel, escape, loaders, sandbox_policy, sandbox_reaper, state, widgets
 
 _KEY = "sandbox."  # every session key of this page starts with it
 # The browser keeps the sandbox session id in this cookie, so a reload finds the session's containers again.
@@ -43,12 +43,6 @@ def _set(**values) -> None:
 def _forget() -> None:
     for name in ("box", "container_id", "restored_step", "replay", "command_result", "fork", "reattached"):
         st.session_state.pop(_KEY + name, None)
-
-
-@st.cache_resource(show_spinner=False, max_entries=1)
-def _engine():
-    """One client for the server's sessions (a failure is not cached: the next rerun tries again)."""
-    return sandbox.connect()
 
 
 def _cookie_session() -> str | None:
@@ -316,6 +310,58 @@ def _fork(box: sandbox.Sandbox, episode) -> None:
         st.caption(escape.md(forked.note))
 
 
+def show(episode: model.Episode) -> None:
+    """The page for one episode: restore a step, then replay, run commands or fork; ask a model again."""
+    steps = [ref.step_index for ref in snapshots.find(episode)]
+    if not steps:
+        st.info("This episode has no recorded snapshots, so there is nothing to restore.")
+        return
+
+    try:
+        client = loaders.docker_engine()
+    except sandbox.SandboxError as exc:
+        st.error(f"Docker is unavailable, so sandboxes are too. {escape.md(exc)}")
+        return
+    sandbox_reaper.start(client)
+    try:
+        sandbox_reaper.reap_now(client)
+    except Exception as exc:  # the engine went away since the client was made: say so, try a new client next time
+        loaders.docker_engine.clear()
+        st.error(f"Docker stopped answering: {escape.md(exc)}")
+        return
+
+    cols = st.columns([3, 1, 1])
+    with cols[0]:
+        step = _pick_step(episode, steps)
+    network = cols[1].toggle("Network", value=False, key=_KEY + "network",
+                             help="Off by default: the agent's commands are untrusted")
+    cols[2].write("")
+    if cols[2].button("Restore", type="primary", icon=":material/restore:", key=_KEY + "restore"):
+        _restore(episode, step, client, network)
+
+    _remember_session()
+    if _get("box") is None:
+        _reattach_panel(client, episode.episode_id)
+    box = _get("box")
+    if box is not None and box.episode_id != episode.episode_id:
+        st.info(f"Your sandbox {box.short_id} holds episode {escape.line(render.short_id(box.episode_id))}; restore "
+                "to replace it.")
+    elif box is not None and _container_panel(box):
+        box = _get("box")
+        # A keyed tab bar keeps the tab a result came from: running a command or a fork reruns the page without
+        # snapping back to the first tab.
+        tabs = st.tabs(list(_TABS), key=_KEY + "tab", default=_TABS[0], on_change="rerun")
+        with tabs[0]:
+            _replay(box, episode)
+        with tabs[1]:
+            _command_box(box)
+        with tabs[2]:
+            _fork(box, episode)
+
+    st.divider()
+    counterfactual_panel.show(episode, step, client, _session())
+
+
 st.title("Sandbox")
 st.caption("Restore any recorded step into a live container, rerun the agent's commands, or try others.")
 if not sandbox_policy.sandbox_enabled(st.get_option("server.address")):
@@ -326,52 +372,4 @@ if not sandbox_policy.sandbox_enabled(st.get_option("server.address")):
 
 current = widgets.current_run()
 episode_id = widgets.episode_picker(current, _KEY + "episode_pick", reset={"step": 0})
-episode = widgets.read_episode(current, episode_id)
-steps = [ref.step_index for ref in snapshots.find(episode)]
-if not steps:
-    st.info("This episode has no recorded snapshots, so there is nothing to restore.")
-    st.stop()
-
-try:
-    client = _engine()
-except sandbox.SandboxError as exc:
-    st.error(f"Docker is unavailable, so sandboxes are too. {escape.md(exc)}")
-    st.stop()
-sandbox_reaper.start(client)
-try:
-    sandbox_reaper.reap_now(client)
-except Exception as exc:  # the engine went away since the client was made: say so, try a new client next time
-    _engine.clear()
-    st.error(f"Docker stopped answering: {escape.md(exc)}")
-    st.stop()
-
-cols = st.columns([3, 1, 1])
-with cols[0]:
-    step = _pick_step(episode, steps)
-network = cols[1].toggle("Network", value=False, key=_KEY + "network",
-                         help="Off by default: the agent's commands are untrusted")
-cols[2].write("")
-if cols[2].button("Restore", type="primary", icon=":material/restore:", key=_KEY + "restore"):
-    _restore(episode, step, client, network)
-
-_remember_session()
-if _get("box") is None:
-    _reattach_panel(client, episode.episode_id)
-box = _get("box")
-if box is not None and box.episode_id != episode.episode_id:
-    st.info(f"Your sandbox {box.short_id} holds episode {escape.line(render.short_id(box.episode_id))}; restore to "
-            "replace it.")
-elif box is not None and _container_panel(box):
-    box = _get("box")
-    # A keyed tab bar keeps the tab a result came from: running a command or a fork reruns the page without
-    # snapping back to the first tab.
-    tabs = st.tabs(list(_TABS), key=_KEY + "tab", default=_TABS[0], on_change="rerun")
-    with tabs[0]:
-        _replay(box, episode)
-    with tabs[1]:
-        _command_box(box)
-    with tabs[2]:
-        _fork(box, episode)
-
-st.divider()
-counterfactual_panel.show(episode, step, client, _session())
+show(widgets.read_episode(current, episode_id))

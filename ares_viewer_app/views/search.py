@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import functools
 import html
-import os
 import time
 
 import streamlit as st
 
+import ares_viewer
 from ares_viewer.analysis import search
+from ares_viewer.base import settings
 from ares_viewer.model import render
 from ares_viewer_app import escape, pages, state, widgets
 
 _FIELD_NAMES = {"task": "task prompt", "system": "system prompt", "reasoning": "reasoning", "thought": "thought",
                 "command": "command", "output": "output"}
-SECONDS_ENV = "ARES_VIEWER_SEARCH_SECONDS"
+SECONDS_ENV = settings.SEARCH_SECONDS.name
 LIMIT = 100  # hits a search shows at most unless told (the "At most" box, ``limit``)
 _MOST = 1000  # the largest "At most"
 _SLICE = 0.25  # seconds between two updates of the progress line
@@ -37,10 +38,7 @@ def highlighted(hit: search.Hit) -> str:
 
 def budget() -> float:
     """Seconds one page run searches for (``ARES_VIEWER_SEARCH_SECONDS``)."""
-    try:
-        return max(0.0, float(os.environ.get(SECONDS_ENV, "10")))
-    except ValueError:
-        return 10.0
+    return settings.SEARCH_SECONDS.get()
 
 
 def progress_line(found: search.Search, hits: list[search.Hit]) -> str:
@@ -124,27 +122,33 @@ def _search(run, query: str, regex: bool, case: bool, fields: list[str], limit: 
         st.warning(escape.md(error))
 
 
+def show(run: ares_viewer.Run) -> None:
+    """The page for ``run``: the search boxes (synced to the URL) and the hits."""
+    # Each box follows the URL when the URL changes (a link, a reload, back) and comes back with the page after
+    # another one showed; what is typed is never overwritten.
+    problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "regex", False, state.on_off),
+                state.bind("search.case", "case", False, state.on_off),
+                state.bind("search.fields", "in", list(search.FIELDS),
+                           lambda raw: [f for f in search.FIELDS if f in raw], choices=search.FIELDS,
+                           unknown=f"the fields are {', '.join(search.FIELDS)}"),
+                state.bind("search.limit", "limit", LIMIT,
+                           functools.partial(state.whole, _MOST, f"it is a whole number from 1 to {_MOST:,}"))]
+    query = st.text_input("Text or regular expression", placeholder="e.g. Traceback|AssertionError",
+                          **state.synced("search.query", "q", lambda v: v.strip() or None)).strip()
+    cols = st.columns(4)
+    regex = cols[0].toggle("Regular expression", **state.synced("search.regex", "regex", state.flag))
+    case = cols[1].toggle("Match case", **state.synced("search.case", "case", state.flag))
+    fields = cols[2].multiselect("In", list(search.FIELDS), format_func=_FIELD_NAMES.get,
+                                 **state.synced("search.fields", "in", _some_fields))
+    limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50,
+                                 **state.synced("search.limit", "limit", lambda n: None if n == LIMIT else n))
+    for problem in filter(None, problems):
+        st.caption(problem)
+
+    if query and fields:
+        _search(run, query, regex, case, fields, int(limit))
+
+
 run = widgets.current_run()
 st.title("Search")
-# Each box follows the URL when the URL changes (a link, a reload, back) and comes back with the page after
-# another one showed; what is typed is never overwritten.
-problems = [state.bind("search.query", "q", ""), state.bind("search.regex", "regex", False, state.on_off),
-            state.bind("search.case", "case", False, state.on_off),
-            state.bind("search.fields", "in", list(search.FIELDS), lambda raw: [f for f in search.FIELDS if f in raw],
-                       choices=search.FIELDS, unknown=f"the fields are {', '.join(search.FIELDS)}"),
-            state.bind("search.limit", "limit", LIMIT,
-                       functools.partial(state.whole, _MOST, f"it is a whole number from 1 to {_MOST:,}"))]
-query = st.text_input("Text or regular expression", placeholder="e.g. Traceback|AssertionError",
-                      **state.synced("search.query", "q", lambda v: v.strip() or None)).strip()
-cols = st.columns(4)
-regex = cols[0].toggle("Regular expression", **state.synced("search.regex", "regex", state.flag))
-case = cols[1].toggle("Match case", **state.synced("search.case", "case", state.flag))
-fields = cols[2].multiselect("In", list(search.FIELDS), format_func=_FIELD_NAMES.get,
-                             **state.synced("search.fields", "in", _some_fields))
-limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50,
-                             **state.synced("search.limit", "limit", lambda n: None if n == LIMIT else n))
-for problem in filter(None, problems):
-    st.caption(problem)
-
-if query and fields:
-    _search(run, query, regex, case, fields, int(limit))
+show(run)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import agent_text
+from ares_viewer.base import agent_text, locations
 from ares_viewer.formats import base, chat, failures
 from ares_viewer.model import EpisodeRow
 
@@ -43,7 +43,7 @@ def _steps(doc: Any) -> list[Any]:
 
 def trial_folder(path: str) -> str | None:
     """The harbor trial folder of ``<trial>/agent/trajectory.json`` (None for any other path)."""
-    pure = pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/"))
+    pure = locations.Location.of(path).pure(backslashes=True)
     if pure.name == _TRAJECTORY and pure.parent.name == "agent":
         return str(pure.parent.parent)
     return None
@@ -58,7 +58,7 @@ def episode_id(doc: Any, path: str, record: int | None = None) -> str:
         base = f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
     else:
         base = next((str(doc[k]) for k in ("session_id", "trajectory_id") if isinstance(doc.get(k), str | int)
-                     and str(doc[k])), None) or pathlib.PurePosixPath(path.split("://", 1)[-1]).name.split(".")[0]
+                     and str(doc[k])), None) or locations.Location.of(path).name.split(".")[0]
     return base if record is None else f"{base}#{record}"
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import agent_text
+from ares_viewer.base import agent_text, locations
 from ares_viewer.formats import base, chat, failures, reasoning
 from ares_viewer.model import EpisodeRow
 
@@ -49,7 +49,7 @@ def misnamed(path: str) -> str | None:
 
 
 def _name(path: str) -> str:
-    return pathlib.PurePosixPath(path.split("://", 1)[-1]).name
+    return locations.Location.of(path).name
 
 
 def _messages(doc: Any) -> list[Any]:
@@ -75,7 +75,7 @@ def _instance(path: str) -> str:
 def episode_id(doc: Any, path: str, record: int | None = None) -> str:
     """``{folder}/{instance}``: the instance id alone repeats across runs of the same benchmark."""
     _messages(doc)
-    pure = pathlib.PurePosixPath(path.split("://", 1)[-1])
+    pure = locations.Location.of(path).pure()
     instance = _instance(path)
     folder = pure.parent.name
     if folder == instance:  # run-batch writes {output}/{instance}/{instance}.traj.json

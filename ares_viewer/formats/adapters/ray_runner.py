@@ -11,11 +11,11 @@ kept in ``metadata["evaluation"]``; the task's name is looked up in ``reset_kwar
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
+from ares_viewer.base import locations
 from ares_viewer.formats import base, chat, reasoning
 from ares_viewer.model import EpisodeRow
 
@@ -50,7 +50,7 @@ def episode_id(doc: Any, path: str, record: int | None = None) -> str:
     value = doc.get("episode_id")
     if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
         return str(value)
-    stem = pathlib.PurePosixPath(path.split("://", 1)[-1]).name.split(".")[0]
+    stem = locations.Location.of(path).name.split(".")[0]
     return stem if record is None else f"{stem}#{record}"
 
 

@@ -10,12 +10,12 @@ readable from the file's path, and a response cut off at the token limit (``stop
 
 from __future__ import annotations
 
-import pathlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
+from ares_viewer.base import locations
 from ares_viewer.formats import base, chat, reasoning
 from ares_viewer.model import EpisodeRow
 
@@ -43,12 +43,12 @@ def misnamed(path: str) -> str | None:
 
 
 def _name(path: str) -> str:
-    return pathlib.PurePosixPath(path.split("://", 1)[-1]).name
+    return locations.Location.of(path).name
 
 
 def _location(path: str) -> tuple[str, int | None, str]:
     """The log folder's name, the iteration its folder names, and the file's base name (train, eval_<label>)."""
-    pure = pathlib.PurePosixPath(path.split("://", 1)[-1])
+    pure = locations.Location.of(path).pure()
     match = _FILE.match(pure.name)
     base = match.group("base") if match else pure.stem
     iteration_dir = _ITERATION_DIR.match(pure.parent.name)

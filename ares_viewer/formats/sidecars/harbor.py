@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
+from ares_viewer.base import locations
 from ares_viewer.formats import chat
 from ares_viewer.formats.adapters import atif
 
@@ -66,7 +67,7 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
     agent = doc.get("agent_info") if isinstance(doc.get("agent_info"), Mapping) else {}
     info = agent.get("model_info") if isinstance(agent.get("model_info"), Mapping) else {}
     usage = doc.get("agent_result") if isinstance(doc.get("agent_result"), Mapping) else {}
-    pure = pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/"))
+    pure = locations.Location.of(path).pure(backslashes=True)
     return {
         "folder": str(pure.parent),
         "task_name": str(doc.get("task_name") or ""),

@@ -36,7 +36,7 @@ from typing import Any
 
 import fsspec
 
-from ares_viewer.base import jsondecode
+from ares_viewer.base import jsondecode, locations
 
 # Verdict -> reward. Read in this order: an instance in two lists takes the first (resolved wins).
 REWARDS: Mapping[str, float] = {"resolved": 1.0, "unresolved": 0.0, "error": 0.0, "empty_patch": 0.0}
@@ -90,7 +90,7 @@ def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
 
 
 def _parts(path: str) -> tuple[str, ...]:
-    return pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/")).parts
+    return locations.Location.of(path).pure(backslashes=True).parts
 
 
 def _parent(path: str) -> str:

@@ -23,6 +23,7 @@ from types import ModuleType
 import duckdb
 import orjson
 
+from ares_viewer.base import locations
 from ares_viewer.formats import chat, registry
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import store
@@ -89,7 +90,7 @@ def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> ModuleType |
     """The adapter of a local JSON Lines file's first line (None: not one, or left to the ordinary path).
 
     A file over the size bound (``sources.Limits``) is left to the ordinary path, which reports it."""
-    if ("://" in file.path or file.size == 0 or file.size > max_bytes
+    if (not locations.is_local(file.path) or file.size == 0 or file.size > max_bytes
             or not file.path.lower().endswith(_SUFFIXES)):
         return None
     try:

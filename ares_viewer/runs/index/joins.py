@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from ares_viewer.base import locations
 from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.runs.index import store
@@ -74,7 +75,7 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
 
 def relative(path: str, location: str) -> str:
     """``path`` relative to the run's location when it lies inside it (else whole)."""
-    if "://" in path:
+    if not locations.is_local(path):
         root = location.rstrip("/")
         return path[len(root) + 1:] if path.startswith(root + "/") else path
     try:

@@ -14,6 +14,7 @@ import tempfile
 
 import duckdb
 
+from ares_viewer.base import locations
 from ares_viewer.runs import index_cache, sources
 from ares_viewer.runs.index import builder, store
 
@@ -30,9 +31,7 @@ def cache_root() -> pathlib.Path:
 
 def canonical(location: str) -> str:
     """The spelling of a location an index is keyed by (local paths made absolute)."""
-    if "://" in location:
-        return location.rstrip("/")
-    return os.path.abspath(os.path.expanduser(location))
+    return locations.Location.of(location).canonical()
 
 
 def store_for(location: str, *, use_cache: bool = True) -> tuple[store.Store, bool]:

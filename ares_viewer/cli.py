@@ -21,6 +21,7 @@ import pandas as pd
 from ares_viewer import review, sandbox
 from ares_viewer.analysis import search
 from ares_viewer.base import settings
+from ares_viewer.base.durations import parse_duration
 from ares_viewer.formats.export import atif_export
 from ares_viewer.model import render as display
 from ares_viewer.runs import run, sources
@@ -473,27 +474,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def _count(text: str) -> int:
     """A count for ``--limit``: a whole number, 0 or more."""
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a count (a whole number, 0 or more)")
     return int(text)
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``30m``, ``2h``, ``1d`` or ``1w`` (``sandbox cleanup --older-than``).
-
-    Raises:
-        ValueError: For anything else.
-    """
-    match = _DURATION_RE.match(text or "")
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 2h or 1d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def _sandbox_error() -> type[Exception]:

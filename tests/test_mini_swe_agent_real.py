@@ -147,3 +147,30 @@ def test_index_rows_agree_with_parsed_trajectories(run):
                 assert row[key] is None or row[key] != row[key], key
             else:
                 assert row[key] == pytest.approx(value) if isinstance(value, float) else row[key] == value, key
+
+
+def test_why_each_real_trajectory_ended_names_its_cause_with_its_source(mini_runs, tmp_path):
+    """Real mini-swe-agent trajectories with the per-instance reports a SWE-bench harness keeps beside them
+    (``logs/<instance>/report.json``): every ending names its cause and where it read it."""
+    import json
+    import shutil
+
+    from ares_viewer.analysis import ending
+
+    shutil.copytree(mini_runs, tmp_path / "trajs")
+    report = tmp_path / "logs" / "text-submitted" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"text-submitted": {
+        "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
+        "tests_status": {"FAIL_TO_PASS": {"success": ["tests/test_calc.py::test_add"], "failure": []},
+                         "PASS_TO_PASS": {"success": [], "failure": ["tests/test_calc.py::test_sub"]}}}}))
+    run = ares_viewer.open_run(tmp_path)
+    submitted = ending.of(run.episode(f"{RUN}/text-submitted"))
+    assert "the SWE-bench evaluation says unresolved" in submitted.explanation
+    assert "tests/test_calc.py::test_sub" in submitted.explanation and str(report) in submitted.explanation
+    crashed = run.episode(f"{RUN}/toolcall-exception")
+    assert "provider connection reset" in ending.of(crashed).explanation  # the error itself, from the file
+    blame = dict(zip(run.failures()["reason"], run.failures()["blame"], strict=True))
+    assert [who for reason, who in blame.items() if "connection reset" in reason] == ["infrastructure"]
+    assert [who for reason, who in blame.items() if reason.startswith("truncated")] == ["agent"]
+    assert run.stats()["infrastructure_failures"] == 1

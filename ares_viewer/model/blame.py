@@ -24,7 +24,7 @@ INFRASTRUCTURE = (
     r"|SSLError|SSLEOFError|SSLZeroReturnError|ConnectionError|ConnectionResetError|ConnectionRefusedError"
     r"|ConnectionAbortedError|RemoteDisconnected|ReadTimeout|ConnectTimeout|ReadTimeoutError|ConnectTimeoutError"
     r"|ProtocolError|DockerException|NotFound|EngineError|EngineUnreachableError)\b"
-    r"|container is not running|no such container|OCI runtime|Read timed out|Connection reset by peer"
+    r"|container is not running|no such container|OCI runtime|Read timed out|connection reset|connection refused"
 )
 _INFRASTRUCTURE = re.compile(INFRASTRUCTURE, re.IGNORECASE)
 

@@ -11,11 +11,13 @@ import os
 import pathlib
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 import ares_viewer
 from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
 from ares_viewer.analysis import align
+from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
 from ares_viewer_app import access
@@ -116,6 +118,12 @@ def load_run(where: str) -> ares_viewer.Run:
     """The opened run at a location (raises ``ares_viewer.LocationError`` when it does not exist); on an exposed
     server its files are those that resolve inside its folder (``_within``): symlinks out of it are left out."""
     return _opened(where, _within(where))
+
+
+@st.cache_data(max_entries=8, ttl=60, show_spinner="Reading the evaluation reports' tests…")
+def failing_tests(location: str, episodes: int, _run: ares_viewer.Run) -> pd.DataFrame:
+    """The run's failing tests (``analysis.failing_tests``), kept a minute per location and size of the run."""
+    return failing_tests_module.of_run(_run)
 
 
 @st.cache_resource(max_entries=MAX_RUNS, show_spinner="Indexing the run…")

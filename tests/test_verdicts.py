@@ -182,3 +182,22 @@ def test_a_report_that_cannot_be_applied_says_what_would_make_it_apply(tmp_path)
     far.write_text(json.dumps(fx.harness_report(resolved=["astropy__astropy-12907"])))
     notes = [str(n) for n in ares_viewer.open_run(tmp_path).warnings if "not applied" in str(n)]
     assert notes and "logs/run_evaluation/<run_id>/<model>/<instance>/report.json" in notes[0]
+
+
+def test_the_tests_that_unresolved_instances_failed_are_grouped_over_the_run(tmp_path):
+    from ares_viewer.analysis import failing_tests
+
+    for instance in ("astropy__astropy-12907", "django__django-11099"):
+        broken = ["test_compound"]
+        _mini(tmp_path, "trajs", instance)
+        report = tmp_path / "logs" / instance / "report.json"
+        report.parent.mkdir(parents=True)
+        report.write_text(json.dumps({instance: {
+            "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
+            "tests_status": {"FAIL_TO_PASS": {"success": [], "failure": [f"test_{instance[:6]}"]},
+                             "PASS_TO_PASS": {"success": [], "failure": broken}}}}))
+    frame = failing_tests.of_run(ares_viewer.open_run(tmp_path))
+    top = frame.iloc[0]
+    assert (top["test"], top["how"], top["episodes"]) == ("test_compound", failing_tests.BROKEN, 2)
+    assert sorted(frame["test"][1:]) == ["test_astrop", "test_django"]
+    assert set(frame["how"][1:]) == {failing_tests.STILL_FAILING}

@@ -16,7 +16,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, plots
 from ares_viewer.runs.index import live, queries
-from ares_viewer_app import escape, review_panel, state, widgets
+from ares_viewer_app import escape, loaders, review_panel, state, widgets
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
@@ -226,6 +226,11 @@ def failure_summary(run) -> str | None:
     elif not rows:  # named by the link, not selected in this table
         st.caption(f"The link picked the reason {escape.code(picked)}.")
         st.button("List every episode", key="overview.all_reasons", on_click=state.update, kwargs={"reason": None})
+    tests = loaders.failing_tests(run.location, len(run), run)
+    if not tests.empty:
+        st.markdown("**The tests they failed** (from the evaluation reports' `tests_status`)")
+        st.dataframe(tests[["test", "how", "episodes"]], key="overview.failing_tests", hide_index=True,
+                     column_config={"test": st.column_config.TextColumn("test", width="large")})
     return picked
 
 

@@ -53,3 +53,26 @@ def test_a_run_with_no_reward_at_all_says_why_its_charts_are_missing(tmp_path, m
     assert any("No reward plots: no episode of this run has a reward (2 failed without a reward (2 of them "
                "failures of the infrastructure))" in i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_the_overview_lists_the_tests_the_failures_failed(tmp_path, monkeypatch, app):
+    import json
+
+    import formats_fixtures as fx
+
+    run = tmp_path / "runs" / "swe"
+    trajectory = run / "trajs" / "astropy__astropy-12907" / "astropy__astropy-12907.traj.json"
+    trajectory.parent.mkdir(parents=True)
+    trajectory.write_text(fx.MINI_V1.read_text())
+    report = run / "logs" / "astropy__astropy-12907" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"astropy__astropy-12907": {
+        "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
+        "tests_status": {"FAIL_TO_PASS": {"success": ["test_separable"], "failure": []},
+                         "PASS_TO_PASS": {"success": [], "failure": ["test_compound_model"]}}}}))
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = app(run="swe")
+    assert not at.exception
+    (tests,) = [d for d in at.dataframe if "how" in d.value.columns]
+    assert tests.value.to_dict("records") == [
+        {"test": "test_compound_model", "how": "passed before, broken by the patch", "episodes": 1}]

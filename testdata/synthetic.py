@@ -174,10 +174,12 @@ def write_episode(folder: str | os.PathLike, doc: dict[str, Any]) -> str:
 
 
 def write_output_run(folder: str | os.PathLike, output: str, *, seed: int = 0) -> str:
-    """Write a run of one episode whose first command printed ``output``; returns the episode's path."""
+    """Write a run of one episode whose first command printed ``output`` (whole, however long); returns the
+    episode's path."""
     os.makedirs(folder, exist_ok=True)
     doc = episode_dict(actions=2, seed=seed)
-    doc["steps"][1]["observation"]["messages"][-1]["content"] = result_message(0, output)
+    result = doc["steps"][1]["observation"]["messages"][-1]
+    result["content"] = f"<returncode>0</returncode>\n<output>\n{output}</output>"
     return write_episode(folder, doc)
 
 

@@ -260,7 +260,7 @@ def test_a_trickle_within_the_deadline_is_an_answer():
 # the port, the path or the fragment.
 MALFORMED = ["http://reviewer:s3cr/et-pw@127.0.0.1:9/v1", "http://reviewer:s3cr?et-pw@127.0.0.1:9/v1",
              "http://reviewer:s3cr#et-pw@127.0.0.1:9/v1", "http://reviewer:s3cr/et?pa#ss@127.0.0.1:9/v1",
-             "http://reviewer:s3cr:et/pw@127.0.0.1:9/v1"]
+             "http://reviewer:s3cr:et/pw@127.0.0.1:9/v1", "http://reviewer:s3cr-et-pw@127.0.0.1:9/v1 /x"]
 
 
 @pytest.mark.parametrize("url", MALFORMED)

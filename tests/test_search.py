@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import random
+import re
+import time
 
 import pytest
 
 import ares_viewer
-from ares_viewer.analysis import search
+from ares_viewer.analysis import linear_regex, search
 from testdata import synthetic
 
 
@@ -83,3 +86,39 @@ def test_hits_mark_the_match_and_group_by_episode(run):
     assert [episode for episode, _ in grouped] == list(dict.fromkeys(h.episode_id for h in found))
     assert sum(len(hits) for _, hits in grouped) == len(found)
     assert all(hits[0].field == "task" for _, hits in grouped)  # an episode's prompts come first
+
+
+# RE2 is linear, but when its automaton grows too large it simulates it at a cost of length × expression size:
+# this one takes ~25 s over 1 MB of a's and b's.
+COSTLY = "[ab]{500}c|a[ab]{500}c"
+
+
+def _letters(count: int) -> str:
+    rng = random.Random(0)
+    return "".join(rng.choice("ab") for _ in range(count))
+
+
+def test_a_costly_match_is_stopped_at_the_budget_and_named(tmp_path):
+    synthetic.write_output_run(tmp_path / "run", _letters(1_000_000))
+    found = search.Search(ares_viewer.open_run(tmp_path / "run", use_cache=False), COSTLY, regex=True)
+    started = time.monotonic()
+    assert list(found.hits(seconds=2)) == []
+    assert time.monotonic() - started < 5
+    [unfinished] = found.progress.unfinished
+    assert re.match(r"episode [0-9a-f-]{36} step 1 output: the expression did not finish within the time budget "
+                    r"over 1,000,\d{3} characters; the rest of that episode was not searched$", unfinished)
+    line = found.progress.describe(0, 0)
+    assert "1 episode(s) searched in part: the expression took longer than the time budget" in line
+
+
+def test_a_match_in_the_child_process_finds_what_a_match_in_place_finds(monkeypatch):
+    """Offsets are characters, in a text with accents, an emoji and a lone surrogate; case folded or not."""
+    text = ("Ünïcode 😀 déjà \ud800 vu " * 50 + _letters(300)) * 4
+    for expression, case in (("d[ée]j[àa]\\s+\\S*", False), ("[ab]{3}", True), ("DÉJÀ", False), ("(?s).", True)):
+        in_place = [m.span() for m in search.compile_pattern(expression, regex=True, case=case).finditer(text)]
+        pattern = search.compile_pattern(expression, regex=True, case=case)
+        pattern.deadline = time.monotonic() + 60
+        monkeypatch.setattr(linear_regex, "INLINE_COST", 0)
+        in_child = [(m.start(), m.end()) for m in pattern.finditer(text)]
+        monkeypatch.undo()
+        assert in_place and in_child == in_place, expression

@@ -16,11 +16,11 @@ where the byte test would not see it). A regular expression is tested for the pl
 sequence requires. A query with no usable word parses every episode, each file once, a chunk of records at a
 time.
 
-A regular expression runs on RE2 (``google-re2``), whose matching takes time linear in the text: no expression
-can hold a search (or the app's server) past its budget the way a backtracking engine's ``(a+)+$`` does. RE2's
-syntax is Python's without lookarounds, backreferences and possessive repeats (and ``\\Z`` is written ``\\z``);
-an expression using them is refused with a message saying so. Plain text runs on ``re`` (a literal needs no
-backtracking).
+A regular expression runs on RE2 (``linear_regex``), whose matching takes time linear in the text: no expression
+can hold a search (or the app's server) the way a backtracking engine's ``(a+)+$`` does, and a costly match runs
+in a process killed when the search's time budget ends (the field's episode is then named in
+``Progress.errors``). RE2 refuses lookarounds, backreferences and possessive repeats with a message saying so.
+Plain text runs on ``re`` (a literal needs no backtracking).
 
 ``Search`` streams hits with counts of the files and episodes searched so far, stops at a limit or a time
 budget, and continues from where it stopped; ``hits`` is the simple generator over it.
@@ -34,8 +34,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-import re2
-
+from ares_viewer.analysis import linear_regex
 from ares_viewer.base import jsonbytes
 from ares_viewer.formats import decoding
 from ares_viewer.runs import sources
@@ -87,38 +86,6 @@ class Pattern(Protocol):
     def finditer(self, text: str) -> Iterator[Any]: ...
 
 
-# A lone surrogate (a JSON file may hold one escaped): RE2 reads UTF-8, which cannot hold one. It is searched as
-# U+FFFD, one character for one, so offsets stay those of the text.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class _Linear:
-    """A regular expression on RE2: matching takes time linear in the text, whatever the expression."""
-
-    def __init__(self, query: str, case: bool) -> None:
-        options = re2.Options()
-        options.case_sensitive = case
-        options.log_errors = False  # RE2 would print every refused expression on stderr
-        self._regexp = re2.compile(query, options)
-
-    def finditer(self, text: str) -> Iterator[Any]:
-        if not text.isascii() and _SURROGATE.search(text):
-            text = _SURROGATE.sub("\ufffd", text)
-        return self._regexp.finditer(text)
-
-
-def _refusal(query: str, reason: object) -> str:
-    reason = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-    message = f"invalid regular expression {query!r}: {reason}"
-    try:
-        re.compile(query)
-    except re.error:
-        return message
-    return (message + " (searches use RE2 syntax, which runs in linear time: no lookarounds such as (?=...) or "
-            "(?<!...), no backreferences such as \\1 or (?P=name), no possessive repeats such as a++; write \\Z "
-            "as \\z)")
-
-
 def compile_pattern(query: str, *, regex: bool = False, case: bool = False) -> Pattern:
     """The pattern a query stands for: plain text on ``re``, a regular expression on RE2 (linear time).
 
@@ -128,10 +95,7 @@ def compile_pattern(query: str, *, regex: bool = False, case: bool = False) -> P
     """
     if not regex:
         return re.compile(re.escape(query), 0 if case else re.IGNORECASE)
-    try:
-        return _Linear(query, case)
-    except re2.error as exc:
-        raise ValueError(_refusal(query, exc.args[0] if exc.args else exc)) from None
+    return linear_regex.compile_expression(query, case=case)
 
 
 def _field_text(step: model.Step, field: str) -> str | None:
@@ -168,7 +132,11 @@ def prompt_text(episode: model.Episode, field: str) -> str | None:
 
 
 def _matches(episode: model.Episode, step: int, field: str, text: str, pattern: Pattern) -> Iterator[Hit]:
-    for match in pattern.finditer(text):
+    try:
+        found = pattern.finditer(text)
+    except linear_regex.MatchTimeoutError as exc:
+        raise linear_regex.MatchTimeoutError(f"episode {episode.episode_id} step {step} {field}: {exc}") from None
+    for match in found:
         if match.end() == match.start():
             continue  # an empty match (e.g. ``x*``) points at nothing a reader can see
         snippet, mark = _snippet(text, match.start(), match.end())
@@ -291,6 +259,8 @@ class Progress:
         stopped: ``"limit"`` or ``"time"`` when the last call stopped early (``Search.hits`` continues), None
             when the search reached the end of the run.
         errors: ``path: reason`` of files that could not be read.
+        unfinished: where a regular expression's match did not end within the time budget (``episode ... step
+            ... field: ...``); the rest of that episode was not searched.
     """
 
     files: int = 0
@@ -303,6 +273,7 @@ class Progress:
     hits: int = 0
     stopped: str | None = None
     errors: list[str] = dataclasses.field(default_factory=list)
+    unfinished: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -329,6 +300,9 @@ class Progress:
             line += f" · {unread:,} file(s) not searched yet"
         if self.errors:
             line += f" · {len(self.errors)} file(s) could not be read"
+        if self.unfinished:
+            line += (f" · {len(self.unfinished)} episode(s) searched in part: the expression took longer than the "
+                     "time budget over a text")
         return line
 
 
@@ -357,17 +331,30 @@ class Search:
         """Raise the ``ValueError`` a search for this would raise (before opening a run for it)."""
         _checked(query, regex, case, fields)
 
-    def hits(self, *, limit: int | None = None, seconds: float | None = None) -> Iterator[Hit]:
+    def hits(self, *, limit: int | None = None, seconds: float | None = None,
+             until: float | None = None) -> Iterator[Hit]:
         """Hits from where the last call stopped, until ``limit`` more were given or ``seconds`` passed (looked
         at between two episodes and between two files; each call gets at least one file or episode further).
-        ``progress`` says how far it got and why it stopped."""
+        ``progress`` says how far it got and why it stopped.
+
+        A regular expression's costly match (``linear_regex``) must end by ``until`` (a ``time.monotonic()``
+        time; by default the end of ``seconds``, none without them): one that does not is stopped, named in
+        ``progress.unfinished``, and the rest of its episode is not searched.
+        """
         progress = self.progress
         progress.stopped = None
         deadline = None if seconds is None else time.monotonic() + seconds
+        if isinstance(self.pattern, linear_regex.Expression):
+            self.pattern.deadline = until if until is not None else deadline
         given = 0
         moved = False
         while True:
-            hit = next(self._pending, None)
+            try:
+                hit = next(self._pending, None)
+            except linear_regex.MatchTimeoutError as exc:
+                progress.unfinished.append(f"{exc}; the rest of that episode was not searched")
+                self._pending, progress.stopped = iter(()), "time"
+                return
             if hit is not None:
                 given += 1
                 progress.hits += 1

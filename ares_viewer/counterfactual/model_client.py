@@ -104,6 +104,8 @@ def malformed(url: str) -> str | None:
                "percent-encoded (%2F, %3F, %23, %40)"
     if parts.netloc and not parts.hostname:
         return "it names no host"
+    if any(not 32 < ord(ch) < 127 for ch in urllib.parse.urlunsplit(parts._replace(netloc=parts.hostname or ""))):
+        return "it holds a space, a control character or a character beyond ASCII (percent-encode it)"
     del port
     return None
 

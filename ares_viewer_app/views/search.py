@@ -4,7 +4,8 @@ to its step, the match highlighted. The URL keeps the query (``q``) and the opti
 
 Hits show as they are found, under a line saying how far the search got. A page run searches for at most
 ``ARES_VIEWER_SEARCH_SECONDS`` (10 by default) and stops at the hit limit; "Continue" goes on from there, "Stop"
-stops it. The search and its hits are kept in the session, so a rerun shows them without searching again.
+stops it. A regular expression's match that would outlast the budget is stopped with it (``linear_regex``) and
+named in a warning. The search and its hits are kept in the session, so a rerun shows them without searching again.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def _search(run, query: str, regex: bool, case: bool, fields: list[str], limit: 
         while given < limit:
             status.caption("Searching… " + progress_line(found, drawn))
             seconds = min(_SLICE, max(0.0, deadline - time.monotonic()))
-            for hit in found.hits(limit=limit - given, seconds=seconds):
+            for hit in found.hits(limit=limit - given, seconds=seconds, until=deadline):
                 saved["hits"].append(hit)
                 drawn.append(hit)
                 given += 1
@@ -118,7 +119,7 @@ def _search(run, query: str, regex: bool, case: bool, fields: list[str], limit: 
     if not found.progress.done:
         controls.button("Continue", key="search.continue", icon=":material/play_arrow:", on_click=_set_running,
                         args=(True,), help="Search on from where the search stopped")
-    for error in found.progress.errors:
+    for error in found.progress.errors + found.progress.unfinished:
         st.warning(escape.md(error))
 
 

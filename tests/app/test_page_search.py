@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import time
 import urllib.parse
@@ -205,3 +206,19 @@ def test_an_expression_re2_does_not_take_says_why(runs, app):
     assert not at.exception
     shown = [e.value.replace("\\", "") for e in at.error]  # the message is escaped markdown
     assert any("no lookarounds" in e and "(?<!THOUGHT: )Step" in e for e in shown)
+
+
+def test_an_expression_too_costly_for_the_budget_is_stopped_with_it_and_named(tmp_path, monkeypatch, app):
+    """RE2 takes ~25 s for this expression over 1 MB of a's and b's: the page stops it at its 2 s budget, says
+    which text it did not finish, and the search can go on."""
+    rng = random.Random(0)
+    synthetic.write_output_run(tmp_path / "runs" / "letters", "".join(rng.choice("ab") for _ in range(1_000_000)))
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("ARES_VIEWER_SEARCH_SECONDS", "2")
+    started = time.monotonic()
+    at = app("search", run="letters", regex="1", q="[ab]{500}c|a[ab]{500}c")
+    assert time.monotonic() - started < 8
+    assert not at.exception
+    warnings = [w.value.replace("\\", "") for w in at.warning]
+    assert any("step 1 output: the expression did not finish within the time budget" in w for w in warnings)
+    assert "1 episode(s) searched in part" in page_text.of(at)

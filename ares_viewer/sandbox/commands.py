@@ -73,8 +73,11 @@ def run_command(
     timeout_s: float = COMMAND_TIMEOUT_S,
     environment: Mapping[str, str] | None = None,
     limits: ResourceLimits | None = None,
+    login: bool = True,
 ) -> CommandResult:
     """Run ``bash -lc command`` in a container under ``timeout_s``; every failure becomes ``CommandResult.error``.
+
+    With ``login=False`` the command runs as ``bash -c``: no profile (``/etc/profile``, ``~/.profile``) is read.
 
     The timeout is enforced twice: coreutils ``timeout`` inside the container signals the command's whole
     process group (TERM, then KILL 5 s later), and the call itself is abandoned when the engine has not
@@ -91,7 +94,7 @@ def run_command(
     # stderr joins stdout at the source: the engine reads two pipes concurrently, so kept apart, their lines
     # could interleave in any order and identical runs would differ. The wrapper's own stderr carries only its
     # start sentinel and how many processes it killed.
-    argv = ["bash", "-c", _WRAPPER, "ares-viewer", str(seconds), command]
+    argv = ["bash", "-c", _WRAPPER, "ares-viewer", str(seconds), command, "-lc" if login else "-c"]
     began = time.monotonic()
     wall_start = time.time()
     limit_s = seconds + 5 + _SWEEP_GRACE_S + ENGINE_GRACE_S
@@ -144,7 +147,7 @@ def run_command(
 # shell builtins run after the command: no fork is needed, so the sweep works even when the command used up the
 # process limit. The engine's init (PID 1, see ``ResourceLimits.run_options``) reaps what was killed.
 _WRAPPER = r"""
-seconds="$1"; command="$2"
+seconds="$1"; command="$2"; flag="$3"
 printf 'ares-viewer:started\n' >&2
 declare -A before parent started stopped
 look() {  # parent[pid] and started[pid] of every live process now (zombies left out)
@@ -159,7 +162,7 @@ look() {  # parent[pid] and started[pid] of every live process now (zombies left
 }
 look
 for pid in "${!started[@]}"; do before[$pid]="${started[$pid]}"; done
-timeout -k 5 "$seconds" bash -c 'exec bash -lc "$1" 2>&1' bash "$command"
+timeout -k 5 "$seconds" bash -c 'exec bash "$2" "$1" 2>&1' bash "$command" "$flag"
 rc=$?
 for ((round = 0; round < 100; round++)); do
     look

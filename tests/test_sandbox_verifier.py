@@ -24,28 +24,33 @@ WRONG_FIX = "aefe890e-4268-4666-90b5-dd09d3259e06"  # slugify-wrong-fix: reward 
 SESSION = f"pytest-verifier-{uuid.uuid4().hex[:10]}"
 
 _PLUGIN_DIST = "/usr/lib/python3/dist-packages"
+_PLUGIN_INFO = f"{_PLUGIN_DIST}/forged_plugin-1.0.dist-info"
 
 # name -> a fork's command that, before, made the verifier of the wrong fix report 1.0.
 TRICKS = {
     # `python3 -m pytest` run from /testbed imports this package instead of pytest: exit 0, "passed".
     "a pytest package in the work folder": (
         "mkdir -p /testbed/pytest && touch /testbed/pytest/__init__.py"
-        " && printf 'raise SystemExit(0)\\n' > /testbed/pytest/__main__.py"),
+        " && printf 'raise SystemExit(0)\\n' > /testbed/pytest/__main__.py"
+    ),
     # Every login shell sources /etc/profile.d: python3 becomes a function that succeeds.
     "a python3 function in /etc/profile.d": "echo 'python3() { return 0; }' > /etc/profile.d/zz-forged.sh",
     # First on the PATH: a python3 that succeeds.
     "a fake python3 in /usr/local/bin": (
-        "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3"),
+        "printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/python3 && chmod +x /usr/local/bin/python3"
+    ),
     # The login shell's profile: when the verifier's shell exits, overwrite the reward it wrote.
     "an EXIT trap in /root/.profile": (
-        "echo 'trap \"mkdir -p /logs/verifier; echo 1.0 > /logs/verifier/reward.txt\" EXIT' >> /root/.profile"),
+        "echo 'trap \"mkdir -p /logs/verifier; echo 1.0 > /logs/verifier/reward.txt\" EXIT' >> /root/.profile"
+    ),
     # An installed distribution declaring a pytest11 entry point: pytest loads it and it ends the run with 0.
     "a pytest11 entry-point plugin": (
-        f"mkdir -p {_PLUGIN_DIST}/forged_plugin-1.0.dist-info"
-        f" && printf 'Metadata-Version: 2.1\\nName: forged-plugin\\nVersion: 1.0\\n'"
-        f" > {_PLUGIN_DIST}/forged_plugin-1.0.dist-info/METADATA"
-        f" && printf '[pytest11]\\nforged = forged_plugin\\n' > {_PLUGIN_DIST}/forged_plugin-1.0.dist-info/entry_points.txt"
-        f" && printf 'import os\\ndef pytest_unconfigure(config):\\n    os._exit(0)\\n' > {_PLUGIN_DIST}/forged_plugin.py"),
+        f"mkdir -p {_PLUGIN_INFO}"
+        f" && printf 'Metadata-Version: 2.1\\nName: forged-plugin\\nVersion: 1.0\\n' > {_PLUGIN_INFO}/METADATA"
+        f" && printf '[pytest11]\\nforged = forged_plugin\\n' > {_PLUGIN_INFO}/entry_points.txt"
+        f" && printf 'import os\\ndef pytest_unconfigure(config):\\n    os._exit(0)\\n'"
+        f" > {_PLUGIN_DIST}/forged_plugin.py"
+    ),
 }
 
 
@@ -54,8 +59,10 @@ def _episode(episode_id: str):
 
 
 def _verifier_containers(engine) -> list:
-    return engine.containers.list(all=True, filters={"label": [f"{labels.LABEL_ROLE}={labels.ROLE_VERIFIER}",
-                                                               f"{labels.LABEL_SESSION}={SESSION}"]})
+    return engine.containers.list(
+        all=True,
+        filters={"label": [f"{labels.LABEL_ROLE}={labels.ROLE_VERIFIER}", f"{labels.LABEL_SESSION}={SESSION}"]},
+    )
 
 
 @pytest.mark.parametrize("trick", list(TRICKS))
@@ -79,8 +86,10 @@ def test_an_honest_fix_earns_1_and_the_wrong_one_0_in_a_fresh_container(restore,
     box = restore(WRONG_FIX, 1)
     # The honest fix, with a new module beside it that the fix imports: new files in the task's folders count.
     fix = solved.step(5).command
-    helper = ("printf 'import unicodedata\\n\\ndef fold(text):\\n    return unicodedata.normalize(\"NFKD\", text)\\n'"
-              " > /testbed/textkit/_fold.py && sed -i '1i from textkit import _fold  # noqa' textkit/slug.py")
+    helper = (
+        "printf 'import unicodedata\\n\\ndef fold(text):\\n    return unicodedata.normalize(\"NFKD\", text)\\n'"
+        " > /testbed/textkit/_fold.py && sed -i '1i from textkit import _fold  # noqa' textkit/slug.py"
+    )
     forked = sandbox.fork(box, wrong, [fix, helper])
     assert [r.returncode for r in forked.results] == [0, 0], forked.results
     assert forked.verifier.error is None, forked.verifier

@@ -47,18 +47,34 @@ def start_container(client: Any, image: str, container_labels: Mapping[str, str]
     """A new, running container of ``image``: no network, ``limits``, never privileged, ``container_labels``."""
     require_image(client, image)
     return client.containers.run(
-        image, ["sleep", "infinity"], detach=True, network_mode="none", working_dir=START_FOLDER,
-        labels=dict(container_labels), volumes={}, **limits.run_options())
+        image,
+        ["sleep", "infinity"],
+        detach=True,
+        network_mode="none",
+        working_dir=START_FOLDER,
+        labels=dict(container_labels),
+        volumes={},
+        **limits.run_options(),
+    )
 
 
 @contextlib.contextmanager
 def fresh_container(
-    client: Any, image: str, *, episode_id: str, session: str, step: int, limits: ResourceLimits | None = None,
+    client: Any,
+    image: str,
+    *,
+    episode_id: str,
+    session: str,
+    step: int,
+    limits: ResourceLimits | None = None,
 ) -> Iterator[Any]:
     """A fresh container of ``image`` labelled as a verifier's (``episode_id``, ``session``, ``step``), removed
     when the block ends, whatever happens."""
-    made = labels.project_labels(labels.ROLE_VERIFIER, episode_id, **{
-        labels.LABEL_SESSION: session, labels.LABEL_STEP: str(step), labels.LABEL_CREATED: f"{time.time():.3f}"})
+    made = labels.project_labels(
+        labels.ROLE_VERIFIER,
+        episode_id,
+        **{labels.LABEL_SESSION: session, labels.LABEL_STEP: str(step), labels.LABEL_CREATED: f"{time.time():.3f}"},
+    )
     live = start_container(client, image, made, limits or ResourceLimits())
     try:
         yield live
@@ -123,5 +139,6 @@ def _rewrite(archive: IO[bytes], out: IO[bytes], top: str) -> None:
 
 def run(client: Any, live: Any, command: str, *, timeout_s: float, workdir: str = START_FOLDER) -> CommandResult:
     """``bash -c command`` (no login shell: no profile is read) in ``live`` with :data:`ENVIRONMENT`."""
-    return run_command(client, live.id, command, workdir=workdir, timeout_s=timeout_s, environment=ENVIRONMENT,
-                       login=False)
+    return run_command(
+        client, live.id, command, workdir=workdir, timeout_s=timeout_s, environment=ENVIRONMENT, login=False
+    )

@@ -234,8 +234,9 @@ def _cannot_run(client: Any, container_id: str, returncode: int | None, text: st
         return gone
     said = text.strip().splitlines()[-1][:300] if text.strip() else "no message"
     hint = ""
-    if "resource temporarily unavailable" in text.lower() or "fork" in text.lower():
-        pids = (attrs.get("HostConfig") or {}).get("PidsLimit") or limits.pids_limit
+    pids = (attrs.get("HostConfig") or {}).get("PidsLimit") or limits.pids_limit
+    if ("resource temporarily unavailable" in text.lower() or "fork" in text.lower()
+            or _processes(client, container_id) >= pids):
         hint = (f" it has reached its process limit ({pids}): processes that are no command's (the container's "
                 "own, or started outside the sandbox's commands) hold every slot;")
     return (f"the container could not start the command (exit code {returncode}: {said});{hint} "
@@ -258,6 +259,16 @@ def _not_running(client: Any, container_id: str, attrs: dict[str, Any] | None = 
         return "the container ran out of memory and was killed (OOM); restore the step again"
     return (f"the container is not running (it {state.get('Status', 'stopped')} with exit code "
             f"{state.get('ExitCode')}); restore the step again")
+
+
+def _processes(client: Any, container_id: str) -> int:
+    """How many processes the container holds (the engine's one-shot stats; 0 when it cannot say)."""
+    try:
+        stats = client.api.stats(container_id, stream=False, one_shot=True)
+        return int((stats.get("pids_stats") or {}).get("current") or 0)
+    except Exception as exc:  # an older engine, or none: the hint is left out
+        _LOGGER.debug("stats of %s failed: %s", container_id[:12], exc)
+        return 0
 
 
 def describe_failure(client: Any, container_id: str, exc: BaseException) -> str:

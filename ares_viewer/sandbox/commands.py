@@ -127,11 +127,11 @@ def run_command(
         return CommandResult(None, text, duration, killed_leftovers=outside, error=(
             "the command stopped its wrapper (SIGSTOP to the process that runs it and cleans up after it): the "
             f"wrapper, the command and what it left running ({outside} processes) were killed from outside"))
+    if swept is not None and overdue and swept.wrapper != "gone":
+        return CommandResult(None, text, duration, killed_leftovers=outside, error=(
+            f"the command's wrapper did not end within {due - began:.0f} s (its state: {swept.wrapper}): it "
+            f"and what the command left running ({outside} processes) were killed from outside"))
     if worker.is_alive() or isinstance(outcome.get("error"), StreamTimeoutError):
-        if swept is not None and overdue:
-            return CommandResult(None, text, duration, killed_leftovers=outside, error=(
-                f"the command's wrapper did not end within {due - began:.0f} s (its state: {swept.wrapper}): it "
-                f"and what the command left running ({outside} processes) were killed from outside"))
         return CommandResult(None, text, duration, killed_leftovers=outside, error=(
             f"the Docker engine did not answer within {limit_s:.0f} s; the call was abandoned ({ENGINE_HINT})"))
     if "error" in outcome:
@@ -148,8 +148,7 @@ def run_command(
             client, container_id, returncode, _without_intro(wrapper_said) or text, limits))
     if swept_inside is None:  # the wrapper died before its own clean-up
         if returncode == 137 and _oom_since(client, container_id, wall_start):
-            return CommandResult(returncode, text, duration, killed_leftovers=killed, error=(
-                "killed by the kernel: the container ran out of memory (raise the sandbox's memory limit to retry)"))
+            return CommandResult(returncode, text, duration, killed_leftovers=killed, error=_OUT_OF_MEMORY)
         gone = _not_running(client, container_id)
         return CommandResult(returncode, text, duration, killed_leftovers=killed, error=gone or (
             f"the command killed its wrapper (the process that runs it and cleans up after it; exit code "
@@ -159,11 +158,11 @@ def run_command(
         return CommandResult(returncode, text, duration, timed_out=True, killed_leftovers=killed,
                              error=f"timed out after {seconds} s; the command and its children were killed")
     if returncode == 137 and _oom_since(client, container_id, wall_start):
-        return CommandResult(returncode, text, duration, killed_leftovers=killed, error=(
-            "killed by the kernel: the container ran out of memory (raise the sandbox's memory limit to retry)"))
+        return CommandResult(returncode, text, duration, killed_leftovers=killed, error=_OUT_OF_MEMORY)
     return CommandResult(returncode, text, duration, killed_leftovers=killed)
 
 
+_OUT_OF_MEMORY = "killed by the kernel: the container ran out of memory (raise the sandbox's memory limit to retry)"
 # How long past ``timeout``'s own KILL the wrapper may take to sweep and end before it counts as stuck.
 _WRAPPER_GRACE_S = 5.0
 # The wrapper's stderr kept: its first words list every process running before the command (pid:start each).

@@ -331,6 +331,39 @@ def test_processes_that_clear_their_environment_die_with_their_command(restore):
     assert "sleep 3000" in left and "sleep infinity" in left
 
 
+# The command's parent is ``timeout``; its parent is the wrapper that runs the command and cleans up after it.
+_WRAPPER_PID = "$(cut -d' ' -f4 /proc/$PPID/stat)"
+
+
+def test_a_command_that_kills_its_wrapper_leaves_nothing_and_says_so(restore):
+    box = restore(SOLVED, 0)
+    began = time.monotonic()
+    # One leftover keeps the command's output open, one does not; then the wrapper is killed outright.
+    killed = box.run(f"setsid -f sleep 1010; setsid -f sleep 1011 >/dev/null 2>&1; kill -9 {_WRAPPER_PID}; sleep 1",
+                     timeout_s=20)
+    assert time.monotonic() - began < 15, killed  # seen when the wrapper went, not at the timeout
+    assert killed.error is not None and "killed its wrapper" in killed.error, killed
+    assert "did not answer" not in killed.error and not killed.timed_out
+    assert killed.killed_leftovers >= 2, killed
+    left = _processes(box)
+    assert "sleep 1010" not in left and "sleep 1011" not in left, left
+    assert box.run("echo next").output == "next\n"
+
+
+def test_a_command_that_stops_its_wrapper_leaves_nothing_and_says_so(restore):
+    box = restore(SOLVED, 0)
+    began = time.monotonic()
+    stopped = box.run(f"setsid -f sleep 1012 >/dev/null 2>&1; kill -STOP {_WRAPPER_PID}; echo stopped", timeout_s=3)
+    assert time.monotonic() - began < 25, stopped
+    assert stopped.error is not None and "stopped its wrapper" in stopped.error, stopped
+    assert "did not answer" not in stopped.error
+    assert stopped.output == "stopped\n" and stopped.killed_leftovers >= 1, stopped
+    left = _processes(box)
+    assert "sleep 1012" not in left, left
+    assert box.run("grep -l '^State:.*stopped' /proc/[0-9]*/status || true").output == ""  # the wrapper is gone
+    assert box.run("echo next").output == "next\n"
+
+
 def test_a_fork_bomb_is_cleaned_up_and_later_commands_work(restore):
     box = restore(SOLVED, 0, pids_limit=64)
     bomb = box.run("bomb() { bomb | bomb & }; bomb; sleep 2; echo done", timeout_s=20)

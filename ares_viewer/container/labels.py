@@ -17,6 +17,7 @@ ROLE_SANDBOX = "sandbox"  # a live sandbox restored from a step
 ROLE_RESTORE = "restore"  # a container restored by ``container.restore_container`` directly
 ROLE_BASE_READER = "base-reader"  # a never-started container the capture reads base versions from
 ROLE_IMAGE_PROBE = "image-probe"  # a short-lived container listing an image's files
+ROLE_VERIFIER = "verifier"  # a fresh container a task's verifier runs in, removed after it
 
 
 def project_labels(role: str, episode_id: str | None = None, **more: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from ares_viewer.container.capture import ContainerFilesError
 from ares_viewer.container.engine import ENGINE_HINT, EngineError, docker_errors
 from ares_viewer.container.limits import ResourceLimits
 from ares_viewer.container.streams import HeadTail, StreamTimeoutError, exec_frames
+from ares_viewer.sandbox import sweep
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -73,15 +74,20 @@ def run_command(
     timeout_s: float = COMMAND_TIMEOUT_S,
     environment: Mapping[str, str] | None = None,
     limits: ResourceLimits | None = None,
+    login: bool = True,
 ) -> CommandResult:
     """Run ``bash -lc command`` in a container under ``timeout_s``; every failure becomes ``CommandResult.error``.
+
+    With ``login=False`` the command runs as ``bash -c``: no profile (``/etc/profile``, ``~/.profile``) is read.
 
     The timeout is enforced twice: coreutils ``timeout`` inside the container signals the command's whole
     process group (TERM, then KILL 5 s later), and the call itself is abandoned when the engine has not
     answered ``ENGINE_GRACE_S`` after that, so a hung engine cannot hang the caller. When the command ends,
     every process it started and left running (in the background, in a new session, with a cleared
     environment, a fork bomb) is stopped and killed: every process that was not running before the command and
-    descends from it, or was orphaned while it ran (see ``_WRAPPER``).
+    descends from it, or was orphaned while it ran (see ``sweep``). The wrapper sweeps, then this process sweeps
+    again from a separate exec, so a command that kills or stops its wrapper leaves nothing behind either, and
+    its result says so (``error``).
 
     The output is read as it comes: the first and last ``limits.command_output_bytes / 2`` bytes are kept and
     the bytes between only counted, so an endless stream costs bounded memory.
@@ -89,103 +95,105 @@ def run_command(
     limits = limits or ResourceLimits()
     seconds = max(1, math.ceil(timeout_s))
     # stderr joins stdout at the source: the engine reads two pipes concurrently, so kept apart, their lines
-    # could interleave in any order and identical runs would differ. The wrapper's own stderr carries only its
-    # start sentinel and how many processes it killed.
-    argv = ["bash", "-c", _WRAPPER, "ares-viewer", str(seconds), command]
+    # could interleave in any order and identical runs would differ. The wrapper's own stderr carries only what
+    # it says about itself (see ``sweep``).
+    argv = ["bash", "-c", sweep.WRAPPER, "ares-viewer", str(seconds), command, "-lc" if login else "-c"]
     began = time.monotonic()
     wall_start = time.time()
-    limit_s = seconds + 5 + _SWEEP_GRACE_S + ENGINE_GRACE_S
+    # The wrapper ends by then (``timeout``'s TERM, KILL 5 s later, then its own sweep); past it, it is stuck.
+    due = began + seconds + 5 + _WRAPPER_GRACE_S
+    limit_s = seconds + 5 + _WRAPPER_GRACE_S + sweep.SWEEP_GRACE_S + ENGINE_GRACE_S
     output = HeadTail(limits.command_output_bytes)
-    status = HeadTail(4096)
+    status = HeadTail(_STATUS_BYTES)
     outcome: dict[str, Any] = {}
 
     def call() -> None:
         try:
             outcome["value"] = _exec(client, container_id, argv, workdir, environment, began + limit_s, output,
-                                     status)
+                                     status, outcome)
         except BaseException as exc:  # reported to the caller below, whatever it is
             outcome["error"] = exc
 
     worker = threading.Thread(target=call, name=f"sandbox-exec-{container_id[:12]}", daemon=True)
     worker.start()
-    worker.join(limit_s + 1)
+    overdue = _wait(client, worker, outcome, due)
+    said = sweep.intro(status.parts()[0])
+    swept = sweep.from_outside(client, container_id, said) if said is not None else None
+    worker.join(max(0.0, began + limit_s + 1 - time.monotonic()) if swept is None else ENGINE_GRACE_S)
     duration = round(time.monotonic() - began, 3)
+    text = _decode(output)
+    outside = swept.killed if swept is not None else 0
+    if swept is not None and swept.wrapper == "T":
+        return CommandResult(None, text, duration, killed_leftovers=outside, error=(
+            "the command stopped its wrapper (SIGSTOP to the process that runs it and cleans up after it): the "
+            f"wrapper, the command and what it left running ({outside} processes) were killed from outside"))
+    if swept is not None and overdue and swept.wrapper != "gone":
+        return CommandResult(None, text, duration, killed_leftovers=outside, error=(
+            f"the command's wrapper did not end within {due - began:.0f} s (its state: {swept.wrapper}): it "
+            f"and what the command left running ({outside} processes) were killed from outside"))
     if worker.is_alive() or isinstance(outcome.get("error"), StreamTimeoutError):
-        return CommandResult(None, _decode(output), duration, error=(
+        return CommandResult(None, text, duration, killed_leftovers=outside, error=(
             f"the Docker engine did not answer within {limit_s:.0f} s; the call was abandoned ({ENGINE_HINT})"))
     if "error" in outcome:
-        return CommandResult(None, _decode(output), duration,
+        return CommandResult(None, text, duration, killed_leftovers=outside,
                              error=describe_failure(client, container_id, outcome["error"]))
     returncode = outcome["value"]
-    text = _decode(output)
-    said = b"".join(status.parts()).decode("utf-8", "replace")
-    started = _STARTED in said
-    killed = int(match.group(1)) if (match := _KILLED_RE.search(said)) else 0
-    if not started or (_KILLED_RE.search(said) is None and "fork" in said):
+    wrapper_said = b"".join(status.parts()).decode("utf-8", "replace")
+    swept_inside = sweep.KILLED_RE.search(wrapper_said)
+    killed = (int(swept_inside.group(1)) if swept_inside else 0) + outside
+    if said is None or (swept_inside is None and "fork" in wrapper_said):
         # The engine could not start the wrapper, or the wrapper could not start the command: the container
         # cannot run commands any more (processes that escaped the sweep hold every slot, or it is stopping).
         return CommandResult(returncode, text, duration, error=_cannot_run(
-            client, container_id, returncode, said.replace(_STARTED, "").strip() or text, limits))
+            client, container_id, returncode, _without_intro(wrapper_said) or text, limits))
+    if swept_inside is None:  # the wrapper died before its own clean-up
+        if returncode == 137 and _oom_since(client, container_id, wall_start):
+            return CommandResult(returncode, text, duration, killed_leftovers=killed, error=_OUT_OF_MEMORY)
+        gone = _not_running(client, container_id)
+        return CommandResult(returncode, text, duration, killed_leftovers=killed, error=gone or (
+            f"the command killed its wrapper (the process that runs it and cleans up after it; exit code "
+            f"{returncode}): its output may be cut short; what it left running ({outside} processes) was killed "
+            "from outside"))
     if returncode in (124, 137) and duration >= seconds - 0.05:
         return CommandResult(returncode, text, duration, timed_out=True, killed_leftovers=killed,
                              error=f"timed out after {seconds} s; the command and its children were killed")
     if returncode == 137 and _oom_since(client, container_id, wall_start):
-        return CommandResult(returncode, text, duration, killed_leftovers=killed, error=(
-            "killed by the kernel: the container ran out of memory (raise the sandbox's memory limit to retry)"))
+        return CommandResult(returncode, text, duration, killed_leftovers=killed, error=_OUT_OF_MEMORY)
     return CommandResult(returncode, text, duration, killed_leftovers=killed)
 
 
-# The wrapper notes every process running in the container and when it started (a reused PID is a new process),
-# runs the command under ``timeout``, then stops every process that was not running before and is this
-# command's: its chain of parents leads to the wrapper, or to PID 1 (orphaned: a parent that exited, ``setsid``,
-# ``nohup``, a double fork), whatever it did to its environment. Processes of another exec (parent 0) and new
-# children of processes that were running before (a server the container runs) are left alone. Stopping goes in
-# rounds until nothing new is found (so a fork bomb cannot outrun it), then everything stopped is killed. Only
-# shell builtins run after the command: no fork is needed, so the sweep works even when the command used up the
-# process limit. The engine's init (PID 1, see ``ResourceLimits.run_options``) reaps what was killed.
-_WRAPPER = r"""
-seconds="$1"; command="$2"
-printf 'ares-viewer:started\n' >&2
-declare -A before parent started stopped
-look() {  # parent[pid] and started[pid] of every live process now (zombies left out)
-    parent=(); started=()
-    local dir stat fields
-    for dir in /proc/[0-9]*; do
-        read -r stat 2>/dev/null < "$dir/stat" || continue
-        set -f; fields=(${stat##*) }); set +f
-        [ "${fields[0]}" = Z ] && continue
-        parent[${dir#/proc/}]="${fields[1]}"; started[${dir#/proc/}]="${fields[19]}"
-    done
-}
-look
-for pid in "${!started[@]}"; do before[$pid]="${started[$pid]}"; done
-timeout -k 5 "$seconds" bash -c 'exec bash -lc "$1" 2>&1' bash "$command"
-rc=$?
-for ((round = 0; round < 100; round++)); do
-    look
-    found=0
-    for pid in "${!started[@]}"; do
-        [ "$pid" = "$$" ] || [ -n "${stopped[$pid]}" ] || [ "${before[$pid]}" = "${started[$pid]}" ] && continue
-        up="${parent[$pid]}"
-        for ((hops = 0; hops < 4096; hops++)); do
-            [ -z "$up" ] || [ "$up" = "$$" ] || [ "$up" = 1 ] || [ "$up" = 0 ] && break
-            [ -n "${before[$up]}" ] && [ "${before[$up]}" = "${started[$up]}" ] && break
-            up="${parent[$up]}"
-        done
-        if [ "$up" = "$$" ] || [ "$up" = 1 ]; then
-            kill -STOP "$pid" 2>/dev/null && stopped[$pid]=1 && found=1
-        fi
-    done
-    [ "$found" = 0 ] && break
-done
-for pid in "${!stopped[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-printf 'ares-viewer:killed %d\n' "${#stopped[@]}" >&2
-exit "$rc"
-"""
-_STARTED = "ares-viewer:started"
-_KILLED_RE = re.compile(r"ares-viewer:killed (\d+)")
-# How long the sweep after a command may take, on top of the command's timeout.
-_SWEEP_GRACE_S = 10.0
+_OUT_OF_MEMORY = "killed by the kernel: the container ran out of memory (raise the sandbox's memory limit to retry)"
+# How long past ``timeout``'s own KILL the wrapper may take to sweep and end before it counts as stuck.
+_WRAPPER_GRACE_S = 5.0
+# The wrapper's stderr kept: its first words list every process running before the command (pid:start each).
+_STATUS_BYTES = 1 << 20
+# The wrapper's own lines on its stderr (bash's errors there start with its $0, "ares-viewer:", too).
+_MARKER_RE = re.compile(r"ares-viewer:(started|before|killed)\b")
+# How often a running command's exec is looked at (has its wrapper gone while the output stays open?).
+_POLL_S = 1.0
+
+
+def _wait(client: Any, worker: threading.Thread, outcome: dict[str, Any], due: float) -> bool:
+    """Wait for the command's exec to end; stop waiting early when its wrapper is gone (a leftover keeps the output
+    open). True when it was still running at ``due``."""
+    while worker.is_alive():
+        left = due - time.monotonic()
+        if left <= 0:
+            return True
+        worker.join(min(_POLL_S, left))
+        exec_id = outcome.get("exec_id")
+        if worker.is_alive() and exec_id is not None:
+            try:
+                if not client.api.exec_inspect(exec_id).get("Running", True):
+                    return False
+            except Exception as exc:  # the engine did not answer this look: keep waiting for the exec itself
+                _LOGGER.debug("exec inspect of %s failed: %s", exec_id[:12], exc)
+    return False
+
+
+def _without_intro(said: str) -> str:
+    lines = [line for line in said.splitlines() if not _MARKER_RE.match(line)]
+    return "\n".join(lines).strip()
 
 
 def _decode(output: HeadTail) -> str:
@@ -199,12 +207,13 @@ def _decode(output: HeadTail) -> str:
 
 def _exec(
     client: Any, container_id: str, argv: list[str], workdir: str, environment: Mapping[str, str] | None,
-    deadline: float, output: HeadTail, status: HeadTail,
+    deadline: float, output: HeadTail, status: HeadTail, outcome: dict[str, Any],
 ) -> int:
     api = client.api
     # The output may pause as long as the command's timeout, longer than the client's own timeout allows.
     exec_id, frames = exec_frames(api, container_id, argv, deadline=deadline, workdir=workdir,
                                   environment=dict(environment or {}))
+    outcome["exec_id"] = exec_id
     for stdout, stderr in frames:
         if stdout:
             output.write(stdout)
@@ -218,24 +227,47 @@ def _exec(
 
 def _cannot_run(client: Any, container_id: str, returncode: int | None, text: str, limits: ResourceLimits) -> str:
     """Why a container could not start a command (the engine's exit code 125-127, or the wrapper's 254)."""
-    try:
-        attrs = client.api.inspect_container(container_id)
-    except Exception:  # the engine failed again: go by its message
-        attrs = {"State": {"Running": True}, "HostConfig": {}}
-    state = attrs.get("State") or {}
-    if not state.get("Running"):
-        if state.get("OOMKilled"):
-            return "the container ran out of memory and was killed (OOM); restore the step again"
-        return (f"the container is not running (it {state.get('Status', 'stopped')} with exit code "
-                f"{state.get('ExitCode')}); restore the step again")
+    attrs = _inspect(client, container_id)
+    gone = _not_running(client, container_id, attrs)
+    if gone is not None:
+        return gone
     said = text.strip().splitlines()[-1][:300] if text.strip() else "no message"
     hint = ""
-    if "resource temporarily unavailable" in text.lower() or "fork" in text.lower():
-        pids = (attrs.get("HostConfig") or {}).get("PidsLimit") or limits.pids_limit
+    pids = (attrs.get("HostConfig") or {}).get("PidsLimit") or limits.pids_limit
+    if ("resource temporarily unavailable" in text.lower() or "fork" in text.lower()
+            or _processes(client, container_id) >= pids):
         hint = (f" it has reached its process limit ({pids}): processes that are no command's (the container's "
                 "own, or started outside the sandbox's commands) hold every slot;")
     return (f"the container could not start the command (exit code {returncode}: {said});{hint} "
             "restore the step again")
+
+
+def _inspect(client: Any, container_id: str) -> dict[str, Any]:
+    try:
+        return client.api.inspect_container(container_id)
+    except Exception:  # the engine failed again: go by what is known
+        return {"State": {"Running": True}, "HostConfig": {}}
+
+
+def _not_running(client: Any, container_id: str, attrs: dict[str, Any] | None = None) -> str | None:
+    """Why the container is not running, in words (None when it runs, or the engine cannot tell)."""
+    state = (attrs or _inspect(client, container_id)).get("State") or {}
+    if state.get("Running"):
+        return None
+    if state.get("OOMKilled"):
+        return "the container ran out of memory and was killed (OOM); restore the step again"
+    return (f"the container is not running (it {state.get('Status', 'stopped')} with exit code "
+            f"{state.get('ExitCode')}); restore the step again")
+
+
+def _processes(client: Any, container_id: str) -> int:
+    """How many processes the container holds (the engine's one-shot stats; 0 when it cannot say)."""
+    try:
+        stats = client.api.stats(container_id, stream=False, one_shot=True)
+        return int((stats.get("pids_stats") or {}).get("current") or 0)
+    except Exception as exc:  # an older engine, or none: the hint is left out
+        _LOGGER.debug("stats of %s failed: %s", container_id[:12], exc)
+        return 0
 
 
 def describe_failure(client: Any, container_id: str, exc: BaseException) -> str:

@@ -5,21 +5,25 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
 import pathlib
 import posixpath
 import re
 import tarfile
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ares_viewer import fsdiff, snapshots
 from ares_viewer.container.streams import archive_to_file
+from ares_viewer.sandbox import verifier
 from ares_viewer.sandbox.box import Sandbox
 from ares_viewer.sandbox.commands import COMMAND_TIMEOUT_S, CommandResult, SandboxError, describe_failure
 from ares_viewer.sandbox.replays import compare_filesystem, join_notes, recorded_state
 
 if TYPE_CHECKING:
     from ares_viewer import model
+
+_LOGGER = logging.getLogger(__name__)
 
 _MAX_REWARD_BYTES = 4096
 _MAX_REWARD_ARCHIVE_BYTES = 1024 * 1024
@@ -37,6 +41,19 @@ class TaskRecipe:
     reward_path: str
     verifier_from: str | None
     verifier_to: str | None
+    base_image: str | None = None
+    setup_from: str | None = None
+    setup_to: str | None = None
+    setup_command: str | None = None
+
+    def task_paths(self) -> list[str]:
+        """The work folder's paths that are the task's: the top-level names of the project the setup copies in
+        (``setup.copy``), where it puts them; the whole work folder when the recipe copies no project."""
+        if not self.setup_from or not self.setup_to:
+            return [posixpath.normpath(self.workdir)]
+        source = _inside(self.folder, self.setup_from)
+        return [posixpath.join(posixpath.normpath(self.setup_to), path.name) for path in sorted(source.iterdir())
+                if not path.is_symlink()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,32 +124,52 @@ def task_recipe(episode: model.Episode) -> TaskRecipe:
     if not isinstance(verifier, dict) or not isinstance(verifier.get("command"), str):
         raise LookupError(f"{path} has no verifier command")
     copy_spec = verifier.get("copy") if isinstance(verifier.get("copy"), dict) else {}
+    setup = data.get("setup") if isinstance(data.get("setup"), dict) else {}
+    setup_copy = setup.get("copy") if isinstance(setup.get("copy"), dict) else {}
     reward_path = verifier.get("reward_path") or "/logs/verifier/reward.txt"
-    to = copy_spec.get("to")
-    for label, value in (("reward_path", reward_path), ("verifier copy target", to)):
+    workdir = data.get("workdir") or "/testbed"
+    to, setup_to = copy_spec.get("to"), setup_copy.get("to")
+    for label, value in (("reward_path", reward_path), ("verifier copy target", to), ("workdir", workdir),
+                         ("setup copy target", setup_to)):
         if value is not None and not (isinstance(value, str) and value.startswith("/")
                                       and ".." not in value.split("/")):
             raise LookupError(f"{path}: {label} {value!r} is not a clean absolute path")
+    strings = {key: value if isinstance(value, str) and value else None for key, value in (
+        ("base_image", data.get("base_image")), ("setup_from", setup_copy.get("from")),
+        ("setup_command", setup.get("command")))}
     return TaskRecipe(
         task_name=name,
         folder=str(folder),
-        workdir=str(data.get("workdir") or "/testbed"),
+        workdir=workdir,
         verifier_command=verifier["command"],
         reward_path=reward_path,
         verifier_from=copy_spec.get("from"),
         verifier_to=to,
+        setup_to=setup_to,
+        **strings,
     )
 
 
-def _verifier_archive(recipe: TaskRecipe) -> bytes | None:
-    """The verifier's files as a tar named relative to ``/`` (regular files only, never outside the folder)."""
-    if not recipe.verifier_from or not recipe.verifier_to:
-        return None
-    root = pathlib.Path(recipe.folder).resolve()
-    source = (root / recipe.verifier_from).resolve()
+def _inside(folder: str, relative: str) -> pathlib.Path:
+    """``folder/relative``, a folder inside ``folder`` (links resolved).
+
+    Raises:
+        LookupError: When it is not a folder inside ``folder``.
+    """
+    root = pathlib.Path(folder).resolve()
+    source = (root / relative).resolve()
     if not source.is_relative_to(root) or not source.is_dir():
-        raise LookupError(f"verifier folder {recipe.verifier_from!r} is not a folder inside {root}")
-    target = posixpath.normpath(recipe.verifier_to).lstrip("/")
+        raise LookupError(f"{relative!r} is not a folder inside {root}")
+    return source
+
+
+def _recipe_archive(recipe: TaskRecipe, relative: str | None, to: str | None) -> bytes | None:
+    """The recipe's folder ``relative`` as a tar named relative to ``/`` for ``to`` (regular files and folders
+    only, never outside the recipe's folder)."""
+    if not relative or not to:
+        return None
+    source = _inside(recipe.folder, relative)
+    target = posixpath.normpath(to).lstrip("/")
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for path in sorted(source.rglob("*")):
@@ -152,34 +189,54 @@ def _verifier_archive(recipe: TaskRecipe) -> bytes | None:
 
 
 def verify(sandbox: Sandbox, recipe: TaskRecipe, *, timeout_s: float = 300) -> VerifierResult:
-    """Run the task's verifier in the sandbox and read the reward it writes (the container is changed by it).
+    """Run the task's verifier on the sandbox's state and read the reward it writes.
 
-    Nothing the agent's (or a fork's) commands left in the container is trusted: every process still running
-    in it (but the container's own) is stopped and killed, the verifier's folder, the reward file and its
-    folder are removed, ``conftest.py`` and pytest configuration files in the folders above the verifier's are
-    removed, and only then is a fresh copy of the hidden tests put in from the run's ``tasks/`` folder. The
-    reward is read from the file the verifier's own run wrote (there is none before it runs).
+    It runs in a fresh container of the task's image (``recipe.base_image``, else the sandbox's), never in the
+    sandbox: that container gets the task's project as its setup copies it and runs its setup command; then the
+    task's paths (``TaskRecipe.task_paths``) are replaced by the sandbox's versions, the hidden tests are put in
+    from the run's ``tasks/`` folder, and the recipe's command runs there as ``bash -c`` (no login shell) with a
+    fixed environment (``verifier.ENVIRONMENT``). The reward is read by this process from that container after
+    the command ended (its image's reward file, if any, removed first). Nothing else of the sandbox (its
+    interpreter, profiles, installed packages, other files) reaches the verifier. The container is removed
+    after; the verifier's logs (the reward file's folder) are then copied into the sandbox, as a recorded
+    verifier leaves them.
     """
-    archive = _verifier_archive(recipe)
-    prepare = ["bash", "-c", _PREPARE, "ares-viewer", *_cleared_paths(recipe)]
+    project = _recipe_archive(recipe, recipe.setup_from, recipe.setup_to)
+    tests = _recipe_archive(recipe, recipe.verifier_from, recipe.verifier_to)
+    task_paths = recipe.task_paths()
+    client, image = sandbox.client, recipe.base_image or sandbox.image
     try:
-        prepared = sandbox.client.api.exec_create(sandbox.container_id, prepare, user="0")
-        said = sandbox.client.api.exec_start(prepared["Id"])
-        code = sandbox.client.api.exec_inspect(prepared["Id"]).get("ExitCode")
-        if code != 0:
-            raise SandboxError(f"clearing the verifier's folders failed (exit code {code}: {said[-300:]!r})")
-        if archive is not None:
-            sandbox.client.api.put_archive(sandbox.container_id, "/", archive)
+        with verifier.fresh_container(client, image, episode_id=sandbox.episode_id, session=sandbox.session,
+                                      step=sandbox.step) as live:
+            if project is not None and not live.put_archive("/", project):
+                raise SandboxError("the engine refused the task's project files")
+            if recipe.setup_command:
+                setup = verifier.run(client, live, recipe.setup_command, timeout_s=timeout_s, workdir=recipe.workdir)
+                if setup.error or setup.returncode != 0:
+                    return VerifierResult(None, setup, error=(
+                        f"the task's setup failed in the verifier's container: {setup.error or setup.output[-300:]}"))
+            cleared = [*task_paths, recipe.reward_path]
+            if recipe.verifier_to and posixpath.normpath(recipe.verifier_to) not in _KEPT_FOLDERS:
+                cleared.append(posixpath.normpath(recipe.verifier_to))
+            verifier.remove_paths(live, cleared)
+            verifier.carry(sandbox.container(), live, task_paths)
+            if tests is not None and not live.put_archive("/", tests):
+                raise SandboxError("the engine refused the verifier's files")
+            result = verifier.run(client, live, recipe.verifier_command, timeout_s=timeout_s)
+            if result.error:
+                return VerifierResult(None, result, error=result.error)
+            try:
+                reward_text = _read_file(live, recipe.reward_path)
+            except Exception as exc:  # missing reward file or engine failure
+                return VerifierResult(None, result, error=(
+                    f"no reward at {recipe.reward_path} ({type(exc).__name__}: {exc})"))
+            _copy_logs(live, sandbox, recipe.reward_path)
+    except SandboxError as exc:
+        result = CommandResult(None, "", 0.0, error=str(exc))
+        return VerifierResult(None, result, error=f"could not prepare the verifier: {exc}")
     except Exception as exc:  # engine failure: reported, not raised
-        result = CommandResult(None, "", 0.0, error=describe_failure(sandbox.client, sandbox.container_id, exc))
+        result = CommandResult(None, "", 0.0, error=describe_failure(client, sandbox.container_id, exc))
         return VerifierResult(None, result, error=f"could not prepare the verifier: {result.error}")
-    result = sandbox.run(recipe.verifier_command, timeout_s=timeout_s, environment={})
-    if result.error:
-        return VerifierResult(None, result, error=result.error)
-    try:
-        reward_text = _read_file(sandbox, recipe.reward_path)
-    except Exception as exc:  # missing reward file or engine failure
-        return VerifierResult(None, result, error=f"no reward at {recipe.reward_path} ({type(exc).__name__}: {exc})")
     try:
         reward = float(reward_text.strip())
     except ValueError:
@@ -188,60 +245,24 @@ def verify(sandbox: Sandbox, recipe: TaskRecipe, *, timeout_s: float = 300) -> V
     return VerifierResult(reward, result, reward_text=reward_text)
 
 
-# Folders never removed whole before a verifier runs, even when a recipe names them.
+# Folders never copied or removed whole for a verifier, even when a recipe names them.
 _KEPT_FOLDERS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc", "/root",
-                           "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/testbed"})
-# Files above the verifier's folder that pytest would pick up (conftest files, configuration choosing rootdir).
-_PYTEST_FILES = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+                           "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var"})
 
 
-def _cleared_paths(recipe: TaskRecipe) -> list[str]:
-    """``[verifier folder or "", reward file, reward folder or "", pytest files above the verifier...]``."""
-    target = posixpath.normpath(recipe.verifier_to) if recipe.verifier_to else ""
-    target = "" if target in _KEPT_FOLDERS or target == recipe.workdir else target
-    reward_dir = posixpath.dirname(recipe.reward_path)
-    reward_dir = "" if reward_dir in _KEPT_FOLDERS or reward_dir == recipe.workdir else reward_dir
-    above = []
-    folder = posixpath.dirname(target) if target else ""
-    while folder:
-        above.extend(posixpath.join(folder, name) for name in _PYTEST_FILES)
-        folder = "" if folder == "/" else posixpath.dirname(folder)
-    return [target, recipe.reward_path, reward_dir, *above]
+def _copy_logs(live: Any, sandbox: Sandbox, reward_path: str) -> None:
+    """The verifier's logs (the reward file's folder, or the file alone in a system folder) into the sandbox, as a
+    recorded verifier leaves them; a failure is logged (the verdict stands without them)."""
+    folder = posixpath.dirname(reward_path)
+    try:
+        verifier.carry(live, sandbox.container(), [reward_path if folder in _KEPT_FOLDERS else folder])
+    except Exception as exc:  # the sandbox may be gone or full: the reward is already read
+        _LOGGER.warning("the verifier's logs were not copied into %s: %s", sandbox.short_id, exc)
 
 
-# Stops then kills every process but the container's own (PID 1, and with the engine's init its first child),
-# then removes the paths given ("" skipped). Only builtins run until the processes are gone.
-_PREPARE = r"""
-init=0; read -r comm < /proc/1/comm; [ "$comm" = docker-init ] && init=1
-main=""; earliest=""
-if [ "$init" = 1 ]; then
-    for dir in /proc/[0-9]*; do
-        read -r line < "$dir/stat" 2>/dev/null || continue
-        rest="${line##*) }"; read -ra field <<< "$rest"
-        if [ "${field[1]}" = 1 ] && { [ -z "$earliest" ] || [ "${field[19]}" -lt "$earliest" ]; }; then
-            earliest="${field[19]}"; main="${dir#/proc/}"
-        fi
-    done
-fi
-declare -A stopped
-for ((round = 0; round < 100; round++)); do
-    found=0
-    for dir in /proc/[0-9]*; do
-        pid="${dir#/proc/}"
-        [ "$pid" = 1 ] || [ "$pid" = "$$" ] || [ "$pid" = "$main" ] || [ -n "${stopped[$pid]}" ] && continue
-        kill -STOP "$pid" 2>/dev/null && stopped[$pid]=1 && found=1
-    done
-    [ "$found" = 0 ] && break
-done
-for pid in "${!stopped[@]}"; do kill -KILL "$pid" 2>/dev/null; done
-for path in "$@"; do [ -n "$path" ] && rm -rf -- "$path"; done
-exit 0
-"""
-
-
-def _read_file(sandbox: Sandbox, path: str) -> str:
-    """The start of a small file in the container (the archive streamed to a spooled file, at most 1 MiB)."""
-    with archive_to_file(sandbox.container(), path, max_bytes=_MAX_REWARD_ARCHIVE_BYTES) as archive, \
+def _read_file(live: Any, path: str) -> str:
+    """The start of a small file in a container (the archive streamed to a spooled file, at most 1 MiB)."""
+    with archive_to_file(live, path, max_bytes=_MAX_REWARD_ARCHIVE_BYTES) as archive, \
             tarfile.open(fileobj=archive) as tar:
         member = tar.next()
         handle = tar.extractfile(member) if member is not None and member.isreg() else None

@@ -1,7 +1,9 @@
 """Building a run's index: the files that are new or changed are summarized into new partitions.
 
-Files are read in batches; each batch becomes one partition, written by whoever summarized it (a worker
-process when the run is large enough for that to pay), so rows never travel between processes. Tinker,
+Files are read in batches; each batch becomes one partition. Whoever summarized a batch (a worker process
+when the run is large enough for that to pay) writes its rows as JSON Lines beside the partitions, and this
+process makes the partition of them with DuckDB: rows never travel through a pipe, and indexing imports neither
+pyarrow nor pandas (half of a small run's cold index time once). Tinker,
 Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
 ``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
 (DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -35,14 +38,24 @@ _PART_BYTES = 64 * 1024 * 1024
 
 
 def summarize(path: str) -> formats.FileResult:
-    """One file's rows, errors, verdicts or trial result; never raises (a parser bug is that file's error)."""
+    """One file's rows, errors, verdicts or trial result; never raises (a parser bug is that file's error).
+
+    A row the index cannot hold (a number out of its range) is left out, with an error naming its field.
+    """
     try:
-        return formats.summarize_file(path, sources.read_bytes(path))
+        result = formats.summarize_file(path, sources.read_bytes(path))
     except OSError as exc:
         return formats.FileResult(errors=(f"cannot read the file ({exc.strerror or exc})",))
     except Exception as exc:  # a parser bug must not stop the rest of the run
         _LOGGER.exception("unexpected failure reading %s", path)
         return formats.FileResult(errors=(f"unexpected failure while reading ({type(exc).__name__}: {exc})",))
+    unfit = [(row, reason) for row in result.rows if (reason := store.unfit(row)) is not None]
+    if not unfit:
+        return result
+    left = tuple(row for row in result.rows if store.unfit(row) is None)
+    errors = tuple(f"episode {row.get('episode_id')!r}: {reason}" if len(result.rows) > 1 else reason
+                   for row, reason in unfit)
+    return dataclasses.replace(result, rows=left, errors=(*result.errors, *errors))
 
 
 def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | None, rows: int) -> store.FileEntry:
@@ -57,25 +70,33 @@ def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | 
                            tuple(result.errors))
 
 
-def summarize_batch(files: Sequence[sources.SourceFile], write: Callable[[Any], str]) -> list[store.FileEntry]:
-    """Summarize files the ordinary way into one partition (written with ``write``); their manifest entries."""
+def _staged_batch(folder: str, files: Sequence[sources.SourceFile]
+                  ) -> tuple[list[store.FileEntry], store.Staged | None]:
+    """Summarize files the ordinary way and stage their rows as one partition (``store.Store.stage``): their
+    manifest entries, and the rows to commit (None when the files hold none)."""
     results = [summarize(f.path) for f in files]
     rows: list[dict[str, Any]] = []
     seqs: list[int] = []
     for result in results:
         rows.extend(result.rows)
         seqs.extend(range(len(result.rows)))
-    part = write(store.rows_table(rows, seqs)) if rows else None
-    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)]
+    staged = store.Store(folder).stage(rows, seqs) if rows else None
+    part = staged.name if staged else None
+    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)], staged
 
 
-def _batch_in_worker(folder: str, files: Sequence[sources.SourceFile]) -> list[store.FileEntry]:
-    return summarize_batch(files, store.Store(folder).write_part)
+def summarize_batch(files: Sequence[sources.SourceFile], target: store.Store) -> list[store.FileEntry]:
+    """Summarize files the ordinary way into one partition of ``target``; their manifest entries."""
+    entries, staged = _staged_batch(str(target.folder), files)
+    if staged is not None:
+        target.commit(staged)
+    return entries
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
     # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a Streamlit script,
-    # a script without a main guard); the workers only read files, parse and write Parquet with pyarrow.
+    # a script without a main guard); the workers only read files, parse and write their rows as JSON Lines
+    # (``store.Store.stage``).
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
@@ -115,13 +136,15 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
     total = sum(f.size for f in files)
     if workers <= 1 or len(files) < 2 or total < PARALLEL_MIN_BYTES:
         for batch in batches(files, 1):
-            yield from summarize_batch(batch, target.write_part)
+            yield from summarize_batch(batch, target)
         return
     work = batches(files, workers * 4)
     work.sort(key=lambda b: -sum(f.size for f in b))  # big batches first: the last worker ends with the others
     with _frozen_heap(), \
             concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-        for entries in pool.map(_batch_in_worker, [str(target.folder)] * len(work), work):
+        for entries, staged in pool.map(_staged_batch, [str(target.folder)] * len(work), work):
+            if staged is not None:
+                target.commit(staged)
             yield from entries
 
 

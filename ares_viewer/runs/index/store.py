@@ -21,26 +21,24 @@ import dataclasses
 import hashlib
 import os
 import pathlib
+import threading
 import time
 import typing
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
+import orjson
 
 from ares_viewer import model
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 # Bump when the row layout or the parsing rules change, so old indexes are not reused.
 SCHEMA = 8
 
 # The episode table's common columns, in order (``model.EpisodeRow``'s); formats may add their own after them.
 EPISODE_COLUMNS = model.EPISODE_COLUMNS
-# The DuckDB type of each kind of ``EpisodeRow`` field (pyarrow, with numpy, is imported only to write a partition
-# the ordinary way: a fifth of ``import ares_viewer`` otherwise).
+# The DuckDB type of each kind of ``EpisodeRow`` field.
 _SQL_TYPES = {str: "VARCHAR", float: "DOUBLE", int: "BIGINT", bool: "BOOLEAN"}
 
 
@@ -88,45 +86,58 @@ def index_key(location: str) -> str:
     return hashlib.sha256(location.encode()).hexdigest()[:24]
 
 
-def _coerce(values: list[Any]) -> list[Any]:
-    """A column of one type: mixed values (a number here, a text there) become text."""
+# The largest integer a BIGINT column holds (and the smallest is -_INT_LIMIT - 1).
+_INT_LIMIT = 2**63 - 1
+
+
+def _column_type(values: list[Any]) -> str:
+    """The DuckDB type of a format's own column: one kind of value keeps its type, a mix of kinds is text."""
     kinds = {type(v) for v in values if v is not None}
-    if len(kinds) <= 1 or kinds <= {int, float}:
-        return values
-    return [None if v is None else str(v) for v in values]
+    if kinds == {bool}:
+        return "BOOLEAN"
+    if kinds == {int}:
+        return "BIGINT"
+    if kinds and kinds <= {int, float}:
+        return "DOUBLE"
+    return "VARCHAR"
 
 
-def arrow_type(sql_type: str) -> pa.DataType:
-    """The Arrow type of one of ``ROW_TYPES``' column types."""
-    import pyarrow as pa
+def unfit(row: dict[str, Any]) -> str | None:
+    """Why an episode row cannot be stored in the index (a number out of its columns' range), or None.
 
-    return {"VARCHAR": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(), "BOOLEAN": pa.bool_()}[sql_type]
+    A file written by anyone may say that a count is ``1e19``: that is its file's error, never the run's.
+    """
+    for name, value in row.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if (isinstance(value, int) or ROW_TYPES.get(name) == "BIGINT") and not -_INT_LIMIT - 1 <= value <= _INT_LIMIT:
+            return f"{name} is {value!r}, out of the range the index holds (a 64-bit integer)"
+    return None
 
 
-def rows_table(rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> pa.Table:
-    """Episode rows (as adapters make them) as a partition's table."""
-    import pyarrow as pa
+@dataclasses.dataclass(frozen=True, slots=True)
+class Staged:
+    """Episode rows written out as JSON Lines (``Store.stage``), to become a partition (``Store.commit``)."""
 
-    extra = sorted({key for row in rows for key in row} - set(ROW_TYPES) - {WARNINGS})
-    arrays, fields = [], []
-    for name, sql_type in ROW_TYPES.items():
-        kind = arrow_type(sql_type)
-        values = [row.get(name) for row in rows]
-        if kind == pa.float64():  # NaN (ARES writes it) is "no value", as pandas reads it
-            values = [None if v is None or v != v else float(v) for v in values]
-        arrays.append(pa.array(values, type=kind))
-        fields.append(pa.field(name, kind))
-    for name in extra:
-        array = pa.array(_coerce([row.get(name) for row in rows]))
-        if pa.types.is_null(array.type):
-            array = array.cast(pa.string())
-        arrays.append(array)
-        fields.append(pa.field(name, array.type))
-    arrays.append(pa.array([list(row.get(WARNINGS) or ()) for row in rows], type=pa.list_(pa.string())))
-    fields.append(pa.field(WARNINGS, pa.list_(pa.string())))
-    arrays.append(pa.array(seqs, type=pa.int64()))
-    fields.append(pa.field(SEQ, pa.int64()))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    name: str  # the partition's name
+    rows_path: str
+    types: dict[str, str]  # column -> DuckDB type, in the partition's order
+
+
+_shared: tuple[int, duckdb.DuckDBPyConnection] | None = None
+_shared_lock = threading.Lock()
+
+
+def connection() -> duckdb.DuckDBPyConnection:
+    """A connection of its own (close it after use) to this process's DuckDB database for the index's short jobs:
+    reading and writing a manifest, making or rewriting a partition. Starting a database takes about 12 ms, a
+    connection to one next to nothing. Temporary tables are the connection's own; settings are the database's.
+    """
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():  # a forked child never uses its parent's database
+            _shared = (os.getpid(), duckdb.connect())
+        return _shared[1].cursor()
 
 
 def literal(text: str) -> str:
@@ -166,16 +177,46 @@ class Store:
     def new_part_name(self) -> str:
         return f"{uuid.uuid4().hex}.parquet"
 
-    def write_part(self, table: pa.Table) -> str:
-        """Write a partition; its name."""
+    def stage(self, rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> Staged:
+        """Write episode rows (as adapters make them, each ``unfit``-free) and their places in their files as JSON
+        Lines beside the partitions: a worker process does this, and this process makes the partition
+        (``commit``), so DuckDB runs only here and neither pyarrow nor pandas is imported to index a run."""
         self.parts.mkdir(parents=True, exist_ok=True)
         name = self.new_part_name()
-        tmp = self.parts / f".{name}.tmp"
-        import pyarrow.parquet as pq
+        extra = sorted({key for row in rows for key in row} - set(ROW_TYPES) - {WARNINGS})
+        types = dict(ROW_TYPES)
+        for column in extra:
+            types[column] = _column_type([row.get(column) for row in rows])
+        text = [c for c in extra if types[c] == "VARCHAR"]
+        path = self.parts / f".{name}.jsonl.tmp"
+        with open(path, "wb") as out:
+            for row, seq in zip(rows, seqs, strict=True):
+                if text:  # a column of mixed kinds is text
+                    row = {**row, **{c: str(row[c]) for c in text if row.get(c) is not None}}
+                out.write(orjson.dumps({**row, SEQ: seq}))
+                out.write(b"\n")
+        return Staged(name, str(path), {**types, WARNINGS: "VARCHAR[]", SEQ: "BIGINT"})
 
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, self.parts / name)
-        return name
+    def commit(self, staged: Staged) -> str:
+        """The partition of staged rows, written with DuckDB; its name."""
+        spec = "{" + ", ".join(f"{literal(c)}: {literal(t)}" for c, t in staged.types.items()) + "}"
+        chosen = ", ".join(f'"{c}"' for c in staged.types)
+        tmp = self.parts / f".{staged.name}.tmp"
+        query = (f"COPY (SELECT {chosen} FROM read_json({literal(staged.rows_path)}, format = 'newline_delimited', "
+                 f"columns = {spec}, maximum_object_size = {1 << 30})) TO {literal(str(tmp))} "
+                 "(FORMAT parquet, COMPRESSION zstd)")
+        try:
+            with connection() as own:
+                own.execute(query)
+            os.replace(tmp, self.parts / staged.name)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(staged.rows_path)
+        return staged.name
+
+    def write_part(self, rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> str:
+        """Write a partition of episode rows (``stage`` then ``commit``); its name."""
+        return self.commit(self.stage(rows, seqs))
 
     def read_manifest(self, path: str | os.PathLike | None = None) -> dict[str, FileEntry]:
         """The files the index knows, by path (empty when there is no index yet or it cannot be read).
@@ -183,7 +224,7 @@ class Store:
         ``path``: read this manifest file instead (one copied from a shared index).
         """
         try:
-            with duckdb.connect() as con:
+            with connection() as con:
                 result = con.execute(f"SELECT * FROM read_parquet({literal(str(path or self.manifest_path))})")
                 names = [column[0] for column in result.description]
                 rows = result.fetchall()
@@ -206,7 +247,7 @@ class Store:
         select, params = select_of(columns)
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".manifest-{uuid.uuid4().hex}.tmp"
-        with duckdb.connect() as con:
+        with connection() as con:
             con.execute(f"COPY ({select}) TO {literal(str(tmp))} (FORMAT parquet)", params)
         os.replace(tmp, self.manifest_path)
         named = {e.part for e in entries if e.part}

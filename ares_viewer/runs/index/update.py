@@ -12,8 +12,6 @@ import os
 import pathlib
 import tempfile
 
-import duckdb
-
 from ares_viewer.runs import index_cache, sources
 from ares_viewer.runs.index import builder, store
 
@@ -62,9 +60,8 @@ def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
     source = target.part_path(part)
     name = target.new_part_name()
     tmp = target.parts / f".{name}.tmp"
-    with duckdb.connect() as con:
-        con.execute("SET threads = 1")
-        con.execute("CREATE TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
+    with store.connection() as con:
+        con.execute("CREATE TEMP TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
         left = con.execute(f"SELECT count(*) FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped)"
                            ).fetchone()[0]
         if not left:
@@ -89,7 +86,7 @@ def _compacted(target: store.Store, entries: dict[str, store.FileEntry]) -> dict
     name = target.new_part_name()
     tmp = target.parts / f".{name}.tmp"
     sources_ = [target.part_path(p) for p in small]
-    with duckdb.connect() as con:
+    with store.connection() as con:
         con.execute(f"COPY (SELECT * FROM read_parquet({sources_!r}, union_by_name = true)) TO '{tmp}' "
                     "(FORMAT parquet, COMPRESSION zstd)")
     os.replace(tmp, target.parts / name)

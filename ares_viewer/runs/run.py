@@ -181,7 +181,14 @@ class Run:
             result = index_update.update(self._store, files, workers=self._workers)
             old = self.table
             following = old is not None
-            self.table = index_table.EpisodeTable(self._store, result.entries, self.location)
+            try:
+                self.table = index_table.EpisodeTable(self._store, result.entries, self.location)
+            except duckdb.Error:  # a partition damaged where its size does not show it: found by reading each
+                damaged = self._store.unreadable(result.entries)
+                if not damaged:
+                    raise
+                result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
+                self.table = index_table.EpisodeTable(self._store, result.entries, self.location)
             self._entries = result.entries
             self.parsed_files = result.parsed
             self._frame: pd.DataFrame | None = None
@@ -228,33 +235,34 @@ class Run:
     def _recovered(self, ask: Callable[[], _T]) -> _T:
         """``ask()``; asked once more after a refresh when the index partitions it read were replaced.
 
-        Another process (``ares-viewer index``, another reader following the run) may have replaced them; they are
-        kept a while (``store``) but a run left open long enough outlives them, and DuckDB then finds them gone
-        (an ``IOException``). ``ask`` must read ``self.table`` anew each time it is called.
+        Another process (``ares-viewer index``, another reader following the run) may have replaced them (a
+        changed file, a compaction); they are kept a while (``store``) but a run left open long enough outlives
+        them, and DuckDB then finds them gone (an ``IOException``). ``ask`` must read ``self.table`` anew each time
+        it is called.
         """
         try:
             return ask()
-        except duckdb.IOException:
+        except (duckdb.IOException, duckdb.InvalidInputException):  # gone, or damaged (then healed by refresh)
             self.refresh()
             return ask()
 
     @property
     def relation(self) -> duckdb.DuckDBPyRelation:
         """The episode table as a lazy DuckDB relation (run order), e.g. ``run.relation.filter("total_reward > 0")``."""
-        return self.table.relation()
+        return self._recovered(lambda: self.table.relation())
 
     def query(self, sql: str | None = None, params: list | None = None) -> duckdb.DuckDBPyRelation:
         """The episode table in DuckDB: ``run.query()`` is ``relation``; ``run.query("SELECT ... FROM episodes")``
         runs SQL over the view ``episodes`` (its columns, plus ``_seq``, a row's place in its file)."""
         if sql is None:
             return self.relation
-        return self.table.cursor().sql(sql, params=params)
+        return self._recovered(lambda: self.table.cursor().sql(sql, params=params))
 
     @property
     def episodes(self) -> pd.DataFrame:
         with self._lock:
             if self._frame is None:
-                self._frame = self.table.frame()
+                self._frame = self._recovered(lambda: self.table.frame())
             return self._frame
 
     @property

@@ -57,7 +57,8 @@ INTERNAL = (WARNINGS, SEQ)
 
 # The manifest's columns and their DuckDB types.
 MANIFEST_COLUMNS = {"path": "VARCHAR", "size": "BIGINT", "mtime_ns": "BIGINT", "kind": "VARCHAR", "part": "VARCHAR",
-                    "rows": "BIGINT", "errors": "VARCHAR[]", "verdicts": "VARCHAR", "trial": "VARCHAR"}
+                    "rows": "BIGINT", "errors": "VARCHAR[]", "verdicts": "VARCHAR", "trial": "VARCHAR",
+                    "part_size": "BIGINT"}
 # Partitions no manifest names are removed after this long.
 _GRACE_S = 600
 
@@ -75,6 +76,9 @@ class FileEntry:
     errors: tuple[str, ...] = ()
     verdicts: str | None = None  # an evaluation report's verdicts, JSON
     trial: str | None = None  # a harbor trial's result (``formats.harbor.read``), JSON
+    # The partition's size in bytes when the manifest was written: a partition is never changed, so another size
+    # (or none) means it was damaged or replaced, and its files are read again (``Store.damaged``).
+    part_size: int | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -241,7 +245,14 @@ class Store:
     def write_manifest(self, entries: Iterable[FileEntry], previous: dict[str, FileEntry] | None = None) -> None:
         """Replace the manifest atomically, then drop partitions nothing names any more (``previous``: the
         manifest this one replaces)."""
-        entries = sorted(entries, key=lambda e: e.path)
+        sizes: dict[str, int | None] = {}
+        for part in {e.part for e in entries if e.part}:
+            try:
+                sizes[part] = os.stat(self.part_path(part)).st_size
+            except OSError:  # written elsewhere (``ray``): checked only for being there
+                sizes[part] = None
+        entries = sorted((dataclasses.replace(e, part_size=sizes[e.part] if e.part else None) for e in entries),
+                         key=lambda e: e.path)
         columns = {name: (kind, [getattr(e, name) for e in entries]) for name, kind in MANIFEST_COLUMNS.items()}
         columns["errors"] = ("VARCHAR[]", [list(e.errors) for e in entries])
         select, params = select_of(columns)
@@ -270,6 +281,39 @@ class Store:
             with contextlib.suppress(OSError):
                 if now - entry.stat().st_mtime > _GRACE_S:
                     os.unlink(entry.path)
+
+    def damaged(self, entries: dict[str, FileEntry]) -> set[str]:
+        """The partitions these entries name that are gone, or not the size the manifest recorded (truncated,
+        replaced by another file): cheap enough for every open (a ``stat`` each)."""
+        found = set()
+        for part, size in {(e.part, e.part_size) for e in entries.values() if e.part and e.rows}:
+            try:
+                actual = os.stat(self.part_path(part)).st_size
+            except OSError:
+                actual = None
+            if actual is None or (size is not None and actual != size):
+                found.add(part)
+        return found
+
+    def unreadable(self, entries: dict[str, FileEntry]) -> set[str]:
+        """The partitions these entries name that DuckDB cannot read as this index's: not Parquet, cut short, or
+        without the rows and columns the manifest says they hold (slower than ``damaged``: each one is read)."""
+        expected: dict[str, int] = {}
+        for e in entries.values():
+            if e.part and e.rows:
+                expected[e.part] = expected.get(e.part, 0) + e.rows
+        found = set()
+        with connection() as con:
+            for part, rows in expected.items():
+                try:
+                    count = con.execute(f"SELECT count(path), count({SEQ}), count(*) FROM read_parquet("
+                                        f"{literal(self.part_path(part))})").fetchone()
+                except duckdb.Error:
+                    found.add(part)
+                    continue
+                if count != (rows, rows, rows):
+                    found.add(part)
+        return found
 
     def live_parts(self, entries: dict[str, FileEntry]) -> list[str]:
         """The partition files holding the rows of these entries."""

@@ -11,6 +11,7 @@ import logging
 import os
 import pathlib
 import tempfile
+from collections.abc import Collection
 
 from ares_viewer.runs import index_cache, sources
 from ares_viewer.runs.index import builder, store
@@ -94,17 +95,28 @@ def _compacted(target: store.Store, entries: dict[str, store.FileEntry]) -> dict
     return {p: dataclasses.replace(e, part=name) if e.part in merged else e for p, e in entries.items()}
 
 
-def update(target: store.Store, files: list[sources.SourceFile], *, workers: int | None = None) -> Update:
-    """Summarize the files that are new or changed since the index was last written, and commit."""
+def update(target: store.Store, files: list[sources.SourceFile], *, workers: int | None = None,
+           damaged: Collection[str] = ()) -> Update:
+    """Summarize the files that are new or changed since the index was last written, and commit.
+
+    A partition that is gone or damaged (``store.Store.damaged``, or named in ``damaged``) heals: the files it held
+    are read again, as if they had changed.
+    """
     known = target.read_manifest()
+    broken = target.damaged(known) | set(damaged)
+    if broken:
+        _LOGGER.warning("index %s: %d partition(s) missing or damaged; their files are read again", target.folder,
+                        len(broken))
     current = {f.path for f in files}
-    changed = [f for f in files if (e := known.get(f.path)) is None or e.key != (f.size, f.mtime_ns)]
+    changed = [f for f in files
+               if (e := known.get(f.path)) is None or e.key != (f.size, f.mtime_ns) or (e.part and e.part in broken)]
     gone = (set(known) - current) | {f.path for f in changed if f.path in known}
     if not changed and not (set(known) - current):
         return Update(known, 0)
     kept = {p: e for p, e in known.items() if p not in gone}
-    # Partitions that held a changed or removed file lose its rows; the other files in them move along.
-    touched = {known[p].part for p in gone if known[p].part}
+    # Partitions that held a changed or removed file lose its rows; the other files in them move along (a broken
+    # one's files are all read again).
+    touched = {known[p].part for p in gone if known[p].part} - broken
     for part in touched:
         renamed = _without(target, part, {p for p in gone if known[p].part == part})
         for path, entry in list(kept.items()):

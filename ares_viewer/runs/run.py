@@ -123,6 +123,19 @@ def load_episode(path: str | os.PathLike) -> model.Episode:
     return result.episodes[0]
 
 
+# The episode tables of the index states this process opened last, by index folder, location and manifest key: a
+# table never changes (a new manifest is a new key), so opening an unchanged run again starts no DuckDB database.
+_TABLES: BoundedCache[index_table.EpisodeTable] = BoundedCache(maxsize=8)
+
+
+def _table(target: store.Store, result: index_update.Update, location: str) -> index_table.EpisodeTable:
+    """The episode table of an index state, made once per state."""
+    if result.manifest is None:
+        return index_table.EpisodeTable(target, result.entries, location)
+    return _TABLES.get_or_compute((str(target.folder), location, result.manifest),
+                                  lambda: index_table.EpisodeTable(target, result.entries, location))
+
+
 class Run:
     """The episodes at a location (a folder, a file, a glob or an fsspec URL).
 
@@ -172,6 +185,11 @@ class Run:
 
         A run still being written grows: rows already there keep their place (run order), new ones follow.
         """
+        return self._refresh(check=False)
+
+    def _refresh(self, *, check: bool) -> int:
+        """``refresh``; ``check``: a query failed on the index as it was, so each partition is read to find one
+        damaged where its size does not show it (it heals: its files are read again)."""
         listing = sources.listing(self.location)
         files = listing.files
         with self._lock:
@@ -179,16 +197,18 @@ class Run:
             self.companions = listing.companions
             self.companion_kinds = listing.companion_kinds()
             result = index_update.update(self._store, files, workers=self._workers)
+            if check and (damaged := self._store.unreadable(result.entries)):
+                result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
             old = self.table
             following = old is not None
             try:
-                self.table = index_table.EpisodeTable(self._store, result.entries, self.location)
+                self.table = _table(self._store, result, self.location)
             except duckdb.Error:  # a partition damaged where its size does not show it: found by reading each
                 damaged = self._store.unreadable(result.entries)
                 if not damaged:
                     raise
                 result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
-                self.table = index_table.EpisodeTable(self._store, result.entries, self.location)
+                self.table = _table(self._store, result, self.location)
             self._entries = result.entries
             self.parsed_files = result.parsed
             self._frame: pd.DataFrame | None = None
@@ -243,7 +263,7 @@ class Run:
         try:
             return ask()
         except (duckdb.IOException, duckdb.InvalidInputException):  # gone, or damaged (then healed by refresh)
-            self.refresh()
+            self._refresh(check=True)
             return ask()
 
     @property

@@ -30,8 +30,9 @@ def _damage(part: pathlib.Path, how: str) -> None:
         part.write_bytes(data[:-8] + b"\0" * 8)
 
 
+@pytest.mark.parametrize("fresh", [True, False], ids=["new-process", "same-process"])
 @pytest.mark.parametrize("how", ["deleted", "truncated", "foreign", "corrupt-same-size"])
-def test_a_damaged_partition_heals_on_the_next_open(tmp_path, how):
+def test_a_damaged_partition_heals_on_the_next_open(tmp_path, how, fresh):
     synthetic.write_run(tmp_path / "run", 3, actions=3)
     synthetic.write_run(tmp_path / "run" / "later", 2, actions=3, seed=1)
     first = ares_viewer.open_run(tmp_path / "run")
@@ -39,10 +40,15 @@ def test_a_damaged_partition_heals_on_the_next_open(tmp_path, how):
     parts = sorted(first.index_store.parts.glob("*.parquet"))
     assert len(parts) == 1 and len(listed) == 5
     _damage(parts[0], how)
+    if fresh:  # as a new process opens it: no episode table of this index state made yet
+        ares_viewer.runs.run._TABLES.clear()
     again = ares_viewer.open_run(tmp_path / "run")
-    assert again.parsed_files == 5 and not again.errors
+    if fresh or how != "corrupt-same-size":  # seen at once; else only by reading it, on the first query
+        assert again.parsed_files == 5
     pd.testing.assert_frame_equal(again.episodes, listed)
-    assert ares_viewer.open_run(tmp_path / "run").parsed_files == 0  # healed for good
+    assert not again.errors
+    healed = ares_viewer.open_run(tmp_path / "run")
+    assert healed.parsed_files == 0 and len(healed) == 5  # healed for good
 
 
 def test_only_the_files_of_the_damaged_partition_are_read_again(tmp_path):
@@ -85,3 +91,13 @@ def test_a_reader_opened_before_another_process_compacts_still_answers(tmp_path)
     assert not any(p.exists() for p in before)  # compacted into one partition, the old ones removed
     assert left_open.query("SELECT count(*) FROM episodes").fetchall() == [(6,)]
     assert len(left_open.episodes) == 6 and len(left_open.relation.fetchall()) == 6
+
+
+@pytest.mark.parametrize("mirror", [b"{not json", b'{"manifest": [1, 2, 3], "columns": [], "rows": []}', b"[]"])
+def test_a_damaged_or_stale_manifest_mirror_is_passed_over(tmp_path, mirror):
+    synthetic.write_run(tmp_path / "run", 3, actions=3)
+    first = ares_viewer.open_run(tmp_path / "run")
+    first.index_store.mirror_path.write_bytes(mirror)
+    ares_viewer.runs.run._TABLES.clear()
+    again = ares_viewer.open_run(tmp_path / "run")
+    assert again.parsed_files == 0 and len(again) == 3 and not again.errors  # read from the manifest itself

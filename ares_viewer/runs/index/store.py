@@ -161,6 +161,21 @@ def select_of(columns: Columns) -> tuple[str, dict[str, list[Any]]]:
     return f"SELECT {select}", {f"c{n}": list(values) for n, (_, values) in enumerate(columns.values())}
 
 
+# What tells one manifest file from another: its size, mtime (ns) and inode.
+ManifestKey = tuple[int, int, int]
+
+
+def _entries(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, FileEntry]:
+    """Manifest rows (``names``: their columns) as entries by path."""
+    known = [n for n in names if n in MANIFEST_COLUMNS]  # a manifest from before a column existed lacks it
+    entries = {}
+    for row in rows:
+        fields = {n: v for n, v in zip(names, row, strict=True) if n in known}
+        fields["errors"] = tuple(fields.get("errors") or ())
+        entries[fields["path"]] = FileEntry(**fields)
+    return entries
+
+
 class Store:
     """One run's index folder on the local disk."""
 
@@ -222,29 +237,77 @@ class Store:
         """Write a partition of episode rows (``stage`` then ``commit``); its name."""
         return self.commit(self.stage(rows, seqs))
 
+    @property
+    def mirror_path(self) -> pathlib.Path:
+        return self.folder / "manifest.json"
+
+    def manifest_key(self, path: str | os.PathLike | None = None) -> ManifestKey | None:
+        """What tells one manifest file from another (its size, mtime and inode), or None when there is none."""
+        try:
+            found = os.stat(path or self.manifest_path)
+        except OSError:
+            return None
+        return found.st_size, found.st_mtime_ns, found.st_ino
+
     def read_manifest(self, path: str | os.PathLike | None = None) -> dict[str, FileEntry]:
         """The files the index knows, by path (empty when there is no index yet or it cannot be read).
 
         ``path``: read this manifest file instead (one copied from a shared index).
         """
+        return self.read_keyed(path)[0]
+
+    def read_keyed(self, path: str | os.PathLike | None = None) -> tuple[dict[str, FileEntry], ManifestKey | None]:
+        """``read_manifest``, and the key of the manifest file read (None when there is none, or ``path`` is given).
+
+        The manifest's mirror in JSON (``manifest.json``, naming the key of the manifest it mirrors) is read when it
+        mirrors the manifest there now: with orjson, without starting DuckDB (a reopen's largest cost otherwise).
+        """
+        key = None
+        if path is None:
+            key = self.manifest_key()
+            if key is None:
+                return {}, None
+            mirrored = self._read_mirror(key)
+            if mirrored is not None:
+                return mirrored, key
         try:
             with connection() as con:
                 result = con.execute(f"SELECT * FROM read_parquet({literal(str(path or self.manifest_path))})")
                 names = [column[0] for column in result.description]
                 rows = result.fetchall()
         except (OSError, duckdb.Error):
-            return {}
-        known = [n for n in names if n in MANIFEST_COLUMNS]  # a manifest from before a column existed lacks it
-        entries = {}
-        for row in rows:
-            fields = {n: v for n, v in zip(names, row, strict=True) if n in known}
-            fields["errors"] = tuple(fields.get("errors") or ())
-            entries[fields["path"]] = FileEntry(**fields)
-        return entries
+            return {}, None
+        entries = _entries(names, rows)
+        if path is None:  # written by a version without mirrors: mirrored now (for a manifest replaced since
+            self._write_mirror(key, entries.values())  # the stat above, under a key that never comes again)
+        return entries, key
 
-    def write_manifest(self, entries: Iterable[FileEntry], previous: dict[str, FileEntry] | None = None) -> None:
-        """Replace the manifest atomically, then drop partitions nothing names any more (``previous``: the
-        manifest this one replaces)."""
+    def _read_mirror(self, key: ManifestKey) -> dict[str, FileEntry] | None:
+        try:
+            mirror = orjson.loads(self.mirror_path.read_bytes())
+            if tuple(mirror["manifest"]) != key:
+                return None
+            return _entries(mirror["columns"], mirror["rows"])
+        except (OSError, ValueError, TypeError, KeyError):  # none, or not ours: the manifest itself is read
+            return None
+
+    def _write_mirror(self, key: ManifestKey | None, entries: Iterable[FileEntry]) -> None:
+        if key is None:
+            return
+        mirror = {"manifest": key, "columns": list(MANIFEST_COLUMNS),
+                  "rows": [[getattr(e, name) for name in MANIFEST_COLUMNS] for e in entries]}
+        tmp = self.folder / f".manifest-{uuid.uuid4().hex}.json.tmp"
+        try:
+            tmp.write_bytes(orjson.dumps(mirror))
+            os.replace(tmp, self.mirror_path)
+        except OSError:  # without its mirror, the manifest is read with DuckDB
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+    def write_manifest(self, entries: Iterable[FileEntry], previous: dict[str, FileEntry] | None = None
+                       ) -> ManifestKey:
+        """Replace the manifest atomically (then its mirror), then drop partitions nothing names any more
+        (``previous``: the manifest this one replaces). Returns the key of the manifest written."""
         sizes: dict[str, int | None] = {}
         for part in {e.part for e in entries if e.part}:
             try:
@@ -260,9 +323,12 @@ class Store:
         tmp = self.folder / f".manifest-{uuid.uuid4().hex}.tmp"
         with connection() as con:
             con.execute(f"COPY ({select}) TO {literal(str(tmp))} (FORMAT parquet)", params)
+        key = self.manifest_key(tmp)  # a rename keeps size, mtime and inode: the key of the file as it is replaced
         os.replace(tmp, self.manifest_path)
+        self._write_mirror(key, entries)
         named = {e.part for e in entries if e.part}
         self._collect(named, {e.part for e in (previous or {}).values() if e.part})
+        return key
 
     def _collect(self, named: set[str], dropped: set[str]) -> None:
         # A partition stays a while after no manifest names it: another process may still be reading it, or

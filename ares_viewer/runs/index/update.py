@@ -54,6 +54,7 @@ class Update:
     entries: dict[str, store.FileEntry]
     parsed: int
     changed: frozenset[str] = frozenset()  # the files parsed (new or changed)
+    manifest: store.ManifestKey | None = None  # the key of the manifest holding ``entries`` (None: not known)
 
 
 def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
@@ -102,7 +103,7 @@ def update(target: store.Store, files: list[sources.SourceFile], *, workers: int
     A partition that is gone or damaged (``store.Store.damaged``, or named in ``damaged``) heals: the files it held
     are read again, as if they had changed.
     """
-    known = target.read_manifest()
+    known, key = target.read_keyed()
     broken = target.damaged(known) | set(damaged)
     if broken:
         _LOGGER.warning("index %s: %d partition(s) missing or damaged; their files are read again", target.folder,
@@ -112,7 +113,7 @@ def update(target: store.Store, files: list[sources.SourceFile], *, workers: int
                if (e := known.get(f.path)) is None or e.key != (f.size, f.mtime_ns) or (e.part and e.part in broken)]
     gone = (set(known) - current) | {f.path for f in changed if f.path in known}
     if not changed and not (set(known) - current):
-        return Update(known, 0)
+        return Update(known, 0, manifest=key)
     kept = {p: e for p, e in known.items() if p not in gone}
     # Partitions that held a changed or removed file lose its rows; the other files in them move along (a broken
     # one's files are all read again).
@@ -125,5 +126,5 @@ def update(target: store.Store, files: list[sources.SourceFile], *, workers: int
     fresh = builder.build(changed, target, workers=workers)
     kept.update((e.path, e) for e in fresh)
     kept = _compacted(target, kept)
-    target.write_manifest(kept.values(), known)
-    return Update(kept, len(changed), frozenset(f.path for f in changed))
+    key = target.write_manifest(kept.values(), known)
+    return Update(kept, len(changed), frozenset(f.path for f in changed), key)

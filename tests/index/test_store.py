@@ -15,7 +15,7 @@ import pytest
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import builder, fast_tinker, queries, store
+from ares_viewer.runs.index import builder, fast_tinker, queries, store, table
 from benchmarks import bench_scale
 from testdata import synthetic
 
@@ -165,6 +165,7 @@ def test_an_episode_id_in_two_files_is_a_warning_and_both_stay_reachable(tmp_pat
 
 
 def test_a_run_left_open_outlives_partitions_another_process_replaced(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 0)  # read from its partitions, as a large run is
     run_dir = tmp_path / "run"
     bench_scale.write_run(run_dir, 4000)
     left_open = ares_viewer.open_run(run_dir)

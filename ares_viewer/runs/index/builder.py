@@ -20,7 +20,7 @@ import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -33,8 +33,11 @@ _LOGGER = logging.getLogger(__name__)
 
 # Below this much data, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
-# A partition holds about this much source data (bounds a worker's memory and a rewrite's cost).
+# A batch holds about this much source data (bounds a worker's memory).
 _PART_BYTES = 64 * 1024 * 1024
+# Batches summarized the ordinary way are committed together into partitions of about this many rows (bounds a
+# rewrite's cost when one of their files changes; fewer partitions make a quicker reopen).
+_PART_ROWS = 100_000
 
 
 def summarize(path: str) -> formats.FileResult:
@@ -87,10 +90,29 @@ def _staged_batch(folder: str, files: Sequence[sources.SourceFile]
 
 def summarize_batch(files: Sequence[sources.SourceFile], target: store.Store) -> list[store.FileEntry]:
     """Summarize files the ordinary way into one partition of ``target``; their manifest entries."""
-    entries, staged = _staged_batch(str(target.folder), files)
-    if staged is not None:
-        target.commit(staged)
-    return entries
+    return list(_committed(target, [_staged_batch(str(target.folder), files)]))
+
+
+def _committed(target: store.Store, done: Iterable[tuple[list[store.FileEntry], store.Staged | None]]
+               ) -> Iterator[store.FileEntry]:
+    """The entries of staged batches, committed together into partitions of up to ``_PART_ROWS`` rows."""
+    entries: list[store.FileEntry] = []
+    group: list[store.Staged] = []
+    for batch, staged in done:
+        entries += batch
+        group += [staged] if staged else []
+        if sum(s.rows for s in group) >= _PART_ROWS:
+            yield from _commit(target, entries, group)
+            entries, group = [], []
+    yield from _commit(target, entries, group)
+
+
+def _commit(target: store.Store, entries: list[store.FileEntry], group: list[store.Staged]) -> list[store.FileEntry]:
+    if not group:
+        return entries
+    name = target.commit(group)
+    staged = {s.name for s in group}
+    return [dataclasses.replace(e, part=name) if e.part in staged else e for e in entries]
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -135,17 +157,13 @@ def workers_for(workers: int | None) -> int:
 def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int) -> Iterator[store.FileEntry]:
     total = sum(f.size for f in files)
     if workers <= 1 or len(files) < 2 or total < PARALLEL_MIN_BYTES:
-        for batch in batches(files, 1):
-            yield from summarize_batch(batch, target)
+        yield from _committed(target, (_staged_batch(str(target.folder), batch) for batch in batches(files, 1)))
         return
     work = batches(files, workers * 4)
     work.sort(key=lambda b: -sum(f.size for f in b))  # big batches first: the last worker ends with the others
     with _frozen_heap(), \
             concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-        for entries, staged in pool.map(_staged_batch, [str(target.folder)] * len(work), work):
-            if staged is not None:
-                target.commit(staged)
-            yield from entries
+        yield from _committed(target, pool.map(_staged_batch, [str(target.folder)] * len(work), work))
 
 
 # A fast-path batch is not cut smaller than this (each batch costs a few fixed queries).

@@ -126,6 +126,7 @@ class Staged:
     name: str  # the partition's name
     rows_path: str
     types: dict[str, str]  # column -> DuckDB type, in the partition's order
+    rows: int = 0
 
 
 _shared: tuple[int, duckdb.DuckDBPyConnection] | None = None
@@ -214,28 +215,38 @@ class Store:
                     row = {**row, **{c: str(row[c]) for c in text if row.get(c) is not None}}
                 out.write(orjson.dumps({**row, SEQ: seq}))
                 out.write(b"\n")
-        return Staged(name, str(path), {**types, WARNINGS: "VARCHAR[]", SEQ: "BIGINT"})
+        return Staged(name, str(path), {**types, WARNINGS: "VARCHAR[]", SEQ: "BIGINT"}, len(rows))
 
-    def commit(self, staged: Staged) -> str:
-        """The partition of staged rows, written with DuckDB; its name."""
-        spec = "{" + ", ".join(f"{literal(c)}: {literal(t)}" for c, t in staged.types.items()) + "}"
-        chosen = ", ".join(f'"{c}"' for c in staged.types)
-        tmp = self.parts / f".{staged.name}.tmp"
-        query = (f"COPY (SELECT {chosen} FROM read_json({literal(staged.rows_path)}, format = 'newline_delimited', "
+    def commit(self, staged: Sequence[Staged]) -> str:
+        """One partition of the rows of staged batches, written with DuckDB (named as the first batch); its name.
+
+        Batches are committed together so that a run has few partitions: a reopen reads each one.
+        """
+        types: dict[str, str] = {}
+        for batch in staged:
+            for column, kind in batch.types.items():
+                types[column] = kind if types.get(column, kind) == kind else "VARCHAR"  # a mix of kinds is text
+        spec = "{" + ", ".join(f"{literal(c)}: {literal(t)}" for c, t in types.items()) + "}"
+        chosen = ", ".join(f'"{c}"' for c in types)
+        paths = "[" + ", ".join(literal(b.rows_path) for b in staged) + "]"
+        name = staged[0].name
+        tmp = self.parts / f".{name}.tmp"
+        query = (f"COPY (SELECT {chosen} FROM read_json({paths}, format = 'newline_delimited', "
                  f"columns = {spec}, maximum_object_size = {1 << 30})) TO {literal(str(tmp))} "
                  "(FORMAT parquet, COMPRESSION zstd)")
         try:
             with connection() as own:
                 own.execute(query)
-            os.replace(tmp, self.parts / staged.name)
+            os.replace(tmp, self.parts / name)
         finally:
-            with contextlib.suppress(OSError):
-                os.unlink(staged.rows_path)
-        return staged.name
+            for batch in staged:
+                with contextlib.suppress(OSError):
+                    os.unlink(batch.rows_path)
+        return name
 
     def write_part(self, rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> str:
         """Write a partition of episode rows (``stage`` then ``commit``); its name."""
-        return self.commit(self.stage(rows, seqs))
+        return self.commit([self.stage(rows, seqs)])
 
     @property
     def mirror_path(self) -> pathlib.Path:

@@ -1,9 +1,9 @@
 """Building a run's index: the files that are new or changed are summarized into new partitions.
 
-Files are read in batches; each batch becomes one partition. Whoever summarized a batch (a worker process
-when the run is large enough for that to pay) writes its rows as JSON Lines beside the partitions, and this
-process makes the partition of them with DuckDB: rows never travel through a pipe, and indexing imports neither
-pyarrow nor pandas (half of a small run's cold index time once). Tinker,
+Files are read in batches. Whoever summarized a batch (a worker process when the run is large enough for that
+to pay) writes its rows as JSON Lines beside the partitions, and this process makes partitions of them with
+DuckDB, batches together up to ``_PART_ROWS`` rows: rows never travel through a pipe, a run has few partitions,
+and indexing imports neither pyarrow nor pandas (half of a small run's cold index time once). Tinker,
 Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
 ``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
 (DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not

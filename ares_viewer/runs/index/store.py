@@ -4,10 +4,15 @@ An index lives in a folder of its own (in the user's cache, or a shared fsspec l
 
 - ``manifest.parquet``: one row per file of the run: its path, size and mtime (the key that says whether
   it changed), what it held (``read``, ``skipped``, ``verdicts``, ``trial``), the partition holding its
-  episode rows, its errors, and an evaluation report's verdicts or a harbor trial's result;
+  episode rows and that partition's size, its errors, and an evaluation report's verdicts or a harbor trial's
+  result;
+- ``manifest.json``: the same rows in JSON, naming the manifest file they mirror (its size, mtime and inode),
+  so that a reopen reads them with orjson and starts no DuckDB database; passed over unless it mirrors the
+  manifest there now;
 - ``parts/<name>.parquet``: episode rows (``EPISODE_COLUMNS``, any format's own columns, ``warnings`` and
-  ``_seq``, the row's place in its file), written once and never changed: a partition whose file changed is
-  written again without that file's rows, under a new name.
+  ``_seq``, the row's place in its file), written once by DuckDB and never changed: a partition whose file
+  changed is written again without that file's rows, under a new name. One that is gone or not the size the
+  manifest recorded is damaged, and the files it held are read again (``update``).
 
 Readers never see a half-written index: partitions are written first and the manifest is replaced
 atomically last. Two writers at once each leave a consistent index (the last manifest wins); partitions

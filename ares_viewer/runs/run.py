@@ -120,6 +120,19 @@ def load_episode(path: str | os.PathLike) -> model.Episode:
     return result.episodes[0]
 
 
+# The episode tables of the index states this process opened last, by index folder, location and manifest key: a
+# table never changes (a new manifest is a new key), so opening an unchanged run again starts no DuckDB database.
+_TABLES: BoundedCache[index_table.EpisodeTable] = BoundedCache(maxsize=8)
+
+
+def _table(target: store.Store, result: index_update.Update, location: str) -> index_table.EpisodeTable:
+    """The episode table of an index state, made once per state."""
+    if result.manifest is None:
+        return index_table.EpisodeTable(target, result.entries, location)
+    return _TABLES.get_or_compute((str(target.folder), location, result.manifest),
+                                  lambda: index_table.EpisodeTable(target, result.entries, location))
+
+
 class Run:
     """The episodes at a location (a folder, a file, a glob or an fsspec URL).
 
@@ -170,6 +183,11 @@ class Run:
 
         A run still being written grows: rows already there keep their place (run order), new ones follow.
         """
+        return self._refresh(check=False)
+
+    def _refresh(self, *, check: bool) -> int:
+        """``refresh``; ``check``: a query failed on the index as it was, so each partition is read to find one
+        damaged where its size does not show it (it heals: its files are read again)."""
         listing = sources.listing(self.location, within=self._within)
         files = listing.files
         with self._lock:
@@ -177,9 +195,18 @@ class Run:
             self.companions = listing.companions
             self.companion_kinds = listing.companion_kinds()
             result = index_update.update(self._store, files, workers=self._workers)
+            if check and (damaged := self._store.unreadable(result.entries)):
+                result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
             old = self.table
             following = old is not None
-            self.table = index_table.EpisodeTable(self._store, result.entries, self.location)
+            try:
+                self.table = _table(self._store, result, self.location)
+            except duckdb.Error:  # a partition damaged where its size does not show it: found by reading each
+                damaged = self._store.unreadable(result.entries)
+                if not damaged:
+                    raise
+                result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
+                self.table = _table(self._store, result, self.location)
             self._entries = result.entries
             self.parsed_files = result.parsed
             self._frame: pd.DataFrame | None = None
@@ -227,33 +254,34 @@ class Run:
     def _recovered(self, ask: Callable[[], _T]) -> _T:
         """``ask()``; asked once more after a refresh when the index partitions it read were replaced.
 
-        Another process (``ares-viewer index``, another reader following the run) may have replaced them; they are
-        kept a while (``store``) but a run left open long enough outlives them, and DuckDB then finds them gone
-        (an ``IOException``). ``ask`` must read ``self.table`` anew each time it is called.
+        Another process (``ares-viewer index``, another reader following the run) may have replaced them (a
+        changed file, a compaction); they are kept a while (``store``) but a run left open long enough outlives
+        them, and DuckDB then finds them gone (an ``IOException``). ``ask`` must read ``self.table`` anew each time
+        it is called.
         """
         try:
             return ask()
-        except duckdb.IOException:
-            self.refresh()
+        except (duckdb.IOException, duckdb.InvalidInputException):  # gone, or damaged (then healed by refresh)
+            self._refresh(check=True)
             return ask()
 
     @property
     def relation(self) -> duckdb.DuckDBPyRelation:
         """The episode table as a lazy DuckDB relation (run order), e.g. ``run.relation.filter("total_reward > 0")``."""
-        return self.table.relation()
+        return self._recovered(lambda: self.table.relation())
 
     def query(self, sql: str | None = None, params: list | None = None) -> duckdb.DuckDBPyRelation:
         """The episode table in DuckDB: ``run.query()`` is ``relation``; ``run.query("SELECT ... FROM episodes")``
         runs SQL over the view ``episodes`` (its columns, plus ``_seq``, a row's place in its file)."""
         if sql is None:
             return self.relation
-        return self.table.cursor().sql(sql, params=params)
+        return self._recovered(lambda: self.table.cursor().sql(sql, params=params))
 
     @property
     def episodes(self) -> pd.DataFrame:
         with self._lock:
             if self._frame is None:
-                self._frame = self.table.frame()
+                self._frame = self._recovered(lambda: self.table.frame())
             return self._frame
 
     @property

@@ -34,7 +34,7 @@ def same_rows(tmp_path, spec: fast_jsonl.Spec, files: list[sources.SourceFile], 
     path took equal the ordinary path's (``exact``: the same columns and values to the bit). Returns the fast
     path's entries, the files it left, and the ordinary path's entries."""
     taken, left = read(spec, files, store.Store(tmp_path / "fast"))
-    entries = builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
+    entries = builder.summarize_batch(files, store.Store(tmp_path / "ordinary"))
     if taken:
         ordinary, fast = frame(tmp_path / "ordinary"), frame(tmp_path / "fast")
         if exact:

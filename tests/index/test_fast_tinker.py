@@ -182,7 +182,7 @@ def test_a_run_read_in_batches_on_two_threads_equals_the_ordinary_path(tmp_path,
     monkeypatch.setattr(fast_jsonl, "BATCH_BYTES", files[0].size * 2)
     entries = builder.build(files, store.Store(tmp_path / "fast"), workers=2)
     assert len({e.part for e in entries}) > 1  # several batches, each its own partition
-    builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
+    builder.summarize_batch(files, store.Store(tmp_path / "ordinary"))
     fast, ordinary = fast_paths.frame(tmp_path / "fast"), fast_paths.frame(tmp_path / "ordinary")
     pd.testing.assert_frame_equal(fast, ordinary[list(fast.columns)], check_dtype=False)
 
@@ -204,7 +204,7 @@ def test_line_layouts_give_the_ordinary_rows(tmp_path, layout):
     path.write_text(text, newline="")
     files = sources.list_files(tmp_path / "run")
     taken, _ = fast_tinker.build(files, store.Store(tmp_path / "fast"), threads=1)
-    result = builder.summarize_batch(files, store.Store(tmp_path / "ordinary").write_part)
+    result = builder.summarize_batch(files, store.Store(tmp_path / "ordinary"))
     assert not result[0].errors
     if taken:
         fast, ordinary = fast_paths.frame(tmp_path / "fast"), fast_paths.frame(tmp_path / "ordinary")

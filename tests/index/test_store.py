@@ -10,13 +10,12 @@ import shutil
 
 import formats_fixtures
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import builder, fast_tinker, queries, store
+from ares_viewer.runs.index import builder, fast_tinker, queries, store, table
 from benchmarks import bench_scale
 from testdata import synthetic
 
@@ -34,7 +33,7 @@ def _frame(folder: pathlib.Path) -> pd.DataFrame:
 def _both(files, tmp_path):
     fast_dir, ordinary_dir = tmp_path / "fast", tmp_path / "ordinary"
     taken, rest = fast_tinker.build(files, store.Store(fast_dir), threads=2)
-    builder.summarize_batch(files, store.Store(ordinary_dir).write_part)
+    builder.summarize_batch(files, store.Store(ordinary_dir))
     return taken, rest, _frame(fast_dir) if taken else None, _frame(ordinary_dir)
 
 
@@ -166,6 +165,7 @@ def test_an_episode_id_in_two_files_is_a_warning_and_both_stay_reachable(tmp_pat
 
 
 def test_a_run_left_open_outlives_partitions_another_process_replaced(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 0)  # read from its partitions, as a large run is
     run_dir = tmp_path / "run"
     bench_scale.write_run(run_dir, 4000)
     left_open = ares_viewer.open_run(run_dir)
@@ -237,14 +237,20 @@ def test_a_place_in_a_stream_holds_when_the_file_is_indexed_anew_in_another_batc
     assert given + [i for frame, _ in rest for i in frame["episode_id"]] == in_order
 
 
-def test_the_index_columns_are_the_episode_row():
+def test_the_index_columns_are_the_episode_row(tmp_path):
+    import duckdb
+
     assert store.EPISODE_COLUMNS == model.EPISODE_COLUMNS == ares_viewer.runs.run.EPISODE_COLUMNS
     assert list(store.ROW_TYPES) == list(model.EPISODE_COLUMNS)
     assert (store.ROW_TYPES["total_reward"], store.ROW_TYPES["num_actions"], store.ROW_TYPES["truncated"],
             store.ROW_TYPES["error"]) == ("DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR")
-    written = store.rows_table([{"episode_id": "e", "total_reward": float("nan")}], [0])
-    assert (written.schema.field("total_reward").type, written.schema.field("num_actions").type) == (pa.float64(),
-                                                                                                      pa.int64())
+    target = store.Store(tmp_path)
+    part = target.part_path(target.write_part([{"episode_id": "e", "total_reward": float("nan"), "x": 1},
+                                               {"episode_id": "f", "x": "a"}], [0, 1]))
+    types = dict(duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE FROM '{part}')").fetchall())
+    assert (types["total_reward"], types["num_actions"], types["x"], types["warnings"]) == (
+        "DOUBLE", "BIGINT", "VARCHAR", "VARCHAR[]")
+    assert duckdb.sql(f"SELECT total_reward, x FROM '{part}' ORDER BY _seq").fetchall() == [(None, "1"), (None, "a")]
 
 
 def test_unscored_episodes_are_a_category_of_their_own_in_the_queries(tmp_path):

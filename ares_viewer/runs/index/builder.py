@@ -1,7 +1,9 @@
 """Building a run's index: the files that are new or changed are summarized into new partitions.
 
-Files are read in batches; each batch becomes one partition, written by whoever summarized it (a worker
-process when the run is large enough for that to pay), so rows never travel between processes. Tinker,
+Files are read in batches. Whoever summarized a batch (a worker process when the run is large enough for that
+to pay) writes its rows as JSON Lines beside the partitions, and this process makes partitions of them with
+DuckDB, batches together up to ``_PART_ROWS`` rows: rows never travel through a pipe, a run has few partitions,
+and indexing imports neither pyarrow nor pandas (half of a small run's cold index time once). Tinker,
 Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
 ``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
 (DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -31,14 +34,20 @@ _LOGGER = logging.getLogger(__name__)
 
 # Below this much data, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
-# A partition holds about this much source data (bounds a worker's memory and a rewrite's cost).
+# A batch holds about this much source data (bounds a worker's memory).
 _PART_BYTES = 64 * 1024 * 1024
+# Batches summarized the ordinary way are committed together into partitions of about this many rows (bounds a
+# rewrite's cost when one of their files changes; fewer partitions make a quicker reopen).
+_PART_ROWS = 100_000
 
 
 def summarize(path: str) -> formats.FileResult:
-    """One file's rows, errors, verdicts or trial result; never raises (a parser bug is that file's error)."""
+    """One file's rows, errors, verdicts or trial result; never raises (a parser bug is that file's error).
+
+    A row the index cannot hold (a number out of its range) is left out, with an error naming its field.
+    """
     try:
-        return formats.summarize_file(path, sources.read_bytes(path))
+        result = formats.summarize_file(path, sources.read_bytes(path))
     except OSError as exc:
         return formats.FileResult(record_errors=(
             read_errors.RecordError(read_errors.UNREADABLE, f"cannot read the file ({exc.strerror or exc})"),))
@@ -46,6 +55,14 @@ def summarize(path: str) -> formats.FileResult:
         _LOGGER.exception("unexpected failure reading %s", path)
         return formats.FileResult(record_errors=(read_errors.RecordError(
             read_errors.FAILURE, f"unexpected failure while reading ({type(exc).__name__}: {exc})"),))
+    unfit = [(row, reason) for row in result.rows if (reason := store.unfit(row)) is not None]
+    if not unfit:
+        return result
+    left = tuple(row for row in result.rows if store.unfit(row) is None)
+    errors = tuple(read_errors.RecordError(read_errors.CONTENT, f"episode {row.get('episode_id')!r}: {reason}"
+                                           if len(result.rows) > 1 else reason)
+                   for row, reason in unfit)
+    return dataclasses.replace(result, rows=left, record_errors=(*result.record_errors, *errors))
 
 
 def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | None, rows: int) -> store.FileEntry:
@@ -60,25 +77,52 @@ def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | 
                            tuple(error.to_json() for error in result.record_errors))
 
 
-def summarize_batch(files: Sequence[sources.SourceFile], write: Callable[[Any], str]) -> list[store.FileEntry]:
-    """Summarize files the ordinary way into one partition (written with ``write``); their manifest entries."""
+def _staged_batch(folder: str, files: Sequence[sources.SourceFile]
+                  ) -> tuple[list[store.FileEntry], store.Staged | None]:
+    """Summarize files the ordinary way and stage their rows as one partition (``store.Store.stage``): their
+    manifest entries, and the rows to commit (None when the files hold none)."""
     results = [summarize(f.path) for f in files]
     rows: list[dict[str, Any]] = []
     seqs: list[int] = []
     for result in results:
         rows.extend(result.rows)
         seqs.extend(range(len(result.rows)))
-    part = write(store.rows_table(rows, seqs)) if rows else None
-    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)]
+    staged = store.Store(folder).stage(rows, seqs) if rows else None
+    part = staged.name if staged else None
+    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)], staged
 
 
-def _batch_in_worker(folder: str, files: Sequence[sources.SourceFile]) -> list[store.FileEntry]:
-    return summarize_batch(files, store.Store(folder).write_part)
+def summarize_batch(files: Sequence[sources.SourceFile], target: store.Store) -> list[store.FileEntry]:
+    """Summarize files the ordinary way into one partition of ``target``; their manifest entries."""
+    return list(_committed(target, [_staged_batch(str(target.folder), files)]))
+
+
+def _committed(target: store.Store, done: Iterable[tuple[list[store.FileEntry], store.Staged | None]]
+               ) -> Iterator[store.FileEntry]:
+    """The entries of staged batches, committed together into partitions of up to ``_PART_ROWS`` rows."""
+    entries: list[store.FileEntry] = []
+    group: list[store.Staged] = []
+    for batch, staged in done:
+        entries += batch
+        group += [staged] if staged else []
+        if sum(s.rows for s in group) >= _PART_ROWS:
+            yield from _commit(target, entries, group)
+            entries, group = [], []
+    yield from _commit(target, entries, group)
+
+
+def _commit(target: store.Store, entries: list[store.FileEntry], group: list[store.Staged]) -> list[store.FileEntry]:
+    if not group:
+        return entries
+    name = target.commit(group)
+    staged = {s.name for s in group}
+    return [dataclasses.replace(e, part=name) if e.part in staged else e for e in entries]
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
     # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a Streamlit script,
-    # a script without a main guard); the workers only read files, parse and write Parquet with pyarrow.
+    # a script without a main guard); the workers only read files, parse and write their rows as JSON Lines
+    # (``store.Store.stage``).
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context("spawn")
@@ -117,15 +161,13 @@ def workers_for(workers: int | None) -> int:
 def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int) -> Iterator[store.FileEntry]:
     total = sum(f.size for f in files)
     if workers <= 1 or len(files) < 2 or total < PARALLEL_MIN_BYTES:
-        for batch in batches(files, 1):
-            yield from summarize_batch(batch, target.write_part)
+        yield from _committed(target, (_staged_batch(str(target.folder), batch) for batch in batches(files, 1)))
         return
     work = batches(files, workers * 4)
     work.sort(key=lambda b: -sum(f.size for f in b))  # big batches first: the last worker ends with the others
     with _frozen_heap(), \
             concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
-        for entries in pool.map(_batch_in_worker, [str(target.folder)] * len(work), work):
-            yield from entries
+        yield from _committed(target, pool.map(_staged_batch, [str(target.folder)] * len(work), work))
 
 
 # A fast-path batch is not cut smaller than this (each batch costs a few fixed queries).

@@ -11,8 +11,7 @@ import logging
 import os
 import pathlib
 import tempfile
-
-import duckdb
+from collections.abc import Collection
 
 from ares_viewer.base import locations
 from ares_viewer.runs import index_cache, sources
@@ -54,6 +53,7 @@ class Update:
     entries: dict[str, store.FileEntry]
     parsed: int
     changed: frozenset[str] = frozenset()  # the files parsed (new or changed)
+    manifest: store.ManifestKey | None = None  # the key of the manifest holding ``entries`` (None: not known)
 
 
 def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
@@ -61,9 +61,8 @@ def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
     source = target.part_path(part)
     name = target.new_part_name()
     tmp = target.parts / f".{name}.tmp"
-    with duckdb.connect() as con:
-        con.execute("SET threads = 1")
-        con.execute("CREATE TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
+    with store.connection() as con:
+        con.execute("CREATE TEMP TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
         left = con.execute(f"SELECT count(*) FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped)"
                            ).fetchone()[0]
         if not left:
@@ -88,7 +87,7 @@ def _compacted(target: store.Store, entries: dict[str, store.FileEntry]) -> dict
     name = target.new_part_name()
     tmp = target.parts / f".{name}.tmp"
     sources_ = [target.part_path(p) for p in small]
-    with duckdb.connect() as con:
+    with store.connection() as con:
         con.execute(f"COPY (SELECT * FROM read_parquet({sources_!r}, union_by_name = true)) TO '{tmp}' "
                     "(FORMAT parquet, COMPRESSION zstd)")
     os.replace(tmp, target.parts / name)
@@ -96,17 +95,28 @@ def _compacted(target: store.Store, entries: dict[str, store.FileEntry]) -> dict
     return {p: dataclasses.replace(e, part=name) if e.part in merged else e for p, e in entries.items()}
 
 
-def update(target: store.Store, files: list[sources.SourceFile], *, workers: int | None = None) -> Update:
-    """Summarize the files that are new or changed since the index was last written, and commit."""
-    known = target.read_manifest()
+def update(target: store.Store, files: list[sources.SourceFile], *, workers: int | None = None,
+           damaged: Collection[str] = ()) -> Update:
+    """Summarize the files that are new or changed since the index was last written, and commit.
+
+    A partition that is gone or damaged (``store.Store.damaged``, or named in ``damaged``) heals: the files it held
+    are read again, as if they had changed.
+    """
+    known, key = target.read_keyed()
+    broken = target.damaged(known) | set(damaged)
+    if broken:
+        _LOGGER.warning("index %s: %d partition(s) missing or damaged; their files are read again", target.folder,
+                        len(broken))
     current = {f.path for f in files}
-    changed = [f for f in files if (e := known.get(f.path)) is None or e.key != (f.size, f.mtime_ns)]
+    changed = [f for f in files
+               if (e := known.get(f.path)) is None or e.key != (f.size, f.mtime_ns) or (e.part and e.part in broken)]
     gone = (set(known) - current) | {f.path for f in changed if f.path in known}
     if not changed and not (set(known) - current):
-        return Update(known, 0)
+        return Update(known, 0, manifest=key)
     kept = {p: e for p, e in known.items() if p not in gone}
-    # Partitions that held a changed or removed file lose its rows; the other files in them move along.
-    touched = {known[p].part for p in gone if known[p].part}
+    # Partitions that held a changed or removed file lose its rows; the other files in them move along (a broken
+    # one's files are all read again).
+    touched = {known[p].part for p in gone if known[p].part} - broken
     for part in touched:
         renamed = _without(target, part, {p for p in gone if known[p].part == part})
         for path, entry in list(kept.items()):
@@ -115,5 +125,5 @@ def update(target: store.Store, files: list[sources.SourceFile], *, workers: int
     fresh = builder.build(changed, target, workers=workers)
     kept.update((e.path, e) for e in fresh)
     kept = _compacted(target, kept)
-    target.write_manifest(kept.values(), known)
-    return Update(kept, len(changed), frozenset(f.path for f in changed))
+    key = target.write_manifest(kept.values(), known)
+    return Update(kept, len(changed), frozenset(f.path for f in changed), key)

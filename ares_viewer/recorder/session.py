@@ -24,7 +24,6 @@ import asyncio
 import logging
 import os
 import pathlib
-import signal
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -35,15 +34,9 @@ import ares_viewer
 from ares_viewer.recorder import activations as activations_mod
 from ares_viewer.recorder import container_state
 from ares_viewer.recorder.episode_file import (
-    ABANDONED,
-    ABORTED,
-    CANCELLED,
-    COMPLETED,
-    ERRORED,
-    INTERRUPTED,
-    RUNNING,
-    TRUNCATED,
+    EndStatus,
     EpisodeFile,
+    status_of,
     step_record,
     to_jsonable,
 )
@@ -61,7 +54,7 @@ class _Episode:
     def __init__(self, out_dir: pathlib.Path, episode_id: str, task_name: str | None, start_time: float) -> None:
         self.id = episode_id
         self.file = EpisodeFile(out_dir / f"{episode_id}.json", episode_id, task_name, start_time)
-        self.file.extra["end_status"] = RUNNING
+        self.file.extra["end_status"] = EndStatus.RUNNING
         self.step = 0  # actions taken so far
         self.ended = False
         self.container: Any = None  # docker SDK container, when snapshots are possible
@@ -137,7 +130,7 @@ class RecordingEnv:
 
     async def reset(self) -> Any:
         if self.episode is not None and not self.episode.ended:
-            await self._end(self.episode, ABANDONED)
+            await self._end(self.episode, EndStatus.ABANDONED)
         episode = _Episode(self.out_dir, next(self._ids, None) or str(uuid.uuid4()), self.task_name, time.time())
         self.episode = episode
         if self.activations is not None:
@@ -146,7 +139,7 @@ class RecordingEnv:
             ts = await self.env.reset()
         except BaseException as exc:
             episode.file.header["task_name"] = episode.file.header["task_name"] or self._task_name()
-            await self._end(episode, _status_of(exc), exc)
+            await self._end(episode, status_of(exc), exc)
             raise
         observation = to_jsonable(ts.observation)  # at once: the agent's message list keeps growing
         now = time.time()
@@ -168,7 +161,7 @@ class RecordingEnv:
         try:
             ts = await self.env.step(action)
         except BaseException as exc:
-            await self._end(episode, _status_of(exc), exc)
+            await self._end(episode, status_of(exc), exc)
             raise
         observation = to_jsonable(ts.observation)
         now = time.time()
@@ -183,7 +176,7 @@ class RecordingEnv:
             truncated = ts.observation is not None
             episode.file.header["truncated"] = truncated
             episode.file.header["total_reward"] = to_jsonable(ts.reward)
-            await self._end(episode, TRUNCATED if truncated else COMPLETED)
+            await self._end(episode, EndStatus.TRUNCATED if truncated else EndStatus.COMPLETED)
         else:
             episode.file.write()
             self._snapshot_soon(episode, index)
@@ -276,7 +269,7 @@ class RecordingEnv:
             if episode.file.extra.get("snapshot_errors") and not episode.ended:
                 episode.file.write()
 
-    async def _end(self, episode: _Episode, status: str, exc: BaseException | None = None) -> None:
+    async def _end(self, episode: _Episode, status: EndStatus, exc: BaseException | None = None) -> None:
         episode.ended = True
         await self._settle(episode)
         episode.file.header["end_time"] = time.time()
@@ -285,7 +278,8 @@ class RecordingEnv:
             episode.file.extra["error"] = _error(exc)
         if episode.verifier is not None:
             episode.file.extra["verifier"] = episode.verifier
-        if "final_command" not in episode.file.extra and episode.last_command is not None and status != COMPLETED:
+        if ("final_command" not in episode.file.extra and episode.last_command is not None
+                and status != EndStatus.COMPLETED):
             episode.file.extra["final_command"] = episode.last_command
         await self._save_activations(episode)
         episode.file.write()
@@ -295,7 +289,7 @@ class RecordingEnv:
     async def _end_on_exit(self, exc: BaseException | None) -> None:
         episode = self.episode
         if episode is not None and not episode.ended:
-            await self._end(episode, _status_of(exc) if exc is not None else ABORTED, exc)
+            await self._end(episode, status_of(exc) if exc is not None else EndStatus.ABORTED, exc)
 
     # ----- hooks into the environment -------------------------------------------------------------------------
 
@@ -365,21 +359,6 @@ class RecordingEnv:
         folder = await self._snapshot(episode, episode.step, suffix=VERIFIER_SUFFIX)
         if folder is not None:
             verifier.update(container_state.verifier_changes(self.out_dir, episode.id, episode.step, folder))
-
-
-def _status_of(exc: BaseException) -> str:
-    if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, asyncio.CancelledError) and _interrupted()):
-        return INTERRUPTED
-    if isinstance(exc, asyncio.CancelledError):
-        return CANCELLED
-    return ERRORED
-
-
-def _interrupted() -> bool:
-    """True when Ctrl-C reached ``asyncio.run``, which turns it into a cancellation of the main task."""
-    handler = signal.getsignal(signal.SIGINT)
-    runner = getattr(getattr(handler, "func", handler), "__self__", None)
-    return isinstance(runner, asyncio.Runner) and getattr(runner, "_interrupt_count", 0) > 0
 
 
 def record(

@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 import ares_viewer
+from ares_viewer import model
 from ares_viewer.analysis import plots
+from ares_viewer.model import colours
 from testdata import synthetic
 
 
@@ -205,3 +207,14 @@ def test_the_aggregate_reward_figures_leave_out_episodes_without_a_reward(run):
     assert int(bands["episodes"].sum()) == 4
     assert (bands["mean"] * bands["episodes"]).sum() / 4 == pytest.approx(run.stats()["mean_reward"])
     assert int(asked.actions_grid()["episodes"].sum()) == 4
+
+
+def test_an_outcome_has_one_colour_in_figures_notebook_html_and_the_apps_badges(run):
+    """An errored episode is the same red in the reward scatter and in its notebook card; every outcome has one."""
+    assert set(colours.OUTCOME_COLOURS) == set(colours.OUTCOME_COLOUR_NAMES) == {o.value for o in model.Outcome}
+    fig = plots.reward_vs_actions(run.episodes)
+    shown = {t.name.split(",")[0]: t.marker.color for t in fig.data if t.customdata is not None}
+    for outcome in ("completed", "truncated", "errored"):
+        [episode_id] = run.episodes.loc[run.episodes["outcome"] == outcome, "episode_id"][:1]
+        card = run.episode(episode_id)._repr_html_()
+        assert f"color:{shown[outcome]};font-weight:600'>{outcome}<" in card

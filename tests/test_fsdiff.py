@@ -274,6 +274,14 @@ def test_main_file_is_the_edited_source_not_a_dotfile(sample):
     assert fsdiff.main_file(whole).path == "/testbed/pager/paging.py"  # not .git/index, which changed too
 
 
+def test_the_episode_pages_link_opens_the_file_the_files_page_shows_first(sample):
+    """One ranking: ``first_file`` (the Episode page's "files changed" link) is ``main_file`` (the Files page)."""
+    for old, new in ((None, 0), (1, 2), (3, 4)):
+        diff = fsdiff.compare(sample, old, new)
+        assert diff.first_file() == fsdiff.main_file(diff)
+    assert fsdiff.compare(sample, None, 0).first_file().path == "/testbed/pager/paging.py"  # not .gitignore
+
+
 def test_patch_is_the_whole_change_without_git_bookkeeping(sample):
     text = fsdiff.patch(fsdiff.episode_patch(sample))
     assert text.startswith("diff --git a/testbed/pager/paging.py b/testbed/pager/paging.py\n")

@@ -176,14 +176,9 @@ class FsDiff:
         return [c for c in self.changes if not (c.old_type in folder_or_none and c.new_type in folder_or_none)]
 
     def first_file(self) -> FileChange | None:
-        """The changed file a reader most likely wants first: an edited one (modified, then added, type-changed,
-        deleted) outside version-control folders (``.git/index`` changes with every ``git add``); else the
-        first changed file; None when no file changed."""
-        files = self.file_changes()
-        noise = ("/.git/", "/.hg/", "/.svn/")
-        wanted = [c for c in files if not any(n in c.path for n in noise)]
-        order = {MODIFIED: 0, ADDED: 1, TYPE_CHANGED: 2, DELETED: 3}
-        return min(wanted, key=lambda c: order[c.kind], default=files[0] if files else None)
+        """The changed file a reader most likely wants first (:func:`main_file`, the one ranking the Files page
+        uses too); None when no file changed."""
+        return main_file(self)
 
     def change(self, path: str) -> FileChange:
         for change in self.changes:
@@ -503,8 +498,10 @@ def file_history(episode: model.Episode, path: str, *, steps: Sequence[int] | No
 
 # ----- what a reader looks for first: the edited source, the whole patch, each step's files -------------------------
 
+# Cache folders: their files change as a side effect of running the code.
+CACHE_FOLDERS = ("__pycache__", ".pytest_cache", "node_modules", ".mypy_cache")
 # Folders whose files change as a side effect (version control bookkeeping, caches): never "the" changed file.
-NOISE_PARTS = ("/.git/", "/.hg/", "/.svn/", "/__pycache__/", "/.pytest_cache/", "/node_modules/", "/.mypy_cache/")
+NOISE_PARTS = tuple(f"/{name}/" for name in (*sorted(VCS_FOLDERS), *CACHE_FOLDERS))
 # Changed files whose lines are counted to find the most-changed one (the rest rank by size).
 _RANKED_FILES = 40
 

@@ -220,20 +220,19 @@ class _Writer:
         say("The model submitted: running the task's verifier…")
         verdict = sandbox.verify(self.box, recipe)
         ran = verdict.result
-        command = {"step_index": step, "command": recipe.verifier_command, "returncode": ran.returncode,
-                   **episode_file.cut_output(ran.output), "duration_s": round(ran.duration_s, 3)}
-        if ran.error is not None:
-            command["error"] = ran.error
-        record: dict[str, Any] = {"step_index": step, "commands": [command], "returncode": ran.returncode,
-                                  **episode_file.cut_output(ran.output)}
-        if verdict.reward_text is not None:
-            record["reward_file"] = {"path": recipe.reward_path, "content": verdict.reward_text}
-        record["reward"] = verdict.reward
-        failure = None
-        if verdict.error is not None:
-            failure = sandbox.SandboxError(f"the verifier failed: {verdict.error}")
-            record["error"] = episode_file.error_record(failure)
-        self.file.extra["verifier"] = record
+        output = episode_file.cut_output(ran.output)
+        failure = None if verdict.error is None else sandbox.SandboxError(f"the verifier failed: {verdict.error}")
+        record = model.VerifierRecord(
+            step_index=step,
+            commands=(model.VerifierCommand(command=recipe.verifier_command, returncode=ran.returncode,
+                                            output=output["output"], step_index=step,
+                                            duration_s=round(ran.duration_s, 3),
+                                            output_chars=output.get("output_chars"), error=ran.error),),
+            output=output["output"], output_chars=output.get("output_chars"), returncode=ran.returncode,
+            reward=verdict.reward, reward_file=verdict.reward_text,
+            reward_path=recipe.reward_path if verdict.reward_text is not None else None,
+            error_record=None if failure is None else episode_file.error_record(failure))
+        self.file.extra["verifier"] = record.to_json()
         verifier_id = f"{self.file.header['episode_id']}{VERIFIER_SUFFIX}"
         try:
             folder = container.capture_snapshot(self.box.container(), self.box.image, verifier_id, step, self.out,
@@ -244,7 +243,9 @@ class _Writer:
             self.file.extra.setdefault("snapshot_errors", []).append(
                 {"step_index": step, "verifier": True, **episode_file.error_record(exc)})
         else:
-            record.update(container_state.verifier_changes(self.out, self.file.header["episode_id"], step, folder))
+            record = dataclasses.replace(record, **container_state.verifier_changes(
+                self.out, self.file.header["episode_id"], step, folder))
+            self.file.extra["verifier"] = record.to_json()
         self.file.write()
         if failure is not None:
             raise failure

@@ -21,6 +21,7 @@ No ARES import: the environment is used through its public methods plus, for ``C
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import pathlib
@@ -31,6 +32,8 @@ from types import TracebackType
 from typing import Any
 
 import ares_viewer
+from ares_viewer import model
+from ares_viewer.model import verifier as verifier_record
 from ares_viewer.recorder import activations as activations_mod
 from ares_viewer.recorder import container_state
 from ares_viewer.recorder.episode_file import (
@@ -64,7 +67,7 @@ class _Episode:
         self.commands: list[dict[str, Any]] = []  # the agent's commands since the last step record
         self.last_command: dict[str, Any] | None = None
         self.in_verifier = False
-        self.verifier: dict[str, Any] | None = None
+        self.verifier: model.VerifierRecord | None = None
 
 
 class RecordingEnv:
@@ -277,7 +280,7 @@ class RecordingEnv:
         if exc is not None:
             episode.file.extra["error"] = _error(exc)
         if episode.verifier is not None:
-            episode.file.extra["verifier"] = episode.verifier
+            episode.file.extra["verifier"] = episode.verifier.to_json()
         if ("final_command" not in episode.file.extra and episode.last_command is not None
                 and status != EndStatus.COMPLETED):
             episode.file.extra["final_command"] = episode.last_command
@@ -314,7 +317,8 @@ class RecordingEnv:
 
     def _remember(self, episode: _Episode, entry: dict[str, Any]) -> None:
         if episode.in_verifier and episode.verifier is not None:
-            episode.verifier["commands"].append(entry)
+            episode.verifier = dataclasses.replace(
+                episode.verifier, commands=(*episode.verifier.commands, model.VerifierCommand.from_json(entry)))
         else:
             episode.last_command = entry
 
@@ -328,14 +332,15 @@ class RecordingEnv:
             # The agent is done: this is the state it submitted, before any test file reaches the container.
             await self._settle(episode)
             await self._snapshot(episode, episode.step)
-            episode.verifier = {"step_index": episode.step, "commands": []}
+            episode.verifier = model.VerifierRecord(step_index=episode.step)
             episode.in_verifier = True
             try:
                 reward = await compute_reward(*args, **kwargs)
-                episode.verifier["reward"] = to_jsonable(reward)
+                episode.verifier = dataclasses.replace(episode.verifier,
+                                                       reward=verifier_record.as_number(to_jsonable(reward)))
                 return reward
             except BaseException as exc:
-                episode.verifier["error"] = _error(exc)
+                episode.verifier = dataclasses.replace(episode.verifier, error_record=_error(exc))
                 raise
             finally:
                 episode.in_verifier = False
@@ -346,19 +351,21 @@ class RecordingEnv:
     async def _after_verifier(self, episode: _Episode) -> None:
         verifier = episode.verifier
         assert verifier is not None
-        tests = [c for c in verifier["commands"] if str(c.get("command", "")).startswith("bash ")]
+        tests = [c for c in verifier.commands if c.command.startswith("bash ")]
         if tests:
-            verifier["output"] = tests[-1].get("output")
-            verifier["returncode"] = tests[-1].get("returncode")
+            verifier = dataclasses.replace(verifier, output=tests[-1].output, returncode=tests[-1].returncode)
         if episode.container is not None:
             for path in ("/logs/verifier/reward.txt", "/logs/verifier/reward.json"):
                 data = await asyncio.to_thread(container_state.read_file, episode.container, path)
                 if data is not None:
-                    verifier["reward_file"] = {"path": path, "content": data.decode("utf-8", errors="replace")}
+                    verifier = dataclasses.replace(verifier, reward_path=path,
+                                                   reward_file=data.decode("utf-8", errors="replace"))
                     break
         folder = await self._snapshot(episode, episode.step, suffix=VERIFIER_SUFFIX)
         if folder is not None:
-            verifier.update(container_state.verifier_changes(self.out_dir, episode.id, episode.step, folder))
+            verifier = dataclasses.replace(
+                verifier, **container_state.verifier_changes(self.out_dir, episode.id, episode.step, folder))
+        episode.verifier = verifier
 
 
 def record(

@@ -26,9 +26,11 @@ RETURNCODE_WITHIN = 200
 # What a submit command echoes first: ARES's agent (mini-swe-agent 1.x) and mini-swe-agent's own older marker.
 SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 # A response without exactly one bash block gets this back, as ARES's default agent answers a format error.
-FORMAT_ERROR = ("Please always provide EXACTLY ONE action in triple backticks, found {found} actions.\n"
-                "If you want to end the task, please issue the following command: "
-                f"`echo {SUBMIT_MARKERS[0]}`")
+FORMAT_ERROR = (
+    "Please always provide EXACTLY ONE action in triple backticks, found {found} actions.\n"
+    "If you want to end the task, please issue the following command: "
+    f"`echo {SUBMIT_MARKERS[0]}`"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

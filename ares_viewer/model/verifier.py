@@ -33,8 +33,11 @@ def as_number(value: Any) -> float | None:
 def _output_json(output: str | None, output_chars: int | None) -> dict[str, Any]:
     if output is None:
         return {}
-    return {"output": output} if output_chars is None else {"output": output, "output_chars": output_chars,
-                                                             "output_cut": True}
+    return (
+        {"output": output}
+        if output_chars is None
+        else {"output": output, "output_chars": output_chars, "output_cut": True}
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,8 +63,12 @@ class VerifierCommand:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"step_index": self.step_index, "command": self.command, "returncode": self.returncode,
-                               **_output_json(self.output, self.output_chars)}
+        doc: dict[str, Any] = {
+            "step_index": self.step_index,
+            "command": self.command,
+            "returncode": self.returncode,
+            **_output_json(self.output, self.output_chars),
+        }
         if self.duration_s is not None:
             doc["duration_s"] = self.duration_s
         if self.error is not None:
@@ -71,10 +78,15 @@ class VerifierCommand:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> VerifierCommand:
         error = raw.get("error")
-        return cls(command=str(raw.get("command", "")), returncode=_int(raw.get("returncode")),
-                   output=_text(raw.get("output")) or "", step_index=_int(raw.get("step_index")),
-                   duration_s=as_number(raw.get("duration_s")), output_chars=_int(raw.get("output_chars")),
-                   error=records.describe_error(error) if error else None)
+        return cls(
+            command=str(raw.get("command", "")),
+            returncode=_int(raw.get("returncode")),
+            output=_text(raw.get("output")) or "",
+            step_index=_int(raw.get("step_index")),
+            duration_s=as_number(raw.get("duration_s")),
+            output_chars=_int(raw.get("output_chars")),
+            error=records.describe_error(error) if error else None,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,8 +127,12 @@ class VerifierRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record as an episode file's ``verifier`` key holds it."""
-        doc: dict[str, Any] = {"step_index": self.step_index, "commands": [c.to_json() for c in self.commands],
-                               "returncode": self.returncode, **_output_json(self.output, self.output_chars)}
+        doc: dict[str, Any] = {
+            "step_index": self.step_index,
+            "commands": [c.to_json() for c in self.commands],
+            "returncode": self.returncode,
+            **_output_json(self.output, self.output_chars),
+        }
         if self.reward_file is not None:
             doc["reward_file"] = {"path": self.reward_path, "content": self.reward_file}
         doc["reward"] = self.reward
@@ -141,7 +157,8 @@ class VerifierRecord:
         return cls(
             step_index=_int(raw.get("step_index")),
             commands=tuple(VerifierCommand.from_json(c) for c in commands if isinstance(c, Mapping))
-            if isinstance(commands, list) else (),
+            if isinstance(commands, list)
+            else (),
             output=_text(raw.get("output")),
             returncode=_int(raw.get("returncode")),
             reward=as_number(raw.get("reward")),

@@ -16,7 +16,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
-from ares_viewer.analysis import align
+from ares_viewer.analysis import align, ending
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
@@ -174,13 +174,13 @@ def alignment(where: str, a: str, b: str, where_b: str | None = None) -> list[al
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def submission(where: str, episode_id: str) -> tuple[str, str]:
-    """What an episode submitted: ``(patch, where it comes from)``. The submitting step's recorded output when
-    it holds a diff, else the snapshots' first step against the last; empty when neither is recorded."""
+    """What an episode submitted: ``(patch, where it comes from)``, the library's answer the Episode page shows
+    (``ending.of``); when the recording does not say, what the snapshots' first step against the last changed;
+    empty when neither is recorded."""
     episode = load_run(where).episode(episode_id)
-    last = episode.steps[-1] if episode.steps else None
-    recorded = (last.output or "") if last is not None else ""
-    if "diff --git" in recorded or recorded.lstrip().startswith("--- "):
-        return recorded, f"the output of step {last.index}"
+    end = ending.of(episode)
+    if end.submission is not None:
+        return end.submission, end.submission_source
     try:
         whole = fsdiff.episode_patch(episode)
     except (snapshots.SnapshotError, LookupError, OSError) as exc:

@@ -12,15 +12,13 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.base import settings
-from ares_viewer.model import render
+from ares_viewer.model import colours, render
 from ares_viewer.runs.index import queries
 from ares_viewer_app import access, escape, loaders, pages, state
 
 # Characters of one message or output shown before "show long texts in full" is asked for:
 # the agent elides outputs at 10,000 characters, so this shows a normal one whole.
 CLIP = 12_000
-_OUTCOME_COLOURS = {"completed": "green", "truncated": "orange", "errored": "red", "aborted": "violet",
-                    "interrupted": "gray", "cancelled": "gray", "incomplete": "gray"}
 OTHER_LOCATION = "Other folder or URL…"
 # The most episodes an episode chooser lists: a page of the run, never all of it (typing narrows them).
 CHOICES = 200
@@ -239,7 +237,7 @@ def load_errors(run: ares_viewer.Run) -> None:
 
 def outcome_badge(outcome: str) -> str:
     """An outcome as coloured markdown."""
-    return escape.badge(_OUTCOME_COLOURS.get(outcome, "gray"), outcome)
+    return escape.badge(colours.outcome_colour_name(outcome), outcome)
 
 
 def fmt(value: object, spec: str = ".3g") -> str:

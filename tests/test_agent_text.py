@@ -41,3 +41,15 @@ def test_submission_is_recognised():
 def test_tool_call_arguments():
     assert agent_text.command_from_tool_call("bash", '{"command": "pytest -q"}') == "pytest -q"
     assert agent_text.command_from_tool_call("bash", "not json") == "not json"
+
+
+def test_what_the_counterfactual_loop_writes_the_readers_read_back():
+    """One declaration of the protocol: the format error and result message written are the ones parsed."""
+    assert agent_text.parse_result(agent_text.format_error(2)).format_error
+    result = agent_text.parse_result(agent_text.result_message(None, "no code\n"))
+    assert result.returncode == -1 and result.output == "no code\n"
+    for marker in agent_text.SUBMIT_MARKERS:
+        command = f"echo {marker} && git diff --cached"
+        assert agent_text.is_submit(command)
+        assert agent_text.submitted_text(f"{marker}\ndiff --git a/x b/x\n") == "diff --git a/x b/x\n"
+    assert not agent_text.is_submit("echo done")

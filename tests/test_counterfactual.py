@@ -123,6 +123,22 @@ def test_a_model_that_fails_at_its_third_call_leaves_two_actions_and_an_errored_
     assert fsdiff.files_by_step(new)[1] == {"/testbed/textkit/slug.py": "modified"}
 
 
+def test_a_counterfactual_stopped_by_system_exit_ends_cancelled_as_a_recording_would(engine, tmp_path):
+    """One rule for both writers (``status_of``): a ``SystemExit`` stops the episode, it did not fail."""
+    parent = load_episode(DEMO / f"{WRONG_FIX}.json")
+
+    def client(messages, system_prompt):
+        raise SystemExit(2)
+
+    with pytest.raises(SystemExit):
+        counterfactual.run(parent, 1, edit=_hinted, client=client, out_dir=tmp_path / "cf", max_steps=2,
+                           docker_client=engine, session=SESSION)
+    [path] = (tmp_path / "cf").glob("*.json")
+    assert json.loads(path.read_text())["end_status"] == "cancelled"
+    assert load_episode(path).outcome is Outcome.CANCELLED
+    assert not sandbox.list_sandboxes(engine, session=SESSION)
+
+
 def test_a_container_that_goes_away_ends_the_episode_errored_after_the_action_it_hit(engine, tmp_path):
     parent = load_episode(DEMO / f"{WRONG_FIX}.json")
     removed = []

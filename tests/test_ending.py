@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import ares_viewer
+from ares_viewer import model
 from ares_viewer.analysis import ending
 from testdata import synthetic
 
 DIFF = ("diff --git a/src/calc/core.py b/src/calc/core.py\n--- a/src/calc/core.py\n+++ b/src/calc/core.py\n"
         "@@ -1 +1 @@\n-    return a - b\n+    return a + b\n")
+SOLVED = "48d3a704-23f6-46b7-aed6-fa19b678c0a6"
 TEST_OUTPUT = "FAILED tests/test_core.py::test_negative - assert -1 == 1\n1 failed, 3 passed in 0.04s\n"
 
 
@@ -85,3 +90,21 @@ def test_the_failing_tests_are_read_from_pytest_and_unittest_output():
     assert ending.failing_tests(unittest_out) == ("test_slug (textkit.tests.test_slug.SlugTest)",
                                                   "test_io (pkg.tests.IoTest)")
     assert ending.failing_tests("5 passed in 0.1s") == ()
+
+
+def test_a_verifier_record_with_bad_fields_still_reads_what_it_can(tmp_path):
+    """Files are untrusted: a field of the wrong type reads as missing, the rest of the record still shows."""
+    doc = recorded(0.0, verifier={"step_index": "4", "returncode": 1, "output": TEST_OUTPUT, "reward": "high",
+                                  "commands": 5, "reward_file": ["0"], "changed_paths": "x", "error": None})
+    end = ending.of(read(tmp_path, doc))
+    assert end.verifier.output == TEST_OUTPUT and end.verifier.returncode == 1
+    assert end.verifier.reward is None and end.verifier.commands == () and end.verifier.reward_file is None
+    assert end.explanation.startswith("completed, reward 0: the verifier's tests failed (exit code 1)")
+
+
+def test_a_recorded_verifier_is_written_back_with_the_same_keys_and_values():
+    """The recorder and counterfactuals write ``VerifierRecord.to_json``: a file recorded before reads and writes
+    back unchanged."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run" / f"{SOLVED}.json"
+    raw = json.loads(path.read_text())["verifier"]
+    assert model.VerifierRecord.from_json(raw).to_json() == raw

@@ -274,6 +274,12 @@ def test_main_file_is_the_edited_source_not_a_dotfile(sample):
     assert fsdiff.main_file(whole).path == "/testbed/pager/paging.py"  # not .git/index, which changed too
 
 
+def test_the_episode_pages_link_opens_the_file_the_files_page_shows_first(sample):
+    """One ranking: the Episode page's "files changed" link and the Files page both open ``main_file``."""
+    assert not hasattr(fsdiff.FsDiff, "first_file")  # the second ranking is gone
+    assert fsdiff.main_file(fsdiff.compare(sample, None, 0)).path == "/testbed/pager/paging.py"  # not .gitignore
+
+
 def test_patch_is_the_whole_change_without_git_bookkeeping(sample):
     text = fsdiff.patch(fsdiff.episode_patch(sample))
     assert text.startswith("diff --git a/testbed/pager/paging.py b/testbed/pager/paging.py\n")

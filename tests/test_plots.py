@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 import ares_viewer
+from ares_viewer import model
 from ares_viewer.analysis import plots
+from ares_viewer.model import colours
 from testdata import synthetic
 
 
@@ -215,3 +217,14 @@ def test_the_reward_star_sits_on_top_of_its_steps_bar_not_under_it(tmp_path):
     (star,) = [t for t in fig.data if t.name == "reward"]
     assert list(star.y) == [top[k] for k in star.customdata] and star.y[0] > 0  # before: y = 0, under the bar
     assert star.cliponaxis is False
+
+
+def test_an_outcome_has_one_colour_in_figures_notebook_html_and_the_apps_badges(run):
+    """An errored episode is the same red in the reward scatter and in its notebook card; every outcome has one."""
+    assert set(colours.OUTCOME_COLOURS) == set(colours.OUTCOME_COLOUR_NAMES) == {o.value for o in model.Outcome}
+    fig = plots.reward_vs_actions(run.episodes)
+    shown = {t.name.split(",")[0]: t.marker.color for t in fig.data if t.customdata is not None}
+    for outcome in ("completed", "truncated", "errored"):
+        [episode_id] = run.episodes.loc[run.episodes["outcome"] == outcome, "episode_id"][:1]
+        card = run.episode(episode_id)._repr_html_()
+        assert f"color:{shown[outcome]};font-weight:600'>{outcome}<" in card

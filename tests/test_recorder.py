@@ -333,3 +333,21 @@ def test_a_keyboard_interrupt_is_recorded_as_interrupted(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["end_status"] == "interrupted" and doc["num_steps"] == 2
     assert load_episode(path).outcome is Outcome.INTERRUPTED
+
+
+@pytest.mark.parametrize(("exc", "status"), [(SystemExit(1), "cancelled"), (KeyboardInterrupt(), "interrupted"),
+                                             (asyncio.CancelledError(), "cancelled"), (OSError("disk"), "errored")])
+def test_a_rollout_stopped_by_an_exception_ends_as_a_counterfactual_stopped_by_it_would(tmp_path, exc, status):
+    """The recorder and counterfactuals share one rule (``status_of``): ``SystemExit`` stops, it does not fail."""
+
+    class StoppedEnv(ScriptedEnv):
+        async def step(self, action):
+            if self.count == 1:
+                raise exc
+            return await super().step(action)
+
+    with pytest.raises(type(exc)):
+        run(rollout(StoppedEnv(), tmp_path, 10))
+    [path] = tmp_path.glob("*.json")
+    assert json.loads(path.read_text())["end_status"] == status
+    assert load_episode(path).outcome == status

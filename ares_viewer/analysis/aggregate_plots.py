@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ares_viewer.analysis import plots
+from ares_viewer.model import colours
 
 _BAND = "rgba(9, 105, 218, 0.18)"
 _LINE = "#0969da"
@@ -22,12 +23,12 @@ def reward_histogram(bins: pd.DataFrame, unscored: int = 0, failed: int = 0) -> 
     for having no reward: ``unscored`` ones and ``failed`` ones (errored, truncated or unfinished without a
     reward). Each bar spans its bin, the axis ticks fall on bin edges and the hover names the bin's range."""
     fig = go.Figure()
-    outcomes = [o for o in plots.OUTCOME_COLOURS if o in set(bins["outcome"])]
+    outcomes = [o for o in colours.OUTCOME_COLOURS if o in set(bins["outcome"])]
     outcomes += sorted(set(bins["outcome"]) - set(outcomes))
     for outcome in outcomes:
         part = bins[bins["outcome"] == outcome]
         fig.add_trace(go.Bar(**_bin_bars(part), y=part["episodes"], name=outcome,
-                             marker_color=plots.OUTCOME_COLOURS.get(outcome, "#57606a"),
+                             marker_color=colours.outcome_colour(outcome),
                              hovertemplate=f"{outcome}: %{{y}} episodes, %{{customdata}}<extra></extra>"))
     title = "Reward distribution" + plots.not_shown(unscored, failed)
     plots.layout(fig, title, barmode="stack", xaxis_title="reward", yaxis_title="episodes")
@@ -68,8 +69,8 @@ def success_by_task(tasks: pd.DataFrame, total: int) -> go.Figure:
     frame = tasks.sort_values(["rate", "attempts"], ascending=[True, False])
     labels = [f"{s}/{n}" + (f", {a - n} unscored" if a > n else "")
               for s, n, a in zip(frame["successes"], frame["scored"], frame["attempts"], strict=True)]
-    fig = go.Figure(go.Bar(x=frame["rate"], y=frame["task_name"], orientation="h", marker_color="#2da44e",
-                           text=labels, textposition="auto",
+    fig = go.Figure(go.Bar(x=frame["rate"], y=frame["task_name"], orientation="h",
+                           marker_color=colours.OUTCOME_COLOURS["completed"], text=labels, textposition="auto",
                            hovertemplate="%{y}: %{x:.0%} success (%{text})<extra></extra>"))
     fig.update_xaxes(range=[0, 1], tickformat=".0%")
     title = "Success rate per task"

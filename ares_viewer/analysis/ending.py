@@ -19,26 +19,9 @@ from ares_viewer import model
 from ares_viewer.base import agent_text
 from ares_viewer.formats.sidecars import verdicts
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class VerifierCommand:
-    """One command the verifier ran, with what it printed."""
-
-    command: str
-    returncode: int | None
-    output: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Verifier:
-    """The verifier's run as recorded: its test script's output and exit code, the reward file, any error."""
-
-    output: str | None = None
-    returncode: int | None = None
-    reward: float | None = None
-    reward_file: str | None = None
-    error: str | None = None
-    commands: tuple[VerifierCommand, ...] = ()
+# The verifier's recorded run and its commands: the model's one type, which the recorder and counterfactuals write.
+Verifier = model.VerifierRecord
+VerifierCommand = model.VerifierCommand
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,29 +48,6 @@ class Ending:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _verifier(raw: Any) -> Verifier | None:
-    if not isinstance(raw, Mapping):
-        return None
-    commands = tuple(
-        VerifierCommand(command=str(c.get("command", "")), returncode=_int(c.get("returncode")),
-                        output=_text(c.get("output")) or "")
-        for c in raw.get("commands") or () if isinstance(c, Mapping))
-    reward_file = raw.get("reward_file")
-    content = _text(reward_file.get("content")) if isinstance(reward_file, Mapping) else _text(reward_file)
-    error = raw.get("error")
-    return Verifier(output=_text(raw.get("output")), returncode=_int(raw.get("returncode")),
-                    reward=_number(raw.get("reward")), reward_file=content,
-                    error=model.describe_error(error) if error else None, commands=commands)
 
 
 def _submission(episode: model.Episode, last: model.Step | None) -> tuple[str | None, str]:
@@ -166,9 +126,9 @@ def of(episode: model.Episode) -> Ending:
     actions = episode.actions
     last = actions[-1] if actions else None
     submission, source = _submission(episode, last)
-    verifier = _verifier(episode.metadata.get("verifier"))
+    verifier = Verifier.from_json(episode.metadata.get("verifier"))
     if verifier is None and last is not None:
-        verifier = _verifier(last.extra.get("verifier"))
+        verifier = Verifier.from_json(last.extra.get("verifier"))
     reward = episode.total_reward
     words = episode.outcome.value + ("" if reward is None else f", reward {reward:g}")
     reason = _reason(episode, submission, verifier)

@@ -17,19 +17,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ares_viewer.model import colours
 from ares_viewer.runs import run
 from ares_viewer.runs.index import queries
 
-# One colour per outcome, the same in every figure; failures are warm, success green.
-OUTCOME_COLOURS = {
-    "completed": "#2da44e",
-    "truncated": "#bf8700",
-    "errored": "#cf222e",
-    "aborted": "#8250df",
-    "interrupted": "#6e7781",
-    "cancelled": "#6e7781",
-    "incomplete": "#57606a",
-}
+# One colour per outcome, the same in every figure, table and badge (``model.colours``).
+OUTCOME_COLOURS = colours.OUTCOME_COLOURS
 RUN_COLOURS = ("#0969da", "#d4640a")
 _NONZERO_RC = "#cf222e"
 _ZERO_RC = "#8c959f"
@@ -102,7 +95,7 @@ def _no_reward_band(fig: go.Figure, episodes: pd.DataFrame, x: pd.Series, reward
     band = low - max(high - low, 1.0) * 0.25
     unscored = run.unscored(part)
     groups = [(f"{UNSCORED} ({int(unscored.sum())})", _UNSCORED_COLOUR, part[unscored])]
-    groups += [(f"{outcome}, no reward ({len(rows)})", OUTCOME_COLOURS.get(outcome, "#57606a"), rows)
+    groups += [(f"{outcome}, no reward ({len(rows)})", colours.outcome_colour(outcome), rows)
                for outcome, rows in _by_outcome(part[~unscored])]
     for name, colour, rows in groups:
         if rows.empty:
@@ -136,7 +129,7 @@ def reward_distribution(episodes: pd.DataFrame, *, bins: int = 20) -> go.Figure:
     fig = go.Figure()
     for outcome, part in _by_outcome(frame):
         fig.add_trace(go.Histogram(x=part["reward_plotted"], name=outcome, nbinsx=bins,
-                                   marker_color=OUTCOME_COLOURS.get(outcome, "#57606a")))
+                                   marker_color=colours.outcome_colour(outcome)))
     fig.update_layout(barmode="stack")
     return layout(fig, "Reward distribution" + _not_shown(episodes), xaxis_title="reward",
                    yaxis_title="episodes")
@@ -157,8 +150,8 @@ def success_by_task(episodes: pd.DataFrame) -> go.Figure:
     labels = [f"{s}/{n}" + (f", {a - n} unscored" if a > n else "")
               for s, n, a in zip(grouped["successes"], grouped["scored"], grouped["attempts"], strict=True)]
     fig = go.Figure(go.Bar(
-        x=grouped["rate"], y=[plain(task) for task in grouped.index], orientation="h", marker_color="#2da44e",
-        customdata=grouped.index, text=labels,
+        x=grouped["rate"], y=[plain(task) for task in grouped.index], orientation="h",
+        marker_color=colours.OUTCOME_COLOURS["completed"], customdata=grouped.index, text=labels,
         textposition="auto", hovertemplate="%{y}: %{x:.0%} success (%{text})<extra></extra>",
     ))
     fig.update_xaxes(range=[0, 1], tickformat=".0%")
@@ -181,7 +174,7 @@ def reward_over_time(episodes: pd.DataFrame, *, window: int = 5) -> go.Figure:
     for outcome, part in _by_outcome(frame):
         fig.add_trace(go.Scatter(
             x=part["started"], y=part["reward_plotted"], mode="markers", name=outcome,
-            marker={"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 9},
+            marker={"color": colours.outcome_colour(outcome), "size": 9},
             customdata=part["episode_id"], hovertext=_episode_hover(part), hoverinfo="text",
         ))
     rolling = frame["reward_plotted"].rolling(window, min_periods=1).mean()
@@ -199,7 +192,7 @@ def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
     for outcome, part in _by_outcome(frame):
         fig.add_trace(go.Scatter(
             x=part["num_actions"], y=part["reward_plotted"], mode="markers", name=outcome,
-            marker={"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 9},
+            marker={"color": colours.outcome_colour(outcome), "size": 9},
             customdata=part["episode_id"], hovertext=_episode_hover(part), hoverinfo="text",
         ))
     return layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")

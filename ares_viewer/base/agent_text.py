@@ -1,5 +1,8 @@
 """The default coding agent's text protocol: commands in responses, results in observations.
 
+The one declaration of the protocol, read by the format adapters and written by the counterfactual loop: the
+submit markers, the format-error text and the result message.
+
 ARES's bundled agent (mini-swe-agent style) answers with a THOUGHT and exactly one fenced bash
 block; the command's result comes back as a user message with ``<returncode>`` and ``<output>``,
 or, for outputs of 10,000 characters or more, a warning with the head, the number of elided
@@ -20,7 +23,14 @@ _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _ELIDED_CHARS = re.compile(r"<elided_chars>\s*(\d+)\s*characters elided\s*</elided_chars>")
 # Where an observation's return code is looked for: its opening characters.
 RETURNCODE_WITHIN = 200
-_SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+# What a submit command echoes first: ARES's agent (mini-swe-agent 1.x) and mini-swe-agent's own older marker.
+SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+# A response without exactly one bash block gets this back, as ARES's default agent answers a format error.
+FORMAT_ERROR = (
+    "Please always provide EXACTLY ONE action in triple backticks, found {found} actions.\n"
+    "If you want to end the task, please issue the following command: "
+    f"`echo {SUBMIT_MARKERS[0]}`"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,7 +144,24 @@ def submitted_text(output: str | None) -> str | None:
     if output is None:
         return None
     stripped = output.lstrip()
-    if not stripped.startswith(_SUBMIT_MARKERS):
+    if not stripped.startswith(SUBMIT_MARKERS):
         return None
     _, _, rest = stripped.partition("\n")
     return rest
+
+
+def is_submit(command: str) -> bool:
+    """Whether a shell command is the agent's submit command (it echoes a submit marker)."""
+    return any(marker in command for marker in SUBMIT_MARKERS)
+
+
+def format_error(found: int) -> str:
+    """The observation a response with ``found`` bash blocks (not one) gets back."""
+    return FORMAT_ERROR.format(found=found)
+
+
+def result_message(returncode: int | None, output: str) -> str:
+    """The observation a command's result gets back (``-1`` when it has no return code), as ARES's agent words it
+    (its template closes ``</output>`` right after the output); ``parse_result`` reads ``output`` back unchanged."""
+    code = returncode if returncode is not None else -1
+    return f"<returncode>{code}</returncode>\n<output>\n{output}</output>"

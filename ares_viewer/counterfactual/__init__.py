@@ -56,11 +56,8 @@ _LOGGER = logging.getLogger(__name__)
 Client = Callable[[list[dict[str, Any]], str | None], "str | Awaitable[str]"]
 Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | Sequence[dict[str, Any]]
 DEFAULT_MAX_STEPS = 5
-# A response without exactly one bash block gets this back, as ARES's default agent answers a format error.
-FORMAT_ERROR = ("Please always provide EXACTLY ONE action in triple backticks, found {found} actions.\n"
-                "If you want to end the task, please issue the following command: "
-                "`echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`")
-_SUBMIT = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+# Kept here too for callers that read it from the loop; the protocol's one declaration is ``agent_text``.
+FORMAT_ERROR = agent_text.FORMAT_ERROR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +80,7 @@ class Result:
     parent: dict[str, Any]
     responses: tuple[str, ...]
     box: sandbox.Sandbox | None = None
-    status: str = "completed"
+    status: episode_file.EndStatus = episode_file.EndStatus.COMPLETED
     error: str | None = None
 
 
@@ -160,9 +157,8 @@ def _request(messages: list[dict[str, Any]], system_prompt: str | None, template
 
 
 def _result_message(result: sandbox.CommandResult) -> str:
-    code = result.returncode if result.returncode is not None else -1
     output = result.output if result.error is None else f"{result.output}\n{result.error}".strip()
-    return f"<returncode>{code}</returncode>\n<output>\n{output}\n</output>"
+    return agent_text.result_message(result.returncode, output)
 
 
 
@@ -224,20 +220,19 @@ class _Writer:
         say("The model submitted: running the task's verifier…")
         verdict = sandbox.verify(self.box, recipe)
         ran = verdict.result
-        command = {"step_index": step, "command": recipe.verifier_command, "returncode": ran.returncode,
-                   **episode_file.cut_output(ran.output), "duration_s": round(ran.duration_s, 3)}
-        if ran.error is not None:
-            command["error"] = ran.error
-        record: dict[str, Any] = {"step_index": step, "commands": [command], "returncode": ran.returncode,
-                                  **episode_file.cut_output(ran.output)}
-        if verdict.reward_text is not None:
-            record["reward_file"] = {"path": recipe.reward_path, "content": verdict.reward_text}
-        record["reward"] = verdict.reward
-        failure = None
-        if verdict.error is not None:
-            failure = sandbox.SandboxError(f"the verifier failed: {verdict.error}")
-            record["error"] = episode_file.error_record(failure)
-        self.file.extra["verifier"] = record
+        output = episode_file.cut_output(ran.output)
+        failure = None if verdict.error is None else sandbox.SandboxError(f"the verifier failed: {verdict.error}")
+        record = model.VerifierRecord(
+            step_index=step,
+            commands=(model.VerifierCommand(command=recipe.verifier_command, returncode=ran.returncode,
+                                            output=output["output"], step_index=step,
+                                            duration_s=round(ran.duration_s, 3),
+                                            output_chars=output.get("output_chars"), error=ran.error),),
+            output=output["output"], output_chars=output.get("output_chars"), returncode=ran.returncode,
+            reward=verdict.reward, reward_file=verdict.reward_text,
+            reward_path=recipe.reward_path if verdict.reward_text is not None else None,
+            error_record=None if failure is None else episode_file.error_record(failure))
+        self.file.extra["verifier"] = record.to_json()
         verifier_id = f"{self.file.header['episode_id']}{VERIFIER_SUFFIX}"
         try:
             folder = container.capture_snapshot(self.box.container(), self.box.image, verifier_id, step, self.out,
@@ -248,13 +243,15 @@ class _Writer:
             self.file.extra.setdefault("snapshot_errors", []).append(
                 {"step_index": step, "verifier": True, **episode_file.error_record(exc)})
         else:
-            record.update(container_state.verifier_changes(self.out, self.file.header["episode_id"], step, folder))
+            record = dataclasses.replace(record, **container_state.verifier_changes(
+                self.out, self.file.header["episode_id"], step, folder))
+            self.file.extra["verifier"] = record.to_json()
         self.file.write()
         if failure is not None:
             raise failure
         return verdict.reward
 
-    def end(self, status: str, exc: BaseException | None = None) -> None:
+    def end(self, status: episode_file.EndStatus, exc: BaseException | None = None) -> None:
         try:
             self.settle()
         finally:
@@ -264,12 +261,6 @@ class _Writer:
             if exc is not None:
                 self.file.extra["error"] = episode_file.error_record(exc)
             self.file.write()
-
-
-def _status_of(exc: BaseException) -> str:
-    if isinstance(exc, Exception):
-        return episode_file.ERRORED
-    return episode_file.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else episode_file.CANCELLED
 
 
 def _save_activations(recorder: recorder_activations.CaptureRecorder | None, writer: _Writer) -> None:
@@ -366,7 +357,7 @@ def run(
     _LOGGER.info("counterfactual %s from step %d of %s: asking %s", episode_id, step, episode.episode_id,
                  " at ".join(str(v) for v in (asked.get("model"), asked.get("endpoint")) if v) or "a client")
     writer = _Writer(out / f"{episode_id}.json", episode_id, episode.task_name, start, box, {
-        "end_status": episode_file.RUNNING,
+        "end_status": episode_file.EndStatus.RUNNING,
         "counterfactual": parent,
         "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
                       "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}",
@@ -387,9 +378,9 @@ def run(
             writer.file.replace_last_step({**writer.file.last_record, "reward": reward})
         writer.file.header["truncated"] = not finished
         _save_activations(recorder, writer)
-        writer.end(episode_file.COMPLETED if finished else episode_file.TRUNCATED)
+        writer.end(episode_file.EndStatus.COMPLETED if finished else episode_file.EndStatus.TRUNCATED)
     except BaseException as exc:
-        status = _status_of(exc)
+        status = episode_file.status_of(exc)
         _save_activations(recorder, writer)
         writer.end(status, exc)
         kept = keep_sandbox and box.state() == "running"
@@ -427,13 +418,13 @@ def _continue(episode: model.Episode, box: sandbox.Sandbox, client: Client, mess
         parsed = agent_text.parse_response(text)
         if parsed.command is None:
             say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")
-            feedback = FORMAT_ERROR.format(found=parsed.bash_blocks)
+            feedback = agent_text.format_error(parsed.bash_blocks)
             result = None
         else:
             say(f"Action {k}: running {parsed.command.splitlines()[0][:200] if parsed.command else '(empty)'}")
             writer.settle()  # the previous step's snapshot is taken before the command changes the container
             result = box.run(parsed.command)
-            if any(marker in parsed.command for marker in _SUBMIT) and result.error is None:
+            if agent_text.is_submit(parsed.command) and result.error is None:
                 writer.file.extra["final_command"] = {
                     "step_index": k, "command": parsed.command, "returncode": result.returncode,
                     **episode_file.cut_output(result.output), "duration_s": round(result.duration_s, 3)}

@@ -171,16 +171,6 @@ class FsDiff:
         folder_or_none = (None, snapshots.DIR)
         return [c for c in self.changes if not (c.old_type in folder_or_none and c.new_type in folder_or_none)]
 
-    def first_file(self) -> FileChange | None:
-        """The changed file a reader most likely wants first: an edited one (modified, then added, type-changed,
-        deleted) outside version-control folders (``.git/index`` changes with every ``git add``); else the
-        first changed file; None when no file changed."""
-        files = self.file_changes()
-        noise = ("/.git/", "/.hg/", "/.svn/")
-        wanted = [c for c in files if not any(n in c.path for n in noise)]
-        order = {MODIFIED: 0, ADDED: 1, TYPE_CHANGED: 2, DELETED: 3}
-        return min(wanted, key=lambda c: order[c.kind], default=files[0] if files else None)
-
     def change(self, path: str) -> FileChange:
         for change in self.changes:
             if change.path == path:

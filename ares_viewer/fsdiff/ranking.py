@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import posixpath
 
-from ares_viewer.fsdiff import changes
+from ares_viewer.fsdiff import changes, tree
 
+# Cache folders: their files change as a side effect of running the code.
+CACHE_FOLDERS = ("__pycache__", ".pytest_cache", "node_modules", ".mypy_cache")
 # Folders whose files change as a side effect (version control bookkeeping, caches): never "the" changed file.
-NOISE_PARTS = ("/.git/", "/.hg/", "/.svn/", "/__pycache__/", "/.pytest_cache/", "/node_modules/", "/.mypy_cache/")
+NOISE_PARTS = tuple(f"/{name}/" for name in (*sorted(tree.VCS_FOLDERS), *CACHE_FOLDERS))
 # Changed files whose lines are counted to find the most-changed one (the rest rank by size).
 _RANKED_FILES = 40
 

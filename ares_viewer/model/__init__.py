@@ -1,7 +1,8 @@
 """The normalized model every format adapter produces and every view reads.
 
 Records are frozen dataclasses (``records``); an episode's row in a run's table is ``EpisodeRow`` (``row``);
-``render`` gives episodes their text and HTML faces. The model imports nothing else of the library.
+``render`` gives episodes their text and HTML faces; ``verifier`` is the verifier's recorded run
+(``VerifierRecord``). The model imports nothing else of the library.
 """
 
 from ares_viewer.model.blame import Blame
@@ -19,6 +20,7 @@ from ares_viewer.model.records import (
     Usage,
 )
 from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow
+from ares_viewer.model.verifier import VerifierCommand, VerifierRecord
 
 __all__ = [
     "EPISODE_COLUMNS",
@@ -35,5 +37,7 @@ __all__ = [
     "StepKind",
     "ToolCall",
     "Usage",
+    "VerifierCommand",
+    "VerifierRecord",
     "describe_error",
 ]

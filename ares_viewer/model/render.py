@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ares_viewer.model import colours
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -58,7 +60,6 @@ _STYLE = (
     "font-family:system-ui,sans-serif;font-size:13px;border-collapse:collapse;"
 )
 _CELL = "border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top"
-_OUTCOME_COLOURS = {"completed": "#1a7f37", "truncated": "#9a6700", "incomplete": "#57606a"}
 
 
 def _fmt(value: Any) -> str:
@@ -161,7 +162,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _outcome_badge(outcome: str) -> str:
-    colour = _OUTCOME_COLOURS.get(outcome, "#cf222e")
+    colour = colours.outcome_colour(outcome)
     return f"<span style='color:{colour};font-weight:600'>{html.escape(outcome)}</span>"
 
 

@@ -85,7 +85,7 @@ def verifier_changes(out_dir: pathlib.Path, episode_id: str, step: int, folder: 
     final = out_dir / snapshots.SNAPSHOTS_DIRNAME / episode_id / snapshots.step_dirname(step)
     if not final.is_dir():
         return {}
-    return {"snapshot": folder.relative_to(out_dir).as_posix(), "changed_paths": changed_paths(final, folder)}
+    return {"snapshot": folder.relative_to(out_dir).as_posix(), "changed_paths": tuple(changed_paths(final, folder))}
 
 
 def _state(entry: snapshots.Entry) -> tuple[Any, ...]:

@@ -10,14 +10,18 @@ text, not a new serialization of every observation. Pure Python: no ARES, no Doc
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import enum
 import json
 import os
 import pathlib
+import signal
 import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from ares_viewer import model
 from ares_viewer.model import errors
 
 # The collector's top-level keys, in its order.
@@ -26,15 +30,45 @@ HEADER_KEYS = ("episode_id", "task_name", "start_time", "end_time", "total_rewar
 _STEPS_PLACEHOLDER = "\x00ares-viewer-steps\x00"
 _INDENT = "  "
 
-# end_status values (the ares adapter maps them onto outcomes; docs/recording.md says when each is written).
-RUNNING = "running"
-COMPLETED = "completed"
-TRUNCATED = "truncated"
-ERRORED = "errored"
-CANCELLED = "cancelled"
-INTERRUPTED = "interrupted"
-ABANDONED = "abandoned"  # reset() while an episode was still running
-ABORTED = "aborted"  # the recorder was closed while an episode was still running
+
+
+class EndStatus(enum.StrEnum):
+    """An episode file's ``end_status``, written by the recorder and by counterfactuals.
+
+    The endings an episode can have are ``model.Outcome``'s own values (the ares adapter reads them back as
+    outcomes); ``running`` and ``abandoned`` are the recorder's alone. docs/recording.md says when each is written.
+    """
+
+    RUNNING = "running"
+    COMPLETED = model.Outcome.COMPLETED.value
+    TRUNCATED = model.Outcome.TRUNCATED.value
+    ERRORED = model.Outcome.ERRORED.value
+    CANCELLED = model.Outcome.CANCELLED.value
+    INTERRUPTED = model.Outcome.INTERRUPTED.value
+    ABANDONED = "abandoned"  # reset() while an episode was still running
+    ABORTED = model.Outcome.ABORTED.value  # the recorder was closed while an episode was still running
+
+
+def status_of(exc: BaseException) -> EndStatus:
+    """How an episode that ``exc`` ended is recorded, by the recorder and by counterfactuals alike.
+
+    Ctrl-C (``KeyboardInterrupt``, or the cancellation ``asyncio.run`` turns it into) is ``interrupted``; any other
+    exception that is not an ``Exception`` (a cancelled task, ``SystemExit``, ``GeneratorExit``: the work was
+    stopped from outside, it did not fail) is ``cancelled``; every ``Exception`` is ``errored``.
+    """
+    if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, asyncio.CancelledError) and _interrupted()):
+        return EndStatus.INTERRUPTED
+    if isinstance(exc, Exception):
+        return EndStatus.ERRORED
+    return EndStatus.CANCELLED
+
+
+def _interrupted() -> bool:
+    """True when Ctrl-C reached ``asyncio.run``, which turns it into a cancellation of the main task."""
+    handler = signal.getsignal(signal.SIGINT)
+    runner = getattr(getattr(handler, "func", handler), "__self__", None)
+    return isinstance(runner, asyncio.Runner) and getattr(runner, "_interrupt_count", 0) > 0
+
 # Command outputs kept in the extra keys (``final_command``, the verifier's) are cut at this many characters.
 MAX_OUTPUT_CHARS = 200_000
 

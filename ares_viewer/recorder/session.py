@@ -21,10 +21,10 @@ No ARES import: the environment is used through its public methods plus, for ``C
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import pathlib
-import signal
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -32,18 +32,14 @@ from types import TracebackType
 from typing import Any
 
 import ares_viewer
+from ares_viewer import model
+from ares_viewer.model import verifier as verifier_record
 from ares_viewer.recorder import activations as activations_mod
 from ares_viewer.recorder import container_state
 from ares_viewer.recorder.episode_file import (
-    ABANDONED,
-    ABORTED,
-    CANCELLED,
-    COMPLETED,
-    ERRORED,
-    INTERRUPTED,
-    RUNNING,
-    TRUNCATED,
+    EndStatus,
     EpisodeFile,
+    status_of,
     step_record,
     to_jsonable,
 )
@@ -61,7 +57,7 @@ class _Episode:
     def __init__(self, out_dir: pathlib.Path, episode_id: str, task_name: str | None, start_time: float) -> None:
         self.id = episode_id
         self.file = EpisodeFile(out_dir / f"{episode_id}.json", episode_id, task_name, start_time)
-        self.file.extra["end_status"] = RUNNING
+        self.file.extra["end_status"] = EndStatus.RUNNING
         self.step = 0  # actions taken so far
         self.ended = False
         self.container: Any = None  # docker SDK container, when snapshots are possible
@@ -71,7 +67,7 @@ class _Episode:
         self.commands: list[dict[str, Any]] = []  # the agent's commands since the last step record
         self.last_command: dict[str, Any] | None = None
         self.in_verifier = False
-        self.verifier: dict[str, Any] | None = None
+        self.verifier: model.VerifierRecord | None = None
 
 
 class RecordingEnv:
@@ -137,7 +133,7 @@ class RecordingEnv:
 
     async def reset(self) -> Any:
         if self.episode is not None and not self.episode.ended:
-            await self._end(self.episode, ABANDONED)
+            await self._end(self.episode, EndStatus.ABANDONED)
         episode = _Episode(self.out_dir, next(self._ids, None) or str(uuid.uuid4()), self.task_name, time.time())
         self.episode = episode
         if self.activations is not None:
@@ -146,7 +142,7 @@ class RecordingEnv:
             ts = await self.env.reset()
         except BaseException as exc:
             episode.file.header["task_name"] = episode.file.header["task_name"] or self._task_name()
-            await self._end(episode, _status_of(exc), exc)
+            await self._end(episode, status_of(exc), exc)
             raise
         observation = to_jsonable(ts.observation)  # at once: the agent's message list keeps growing
         now = time.time()
@@ -168,7 +164,7 @@ class RecordingEnv:
         try:
             ts = await self.env.step(action)
         except BaseException as exc:
-            await self._end(episode, _status_of(exc), exc)
+            await self._end(episode, status_of(exc), exc)
             raise
         observation = to_jsonable(ts.observation)
         now = time.time()
@@ -183,7 +179,7 @@ class RecordingEnv:
             truncated = ts.observation is not None
             episode.file.header["truncated"] = truncated
             episode.file.header["total_reward"] = to_jsonable(ts.reward)
-            await self._end(episode, TRUNCATED if truncated else COMPLETED)
+            await self._end(episode, EndStatus.TRUNCATED if truncated else EndStatus.COMPLETED)
         else:
             episode.file.write()
             self._snapshot_soon(episode, index)
@@ -276,7 +272,7 @@ class RecordingEnv:
             if episode.file.extra.get("snapshot_errors") and not episode.ended:
                 episode.file.write()
 
-    async def _end(self, episode: _Episode, status: str, exc: BaseException | None = None) -> None:
+    async def _end(self, episode: _Episode, status: EndStatus, exc: BaseException | None = None) -> None:
         episode.ended = True
         await self._settle(episode)
         episode.file.header["end_time"] = time.time()
@@ -284,8 +280,9 @@ class RecordingEnv:
         if exc is not None:
             episode.file.extra["error"] = _error(exc)
         if episode.verifier is not None:
-            episode.file.extra["verifier"] = episode.verifier
-        if "final_command" not in episode.file.extra and episode.last_command is not None and status != COMPLETED:
+            episode.file.extra["verifier"] = episode.verifier.to_json()
+        if ("final_command" not in episode.file.extra and episode.last_command is not None
+                and status != EndStatus.COMPLETED):
             episode.file.extra["final_command"] = episode.last_command
         await self._save_activations(episode)
         episode.file.write()
@@ -295,7 +292,7 @@ class RecordingEnv:
     async def _end_on_exit(self, exc: BaseException | None) -> None:
         episode = self.episode
         if episode is not None and not episode.ended:
-            await self._end(episode, _status_of(exc) if exc is not None else ABORTED, exc)
+            await self._end(episode, status_of(exc) if exc is not None else EndStatus.ABORTED, exc)
 
     # ----- hooks into the environment -------------------------------------------------------------------------
 
@@ -320,7 +317,8 @@ class RecordingEnv:
 
     def _remember(self, episode: _Episode, entry: dict[str, Any]) -> None:
         if episode.in_verifier and episode.verifier is not None:
-            episode.verifier["commands"].append(entry)
+            episode.verifier = dataclasses.replace(
+                episode.verifier, commands=(*episode.verifier.commands, model.VerifierCommand.from_json(entry)))
         else:
             episode.last_command = entry
 
@@ -334,14 +332,15 @@ class RecordingEnv:
             # The agent is done: this is the state it submitted, before any test file reaches the container.
             await self._settle(episode)
             await self._snapshot(episode, episode.step)
-            episode.verifier = {"step_index": episode.step, "commands": []}
+            episode.verifier = model.VerifierRecord(step_index=episode.step)
             episode.in_verifier = True
             try:
                 reward = await compute_reward(*args, **kwargs)
-                episode.verifier["reward"] = to_jsonable(reward)
+                episode.verifier = dataclasses.replace(episode.verifier,
+                                                       reward=verifier_record.as_number(to_jsonable(reward)))
                 return reward
             except BaseException as exc:
-                episode.verifier["error"] = _error(exc)
+                episode.verifier = dataclasses.replace(episode.verifier, error_record=_error(exc))
                 raise
             finally:
                 episode.in_verifier = False
@@ -352,34 +351,21 @@ class RecordingEnv:
     async def _after_verifier(self, episode: _Episode) -> None:
         verifier = episode.verifier
         assert verifier is not None
-        tests = [c for c in verifier["commands"] if str(c.get("command", "")).startswith("bash ")]
+        tests = [c for c in verifier.commands if c.command.startswith("bash ")]
         if tests:
-            verifier["output"] = tests[-1].get("output")
-            verifier["returncode"] = tests[-1].get("returncode")
+            verifier = dataclasses.replace(verifier, output=tests[-1].output, returncode=tests[-1].returncode)
         if episode.container is not None:
             for path in ("/logs/verifier/reward.txt", "/logs/verifier/reward.json"):
                 data = await asyncio.to_thread(container_state.read_file, episode.container, path)
                 if data is not None:
-                    verifier["reward_file"] = {"path": path, "content": data.decode("utf-8", errors="replace")}
+                    verifier = dataclasses.replace(verifier, reward_path=path,
+                                                   reward_file=data.decode("utf-8", errors="replace"))
                     break
         folder = await self._snapshot(episode, episode.step, suffix=VERIFIER_SUFFIX)
         if folder is not None:
-            verifier.update(container_state.verifier_changes(self.out_dir, episode.id, episode.step, folder))
-
-
-def _status_of(exc: BaseException) -> str:
-    if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, asyncio.CancelledError) and _interrupted()):
-        return INTERRUPTED
-    if isinstance(exc, asyncio.CancelledError):
-        return CANCELLED
-    return ERRORED
-
-
-def _interrupted() -> bool:
-    """True when Ctrl-C reached ``asyncio.run``, which turns it into a cancellation of the main task."""
-    handler = signal.getsignal(signal.SIGINT)
-    runner = getattr(getattr(handler, "func", handler), "__self__", None)
-    return isinstance(runner, asyncio.Runner) and getattr(runner, "_interrupt_count", 0) > 0
+            verifier = dataclasses.replace(
+                verifier, **container_state.verifier_changes(self.out_dir, episode.id, episode.step, folder))
+        episode.verifier = verifier
 
 
 def record(

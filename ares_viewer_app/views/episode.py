@@ -272,7 +272,7 @@ def files_changed(episode: model.Episode, k: int, refs: dict[int, snapshots.Snap
     old_name = "base" if diff.old_step is None else diff.old_step
     st.page_link(pages.path("files"), label=f"{len(files)} file{'' if len(files) == 1 else 's'} changed at this step",
                  icon=":material/difference:",
-                 query_params=state.params(step=k, old=old_name, file=diff.first_file().path))
+                 query_params=state.params(step=k, old=old_name, file=fsdiff.main_file(diff).path))
 
 
 def final_state(episode: model.Episode, end: ending.Ending, refs: dict[int, snapshots.SnapshotRef]) -> None:

@@ -10,6 +10,9 @@ import pandas as pd
 import pytest
 
 from ares_viewer import counterfactual
+from ares_viewer.analysis import ending
+from ares_viewer.runs.run import load_episode
+from testdata import synthetic
 
 
 def steps(column: pd.Series) -> list[int]:
@@ -192,3 +195,27 @@ def test_a_submission_the_files_do_not_hold_is_not_called_nothing_submitted(runs
     shown = page_text.of(at)
     assert "(nothing submitted)" not in shown
     assert "(no diff found there)" in shown and "From no output and no snapshots recorded." in shown
+
+
+def test_compare_shows_what_the_episode_page_says_was_submitted(tmp_path, monkeypatch, app):
+    """One answer to "what was submitted" (``ending.of``): the diff after the submit marker, not the marker line,
+    with the same source the Episode page names."""
+    submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    diff = "diff --git a/src/calc/core.py b/src/calc/core.py\n--- a/src/calc/core.py\n+++ b/src/calc/core.py\n"
+    folder = tmp_path / "runs" / "run-s"
+    folder.mkdir(parents=True)
+    paths = {}
+    for label, reward, seed in (("failed", 0.0, 1), ("solved", 1.0, 2)):
+        doc = synthetic.episode_dict(actions=4, reward=reward, seed=seed)
+        doc["final_command"] = {"step_index": 4, "returncode": 0, "command": submit,
+                                "output": f"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n{diff}{label}\n"}
+        paths[label] = synthetic.write_episode(folder, doc)
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = app("compare", run="run-s")
+    assert not at.exception
+    shown = [c.value for c in at.code if c.value.startswith("diff --git")]
+    episode_page = [ending.of(load_episode(paths[label])) for label in ("failed", "solved")]
+    # (st.code drops the text's last newline.)
+    assert shown == [end.submission.removesuffix("\n") for end in episode_page] == [f"{diff}failed", f"{diff}solved"]
+    captions = page_text.of(at)
+    assert "From the output of the submit command (step 4)." in captions

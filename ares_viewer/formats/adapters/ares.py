@@ -131,7 +131,7 @@ def _final_command(raw: Any, index: int) -> agent_text.ParsedResult | None:
     returncode, output = raw.get("returncode"), raw.get("output")
     if not isinstance(returncode, int) or isinstance(returncode, bool) or not isinstance(output, str):
         return None
-    submitted = output.lstrip().startswith(("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT"))
+    submitted = agent_text.submitted_text(output) is not None
     return agent_text.ParsedResult(returncode=returncode, output=output, elided_chars=0, format_error=False,
                                  timed_out=False, submitted=submitted)
 

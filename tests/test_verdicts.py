@@ -154,3 +154,16 @@ def test_per_instance_harness_reports_count(tmp_path):
     assert _rewards(run) == {"run-7/django__django-11099": 1.0, "run-7/astropy__astropy-12907": 0.0,
                              "other/astropy__astropy-12907": None}
     assert len(run.reports) == 2
+
+
+def test_a_report_listing_an_instance_as_resolved_and_unresolved_warns_and_scores_nothing(mini_run):
+    report = mini_run / "report.json"
+    report.write_text(json.dumps(fx.harness_report(resolved=["astropy__astropy-12907", "django__django-11099"],
+                                                unresolved=["astropy__astropy-12907"])))
+    run = ares_viewer.open_run(mini_run)
+    assert _rewards(run) == {DJANGO: 1.0, ASTROPY: None}  # unknown: never 1.0 (the first list) nor 0.0
+    assert run.episodes.set_index("episode_id")["verdict"].isna()[ASTROPY]
+    warned = [(path, message) for path, message in run.warnings if "contradicts itself" in message]
+    assert warned == [(str(report), "lists astropy__astropy-12907 as resolved and unresolved at once: the report "
+                                    "contradicts itself, so it keeps no reward")]
+    assert run.stats()["unscored"] == 1

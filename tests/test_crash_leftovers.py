@@ -18,14 +18,17 @@ import sys
 import tarfile
 import textwrap
 
+import pytest
+
 from ares_viewer import snapshots
+from ares_viewer.base import atomic
 from ares_viewer.recorder import episode_file
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 STEP = "step_0001"
 
 # Runs the writer named by argv[1] with content made of the word argv[2], stopping (SIGSTOP) at file-system step
-# argv[3].
+# argv[3]; with argv[5] "no-exchange", as on a system without renameat2.
 CHILD = textwrap.dedent("""
     import hashlib, os, pathlib, shutil, signal, sys, tarfile
     writer, word, stop_at, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
@@ -46,7 +49,7 @@ CHILD = textwrap.dedent("""
     tarfile.TarFile.addfile = pausing(tarfile.TarFile.addfile)
     try:
         from ares_viewer.base import atomic
-        atomic._exchange = pausing(atomic._exchange)
+        atomic._exchange = pausing(atomic._exchange if sys.argv[5] == "exchange" else lambda a, b: False)
     except ImportError:
         pass
     from ares_viewer import snapshots
@@ -68,9 +71,10 @@ def _content(word: str) -> bytes:
     return (word + "-").encode() * 200_000  # ~1 MB
 
 
-def _run_child(writer: str, word: str, stop_at: int, folder: pathlib.Path) -> bool:
+def _run_child(writer: str, word: str, stop_at: int, folder: pathlib.Path, exchange: bool = True) -> bool:
     """Run the writer, killing it at its ``stop_at``-th step; False when it finished before reaching it."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, writer, word, str(stop_at), str(folder)],
+    child = subprocess.Popen([sys.executable, "-c", CHILD, writer, word, str(stop_at), str(folder),
+                              "exchange" if exchange else "no-exchange"],
                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     line = child.stdout.readline().strip()
     if line == "stopped":
@@ -103,15 +107,18 @@ def _debris(folder: pathlib.Path) -> list[str]:
     return sorted(name for name in os.listdir(folder) if ".tmp-" in name or ".old-" in name)
 
 
-def test_a_recapture_killed_at_any_moment_leaves_a_whole_step_and_no_debris_after_the_next_write(tmp_path):
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "rename-aside"])
+def test_a_recapture_killed_at_any_moment_leaves_a_whole_step_and_no_debris_after_the_next_write(tmp_path, exchange):
     folder = tmp_path / "snapshots" / "e"
     old, new, later = _content("old"), _content("new"), _content("later")
     _write_step(folder, old)
     stops = 0
     for stop_at in range(1, 50):
-        if not _run_child("step", "new", stop_at, folder):
+        if not _run_child("step", "new", stop_at, folder, exchange):
             break
         stops += 1
+        if not exchange:  # killed between its two renames, the old folder is aside until any write into the folder
+            atomic.sweep(folder)
         # Killed at this step: a reader finds the earlier capture or the new one, whole.
         assert _step_content(folder) in (old, new), stop_at
         _write_step(folder, later)  # the next write, from another process

@@ -64,11 +64,11 @@ def sweep(folder: str | os.PathLike[str]) -> None:
         match = _LEFTOVER.match(entry.name)
         if match is None or _alive(int(match["pid"])):
             continue
-        path = pathlib.Path(entry.path)
-        if match["kind"] == "old" and not path.with_name(match["name"]).exists():
-            with contextlib.suppress(OSError):
-                os.rename(path, path.with_name(match["name"]))
-                continue
+        path, final = pathlib.Path(entry.path), pathlib.Path(folder) / match["name"]
+        if match["kind"] == "old" and not final.exists():
+            with contextlib.suppress(OSError):  # put back: its writer died before renaming the new one in
+                os.rename(path, final)
+            continue
         _remove(path)
 
 

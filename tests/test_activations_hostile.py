@@ -97,3 +97,19 @@ def test_the_bounds_leave_real_files_alone(tmp_path):
     refs = ptfile.PtFile(path).tensors()
     assert len(refs) == 48
     assert step_file.StepFile(path, reader="numpy").array("blocks.47.hook_resid_post").shape == (1, 512, 1024)
+
+
+def test_hooks_with_empty_dimensions_read_as_empty_not_as_an_index_error(tmp_path):
+    folder = tmp_path / "cap"
+    folder.mkdir()
+    (folder / "metadata.json").write_text('{"model_name": "m", "num_steps": 1, "step_metadata": []}')
+    hostile_pt.tensor_file(folder / "step_0000.pt", {
+        "blocks.0.attn.hook_pattern": ((0, 2, 4, 4), (32, 16, 4, 1)),  # no batch
+        "blocks.1.attn.hook_pattern": ((1, 2, 0, 4), (8, 4, 4, 1)),  # no query
+        "blocks.0.hook_resid_post": ((1, 0, 8), (8, 8, 1)),  # no position
+    })
+    capture = activations.Capture(folder)
+    assert views.attention_entropy(capture, 1).empty
+    assert views.across_steps(capture).isna().all().all()
+    assert views.step_vector(capture, 1, "blocks.0.hook_resid_post").size == 0
+    assert views.step_summary(capture, 1).isna().all().all()

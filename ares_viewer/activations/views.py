@@ -52,6 +52,12 @@ def _layer_order(layer: str) -> tuple[int, int]:
     return (1, int(layer))
 
 
+def is_pattern(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether a hook holds attention patterns a view can read: ``[batch, head, query, key]`` with at least one
+    batch, head and query (a file may record any shape)."""
+    return split_hook(name)[1] == PATTERN and len(shape) == 4 and all(shape[:3])
+
+
 def _capture_step(capture: capture_mod.Capture, step: int) -> int:
     """Capture step of trajectory step ``step`` (``step - 1``), checked."""
     if step - 1 not in capture.steps:
@@ -102,10 +108,9 @@ def attention_entropy(capture: capture_mod.Capture, step: int, query: int = -1) 
     rows: dict[int, np.ndarray] = {}
     keys = 0
     for name, info in capture.hooks(i).items():
-        layer, hook = split_hook(name)
-        if hook == PATTERN and len(info.shape) == 4:  # [batch, head, query, key]
+        if is_pattern(name, info.shape):  # [batch, head, query, key]
             pattern = capture.array(i, name)
-            rows[int(layer)] = entropy(pattern[0, :, query, :])
+            rows[int(split_hook(name)[0])] = entropy(pattern[0, :, query, :])
             keys = pattern.shape[-1]
     frame = pd.DataFrame.from_dict(rows, orient="index").sort_index() if rows else pd.DataFrame()
     frame.index.name, frame.columns.name = "layer", "head"
@@ -150,7 +155,7 @@ def across_steps(capture: capture_mod.Capture, hook: str = RESIDUAL, *, position
                 if suffix != hook:
                     continue
                 array = capture.array(i, name)
-                if position is not None and len(info.shape) >= 3:  # [batch, pos, ...]
+                if position is not None and len(info.shape) >= 3 and info.shape[1]:  # [batch, pos, ...]
                     array = array[:, position]
                 row[layer] = norm(array)
         except capture_mod.Error as exc:
@@ -168,7 +173,7 @@ def across_steps(capture: capture_mod.Capture, hook: str = RESIDUAL, *, position
 def step_vector(capture: capture_mod.Capture, step: int, name: str) -> np.ndarray:
     """A full hook name's activation at the last position of batch 0, flattened (the step's vector)."""
     array = capture.array(_capture_step(capture, step), name)
-    if array.ndim >= 3:
+    if array.ndim >= 3 and array.shape[0] and array.shape[1]:
         array = array[0, -1]
     return np.asarray(array, dtype=np.float64).ravel()
 

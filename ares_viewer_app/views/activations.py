@@ -73,7 +73,7 @@ def across_tab(capture: activations.Capture, step: int) -> None:
 
 def attention_tab(capture: activations.Capture, step: int) -> None:
     patterns = {int(views.split_hook(n)[0]): info for n, info in capture.hooks(step - 1).items()
-                if views.split_hook(n)[1] == views.PATTERN and len(info.shape) == 4}
+                if views.is_pattern(n, info.shape)}
     if not patterns:
         st.caption("This step recorded no attention patterns.")
         return

@@ -19,6 +19,9 @@ from ares_viewer_app import escape, state
 
 # Seconds a write waits for other writers before it gives up with a message.
 _TIMEOUT = 5.0
+# Notes shown at once on a step (or a file at a step); the others are a page away: a step with thousands of notes
+# renders as fast as one with twenty.
+NOTES_PAGE = 20
 AUTHOR = "review.author"
 _SAVED_AUTHOR = "review.author_saved"
 _FLASH = "review.flash"
@@ -265,9 +268,19 @@ def _add_form(opened: review.ReviewStore, key: str, episode: model.Episode, k: i
     _done(f"Added to {where}.", {**dict.fromkeys(fields[:3], ""), fields[3]: None})
 
 
-def _show_notes(opened: review.ReviewStore, notes: list[review.Note]) -> None:
-    """Notes as read now, each with its author, time and revision, and a form to edit or delete it."""
-    for note in notes:
+def _show_notes(opened: review.ReviewStore, notes: list[review.Note], key: str) -> None:
+    """Notes as read now (oldest first), each with its author, time and revision, and a form to edit or delete it;
+    ``NOTES_PAGE`` at a time, every page reachable from a picker (``key`` names it)."""
+    pages = max(1, -(-len(notes) // NOTES_PAGE))
+    page = 0
+    if pages > 1:
+        last = len(notes)
+        page = st.selectbox(f"Notes ({last:,} in all)", range(pages), key=key,
+                            format_func=lambda p: f"notes {p * NOTES_PAGE + 1:,}–{min((p + 1) * NOTES_PAGE, last):,}")
+        page = min(page, pages - 1)
+        start, stop = page * NOTES_PAGE, min((page + 1) * NOTES_PAGE, len(notes))
+        st.caption(f"Notes {start + 1:,} to {stop:,} of {len(notes):,}; pick another page above for the rest.")
+    for note in notes[page * NOTES_PAGE:(page + 1) * NOTES_PAGE]:
         st.markdown(note_text(note))
         st.caption(f"{escape.line(note.author)} · {review.format_time(note.updated_at)} · revision {note.revision}")
         if opened.writable:
@@ -282,7 +295,7 @@ def file_panel(where: str, episode: model.Episode, step: int, path: str) -> None
     opened = store()
     key = review.run_key(where)
     notes = [n for n in find(key, episode_id=episode.episode_id) if n.path == path]
-    _show_notes(opened, [n for n in notes if n.step == step])
+    _show_notes(opened, [n for n in notes if n.step == step], f"review.file_notes_page.{step}")
     elsewhere = sorted({n.step for n in notes if n.step != step})
     if elsewhere:
         st.caption(f"Notes on this file at {len(elsewhere)} other step(s):")
@@ -324,7 +337,7 @@ def step_panel(where: str, episode: model.Episode, k: int) -> None:
     key = review.run_key(where)
     notes = find(key, episode_id=episode.episode_id)
     last = len(episode.steps) - 1
-    _show_notes(opened, [n for n in notes if n.step == k])
+    _show_notes(opened, [n for n in notes if n.step == k], f"review.notes_page.{k}")
     if opened.writable:
         author_input()
         _add_form(opened, key, episode, k, sorted({n.label for n in find(key) if n.label}))

@@ -175,3 +175,18 @@ def test_cli_export_keeps_episodes_whose_ids_make_the_same_file_name(tmp_path, c
     assert len(written) == 3 and "wrote 3 ATIF trajectories" in capsys.readouterr().err
     found = sorted(json.loads((out / name).read_text())["session_id"] for name in written)
     assert found == sorted(ids)
+
+
+def test_only_result_json_is_a_trials_result(tmp_path):
+    """Another file of a result's shape in the trial folder (a copy, the agent's own) never overrides result.json."""
+    trial = af.write_trial(tmp_path / "jobs" / af.JOB, af.TRIAL, reward=0.0)
+    forged = af.result(af.TRIAL, reward=1.0)
+    for name in ("result.backup.json", "zz-result.json", "verifier/result.json"):
+        (trial / name).write_text(json.dumps(forged))
+    run = ares_viewer.open_run(tmp_path / "jobs")
+    episode_id = f"{af.JOB}/{af.TRIAL}"
+    row = run.episodes.set_index("episode_id").loc[episode_id]
+    assert row["total_reward"] == 0.0 and row["verdict"] == "verifier (result.json)"
+    episode = run.episode(episode_id)
+    assert episode.total_reward == 0.0
+    assert episode.metadata["harbor_trial"]["result_path"] == str(trial / "result.json")

@@ -201,3 +201,16 @@ def test_the_tests_that_unresolved_instances_failed_are_grouped_over_the_run(tmp
     assert (top["test"], top["how"], top["episodes"]) == ("test_compound", failing_tests.BROKEN, 2)
     assert sorted(frame["test"][1:]) == ["test_astrop", "test_django"]
     assert set(frame["how"][1:]) == {failing_tests.STILL_FAILING}
+
+
+def test_a_report_listing_an_instance_as_resolved_and_unresolved_warns_and_scores_nothing(mini_run):
+    report = mini_run / "report.json"
+    report.write_text(json.dumps(fx.harness_report(resolved=["astropy__astropy-12907", "django__django-11099"],
+                                                unresolved=["astropy__astropy-12907"])))
+    run = ares_viewer.open_run(mini_run)
+    assert _rewards(run) == {DJANGO: 1.0, ASTROPY: None}  # unknown: never 1.0 (the first list) nor 0.0
+    assert run.episodes.set_index("episode_id")["verdict"].isna()[ASTROPY]
+    warned = [(path, message) for path, message in run.warnings if "contradicts itself" in message]
+    assert warned == [(str(report), "lists astropy__astropy-12907 as resolved and unresolved at once: the report "
+                                    "contradicts itself, so it keeps no reward")]
+    assert run.stats()["unscored"] == 1

@@ -18,13 +18,10 @@ file; torch's ``weights_only`` loader when torch is installed), ``capture`` (a s
 
 from __future__ import annotations
 
-from ares_viewer.activations.capture import Capture, CaptureError, is_capture
+from ares_viewer.activations.capture import Capture, CaptureError, Error, is_capture
 from ares_viewer.activations.linking import ACTIVATIONS_DIRNAME, Linked, find, folder_for, link
 from ares_viewer.activations.ptfile import PtFileError, UnsafeFileError
 from ares_viewer.activations.step_file import torch_available
-
-Error = (CaptureError, PtFileError)
-"""Every error a capture raises for a bad file (catch these to show a per-file message)."""
 
 __all__ = ["ACTIVATIONS_DIRNAME", "Capture", "CaptureError", "Error", "Linked", "PtFileError", "UnsafeFileError",
            "find", "folder_for", "is_capture", "link", "torch_available"]

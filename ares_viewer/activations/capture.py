@@ -18,7 +18,7 @@ it (its hook names and shapes from the pickle alone, an array when one is wanted
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ares_viewer.activations import step_file
-from ares_viewer.base import cache
+from ares_viewer.activations import ptfile, step_file
+from ares_viewer.base import cache, jsondecode
 from ares_viewer.runs import companions
 
 METADATA = companions.CAPTURE_METADATA
@@ -38,6 +38,10 @@ _STEP_FILE = re.compile(r"^step_(\d{4,})\.pt$")
 
 class CaptureError(ValueError):
     """A capture folder that cannot be read; the message names the file and the reason."""
+
+
+Error = (CaptureError, ptfile.PtFileError)
+"""Every error a capture raises for a bad file (catch these to show a per-file message)."""
 
 
 def is_capture(folder: str | os.PathLike) -> bool:
@@ -62,10 +66,11 @@ class Capture:
         self.reader = step_file.resolve_reader(reader)
         meta_path = os.path.join(self.folder, METADATA)
         try:
-            if os.path.getsize(meta_path) > MAX_METADATA_BYTES:
+            with open(meta_path, "rb") as handle:
+                data = handle.read(MAX_METADATA_BYTES + 1)
+            if len(data) > MAX_METADATA_BYTES:
                 raise CaptureError(f"{meta_path}: larger than {MAX_METADATA_BYTES:,} bytes")
-            with open(meta_path, encoding="utf-8") as handle:
-                meta = json.load(handle)
+            meta = jsondecode.decode(data).value  # nested too deep, NaN, bad UTF-8: a DecodeError, never a crash
         except FileNotFoundError as exc:
             raise CaptureError(f"{self.folder}: no {METADATA}; not a saved TrajectoryActivations") from exc
         except (OSError, ValueError) as exc:
@@ -73,13 +78,18 @@ class Capture:
         if not isinstance(meta, Mapping):
             raise CaptureError(f"{meta_path}: holds a {type(meta).__name__}, not an object")
         self.metadata: Mapping[str, Any] = meta
-        self.model_name = str(meta.get("model_name") or "unknown")
+        name = meta.get("model_name")
+        self.model_name = str(name)[:200] if isinstance(name, str | int | float) and name else "unknown"
         step_meta = meta.get("step_metadata")
         self.step_metadata: list[Mapping[str, Any]] = [
             m if isinstance(m, Mapping) else {} for m in (step_meta if isinstance(step_meta, list) else [])]
         self.warnings: list[str] = []
         files: dict[int, str] = {}
-        for name in os.listdir(self.folder):
+        try:
+            names = os.listdir(self.folder)
+        except OSError as exc:
+            raise CaptureError(f"{self.folder}: cannot be listed ({exc})") from exc
+        for name in names:
             match = _STEP_FILE.match(name)
             if match:
                 files[int(match.group(1))] = os.path.join(self.folder, name)
@@ -87,7 +97,8 @@ class Capture:
         declared = meta.get("num_steps")
         if isinstance(declared, int) and declared != len(self._files):
             self.warnings.append(f"{meta_path} says {declared} steps; the folder holds {len(self._files)} step files")
-        missing = [i for i in range(max(self._files, default=-1) + 1) if i not in self._files]
+        missing = list(itertools.islice((i for i in range(max(self._files, default=-1) + 1) if i not in self._files),
+                                        10))
         if missing:
             self.warnings.append(f"step files missing for capture steps {missing[:10]}")
         self._open: cache.BoundedCache[step_file.StepFile] = cache.BoundedCache(maxsize=MAX_OPEN_STEPS)
@@ -108,6 +119,10 @@ class Capture:
         if path is None:
             raise IndexError(f"{self.folder} has no step_{step:04d}.pt (capture steps: {_ranges(self.steps)})")
         return self._open.get_or_compute(step, lambda: step_file.StepFile(path, self.reader))
+
+    def path(self, step: int) -> str:
+        """Step ``step``'s file."""
+        return self._files.get(step, os.path.join(self.folder, f"step_{step:04d}.pt"))
 
     def hooks(self, step: int) -> dict[str, step_file.HookInfo]:
         """The hooks recorded at a step, with shapes and dtypes (reads that file's pickle only)."""

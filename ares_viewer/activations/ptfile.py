@@ -9,10 +9,23 @@ storage classes (``torch.FloatStorage``, ...), each replaced by an inert stand-i
 called. Tensors come back as :class:`TensorRef` (dtype, shape, where its data lie) and become numpy arrays only
 when asked, so listing a file's hooks reads its pickle alone.
 
-Bounds: the pickle is at most ``MAX_PICKLE_BYTES``; a storage may not claim more bytes than the file holds, nor
-more than its own archive member; a tensor's offset, shape and strides must stay inside its storage. A tensor
-may be a view into a larger or shared storage (``torch.save`` keeps views as views): offsets and strides are
-honoured, and several tensors of one file share a storage read once.
+Bounds (constants below, so a file of a few bytes cannot ask for gigabytes or crash its reader):
+
+- the pickle is at most ``MAX_PICKLE_BYTES`` once inflated (its declared size and the bytes actually inflated,
+  read with a cap); before anything is unpickled its opcodes are walked (``pickletools.genops``, which runs
+  nothing): at most ``MAX_OBJECTS`` of them, and memo indices (which size the unpickler's memo table) below
+  ``MAX_MEMO``;
+- a storage may not claim more bytes than the file holds, nor more than its own archive member, and is read with
+  a cap of exactly its size (a deflated member cannot inflate past it);
+- a tensor's offset, shape and strides must stay inside its storage, with dimensions below ``MAX_EXTENT``;
+- what the whole file may materialize, its storages plus every tensor as an array (a stride-0 or broadcast view
+  counted by the elements it materializes, bfloat16 at 4 bytes), is at most ``MAX_EXPANSION`` times the file's
+  size plus ``EXPANSION_FLOOR``; a file asking for more is refused as a whole;
+- the saved object is walked without recursion, once per object (a list containing itself is read once).
+
+A tensor may be a view into a larger or shared storage (``torch.save`` keeps views as views): offsets and strides
+are honoured, and several tensors of one file share a storage read once. Every failure of a bad file (a damaged
+archive, a bad CRC, a pickle that cannot be decoded) is a :class:`PtFileError` naming the file and the reason.
 
 bfloat16 has no numpy dtype: it is widened to float32 exactly (its bits are the top half of a float32).
 """
@@ -25,20 +38,33 @@ import io
 import math
 import os
 import pickle
+import pickletools
 import zipfile
+import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-# The largest data.pkl read (a capture's pickle is a few KB: names, shapes and storage keys, no data).
-MAX_PICKLE_BYTES = 64 * 1024 * 1024
+# The largest data.pkl read, inflated (a capture's pickle is a few KB: names, shapes and storage keys, no data).
+MAX_PICKLE_BYTES = 16 * 1024 * 1024
+# The most opcodes a pickle may hold: each builds at most one object (a capture's step file: ~25 per hook).
+MAX_OBJECTS = 1_000_000
+# The largest memo index (and so memo size) a pickle may use: the unpickler sizes its memo table by the index.
+MAX_MEMO = 1_000_000
 # The most members an archive may list (a capture's step file has one storage per hook, ~40 to a few hundred).
 MAX_MEMBERS = 100_000
 MAX_DIMS = 64
-# A tensor may repeat its storage's elements (stride 0, as ``expand`` makes), but its array may not take more than
-# this many times the file's size (or 1 MB, for tiny files): a few bytes of pickle cannot ask for gigabytes.
-MAX_EXPANSION = 64
+# The largest size or stride of one dimension (numpy's arrays index with 64-bit integers; no activation is near).
+MAX_EXTENT = 2**40
+# What one file may materialize in total (its storages, then each tensor as an array): this many times its size
+# plus EXPANSION_FLOOR. A tensor may repeat its storage's elements (stride 0, as ``expand`` makes) and bfloat16
+# widens to float32, so a real capture needs up to ~3x; a few bytes of pickle cannot ask for gigabytes.
+MAX_EXPANSION = 4
+EXPANSION_FLOOR = 16 * 1024 * 1024
+
+
+_L = TypeVar("_L")
 
 
 class PtFileError(ValueError):
@@ -117,9 +143,12 @@ def _rebuild_tensor_v2(storage: Any, storage_offset: Any, size: Any, stride: Any
     if not isinstance(storage, StorageRef):
         raise UnsafeFileError(f"a tensor's storage is a {type(storage).__name__}, not a storage")
     if not (isinstance(size, tuple) and isinstance(stride, tuple) and len(size) == len(stride) <= MAX_DIMS):
-        raise PtFileError(f"a tensor has shape {size!r} and strides {stride!r}")
-    if not all(_count(v) for v in (storage_offset, *size, *stride)):
-        raise PtFileError(f"a tensor has offset {storage_offset!r}, shape {size!r}, strides {stride!r}")
+        raise PtFileError(f"a tensor has shape {str(size)[:120]} and strides {str(stride)[:120]}")
+    if not all(_count(v) and v < MAX_EXTENT for v in (storage_offset, *size, *stride)):
+        raise PtFileError(f"a tensor has offset {storage_offset!r}, shape {str(size)[:120]}, strides "
+                          f"{str(stride)[:120]} (each a count below {MAX_EXTENT:,})")
+    if math.prod(max(n, 1) for n in size) >= MAX_EXTENT:
+        raise PtFileError(f"a tensor has shape {list(size)}, whose dimensions multiply past {MAX_EXTENT:,}")
     ref = TensorRef(storage, storage_offset, size, stride)
     if ref.numel:
         last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
@@ -142,6 +171,16 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self._file_size = file_size
         self._where = where
         self._storages: dict[str, StorageRef] = {}
+        self._budget = MAX_EXPANSION * file_size + EXPANSION_FLOOR
+        self._materialized = 0
+
+    def _take(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` more against what the file may materialize in total."""
+        self._materialized += nbytes
+        if self._materialized > self._budget:
+            raise PtFileError(f"{self._where}: {what} brings what the file's tensors take in memory past "
+                              f"{self._budget:,} bytes ({MAX_EXPANSION}x the file's {self._file_size:,} bytes plus "
+                              f"{EXPANSION_FLOOR:,}); refused (stride-0 views count every element they repeat)")
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) == ("collections", "OrderedDict"):
@@ -166,6 +205,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
         known = self._storages.setdefault(key, ref)
         if known != ref:
             raise PtFileError(f"{self._where}: storage {key!r} is declared twice with different sizes or types")
+        if known is ref:
+            self._take(ref.nbytes, f"storage {key!r}")
         return ref
 
     def _rebuild_tensor(self, *args: Any) -> TensorRef:
@@ -175,11 +216,32 @@ class _RestrictedUnpickler(pickle.Unpickler):
             raise PtFileError(f"{self._where}: a tensor record is malformed ({exc})") from exc
         except PtFileError as exc:
             raise type(exc)(f"{self._where}: {exc}") from exc
-        limit = max(self._file_size, 1 << 20) * MAX_EXPANSION
-        if tensor.numel * tensor.storage.kind.dtype.itemsize > limit:
-            raise PtFileError(f"{self._where}: a tensor of shape {list(tensor.shape)} would take more than "
-                              f"{limit:,} bytes, far more than the file holds")
+        itemsize = 4 if tensor.storage.kind.name == "BFloat16Storage" else tensor.storage.kind.dtype.itemsize
+        self._take(tensor.numel * itemsize, f"a tensor of shape {list(tensor.shape)}")
         return tensor
+
+
+def _check_opcodes(data: bytes, where: str) -> None:
+    """Walk a pickle's opcodes without running them: at most ``MAX_OBJECTS``, memo indices below ``MAX_MEMO``.
+
+    The C unpickler grows its memo table to the largest index a pickle puts (8 bytes a slot), so one opcode of a
+    few bytes could otherwise ask for gigabytes; and each opcode may build an object.
+    """
+    memo = 0
+    for count, (opcode, arg, _pos) in enumerate(pickletools.genops(data), start=1):
+        if count > MAX_OBJECTS:
+            raise PtFileError(f"{where}: data.pkl holds more than {MAX_OBJECTS:,} pickle operations; a tensor file "
+                              "needs a few per tensor")
+        if opcode.name == "MEMOIZE":
+            memo += 1
+            index = memo
+        elif opcode.name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo += 1
+            index = arg if isinstance(arg, int) else MAX_MEMO
+        else:
+            continue
+        if index >= MAX_MEMO or memo > MAX_MEMO:
+            raise PtFileError(f"{where}: data.pkl puts memo entry {index:,} (at most {MAX_MEMO:,} are read)")
 
 
 class PtFile:
@@ -206,30 +268,43 @@ class PtFile:
                 if len(pickles) != 1:
                     raise PtFileError(f"{self.path}: not a torch.save file (found {len(pickles)} data.pkl members)")
                 self._prefix = pickles[0][: -len("data.pkl")]
-                info = self._members[pickles[0]]
-                if info.file_size > MAX_PICKLE_BYTES:
-                    raise PtFileError(f"{self.path}: data.pkl holds {info.file_size:,} bytes, more than "
-                                      f"{MAX_PICKLE_BYTES:,}")
-                data = archive.read(info)
+                data = self._member_bytes(archive, self._members[pickles[0]], MAX_PICKLE_BYTES, exact=False)
                 order = self._members.get(self._prefix + "byteorder")
-                self._big_endian = order is not None and archive.read(order).strip() == b"big"
+                self._big_endian = order is not None and self._member_bytes(archive, order, 16, exact=False
+                                                                             ).strip() == b"big"
         except zipfile.BadZipFile as exc:
             raise PtFileError(f"{self.path}: not a torch.save zip archive ({exc}); files of torch < 1.6 are not "
                               "supported") from exc
         except OSError as exc:
             raise PtFileError(f"{self.path}: cannot read ({exc})") from exc
         try:
+            _check_opcodes(data, self.path)
             self.obj = _RestrictedUnpickler(data, file_size=self.size, where=self.path).load()
         except PtFileError:
             raise
         except Exception as exc:  # a damaged pickle: any decoding error is the file's fault
             raise PtFileError(f"{self.path}: data.pkl cannot be read ({type(exc).__name__}: {exc})") from exc
 
+    def _member_bytes(self, archive: zipfile.ZipFile, info: zipfile.ZipInfo, cap: int, *, exact: bool) -> bytes:
+        """A member's bytes, at most ``cap`` (by its declared size and by what actually inflates); ``exact``:
+        exactly ``cap`` (a storage), the rest of the member unread. Any failure to inflate is the file's error."""
+        name = info.filename
+        if not exact and info.file_size > cap:
+            raise PtFileError(f"{self.path}: {name} declares {info.file_size:,} bytes, more than {cap:,}")
+        try:
+            with archive.open(info) as member:
+                data = member.read(cap if exact else cap + 1)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError,
+                ValueError) as exc:
+            raise PtFileError(f"{self.path}: archive member {name} cannot be read ({type(exc).__name__}: "
+                              f"{exc})") from exc
+        if not exact and len(data) > cap:
+            raise PtFileError(f"{self.path}: {name} inflates past {cap:,} bytes (it declares {info.file_size:,})")
+        return data
+
     def tensors(self) -> dict[str, TensorRef]:
         """The file's tensors by name: the saved dict's keys (nested dicts joined with dots)."""
-        found: dict[str, TensorRef] = {}
-        _flatten(self.obj, "", found)
-        return found
+        return leaves(self.obj, TensorRef)
 
     def read(self, tensor: TensorRef, storages: dict[str, np.ndarray] | None = None) -> np.ndarray:
         """One tensor as an owned numpy array (bfloat16 as float32).
@@ -259,8 +334,11 @@ class PtFile:
         if info.file_size < ref.nbytes:
             raise PtFileError(f"{self.path}: storage {ref.key!r} claims {ref.nbytes:,} bytes but its member holds "
                               f"{info.file_size:,}")
-        with zipfile.ZipFile(self.path) as archive, archive.open(info) as member:
-            raw = member.read(ref.nbytes)
+        try:
+            with zipfile.ZipFile(self.path) as archive:
+                raw = self._member_bytes(archive, info, ref.nbytes, exact=True)
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise PtFileError(f"{self.path}: cannot read storage {ref.key!r} ({exc})") from exc
         if len(raw) < ref.nbytes:
             raise PtFileError(f"{self.path}: storage {ref.key!r} ends early ({len(raw):,} of {ref.nbytes:,} bytes)")
         dtype = ref.kind.dtype.newbyteorder(">" if self._big_endian else "<")
@@ -272,15 +350,29 @@ class PtFile:
         return {name: self.read(ref, storages) for name, ref in self.tensors().items()}
 
 
-def _flatten(obj: Any, prefix: str, found: dict[str, TensorRef]) -> None:
-    if isinstance(obj, TensorRef):
-        found[prefix or "tensor"] = obj
-    elif isinstance(obj, Mapping):
-        for key, value in obj.items():
-            _flatten(value, f"{prefix}.{key}" if prefix else str(key), found)
-    elif isinstance(obj, list | tuple):
-        for i, value in enumerate(obj):
-            _flatten(value, f"{prefix}.{i}" if prefix else str(i), found)
+def leaves(obj: Any, leaf: type[_L]) -> dict[str, _L]:
+    """The ``leaf`` objects (tensors) of a saved object by dotted name (nested dicts' keys and list positions joined
+    with dots), walked without recursion; each dict, list or tuple once (one that contains itself, or is shared,
+    is listed where it is first met)."""
+    found: dict[str, _L] = {}
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, leaf):
+            found[name or "tensor"] = value
+            continue
+        if isinstance(value, Mapping):
+            items = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            items = [(str(i), v) for i, v in enumerate(value)]
+        else:
+            continue
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        stack.extend((f"{name}.{key}" if name else key, child) for key, child in reversed(items))
+    return found
 
 
 def read(path: str | os.PathLike) -> dict[str, np.ndarray]:

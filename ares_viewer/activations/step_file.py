@@ -12,13 +12,15 @@ import dataclasses
 import importlib.util
 import os
 import threading
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ares_viewer.activations import ptfile
 
 READERS = ("auto", "torch", "numpy")
+_T = TypeVar("_T")
 
 
 def torch_available() -> bool:
@@ -85,7 +87,17 @@ class StepFile:
         """Several hooks at once: a storage they share (q, k and v of a fused projection) is read once.
 
         Nothing read is kept once returned (memory stays bounded by what the caller holds), except torch's
-        memory map of the file.
+        memory map of the file. A view over many hooks should use :meth:`each` instead: one array at a time.
+        """
+        return dict(self.each(names))
+
+    def each(self, names: list[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """Hooks one at a time, ``(name, array)``: only the array being looked at is held (and the storages read
+        so far, which the file's bounds keep near its size).
+
+        Raises:
+            KeyError: the file has no such hook.
+            ptfile.PtFileError: the file is damaged or unsafe (torch's own errors on it included).
         """
         checked = self._checked()
         refs = checked.tensors()
@@ -94,35 +106,39 @@ class StepFile:
             raise KeyError(f"{self.path} has no hook {missing[0]!r}")
         if self.reader == "torch":
             loaded = self._torch_tensors()
-            return {name: _to_numpy(loaded[name]) for name in names}
+            for name in names:
+                yield name, _guarded(self.path, lambda name=name: _to_numpy(loaded[name]))
+            return
         storages: dict[str, np.ndarray] = {}
-        return {name: checked.read(refs[name], storages) for name in names}
+        for name in names:
+            yield name, checked.read(refs[name], storages)
 
     def _torch_tensors(self) -> dict[str, Any]:
         import torch  # optional: the restricted reader covers machines without it
 
         with self._lock:
             if self._torch is None:
-                try:
-                    loaded = torch.load(self.path, map_location="cpu", weights_only=True, mmap=True)
-                except RuntimeError:  # a file torch cannot map (an old layout): read it whole
-                    loaded = torch.load(self.path, map_location="cpu", weights_only=True)
-                found: dict[str, Any] = {}
-                _flatten_torch(loaded, "", found, torch.Tensor)
-                self._torch = found
+                loaded = _guarded(self.path, lambda: _torch_load(torch, self.path))
+                self._torch = ptfile.leaves(loaded, torch.Tensor)
             return self._torch
 
 
-def _flatten_torch(obj: Any, prefix: str, found: dict[str, Any], tensor_type: type) -> None:
-    """The same names ``ptfile.PtFile.tensors`` gives."""
-    if isinstance(obj, tensor_type):
-        found[prefix or "tensor"] = obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            _flatten_torch(value, f"{prefix}.{key}" if prefix else str(key), found, tensor_type)
-    elif isinstance(obj, list | tuple):
-        for i, value in enumerate(obj):
-            _flatten_torch(value, f"{prefix}.{i}" if prefix else str(i), found, tensor_type)
+def _torch_load(torch: Any, path: str) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:  # a file torch cannot map (an old layout): read it whole
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _guarded(path: str, read: Callable[[], _T]) -> _T:
+    """``read()``, with whatever torch raises on a bad file (it has passed the restricted checks) as the file's
+    ``PtFileError``."""
+    try:
+        return read()
+    except MemoryError as exc:
+        raise ptfile.PtFileError(f"{path}: torch ran out of memory reading it") from exc
+    except Exception as exc:
+        raise ptfile.PtFileError(f"{path}: torch cannot read it ({type(exc).__name__}: {exc})") from exc
 
 
 def _to_numpy(tensor: Any) -> np.ndarray:

@@ -52,6 +52,12 @@ def _layer_order(layer: str) -> tuple[int, int]:
     return (1, int(layer))
 
 
+def is_pattern(name: str, shape: tuple[int, ...]) -> bool:
+    """Whether a hook holds attention patterns a view can read: ``[batch, head, query, key]`` with at least one
+    batch, head and query (a file may record any shape)."""
+    return split_hook(name)[1] == PATTERN and len(shape) == 4 and all(shape[:3])
+
+
 def _capture_step(capture: capture_mod.Capture, step: int) -> int:
     """Capture step of trajectory step ``step`` (``step - 1``), checked."""
     if step - 1 not in capture.steps:
@@ -84,8 +90,8 @@ def entropy(weights: np.ndarray) -> np.ndarray:
 def step_summary(capture: capture_mod.Capture, step: int) -> pd.DataFrame:
     """Layers x hooks at trajectory step ``step``: each hook's norm (rows ``embed``, ``0``..``n-1``, ``final``)."""
     i = _capture_step(capture, step)
-    arrays = capture.file(i).arrays(list(capture.hooks(i)))
-    cells = {split_hook(name): norm(array) for name, array in arrays.items()}
+    # One hook at a time: only the array being measured is held, however many hooks the file has.
+    cells = {split_hook(name): norm(array) for name, array in capture.file(i).each(list(capture.hooks(i)))}
     frame = pd.Series(cells, dtype=float).unstack() if cells else pd.DataFrame()
     if not frame.empty:
         frame = frame.loc[sorted(frame.index, key=_layer_order)]
@@ -102,10 +108,9 @@ def attention_entropy(capture: capture_mod.Capture, step: int, query: int = -1) 
     rows: dict[int, np.ndarray] = {}
     keys = 0
     for name, info in capture.hooks(i).items():
-        layer, hook = split_hook(name)
-        if hook == PATTERN and len(info.shape) == 4:  # [batch, head, query, key]
+        if is_pattern(name, info.shape):  # [batch, head, query, key]
             pattern = capture.array(i, name)
-            rows[int(layer)] = entropy(pattern[0, :, query, :])
+            rows[int(split_hook(name)[0])] = entropy(pattern[0, :, query, :])
             keys = pattern.shape[-1]
     frame = pd.DataFrame.from_dict(rows, orient="index").sort_index() if rows else pd.DataFrame()
     frame.index.name, frame.columns.name = "layer", "head"
@@ -137,31 +142,38 @@ def across_steps(capture: capture_mod.Capture, hook: str = RESIDUAL, *, position
     """Steps x layers for one hook (``hook`` without its ``blocks.N.`` prefix): the norm of its activation at a
     position (the last by default; None: averaged over positions) at every step that recorded it.
 
-    The index is the trajectory step (capture step + 1); a layer a step did not record is NaN.
+    The index is the trajectory step (capture step + 1); a layer a step did not record is NaN. A step whose file
+    cannot be read has no row: ``frame.attrs["errors"]`` maps its file to the reason, and the others still show.
     """
     rows: dict[int, dict[str, float]] = {}
+    errors: dict[str, str] = {}
     for i in capture.steps:
         row: dict[str, float] = {}
-        for name, info in capture.hooks(i).items():
-            layer, suffix = split_hook(name)
-            if suffix != hook:
-                continue
-            array = capture.array(i, name)
-            if position is not None and len(info.shape) >= 3:  # [batch, pos, ...]
-                array = array[:, position]
-            row[layer] = norm(array)
+        try:
+            for name, info in capture.hooks(i).items():
+                layer, suffix = split_hook(name)
+                if suffix != hook:
+                    continue
+                array = capture.array(i, name)
+                if position is not None and len(info.shape) >= 3 and info.shape[1]:  # [batch, pos, ...]
+                    array = array[:, position]
+                row[layer] = norm(array)
+        except capture_mod.Error as exc:
+            errors[capture.path(i)] = str(exc)
+            continue
         rows[i + 1] = row
     frame = pd.DataFrame.from_dict(rows, orient="index")
     if not frame.empty:
         frame = frame[sorted(frame.columns, key=_layer_order)]
     frame.index.name, frame.columns.name = "step", "layer"
+    frame.attrs["errors"] = errors
     return frame
 
 
 def step_vector(capture: capture_mod.Capture, step: int, name: str) -> np.ndarray:
     """A full hook name's activation at the last position of batch 0, flattened (the step's vector)."""
     array = capture.array(_capture_step(capture, step), name)
-    if array.ndim >= 3:
+    if array.ndim >= 3 and array.shape[0] and array.shape[1]:
         array = array[0, -1]
     return np.asarray(array, dtype=np.float64).ravel()
 
@@ -183,23 +195,35 @@ def compare_aligned(a: linking.Linked, b: linking.Linked, hook: str = RESIDUAL,
 
     One row per aligned pair of steps that both have activations, and per layer: ``step_a``, ``step_b``,
     ``similarity`` (of their commands, from the alignment), ``layer``, ``cosine`` (of the two step vectors),
-    ``norm_a``, ``norm_b``. A step facing a gap has no partner and no row.
+    ``norm_a``, ``norm_b``. A step facing a gap has no partner and no row; nor has a pair with a file that cannot
+    be read (``frame.attrs["errors"]``: file -> reason).
     """
     pairs = align.align_episodes(a.episode, b.episode) if pairs is None else pairs
     rows = []
+    errors: dict[str, str] = {}
     for pair in pairs:
         if pair.a is None or pair.b is None:
             continue
         if a.capture_step(pair.a) is None or b.capture_step(pair.b) is None:
             continue
-        hooks_a = a.capture.hooks(pair.a - 1)
-        hooks_b = b.capture.hooks(pair.b - 1)
-        for name in hooks_a:
-            layer, suffix = split_hook(name)
-            if suffix != hook or name not in hooks_b:
-                continue
-            va, vb = step_vector(a.capture, pair.a, name), step_vector(b.capture, pair.b, name)
-            rows.append({"step_a": pair.a, "step_b": pair.b, "similarity": pair.similarity, "layer": layer,
-                         "cosine": cosine(va, vb), "norm_a": float(np.linalg.norm(va)),
-                         "norm_b": float(np.linalg.norm(vb))})
-    return pd.DataFrame(rows, columns=["step_a", "step_b", "similarity", "layer", "cosine", "norm_a", "norm_b"])
+        try:
+            rows.extend(_compare_pair(a.capture, b.capture, pair, hook))
+        except capture_mod.Error as exc:
+            errors[str(exc).split(": ", 1)[0]] = str(exc)
+    frame = pd.DataFrame(rows, columns=["step_a", "step_b", "similarity", "layer", "cosine", "norm_a", "norm_b"])
+    frame.attrs["errors"] = errors
+    return frame
+
+
+def _compare_pair(a: capture_mod.Capture, b: capture_mod.Capture, pair: align.Pair, hook: str) -> list[dict]:
+    rows = []
+    hooks_a, hooks_b = a.hooks(pair.a - 1), b.hooks(pair.b - 1)
+    for name in hooks_a:
+        layer, suffix = split_hook(name)
+        if suffix != hook or name not in hooks_b:
+            continue
+        va, vb = step_vector(a, pair.a, name), step_vector(b, pair.b, name)
+        rows.append({"step_a": pair.a, "step_b": pair.b, "similarity": pair.similarity, "layer": layer,
+                     "cosine": cosine(va, vb), "norm_a": float(np.linalg.norm(va)),
+                     "norm_b": float(np.linalg.norm(vb))})
+    return rows

@@ -98,7 +98,9 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
         if adapter is None and len(records) == 1 and verdicts.sniff(records[0].value):
             return FileResult(skipped=True, verdicts=tuple(verdicts.read(records[0].value, path).items()))
         if adapter is None and len(records) == 1 and harbor.sniff(records[0].value):
-            return FileResult(skipped=True, trial=harbor.read(records[0].value, path))
+            # Only result.json is the trial's result: another file of its shape is something else.
+            trial = harbor.read(records[0].value, path) if harbor.is_result(path) else None
+            return FileResult(skipped=True, trial=trial)
     except _CONTENT_ERRORS as exc:
         return _failed(read_errors.FORMAT, f"cannot tell what the file holds: {_content_error(exc)}")
     if adapter is None:

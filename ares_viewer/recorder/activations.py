@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import pathlib
 import shutil
 from collections.abc import Callable
 from typing import Any
 
 from ares_viewer.activations import linking
+from ares_viewer.base import atomic
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -183,13 +183,12 @@ class CaptureRecorder:
                                          step_metadata=metadata)
         relative = pathlib.PurePosixPath(linking.ACTIVATIONS_DIRNAME, episode_id)
         folder = out_dir / relative
-        staging = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+        atomic.sweep(folder.parent)
+        staging = atomic.staging(folder)
         shutil.rmtree(staging, ignore_errors=True)
         try:
             trajectory.save(staging)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(staging, folder)
+            atomic.replace_dir(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             self.capture.clear()

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
+from ares_viewer.base import atomic
 from ares_viewer.model import errors
 
 # The collector's top-level keys, in its order.
@@ -205,10 +206,7 @@ class EpisodeFile:
         return json.loads(self.render())
 
     def write(self) -> pathlib.Path:
-        """Replace the file with the current document: a temporary file in the same folder, then a rename."""
+        """Replace the file with the current document: a temporary file in the same folder, then a rename
+        (``atomic.write_bytes``: what a writer killed before its rename left there goes first)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        staging = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        with open(staging, "w", encoding="ascii") as handle:
-            handle.write(self.render())
-        os.replace(staging, self.path)
-        return self.path
+        return atomic.write_bytes(self.path, self.render().encode("ascii"))

@@ -4,8 +4,9 @@ A *note* is attached to one step of one episode of one run (optionally to a file
 step) and carries a label (a short tag such as ``reward hacking``), a free text, or both. Several
 reviewers (several app sessions, notebooks, scripts) may write at once:
 
-- the database is SQLite in WAL mode with a busy timeout, every write one short ``BEGIN IMMEDIATE``
-  transaction, so concurrent writers wait for each other instead of failing or losing rows;
+- the database is SQLite in WAL mode, every write one short ``BEGIN IMMEDIATE`` transaction, tried again with
+  short random pauses while another writer holds it (up to the store's ``timeout``), so concurrent writers wait
+  for each other instead of failing or losing rows, however busy the others are;
 - nothing is overwritten: every change appends a revision (a delete appends a tombstone), so the
   whole history of every note stays readable;
 - an edit names the revision it was based on; when someone else changed the note since, the edit
@@ -40,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ares_viewer.base import settings
-from ares_viewer.review import records
+from ares_viewer.review import database, records
 from ares_viewer.runs import index_cache
 from ares_viewer.runs import run as run_module
 
@@ -94,26 +95,6 @@ def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
 def _sql_fold(value: object) -> object:
     """``fold`` for SQL (``casefold(r.label)``): NULL and non-text values pass through unchanged."""
     return records.fold(value) if isinstance(value, str) else value
-
-
-def _is_lock(exc: sqlite3.Error) -> bool:
-    message = str(exc)
-    return "locked" in message or "busy" in message
-
-
-def _explain(exc: sqlite3.Error, path: pathlib.Path, doing: str, *, reading: bool = False) -> str:
-    """An sqlite error in words a reviewer can act on (``reading``: the failure was to read notes, not write)."""
-    message = str(exc)
-    if _is_lock(exc):
-        after = "notes cannot be shown" if reading else "notes stay read-only"
-        return (f"The review database {path} is locked by another program, so {doing} failed; {after} "
-                f"until it is released ({message}).")
-    if "not a database" in message or "malformed" in message or "corrupt" in message:
-        return (f"The review database {path} is damaged or is not an SQLite database ({message}); notes are "
-                f"read-only. Move the file away (it is left untouched) or set {DB_ENV} to another path.")
-    if "readonly" in message or "read-only" in message or "unable to open" in message:
-        return f"The review database {path} cannot be written ({message}), so {doing} failed; notes are read-only."
-    return f"The review database {path}: {doing} failed ({type(exc).__name__}: {message})."
 
 
 class ReviewStore:
@@ -189,19 +170,19 @@ class ReviewStore:
         if isinstance(exc, records.ReviewError):
             self.problem = str(exc)
         elif isinstance(exc, sqlite3.Error):
-            self.problem = _explain(exc, self.path, "opening it" if tried_read_only else "opening it for writing",
-                                    reading=tried_read_only)
+            doing = "opening it" if tried_read_only else "opening it for writing"
+            self.problem = database.explain(exc, self.path, doing, reading=tried_read_only)
         else:
             self.problem = f"The review database {self.path} cannot be created ({exc}); notes are read-only."
         self._read_only = True
         if tried_read_only:
-            self._locked_out = isinstance(exc, sqlite3.Error) and _is_lock(exc)
+            self._locked_out = isinstance(exc, sqlite3.Error) and database.is_lock(exc)
         elif not isinstance(exc, OSError):
             try:
                 self._db = self._connect(read_only=True)
             except sqlite3.Error as again:
                 self.problem += f" Its notes cannot be read either ({again})."
-                self._locked_out = _is_lock(again)
+                self._locked_out = database.is_lock(again)
         _LOGGER.warning("%s", self.problem)
 
     @property
@@ -233,10 +214,8 @@ class ReviewStore:
             raise records.ReviewError(self.problem or f"The review database {self.path} is open read-only.")
         with self._lock:
             db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise records.ReviewError(_explain(exc, self.path, doing)) from exc
+            database.begin_write(db, self.timeout,
+                                 lambda exc: records.ReviewError(database.explain(exc, self.path, doing)))
             try:
                 result = body(db)
                 db.execute("COMMIT")
@@ -244,7 +223,7 @@ class ReviewStore:
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise records.ReviewError(_explain(exc, self.path, doing)) from exc
+                    raise records.ReviewError(database.explain(exc, self.path, doing)) from exc
                 raise
             return result
 
@@ -381,7 +360,7 @@ class ReviewStore:
                     return []  # nothing written yet, or a damaged file (``problem`` says so)
                 return self._db.execute(query, params).fetchall()
             except sqlite3.Error as exc:
-                raise records.ReviewError(_explain(exc, self.path, "reading notes", reading=True)) from exc
+                raise records.ReviewError(database.explain(exc, self.path, "reading notes", reading=True)) from exc
 
     def find(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
              step: int | None = None, labels: Iterable[str] | None = None,

@@ -1,8 +1,10 @@
 """Writing per-step snapshots (the capture helper's side of :mod:`.per_step`): manifests and content archives.
 
 Each file is written under a temporary name and renamed into place, and a step folder is assembled under a
-temporary name, so a reader never sees half of one. Archives are deterministic (same input, same bytes) and
-written as a stream: blobs spooled to a temporary file (:class:`~.spool.SpooledBlobs`) are never all in memory.
+temporary name and swapped in (``base.atomic``), so a reader never sees half of one and a writer killed at any
+moment leaves the old step folder or the new one; what a killed writer left is removed by the next write.
+Archives are deterministic (same input, same bytes) and written as a stream: blobs spooled to a temporary file
+(:class:`~.spool.SpooledBlobs`) are never all in memory.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import tarfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ares_viewer.base import atomic
 from ares_viewer.snapshots.base import Entry
 from ares_viewer.snapshots.per_step import BASE_DIRNAME, BASE_FORMAT, MANIFEST_NAME, STEP_FORMAT, step_dirname
 from ares_viewer.snapshots.per_step_snapshot import BLOBS_NAME, utc_now
@@ -65,10 +68,11 @@ def write_base(
         "created_at": created_at or utc_now(),
         "entries": {e.path: e.to_json() for e in sorted(entries, key=lambda e: e.path)},
     }
-    staging = _staging(folder / BLOBS_NAME)
+    atomic.sweep(folder)
+    staging = atomic.staging(folder / BLOBS_NAME)
     _write_blobs_archive(staging, blobs)
     staging.replace(folder / BLOBS_NAME)
-    _atomic_write(folder / MANIFEST_NAME, _manifest_bytes(manifest))
+    atomic.write_bytes(folder / MANIFEST_NAME, _manifest_bytes(manifest))
     return folder
 
 
@@ -86,7 +90,8 @@ def write_step(
 ) -> pathlib.Path:
     """Write one step's snapshot folder, replacing an earlier capture of the same step.
 
-    The folder is assembled under a temporary name and renamed into place, so a reader never sees half of it.
+    The folder is assembled under a temporary name and swapped into place (``atomic.replace_dir``), so a reader
+    never sees half of it and a kill at any moment leaves the earlier capture or this one.
 
     Args:
         episode_dir: ``<run>/snapshots/<episode_id>``.
@@ -104,7 +109,8 @@ def write_step(
     """
     episode_dir = pathlib.Path(episode_dir)
     final = episode_dir / step_dirname(step_index)
-    staging = episode_dir / f".{final.name}.tmp-{os.getpid()}"
+    atomic.sweep(episode_dir)
+    staging = atomic.staging(final)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     manifest = {
@@ -120,10 +126,7 @@ def write_step(
     if blobs:
         _write_blobs_archive(staging / BLOBS_NAME, blobs)
     (staging / MANIFEST_NAME).write_bytes(_manifest_bytes(manifest))
-    if final.exists():
-        shutil.rmtree(final)
-    staging.rename(final)
-    return final
+    return atomic.replace_dir(staging, final)
 
 
 def _write_blobs_archive(path: pathlib.Path, blobs: Mapping[str, bytes]) -> None:
@@ -151,13 +154,3 @@ def _write_blobs_archive(path: pathlib.Path, blobs: Mapping[str, bytes]) -> None
 
 def _manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     return (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def _staging(path: pathlib.Path) -> pathlib.Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    staging = _staging(path)
-    staging.write_bytes(data)
-    staging.replace(path)

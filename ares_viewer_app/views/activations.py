@@ -47,8 +47,18 @@ def step_tab(capture: activations.Capture, step: int) -> None:
                     key="activations.entropy")
 
 
+def readable_hooks(capture: activations.Capture, step: int) -> dict[str, object]:
+    """The hooks of trajectory step ``step``, or of the first step whose file reads when that one cannot."""
+    for i in (step - 1, *capture.steps):
+        try:
+            return capture.hooks(i)
+        except activations.Error:
+            continue
+    return {}
+
+
 def across_tab(capture: activations.Capture, step: int) -> None:
-    suffixes = sorted({views.split_hook(name)[1] for name in capture.hooks(step - 1)
+    suffixes = sorted({views.split_hook(name)[1] for name in readable_hooks(capture, step)
                        if views.split_hook(name)[0] not in ("embed", "final")})
     if not suffixes:
         st.caption("This capture records no per-layer hooks.")
@@ -56,13 +66,14 @@ def across_tab(capture: activations.Capture, step: int) -> None:
     default = suffixes.index(views.RESIDUAL) if views.RESIDUAL in suffixes else 0
     hook = st.selectbox("Hook", suffixes, index=default, key="activations.hook")
     frame = views.across_steps(capture, hook)
+    file_errors(frame)
     st.plotly_chart(figures.heatmap(frame, f"{hook}: norm at the last position, step x layer"),
                     key="activations.across")
 
 
 def attention_tab(capture: activations.Capture, step: int) -> None:
     patterns = {int(views.split_hook(n)[0]): info for n, info in capture.hooks(step - 1).items()
-                if views.split_hook(n)[1] == views.PATTERN and len(info.shape) == 4}
+                if views.is_pattern(n, info.shape)}
     if not patterns:
         st.caption("This step recorded no attention patterns.")
         return
@@ -93,11 +104,27 @@ def compare_tab(run: ares_viewer.Run, linked: activations.Linked) -> None:
         return
     hook = st.session_state.get("activations.hook") or views.RESIDUAL
     frame = views.compare_aligned(linked, theirs, hook)
+    file_errors(frame)
     if frame.empty:
         st.info(f"No aligned pair of steps recorded {hook} in both episodes.")
         return
     st.plotly_chart(figures.compare_cosines(frame, f"{hook}: cosine of the aligned steps' last-position vectors"),
                     key="activations.compare")
+
+
+def file_errors(frame) -> None:
+    """The step files a view had to leave out, each with its reason (the view shows the others)."""
+    for reason in frame.attrs.get("errors", {}).values():
+        st.error(f"Left out: {reason}", icon=":material/broken_image:")
+
+
+def guarded(tab, show, *args) -> None:
+    """One tab: a step file that cannot be read is that tab's message; the other tabs and the page still show."""
+    with tab:
+        try:
+            show(*args)
+        except activations.Error as exc:
+            st.error(f"A step file of this capture cannot be read: {exc}", icon=":material/broken_image:")
 
 
 def tokens_section(episode: model.Episode, step: int, capture: activations.Capture | None = None) -> None:
@@ -126,18 +153,11 @@ def show(run: ares_viewer.Run, episode: model.Episode) -> None:
     step = pick_step(linked)
     response = episode.step(step).command or episode.step(step).response
     st.caption(f"Action {step}: `{(response or '')[:160]}`")
-    try:
-        summary, across, attention, compare = st.tabs(["This step", "Across steps", "Attention", "Compare"])
-        with summary:
-            step_tab(linked.capture, step)
-        with across:
-            across_tab(linked.capture, step)
-        with attention:
-            attention_tab(linked.capture, step)
-        with compare:
-            compare_tab(run, linked)
-    except activations.Error as exc:
-        st.error(f"A step file of this capture cannot be read: {exc}")
+    summary, across, attention, compare = st.tabs(["This step", "Across steps", "Attention", "Compare"])
+    guarded(summary, step_tab, linked.capture, step)
+    guarded(across, across_tab, linked.capture, step)
+    guarded(attention, attention_tab, linked.capture, step)
+    guarded(compare, compare_tab, run, linked)
     tokens_section(episode, step, linked.capture)
 
 

@@ -111,3 +111,48 @@ def test_the_recorders_tokens_show_in_the_step_view_and_on_the_page(runs, app, t
     assert any("logprob -3.500" in h.proto.body for h in at.get("html"))
     page = app("activations", run="interp-run", episode=runs["a"], step="2")
     assert not page.exception and any("logprob -3.500" in h.proto.body for h in page.get("html"))
+
+
+@pytest.fixture
+def hostile(tmp_path, monkeypatch):
+    """hostile-run: an episode of six actions whose capture mixes good step files with hostile ones
+    (``hostile_pt.mixed_capture``), and one whose metadata.json is nested 100k deep. No torch is needed."""
+    import hostile_files
+    import hostile_pt
+
+    run = tmp_path / "runs" / "hostile-run"
+    run.mkdir(parents=True)
+    doc = synthetic.episode_dict(actions=6, seed=5, episode_id="episode-mixed")
+    synthetic.write_episode(run, doc)
+    files = hostile_pt.mixed_capture(run / "activations" / "episode-mixed")
+    deep = synthetic.episode_dict(actions=3, seed=6, episode_id="episode-deep")
+    synthetic.write_episode(run, deep)
+    (run / "activations" / "episode-deep").mkdir()
+    (run / "activations" / "episode-deep" / "metadata.json").write_bytes(hostile_files.deep_list())
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    return files
+
+
+def test_a_hostile_step_file_is_shown_as_its_own_error_and_the_rest_still_shows(hostile, app):
+    at = app("activations", run="hostile-run", episode="episode-mixed", step="6")  # capture step 5: stride 0
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any(str(hostile["stride_zero"]) in e and "stride-0 views" in e for e in errors)
+    # Across steps: the readable steps are charted, each file left out is named with its reason.
+    assert any("hook_resid_post: norm at the last position" in c.proto.spec for c in at.get("plotly_chart"))
+    assert any(str(hostile["huge_dimension"]) in e and e.startswith("Left out") for e in errors)
+    at = app("activations", run="hostile-run", episode="episode-mixed", step="5")  # a list containing itself
+    assert not at.exception
+    assert any("Step 5: norm of each hook by layer" in c.proto.spec for c in at.get("plotly_chart"))
+    at = app("activations", run="hostile-run", episode="episode-mixed", step="2")  # a dimension of 2**70
+    assert not at.exception
+    assert any(str(hostile["huge_dimension"]) in e.value and "below 1,099,511,627,776" in e.value for e in at.error)
+
+
+def test_a_metadata_file_nested_too_deep_is_a_message_on_both_pages(hostile, app):
+    at = app("activations", run="hostile-run", episode="episode-deep")
+    assert not at.exception
+    assert "metadata.json: cannot be read as JSON (JSON nested too deeply to read)" in page_text.of(at)
+    for step in ("1", "2"):
+        episode = app("episode", run="hostile-run", episode="episode-deep", step=step)
+        assert not episode.exception

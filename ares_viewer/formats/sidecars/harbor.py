@@ -16,7 +16,9 @@ occurred_at}``, ``started_at``, ``finished_at`` (ISO 8601) and per-phase times (
 ``agent_setup``, ``agent_execution``, ``verifier``: ``{started_at, finished_at}``).
 
 The run reads it like an evaluation report, by content, and joins it to the trajectory of its folder, so the
-trajectory file is never rewritten and a result written after the trajectory is picked up on reopening.
+trajectory file is never rewritten and a result written after the trajectory is picked up on reopening. Only a
+file named ``result.json`` is a trial's result (``is_result``): another JSON of the same shape in the folder (a
+copy, a result of another trial, a file the agent wrote) is ignored, never taken over it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ from ares_viewer import model
 from ares_viewer.base import locations
 from ares_viewer.formats import chat
 from ares_viewer.formats.adapters import atif
+
+RESULT = "result.json"
+
+
+def is_result(path: str) -> bool:
+    """Whether ``path`` names a trial's result: harbor writes it as ``<trial>/result.json`` and nothing else."""
+    return pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/")).name == RESULT
 
 
 def sniff(doc: Any) -> bool:

@@ -24,7 +24,10 @@ instance (``APPLIES_TO``): several ARES attempts at one task are never given one
 file name or in its ``run_evaluation/<run_id>/`` location, equal to the trajectories' run folder (the folder
 ``run-batch`` wrote them into). A report that names no run found here scores the runs under its own folder (or
 under its parent's, for a report kept in a folder of its own beside the runs), but never a run that a report names.
-Two reports for one run that disagree about an instance are an error: the instance keeps no reward.
+Two reports for one run that disagree about an instance are an error: the instance keeps no reward. A report that
+contradicts itself, listing one instance under two verdicts (``resolved_ids`` and ``unresolved_ids``), gives it
+the verdicts joined by ``|`` (``resolved|unresolved``), never the first: the run warns, naming the report and the
+instance, and the instance keeps no reward (unknown, neither 1.0 nor 0.0).
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ import fsspec
 
 from ares_viewer.base import jsondecode, locations
 
-# Verdict -> reward. Read in this order: an instance in two lists takes the first (resolved wins).
+# Verdict -> reward.
 REWARDS: Mapping[str, float] = {"resolved": 1.0, "unresolved": 0.0, "error": 0.0, "empty_patch": 0.0}
+# Joins the verdicts of an instance that one report lists under several (a contradiction: no reward).
+BOTH = "|"
 _LISTS = {verdict: f"{verdict}_ids" for verdict in REWARDS}
 # The formats whose episodes are one trajectory per instance, named by that instance.
 APPLIES_TO = frozenset({"mini-swe-agent"})
@@ -71,13 +76,18 @@ def _instance_verdict(report: Mapping[str, Any]) -> str:
 
 
 def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
-    """Instance id -> verdict (``resolved``, ``unresolved``, ``error`` or ``empty_patch``) of a report."""
+    """Instance id -> verdict (``resolved``, ``unresolved``, ``error`` or ``empty_patch``) of a report; an instance
+    listed under several verdicts has them joined by ``BOTH`` (``resolved|unresolved``)."""
     found: dict[str, str] = {}
     if isinstance(doc.get("resolved_ids"), list):
         for verdict, key in _LISTS.items():
-            for instance in doc.get(key) or ():
-                if isinstance(instance, str):
-                    found.setdefault(instance, verdict)
+            ids = doc.get(key)
+            for instance in ids if isinstance(ids, list) else ():
+                if not isinstance(instance, str):
+                    continue
+                known = found.setdefault(instance, verdict)
+                if verdict not in known.split(BOTH):
+                    found[instance] = known + BOTH + verdict
     elif _instance_report(doc):  # the inner object alone: the instance is its folder
         instance = _parts(path)[-2] if len(_parts(path)) > 1 else ""
         if instance:
@@ -146,7 +156,7 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
 
     Returns the verdicts per run folder, errors ``(report path, message)`` for reports that disagree about an
     instance of one run, and notes ``(report path, message)`` for reports applied by location to several runs or
-    to none.
+    to none, and for reports that list an instance under two verdicts.
     """
     folders = sorted(set(folders))
     names = {f: pathlib.PurePosixPath(f).name for f in folders}
@@ -190,6 +200,13 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
         disputed: set[str] = set()
         for path in paths:
             for instance, verdict in reports[path].items():
+                if verdict not in REWARDS:  # listed under several verdicts by this one report
+                    disputed.add(instance)
+                    note = (path, f"lists {instance} as {' and '.join(verdict.split(BOTH))} at once: the report "
+                                  "contradicts itself, so it keeps no reward")
+                    if note not in notes:
+                        notes.append(note)
+                    continue
                 known = merged.get(instance)
                 if known is None:
                     merged[instance] = (verdict, path)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from ares_viewer.formats.sidecars import verdicts
+from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.runs.index import joins, queries, store
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ class EpisodeTable:
         self.reports: dict[str, dict[str, str]] = {
             p: orjson.loads(e.verdicts) for p, e in sorted(entries.items()) if e.kind == "verdicts" and e.verdicts}
         self.trials: dict[str, dict[str, Any]] = {}
-        for _, entry in sorted(entries.items()):
-            if entry.kind == "trial" and entry.trial:
+        for path, entry in sorted(entries.items()):
+            if entry.kind == "trial" and entry.trial and harbor.is_result(path):  # an index of older versions
                 trial = orjson.loads(entry.trial)
                 self.trials[trial["folder"]] = trial
         source = f"read_parquet({parts!r}, union_by_name = true)" if parts else f"({_empty_select()})"

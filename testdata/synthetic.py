@@ -312,3 +312,18 @@ def write_boundary_snapshot(
 def _parents(path: str) -> list[str]:
     parts = path.strip("/").split("/")[:-1]
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def docker_died_error() -> BaseException:
+    """An error as ARES raises one when the container died under the agent: its wrapper, raised from the cause
+    (a Docker 409, raised while handling an exec that failed), so ``__cause__`` and ``__context__`` chain them."""
+    try:
+        try:
+            try:
+                raise ConnectionError("409 Client Error: Conflict (container is not running)")
+            except ConnectionError as exc:
+                raise OSError("exec in container failed") from exc
+        except OSError as exc:
+            raise RuntimeError("Code agent task failed") from exc
+    except RuntimeError as exc:
+        return exc

@@ -9,21 +9,8 @@ from ares_viewer.recorder import episode_file
 from testdata import synthetic
 
 
-def _raised_chain() -> BaseException:
-    try:
-        try:
-            try:
-                raise ConnectionError("409 Client Error: Conflict (container is not running)")
-            except ConnectionError as exc:
-                raise OSError("exec in container failed") from exc
-        except OSError as exc:
-            raise RuntimeError("Code agent task failed") from exc
-    except RuntimeError as exc:
-        return exc
-
-
 def test_the_recorder_keeps_every_cause_of_an_error_and_the_reader_names_the_innermost():
-    record = episode_file.error_record(_raised_chain())
+    record = episode_file.error_record(synthetic.docker_died_error())
     found = model.RecordedError.from_json(record)
     assert found is not None
     assert [e.type for e in found.chain()] == ["RuntimeError", "OSError", "ConnectionError"]
@@ -35,7 +22,7 @@ def test_the_recorder_keeps_every_cause_of_an_error_and_the_reader_names_the_inn
 
 def test_an_errored_ares_episode_shows_its_root_cause_in_the_episode_and_the_run_table(tmp_path):
     doc = synthetic.episode_dict(ending="errored", actions=3, seed=4)
-    doc["error"] = episode_file.error_record(_raised_chain())
+    doc["error"] = episode_file.error_record(synthetic.docker_died_error())
     synthetic.write_episode(tmp_path, doc)
     episode = ares_viewer.load_episode(next(tmp_path.glob("*.json")))
     assert "root cause: ConnectionError: 409 Client Error" in (episode.error or "")
@@ -65,7 +52,7 @@ def test_failures_of_the_infrastructure_are_counted_beside_the_success_rate_not_
     wrong = synthetic.episode_dict(actions=2, seed=2, reward=0.0)
     errors = [{"type": "APITimeoutError", "message": "Request timed out."},
               {"type": "SSLError", "message": "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred in violation"},
-              episode_file.error_record(_raised_chain()),
+              episode_file.error_record(synthetic.docker_died_error()),
               {"type": "AgentTimeoutError", "message": "Agent execution timed out after 600 seconds"}]
     docs = [solved, wrong]
     for seed, error in enumerate(errors, start=10):

@@ -375,13 +375,7 @@ def test_an_errored_episode_leads_with_its_root_cause_and_keeps_the_traceback_a_
     from ares_viewer.recorder import episode_file
     from testdata import synthetic
 
-    try:
-        try:
-            raise ConnectionError("409 Client Error: Conflict (container is not running)")
-        except ConnectionError as exc:
-            raise RuntimeError("Code agent task failed") from exc
-    except RuntimeError as exc:
-        record = episode_file.error_record(exc)
+    record = episode_file.error_record(synthetic.docker_died_error())
     (tmp_path / "runs" / "died").mkdir(parents=True)
     doc = synthetic.episode_dict(actions=2, ending="errored", seed=6)
     doc["error"] = record
@@ -393,5 +387,5 @@ def test_an_errored_episode_leads_with_its_root_cause_and_keeps_the_traceback_a_
     # before: only "RuntimeError: Code agent task failed", the wrapper
     assert "root cause is ConnectionError: 409 Client Error" in page_text.shown(error.value)
     assert "the infrastructure's" in error.value and "(the file's `error`, its `cause` chain)" in error.value
-    (chain,) = [e for e in at.expander if e.label.startswith("The chain of 2 errors")]
+    (chain,) = [e for e in at.expander if e.label.startswith("The chain of 3 errors")]
     assert any("container is not running" in c.value for c in chain.code)  # the traceback

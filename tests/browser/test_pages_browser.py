@@ -107,7 +107,7 @@ def test_no_deprecation_warnings_in_the_server_log(page, app_url, sample_run, wa
              (f"episode?episode={PAGER_SHORT}&step=2", page.get_by_role("textbox", name="Your name")),
              (f"files?episode={PAGER_SHORT}&step=2", page.get_by_role("button", name=re.compile("Download the patch"))),
              (f"compare?episode={PAGER_FAILED}", page.get_by_text("Final submissions, side by side")),
-             ("groups", page.get_by_text("This run has no groups", exact=False)),
+             ("groups", page.get_by_text("each group here is the attempts at the same task", exact=False)),
              ("search?q=paginate", page.locator("mark").first),
              ("review", page.get_by_role("textbox", name="Your name")),
              (f"sandbox?episode={PAGER_SHORT}&step=0", page.get_by_role("button", name="Restore")))

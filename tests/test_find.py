@@ -14,7 +14,8 @@ def episode(tmp_path):
     doc = synthetic.episode_dict(actions=6, seed=3)
     # A command of step 2 holding regex and markup characters, to be found literally.
     doc["steps"][2]["action"]["data"][0]["content"] = (
-        "THOUGHT: Step 2. Try the [a-z]+ pattern.\n\n```bash\ngrep -n '[a-z]+ <b>x</b>' src/calc/core.py\n```")
+        "THOUGHT: Step 2. Try the [a-z]+ pattern.\n\n```bash\ngrep -n '[a-z]+ <b>x</b>' src/calc/core.py\n```"
+    )
     synthetic.write_episode(tmp_path, doc)
     run = ares_viewer.open_run(tmp_path)
     return run.episode(run.episodes["episode_id"].iloc[0])
@@ -27,14 +28,14 @@ def test_hits_come_in_reading_order_with_their_step_field_and_offset(episode):
     assert keys == sorted(keys) and len(keys) == len(set(keys))
     assert {h.field for h in found.hits} >= {"thought"}
     for hit in found.hits:
-        assert find.text_of(episode, hit)[hit.start:hit.end].lower() == "step"
+        assert find.text_of(episode, hit)[hit.start : hit.end].lower() == "step"
     assert found.steps() == sorted({h.step for h in found.hits})
 
 
 def test_literal_and_case_insensitive_unless_asked(episode):
     literal = find.find(episode, "[A-Z]+ <B>")
     assert [(h.step, h.field) for h in literal.hits] == [(2, "command")]
-    assert find.text_of(episode, literal.hits[0])[literal.hits[0].start:literal.hits[0].end] == "[a-z]+ <b>"
+    assert find.text_of(episode, literal.hits[0])[literal.hits[0].start : literal.hits[0].end] == "[a-z]+ <b>"
     assert not find.find(episode, "[A-Z]+ <B>", case=True).hits
     assert [h.step for h in find.find(episode, r"Step [34]\.", regex=True, case=True).hits] == [3, 4]
     assert not find.find(episode, r"Step [34]\.").hits  # not a regular expression unless asked

@@ -53,8 +53,15 @@ def text_of(episode: model.Episode, hit: search.Hit) -> str:
     return search.field_text(episode.step(hit.step), hit.field) or ""
 
 
-def find(episode: model.Episode, query: str, *, case: bool = False, regex: bool = False, limit: int = LIMIT,
-         seconds: float = SECONDS) -> Found:
+def find(
+    episode: model.Episode,
+    query: str,
+    *,
+    case: bool = False,
+    regex: bool = False,
+    limit: int = LIMIT,
+    seconds: float = SECONDS,
+) -> Found:
     """Every match of ``query`` in ``episode`` in reading order, at most ``limit`` of them, within ``seconds``.
 
     Raises:

@@ -36,6 +36,7 @@ _VISIBLE_ROWS = 10
 _ROW_PX = 70
 _HEADER_PX = 35
 _COMMAND_CHARS = 240
+_COMMAND_PX = 120
 _CURRENT = "background-color: rgba(255, 189, 69, 0.35)"
 _HIT = "background-color: rgba(66, 165, 245, 0.18)"
 # A cell's width for its text: pixels per character of the table's font, and the cell's padding.
@@ -185,10 +186,14 @@ def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tup
                                     # As wide as its longest text: "0 · reward 1" was cut to "0 · re".
                                     "rc": st.column_config.TextColumn("rc", width=fitting_width(frame["rc"]),
                                                                       help="Return code and marks"),
+                                    # Narrow here, it stretches to the width the list has left, so no column is
+                                    # pushed out of sight (at "large", 400 px, a 60-character command was cut at
+                                    # 30), and wraps in its three-line rows.
                                     "command": st.column_config.TextColumn(
-                                        "command", width="large",
+                                        "command", width=_COMMAND_PX,
                                         help="The command, its lines joined with ⏎ (whole in the step view)"),
-                                    "labels": st.column_config.TextColumn("labels", width="small")})
+                                    "labels": st.column_config.TextColumn("labels", width="small")},
+                     column_order=[c for c in frame.columns if c != "labels" or frame["labels"].any()])
     st.session_state["episode.list_position"] = position
     st.session_state["episode.list_hits"] = [n for n, step in enumerate(steps) if step in counts]
     if position is None and failed_only:

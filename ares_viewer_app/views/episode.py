@@ -352,7 +352,7 @@ def panes(where: str, episode_id: str) -> None:
         return
     refs = snapshot_refs(episode)
     problem = unknown_step(episode)
-    left, right = st.columns([2, 3], gap="medium")
+    left, right = st.columns([1, 1], gap="medium")  # room for the list's commands (#33)
     with left:
         step_list.show(episode, k, review_panel.step_labels(where, episode.episode_id),
                        hits=[hit.step for hit in hits.hits] if hits else ())

@@ -2,7 +2,7 @@
 
 The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_in``, ``other_run``,
 ``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``) and a page's own settings (``PAGE_KEYS``: the Search
-page's query and options, the run overview's filters and sorting);
+page's query and options, the run overview's filters and sorting, the Episode page's find and transcript page);
 the session keeps a copy, because moving between pages in the sidebar drops the parameters.
 Reads come from the session; every change goes to both, so a reload or a shared link restores it. A page's own
 settings show in the URL on that page only (a link to another page never carries them) and come back with it.

@@ -4,7 +4,8 @@ The step view leads with what the model did (its reasoning, response and output)
 the reward is what it is, then what changed in its prompt. Only the steps on screen are sent to the browser;
 full contexts and the system prompt are rendered when their toggles are on. The panes and the step chart below
 them (which shades the current step) are a fragment, so stepping reruns only them. Everything a reader chooses
-here is in the URL (``step``, ``view``, ``failed``, ``diff``, ``other``).
+here is in the URL (``step``, ``view``, ``failed``, ``diff``, ``other``; find's ``find`` and ``hit`` and the
+transcript's page ``tpage``: ``reader``).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def _go_to_hit(where: str, episode_id: str, n: int) -> None:
         return
     n = (n - 1) % len(hits.hits) + 1  # past the last hit comes the first again, as in a browser's find
     step = hits.hits[n - 1].step
-    state.update(hit=n, step=step, tpage=page_of(step))
+    state.update(hit=n, step=step, tpage=page_of(step) if page_of(step) > 1 else None)
 
 
 def _query_changed(where: str, episode_id: str) -> None:

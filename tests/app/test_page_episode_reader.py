@@ -97,3 +97,6 @@ def test_find_in_the_transcript_opens_the_hit_s_page(long_run, app):
     at.text_input(key="episode.find").input("needle here (52)").run()
     assert at.query_params["tpage"] == "3"
     assert any("Step 52" in h and "hit 1 of 1" in page_text.shown(h) for h in step_headers(at))
+    at.text_input(key="episode.find").input("needle here (7)").run()
+    assert "tpage" not in at.query_params  # the first page is the default
+    assert step_headers(at)[0].startswith("**Step 0**")

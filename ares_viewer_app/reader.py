@@ -69,9 +69,14 @@ def find_bar(where: str, episode: model.Episode) -> find.Found | None:
     """The find box with previous / next hit and the hit count; below it the current hit, marked in its text."""
     state.bind("episode.find", "find", "")
     cols = st.columns([4, 1, 1, 3], vertical_alignment="bottom")
-    cols[0].text_input("Find in this episode", key="episode.find", placeholder="text in a thought, command or output",
-                       on_change=_query_changed, args=(where, episode.episode_id),
-                       help="Literal text, any case: the task, reasoning, thoughts, commands and outputs")
+    cols[0].text_input(
+        "Find in this episode",
+        key="episode.find",
+        placeholder="text in a thought, command or output",
+        on_change=_query_changed,
+        args=(where, episode.episode_id),
+        help="Literal text, any case: the task, reasoning, thoughts, commands and outputs",
+    )
     try:
         hits = found(episode)
     except ValueError as exc:
@@ -81,16 +86,30 @@ def find_bar(where: str, episode: model.Episode) -> find.Found | None:
         return None
     n = current_hit(hits)
     args = (where, episode.episode_id)
-    cols[1].button("Previous hit", key="episode.hit_prev", icon=":material/keyboard_arrow_up:", on_click=_go_to_hit,
-                   args=(*args, n - 1), disabled=not hits.hits)
-    cols[2].button("Next hit", key="episode.hit_next", icon=":material/keyboard_arrow_down:", on_click=_go_to_hit,
-                   args=(*args, n + 1), disabled=not hits.hits)
+    cols[1].button(
+        "Previous hit",
+        key="episode.hit_prev",
+        icon=":material/keyboard_arrow_up:",
+        on_click=_go_to_hit,
+        args=(*args, n - 1),
+        disabled=not hits.hits,
+    )
+    cols[2].button(
+        "Next hit",
+        key="episode.hit_next",
+        icon=":material/keyboard_arrow_down:",
+        on_click=_go_to_hit,
+        args=(*args, n + 1),
+        disabled=not hits.hits,
+    )
     if not hits.hits:
         cols[3].caption("No hit in this episode.")
         return hits
     hit = hits.hits[n - 1]
-    cols[3].markdown(f"**{escape.line(hits.describe(n).capitalize())}** · step {hit.step} · {hit.field} · "
-                     f"{len(hits.steps()):,} step{'' if len(hits.steps()) == 1 else 's'} with hits")
+    cols[3].markdown(
+        f"**{escape.line(hits.describe(n).capitalize())}** · step {hit.step} · {hit.field} · "
+        f"{len(hits.steps()):,} step{'' if len(hits.steps()) == 1 else 's'} with hits"
+    )
     st.html(marked(find.text_of(episode, hit), hit.start, hit.end))
     return hits
 
@@ -100,10 +119,12 @@ def marked(text: str, start: int, end: int) -> str:
     left, right = max(0, start - _AROUND), min(len(text), end + _AROUND)
     before = ("…" if left else "") + text[left:start]
     after = text[end:right] + ("…" if right < len(text) else "")
-    return ("<pre data-ares-hit style='white-space:pre-wrap;overflow-wrap:anywhere;max-height:14rem;overflow:auto;"
-            "margin:0;padding:0.5rem;border-left:3px solid #ffbd45;background:rgba(255,189,69,0.08)'>"
-            f"{html.escape(before)}<mark style='{_CURRENT_HIT}'>{html.escape(text[start:end])}</mark>"
-            f"{html.escape(after)}</pre>")
+    return (
+        "<pre data-ares-hit style='white-space:pre-wrap;overflow-wrap:anywhere;max-height:14rem;overflow:auto;"
+        "margin:0;padding:0.5rem;border-left:3px solid #ffbd45;background:rgba(255,189,69,0.08)'>"
+        f"{html.escape(before)}<mark style='{_CURRENT_HIT}'>{html.escape(text[start:end])}</mark>"
+        f"{html.escape(after)}</pre>"
+    )
 
 
 def _open_step(k: int) -> None:
@@ -119,10 +140,22 @@ def pager(pages: int, page: int, where: str) -> None:
     if pages < 2:
         return
     cols = st.columns([1, 1, 4])
-    cols[0].button("Previous steps", key=f"episode.tpage_prev.{where}", icon=":material/chevron_left:",
-                   on_click=_to_page, args=(page - 1,), disabled=page == 1)
-    cols[1].button("Next steps", key=f"episode.tpage_next.{where}", icon=":material/chevron_right:",
-                   on_click=_to_page, args=(page + 1,), disabled=page == pages)
+    cols[0].button(
+        "Previous steps",
+        key=f"episode.tpage_prev.{where}",
+        icon=":material/chevron_left:",
+        on_click=_to_page,
+        args=(page - 1,),
+        disabled=page == 1,
+    )
+    cols[1].button(
+        "Next steps",
+        key=f"episode.tpage_next.{where}",
+        icon=":material/chevron_right:",
+        on_click=_to_page,
+        args=(page + 1,),
+        disabled=page == pages,
+    )
     cols[2].caption(f"Page {page} of {pages}")
 
 
@@ -155,8 +188,15 @@ def transcript(episode: model.Episode, hits: find.Found | None) -> None:
             if current is not None and current.step == index:
                 marks += f" :orange-badge[**{escape.line(hits.describe(current_hit(hits)))}**]"  # type: ignore[union-attr]
             cols[0].markdown(f"**Step {index}** ({step.kind.value}){marks}")
-            cols[1].button("Open", key=f"episode.open.{index}", on_click=_open_step, args=(index,),
-                           icon=":material/open_in_new:", type="tertiary", help=f"Step {index} in the step view")
+            cols[1].button(
+                "Open",
+                key=f"episode.open.{index}",
+                on_click=_open_step,
+                args=(index,),
+                icon=":material/open_in_new:",
+                type="tertiary",
+                help=f"Step {index} in the step view",
+            )
             if not step.has_action:
                 task = search.prompt_text(episode, "task")
                 step_view.long_text(task, f"{key}.task", empty="(no task recorded)")

@@ -92,12 +92,16 @@ def main() -> None:
     print(f"episode: {args.actions} actions, {len(data) / mb:.1f} MB; best of {args.repeat}, warm, AppTest")
     print(f"baseline  orjson.loads of the file          {t_orjson:7.3f} s")
     print(f"baseline  transcript, all {args.actions + 1} steps on a page  {t_all:7.3f} s")
-    print(f"reader    transcript page 1 ({reader.PAGE_STEPS} steps)       {t_first:7.3f} s   "
-          f"{t_first / t_all:5.2f}x the unpaged script")
+    print(
+        f"reader    transcript page 1 ({reader.PAGE_STEPS} steps)       {t_first:7.3f} s   "
+        f"{t_first / t_all:5.2f}x the unpaged script"
+    )
     print(f"reader    transcript page {last_page} (the last)       {t_last:7.3f} s")
     print(f"reader    step view at find hit 40           {t_find_page:7.3f} s")
-    print(f"find      {len(found.hits):,} hits of 'def parse' (library)   {t_find:7.3f} s   "
-          f"{t_find / t_orjson:5.1f}x orjson.loads")
+    print(
+        f"find      {len(found.hits):,} hits of 'def parse' (library)   {t_find:7.3f} s   "
+        f"{t_find / t_orjson:5.1f}x orjson.loads"
+    )
     if not args.no_browser and pathlib.Path(CHROMIUM).exists():
         in_chromium(work, episode_id, last_page, args.repeat)
     shutil.rmtree(work, ignore_errors=True)
@@ -113,8 +117,7 @@ def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int
 
     from testdata import app_server
 
-    env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache"),
-           "PYTHONPATH": str(REPO)}
+    env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache"), "PYTHONPATH": str(REPO)}
     with open(work / "server.log", "w+b") as log, app_server.served(env, log) as (url, _):
         base = f"{url}/episode?run=long&episode={episode_id}"
         with sync_playwright() as p:
@@ -131,8 +134,9 @@ def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int
             shown(base + "&step=1", "[data-ares-step='1']")  # warm: the run indexed, the episode parsed
             t_step = best(lambda: shown(base + "&step=100", "[data-ares-step='100']"), repeat)
             t_read = best(lambda: shown(base + "&view=transcript", ".st-key-episode_read_step_24"), repeat)
-            t_last = best(lambda: shown(base + f"&view=transcript&tpage={last_page}",
-                                        ".st-key-episode_read_step_200"), repeat)
+            t_last = best(
+                lambda: shown(base + f"&view=transcript&tpage={last_page}", ".st-key-episode_read_step_200"), repeat
+            )
 
             def next_page() -> None:
                 shown(base + "&view=transcript", ".st-key-episode_read_step_24")
@@ -157,8 +161,10 @@ def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int
             browser.close()
     print("in Chromium, 1500 x 1000, warm, link to drawn and idle:")
     print(f"baseline  step view, step 100                {t_step:7.3f} s")
-    print(f"reader    transcript page 1                  {t_read:7.3f} s   {t_read / t_step:5.1f}x the step view"
-          f"   target < 2 s: {'ok' if t_read < 2 else 'MISSED'}")
+    print(
+        f"reader    transcript page 1                  {t_read:7.3f} s   {t_read / t_step:5.1f}x the step view"
+        f"   target < 2 s: {'ok' if t_read < 2 else 'MISSED'}"
+    )
     print(f"reader    transcript page {last_page} (the last)       {t_last:7.3f} s")
     print(f"reader    next page (click to idle)          {t_next:7.3f} s")
     print(f"reader    find typed, Enter to hit count     {t_find:7.3f} s")

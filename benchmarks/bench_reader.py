@@ -128,7 +128,8 @@ def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int
             def shown(link: str, selector: str) -> None:
                 page.goto("about:blank")
                 page.goto(link)
-                page.wait_for_selector(selector, state="visible")
+                # The step view's marker is an empty element: there once drawn, never "visible".
+                page.wait_for_selector(selector, state="attached" if "data-ares-step" in selector else "visible")
                 page.wait_for_function(_IDLE)
 
             shown(base + "&step=1", "[data-ares-step='1']")  # warm: the run indexed, the episode parsed

@@ -8,10 +8,9 @@ import re
 import urllib.parse
 
 import pytest
-from conftest import serve_app
 from playwright.sync_api import expect
 
-from testdata import synthetic
+from testdata import app_server, synthetic
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +33,13 @@ def long_url(tmp_path_factory):
         result["content"] = result["content"].replace("<output>\n", f"<output>\nfound the needle ({k})\n", 1)
     synthetic.write_episode(root / "long", doc)
     server = tmp_path_factory.mktemp("reader-server")
-    with serve_app(root, server / "cache", server / "review.sqlite", server) as url:
+    env = {
+        "ARES_VIEWER_RUNS": str(root),
+        "ARES_VIEWER_CACHE": str(server / "cache"),
+        "ARES_VIEWER_REVIEW_DB": str(server / "review.sqlite"),
+    }
+    # The server directly (not the browser conftest's serve_app: "conftest" is another module beside tests/app).
+    with open(server / "streamlit.log", "w+b") as log, app_server.served(env, log) as (url, _):
         yield f"{url}/episode?" + urllib.parse.urlencode({"run": "long", "episode": doc["episode_id"]})
 
 

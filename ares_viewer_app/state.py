@@ -2,7 +2,7 @@
 
 The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_in``, ``other_run``,
 ``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``) and a page's own settings (``PAGE_KEYS``: the Search
-page's query and options, the run overview's filters and sorting);
+page's query and options, the run overview's filters and sorting, the Episode page's find and transcript page);
 the session keeps a copy, because moving between pages in the sidebar drops the parameters.
 Reads come from the session; every change goes to both, so a reload or a shared link restores it. A page's own
 settings show in the URL on that page only (a link to another page never carries them) and come back with it.
@@ -25,13 +25,15 @@ KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old
 # Settings of one page, in its URL only, each left out while it has its default. Search: ``q`` the query,
 # ``regex=1``, ``case=1``, ``in`` the fields searched (repeated), ``limit`` the most hits. Run overview: ``task``,
 # ``outcome``, ``label`` (repeated), ``reward`` (``LOW..HIGH``), ``contains``, ``sort`` (a column), ``desc=1``,
-# ``page`` (of the table, from 1), ``reason`` (the failure reason picked).
+# ``page`` (of the table, from 1), ``reason`` (the failure reason picked). Episode: ``find`` (find in the
+# episode), ``hit`` (the hit shown, from 1), ``tpage`` (the transcript's page of steps, from 1).
 PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
-             "page", "reason")
+             "page", "reason", "find", "hit", "tpage")
 _LISTS = ("in", "task", "outcome", "label")
 # What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
-# the episode it is compared with (``other``, from ``other_in``) and the Compare page's row of that pair.
-OF_THE_EPISODE = ("file", "old", "other", "other_in", "row")
+# the episode it is compared with (``other``, from ``other_in``), the Compare page's row of that pair, the find's
+# hit and the transcript's page.
+OF_THE_EPISODE = ("file", "old", "other", "other_in", "row", "hit", "tpage")
 _PREFIX = "app."
 
 Value = str | list[str]

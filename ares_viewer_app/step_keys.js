@@ -59,9 +59,10 @@
     if (want === shown) return;
     shown = want;
     const row = Number(mark.getAttribute("data-ares-current-row"));
-    const top = row * 35, bottom = top + 35 + 35;  // 35 px rows, below a 35 px header
+    const px = Number(mark.getAttribute("data-ares-row-px")) || 35;  // rows of px pixels, below a 35 px header
+    const top = row * px, bottom = top + px + 35;
     if (top < scroller.scrollTop || bottom > scroller.scrollTop + scroller.clientHeight) {
-      scroller.scrollTop = Math.max(0, top - 3 * 35);
+      scroller.scrollTop = Math.max(0, top - 2 * px);
     }
   }, 250);
 }

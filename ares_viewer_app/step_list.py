@@ -1,9 +1,11 @@
 """The episode page's step list and step keys: one compact row per step, the current one highlighted.
 
-Rows show the index, kind, return code, badges, the command's first line and the step's review labels, as
-plain text (a table cell never renders markdown). A click on a row, a navigation button or a key moves to a
-step; every move is computed from the current step when it is handled, and the key script sends one key at a
-time and waits for the URL to change before the next, so fast presses are neither merged nor dropped.
+Rows show the index, kind, return code, badges (and the hits of the episode's find), the command (its first
+lines, wrapped: three lines a row) and the step's review labels, as plain text (a table cell never renders
+markdown). Steps with a find hit are shaded apart from the current step. A click on a row, a navigation button
+or a key moves to a step; every move is computed from the current step when it is handled, and the key script
+sends one key at a time and waits for the URL to change before the next, so fast presses are neither merged nor
+dropped.
 """
 
 from __future__ import annotations
@@ -28,10 +30,15 @@ _KEYS = {"ArrowRight": "episode_next", "j": "episode_next", "l": "episode_next",
 # The key script (package data, beside this module): a function of the keys -> buttons map above.
 KEYS_SCRIPT = "step_keys.js"
 
-# Rows the list shows before it scrolls.
-_VISIBLE_ROWS = 18
-_ROW_PX = 35
+# Rows the list shows before it scrolls; a row is three lines high, so a command wraps (Streamlit wraps text
+# only in rows over 64 px): a 60-character command reads whole in the list at 1500 px.
+_VISIBLE_ROWS = 10
+_ROW_PX = 70
+_HEADER_PX = 35
+_COMMAND_CHARS = 240
+_COMMAND_PX = 120
 _CURRENT = "background-color: rgba(255, 189, 69, 0.35)"
+_HIT = "background-color: rgba(66, 165, 245, 0.18)"
 # A cell's width for its text: pixels per character of the table's font, and the cell's padding.
 _CHAR_PX = 8
 _PAD_PX = 24
@@ -56,17 +63,27 @@ def badges(step: model.Step) -> str:
     return ", ".join(marks)
 
 
-def rows(episode: model.Episode, labels: dict[int, list[str]], failed_only: bool) -> pd.DataFrame:
-    """One row per step (failed steps only with ``failed_only``), indexed by step index."""
+def command_text(step: model.Step) -> str:
+    """The command as the list shows it: its lines joined with " ⏎ ", cut at ``_COMMAND_CHARS``."""
+    lines = [line.strip() for line in (step.command or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "(first request)" if not step.has_action else "(no command)"
+    text = " ⏎ ".join(lines)
+    return text if len(text) <= _COMMAND_CHARS else text[: _COMMAND_CHARS - 1] + "…"
+
+
+def rows(episode: model.Episode, labels: dict[int, list[str]], failed_only: bool,
+         hits: dict[int, int] | None = None) -> pd.DataFrame:
+    """One row per step (failed steps only with ``failed_only``), indexed by step index; ``hits`` counts the
+    find's hits by step."""
     records = []
     for step in episode.steps:
         if failed_only and not failed(step):
             continue
-        command = (step.command or "").strip().splitlines()
-        first = command[0] if command else ("(first request)" if not step.has_action else "(no command)")
-        rc = " · ".join(part for part in ("" if step.returncode is None else str(step.returncode), badges(step))
-                        if part)
-        records.append((step.index, step.kind.value, rc, first[:200], ", ".join(labels.get(step.index, ()))))
+        found = (hits or {}).get(step.index)
+        marks = (badges(step), f"{found} found" if found else "")
+        rc = " · ".join(part for part in ("" if step.returncode is None else str(step.returncode), *marks) if part)
+        records.append((step.index, step.kind.value, rc, command_text(step), ", ".join(labels.get(step.index, ()))))
     frame = pd.DataFrame.from_records(records, columns=["step", "kind", "rc", "command", "labels"])
     return frame.set_index("step", drop=False)
 
@@ -136,8 +153,10 @@ def _picked(key: str, steps: tuple[int, ...]) -> None:
         state.update(step=steps[picked[0]])
 
 
-def show(episode: model.Episode, k: int, labels: dict[int, list[str]]) -> None:
-    """The step list with its "failed only" filter; a click on a row opens that step."""
+def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tuple[int, ...] | list[int] = ()
+         ) -> None:
+    """The step list with its "failed only" filter; a click on a row opens that step. ``hits``: the step of
+    each of the find's hits (its rows are shaded and count their hits)."""
     failed_only = state.get("failed") == "1"
     st.session_state["episode.failed_only"] = failed_only
     top = st.columns([3, 2], vertical_alignment="center")
@@ -145,26 +164,38 @@ def show(episode: model.Episode, k: int, labels: dict[int, list[str]]) -> None:
                   on_change=lambda: state.update(failed="1" if st.session_state["episode.failed_only"] else None))
     with top[1]:
         failed_navigation(episode, k)
-    frame = rows(episode, labels, failed_only)
+    counts: dict[int, int] = {}
+    for step in hits:
+        counts[step] = counts.get(step, 0) + 1
+    frame = rows(episode, labels, failed_only, counts)
     if frame.empty:
         st.caption("No step failed in this episode.")
         return
     steps = tuple(int(i) for i in frame.index)
     position = steps.index(k) if k in steps else None
-    styled = frame.style.apply(lambda row: [_CURRENT if row.name == k else ""] * len(row), axis=1)
+    styled = frame.style.apply(
+        lambda row: [_CURRENT if row.name == k else _HIT if row.name in counts else ""] * len(row), axis=1)
     # The key names the current step, so a row picked earlier does not stay selected once the step changes.
     key = f"episode.list.{k}.{int(failed_only)}"
     with st.container(key="episode_steplist"):
         st.dataframe(styled, key=key, hide_index=True, on_select=lambda: _picked(key, steps),
-                     selection_mode="single-row", height=_ROW_PX * (min(len(frame), _VISIBLE_ROWS) + 1) + 3,
+                     selection_mode="single-row", row_height=_ROW_PX,
+                     height=_ROW_PX * min(len(frame), _VISIBLE_ROWS) + _HEADER_PX + 3,
                      column_config={"step": st.column_config.NumberColumn("#", width=36),
                                     "kind": st.column_config.TextColumn("kind", width=48),
                                     # As wide as its longest text: "0 · reward 1" was cut to "0 · re".
                                     "rc": st.column_config.TextColumn("rc", width=fitting_width(frame["rc"]),
                                                                       help="Return code and marks"),
-                                    "command": st.column_config.TextColumn("command", width="large"),
-                                    "labels": st.column_config.TextColumn("labels", width="small")})
+                                    # Narrow here, it stretches to the width the list has left, so no column is
+                                    # pushed out of sight (at "large", 400 px, a 60-character command was cut at
+                                    # 30), and wraps in its three-line rows.
+                                    "command": st.column_config.TextColumn(
+                                        "command", width=_COMMAND_PX,
+                                        help="The command, its lines joined with ⏎ (whole in the step view)"),
+                                    "labels": st.column_config.TextColumn("labels", width="small")},
+                     column_order=[c for c in frame.columns if c != "labels" or frame["labels"].any()])
     st.session_state["episode.list_position"] = position
+    st.session_state["episode.list_hits"] = [n for n, step in enumerate(steps) if step in counts]
     if position is None and failed_only:
         st.caption(f"Step {k} did not fail: it is not in this list.")
 
@@ -174,7 +205,8 @@ def drawn(k: int) -> None:
     with the list row to keep in sight."""
     position = st.session_state.get("episode.list_position")
     row = "" if position is None else f' data-ares-current-row="{position}"'
-    st.html(f'<div data-ares-step="{k}"{row}></div>')
+    hit_rows = ",".join(map(str, st.session_state.get("episode.list_hits") or ()))
+    st.html(f'<div data-ares-step="{k}"{row} data-ares-row-px="{_ROW_PX}" data-ares-hit-rows="{hit_rows}"></div>')
 
 
 def keys() -> None:

@@ -98,7 +98,7 @@ def compile_pattern(query: str, *, regex: bool = False, case: bool = False) -> P
     return linear_regex.compile_expression(query, case=case)
 
 
-def _field_text(step: model.Step, field: str) -> str | None:
+def field_text(step: model.Step, field: str) -> str | None:
     if field == "output":
         return step.output if step.output is not None else step.observation_text
     return getattr(step, field)
@@ -155,7 +155,7 @@ def episode_hits(episode: model.Episode, pattern: Pattern, fields: Iterable[str]
         for field in fields:
             if field in PROMPT_FIELDS:
                 continue
-            text = _field_text(step, field)
+            text = field_text(step, field)
             if text:
                 yield from _matches(episode, step.index, field, text, pattern)
 

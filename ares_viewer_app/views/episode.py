@@ -4,7 +4,8 @@ The step view leads with what the model did (its reasoning, response and output)
 the reward is what it is, then what changed in its prompt. Only the steps on screen are sent to the browser;
 full contexts and the system prompt are rendered when their toggles are on. The panes and the step chart below
 them (which shades the current step) are a fragment, so stepping reruns only them. Everything a reader chooses
-here is in the URL (``step``, ``view``, ``failed``, ``diff``, ``other``).
+here is in the URL (``step``, ``view``, ``failed``, ``diff``, ``other``; find's ``find`` and ``hit`` and the
+transcript's page ``tpage``: ``reader``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ares_viewer_app import (
     escape,
     loaders,
     pages,
+    reader,
     review_panel,
     snapshot_problems,
     state,
@@ -324,26 +326,6 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         step_view.long_text(episode.system_prompt, f"{episode.episode_id[:8]}.system", empty="(none)")
 
 
-def transcript(episode: model.Episode) -> None:
-    """Every step top to bottom: the response and output of each, long texts collapsed."""
-    end = ending.of(episode)
-    for step in episode.steps:
-        key = f"{episode.episode_id[:8]}.{step.index}"
-        with st.container(border=True):
-            cols = st.columns([5, 1])
-            cols[0].markdown(f"**Step {step.index}** ({step.kind.value})")
-            cols[1].button("Open", key=f"episode.open.{step.index}", on_click=go_to, args=(step.index,),
-                           icon=":material/open_in_new:", type="tertiary", help=f"Step {step.index} on its own")
-            if not step.has_action:
-                step_view.messages(episode.context(1) if len(episode.steps) > 1 else [], f"{key}.first")
-                continue
-            step_view.reasoning(step, key)
-            step_view.response(step, key)
-            step_view.output(step, key)
-            if step.index == end.step:
-                step_view.why_this_reward(end, key)
-
-
 def _set_view() -> None:
     state.update(view="transcript" if st.session_state["episode.view"] == "Transcript" else None)
 
@@ -355,22 +337,26 @@ def unknown_step(episode: model.Episode) -> str | None:
 
 @st.fragment
 def panes(where: str, episode_id: str) -> None:
-    """The step list beside the step view, or the whole transcript; reruns alone when the step changes."""
+    """Find in the episode, then the step list beside the step view, or the transcript a page of steps at a time;
+    reruns alone when the step changes."""
     run = loaders.load_run(where)
     episode = run.episode(episode_id)
+    hits = reader.find_bar(where, episode)
     st.session_state["episode.view"] = "Transcript" if state.get("view") == "transcript" else "Step"
     st.segmented_control("View", ["Step", "Transcript"], key="episode.view", on_change=_set_view,
-                         label_visibility="collapsed", help="One step at a time, or every step top to bottom")
+                         label_visibility="collapsed",
+                         help="One step at a time, or every step top to bottom, a page of steps at a time")
     k = step_list.current(episode)
     if state.get("view") == "transcript":
-        transcript(episode)
+        reader.transcript(episode, hits)
         timeline(episode, k)
         return
     refs = snapshot_refs(episode)
     problem = unknown_step(episode)
-    left, right = st.columns([2, 3], gap="medium")
+    left, right = st.columns([1, 1], gap="medium")  # room for the list's commands (#33)
     with left:
-        step_list.show(episode, k, review_panel.step_labels(where, episode.episode_id))
+        step_list.show(episode, k, review_panel.step_labels(where, episode.episode_id),
+                       hits=[hit.step for hit in hits.hits] if hits else ())
     with right:
         step_list.navigation(episode, k)
         if problem:

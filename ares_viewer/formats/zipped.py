@@ -13,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
+import zipfile
 import zlib
 from collections.abc import Callable
 from typing import Any
-
-import zipfile
 
 import zstandard
 

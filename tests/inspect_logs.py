@@ -25,6 +25,7 @@ SAMPLES = {
     "crash": "runs a command that makes the tool raise: the sample errors",
     "loop": "calls the tool until the message limit ends it",
 }
+# The scorer asks the (mock) model for a note too: a model-graded scorer's call, which is not a step.
 MESSAGE_LIMIT = 6
 
 
@@ -48,9 +49,11 @@ def contains_target():
     async def score(state: TaskState, target: Target) -> Score:
         answer = state.output.completion
         found = target.text in answer
+        # A model-graded note: the grader's call is a model event of the scorer, not a step of the agent.
+        note = await get_model(MODEL, custom_outputs=_respond).generate(f"grade: {answer}")
         return Score(value=CORRECT if found else INCORRECT, answer=answer,
                      explanation=f"the answer {'contains' if found else 'lacks'} the target {target.text!r}",
-                     metadata={"target": target.text})
+                     metadata={"target": target.text, "grader": note.completion})
 
     return score
 
@@ -64,6 +67,8 @@ def _respond(messages, tools, tool_choice, config) -> ModelOutput:
 
 def _answer(messages) -> ModelOutput:
     task = messages[0].text if messages else ""
+    if task.startswith("grade: "):
+        return ModelOutput.from_content(MODEL, "GRADE: noted")
     results = sum(isinstance(m, ChatMessageTool) for m in messages)
     if task == "wrong":
         return ModelOutput.from_content(MODEL, "I think it is 41")

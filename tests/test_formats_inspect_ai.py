@@ -65,6 +65,7 @@ def test_a_sample_reads_as_steps_with_its_tool_results_reward_and_why(logs, suff
     assert solved.context(2)[0].content == "solve"
     assert solved.prompt_tokens == 40 and solved.generated_tokens == 14
     assert solved.metadata["evaluation"]["rationale"] == "the answer contains the target '42'"
+    assert solved.metadata["evaluation"]["metadata"] == {"target": "42", "grader": "GRADE: noted"}
     assert "the answer contains the target '42'" in ending.of(solved).explanation
     wrong = _by_sample(run, suffix, "wrong")
     assert wrong.total_reward == 0.0
@@ -87,12 +88,16 @@ def test_errors_and_limits_are_outcomes(logs, suffix):
 
 def test_index_rows_agree_with_the_parsed_samples(logs):
     run = ares_viewer.open_run(logs)
-    columns = ["task_name", "outcome", "total_reward", "num_actions", "prompt_tokens", "generated_tokens", "error"]
+    columns = ["task_name", "outcome", "total_reward", "num_actions", "error", "start_time", "end_time"]
     for row in run.episodes.itertuples():
         summary = run.episode(row.episode_id).summary()
         for column in columns:
             listed, parsed = getattr(row, column), summary[column]
             assert listed == parsed or (listed != listed and parsed is None), (row.episode_id, column)
+        # The agent's steps' tokens, and in a .eval log's rows the sample's whole usage: the grader's call too.
+        grader = 1 if row.path.endswith(".eval") and row.outcome != "errored" else 0  # errors are not scored
+        assert row.prompt_tokens == summary["prompt_tokens"] + grader * 10
+        assert row.generated_tokens == summary["generated_tokens"] + grader * 7
 
 
 def test_eval_rows_come_from_the_summaries_without_decompressing_samples(logs, monkeypatch):

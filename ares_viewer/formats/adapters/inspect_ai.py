@@ -91,8 +91,7 @@ def _summaries(archive: zipped.Archive) -> dict[tuple[str, int], Mapping[str, An
     def read() -> dict[tuple[str, int], Mapping[str, Any]]:
         names = archive.names()
         parts = [_SUMMARIES] if _SUMMARIES in names else sorted(
-            (n for n in names if n.startswith(_JOURNAL_SUMMARIES)),
-            key=lambda n: chat.integer(_int_or_none(pathlib.PurePosixPath(n).stem)) or 0)
+            (n for n in names if n.startswith(_JOURNAL_SUMMARIES)), key=_journal_order)
         found: dict[tuple[str, int], Mapping[str, Any]] = {}
         for name in parts:
             listed = _json(zipped.Member(archive, name, 0))
@@ -104,8 +103,10 @@ def _summaries(archive: zipped.Archive) -> dict[tuple[str, int], Mapping[str, An
     return archive.memo((NAME, "summaries"), read)
 
 
-def _int_or_none(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+def _journal_order(name: str) -> int:
+    """``_journal/summaries/{n}.json`` are written in the order of ``n``."""
+    stem = pathlib.PurePosixPath(name).stem
+    return int(stem) if stem.isdigit() else 0
 
 
 def _sample_key(name: str) -> tuple[str, int] | None:
@@ -283,9 +284,22 @@ def _message(raw: Any) -> dict[str, Any]:
     return message
 
 
+def _scoring(span: Any, spans: Mapping[Any, Mapping[str, Any]]) -> bool:
+    """Whether a span lies inside the scorers' span (a model-graded scorer's calls are not the agent's steps)."""
+    seen = set()
+    while span in spans and span not in seen:
+        seen.add(span)
+        if spans[span].get("type") in ("scorers", "scorer"):
+            return True
+        span = spans[span].get("parent_id")
+    return False
+
+
 def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any], Mapping[str, Any] | None]]:
     """Each model call as (its input messages, its response message, its model event or None)."""
-    events = [e for e in sample.get("events") or () if isinstance(e, Mapping) and e.get("event") == "model"]
+    events = [e for e in sample.get("events") or () if isinstance(e, Mapping)]
+    spans = {e.get("id"): e for e in events if e.get("event") == "span_begin"}
+    events = [e for e in events if e.get("event") == "model" and not _scoring(e.get("span_id"), spans)]
     pool = (sample.get("events_data") or {}).get("messages") if isinstance(sample.get("events_data"), Mapping) else []
     pool = pool if isinstance(pool, list) else []
     calls = []
@@ -306,7 +320,8 @@ def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any]
 def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: str,
                     key: tuple[str, int]) -> model.Episode:
     attachments = sample.get("attachments") if isinstance(sample.get("attachments"), Mapping) else {}
-    sample = _resolve(sample, attachments)
+    if attachments:
+        sample = _resolve(sample, attachments)
     warnings: list[str] = []
     tool_events = {e.get("id"): e for e in sample.get("events") or ()
                    if isinstance(e, Mapping) and e.get("event") == "tool"}

@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 
 import ares_viewer
 from ares_viewer import model
-from ares_viewer.analysis import ending
+from ares_viewer.analysis import ending, search
 from ares_viewer.formats import zipped
 from ares_viewer.formats.adapters import inspect_ai
 
@@ -84,6 +84,13 @@ def test_errors_and_limits_are_outcomes(logs, suffix):
     assert looped.metadata["limit"]["type"] == "message"
     # The last call's tool result, which the limit kept out of the conversation, is still its output.
     assert looped.actions[-1].output.startswith("$ ls step2")
+
+
+def test_search_finds_text_inside_an_eval_log(logs):
+    run = ares_viewer.open_run(logs)
+    hits = list(search.hits(run, "ls step2", fields=["command"]))
+    assert {hit.episode_id.rsplit("/", 2)[-2] for hit in hits} == {"loop"}
+    assert any(run.episodes.set_index("episode_id").loc[hit.episode_id, "path"].endswith(".eval") for hit in hits)
 
 
 def test_index_rows_agree_with_the_parsed_samples(logs):

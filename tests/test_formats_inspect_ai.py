@@ -150,9 +150,11 @@ def test_hostile_eval_logs_are_errors_of_their_own_file(logs, tmp_path, monkeypa
     many = {"header.json": header, **{f"samples/{n}_epoch_1.json": b"{}" for n in range(3000)}}
     (tmp_path / "many.eval").write_bytes(_zip(many, zipfile.ZIP_STORED))
     (tmp_path / "notzip.eval").write_bytes(b'{"not": "an inspect log"}')
+    (tmp_path / "other.eval").write_bytes(_zip({"README.md": b"hello"}))
     run = ares_viewer.open_run(tmp_path)
     errors = {e.path: e.reason for e in run.errors}
     assert set(run.episodes["path"].str.rsplit("/", n=1).str[-1]) == {"good.eval"}
     assert "decompresses to more bytes than the 100 it declares" in errors[str(tmp_path / "bomb.eval")]
     assert "3,001 members, more than 1,000" in errors[str(tmp_path / "many.eval")]
     assert "named like an Inspect log" in errors[str(tmp_path / "notzip.eval")]
+    assert errors[str(tmp_path / "other.eval")].endswith("(found: a zip archive of README.md)")

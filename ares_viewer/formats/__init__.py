@@ -17,7 +17,7 @@ from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode
-from ares_viewer.formats import decoding, registry
+from ares_viewer.formats import decoding, registry, zipped
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.adapters import ares, atif, inspect_ai, mini_swe_agent, ray_runner, tinker
 from ares_viewer.formats.sidecars import harbor, verdicts
@@ -75,7 +75,10 @@ def _misnamed(path: str, records: list[decoding.Record]) -> str | None:
     if not reason:
         return None
     doc = records[0].value if len(records) == 1 else [r.value for r in records]
-    found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
+    if isinstance(records[0].value, zipped.Member):
+        found = "a zip archive of " + ", ".join(r.value.name for r in records[:6])
+    else:
+        found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
     return f"{reason} (found: {found})"
 
 

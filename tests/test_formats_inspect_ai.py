@@ -7,7 +7,6 @@ import io
 import shutil
 import zipfile
 
-import inspect_logs
 import pytest
 from packaging.specifiers import SpecifierSet
 
@@ -16,6 +15,7 @@ from ares_viewer import model
 from ares_viewer.analysis import ending, search
 from ares_viewer.formats import zipped
 from ares_viewer.formats.adapters import inspect_ai
+from testdata import inspect_logs
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import inspect_logs
 import page_text
 import pytest
+
+from testdata import inspect_logs
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Inspect AI logs written by ``inspect-ai`` itself, for the tests of the ``inspect_ai`` adapter.
+"""Inspect AI logs written by ``inspect-ai`` itself, for the tests of the ``inspect_ai`` adapter and its benchmark.
 
 One tiny task with Inspect's mock model (``mockllm/model``) answering by the sample's input, a shell-like tool
 defined here (it returns a string; no sandbox), a scorer with an explanation, a sample whose tool raises (the
@@ -79,9 +79,14 @@ def _answer(messages) -> ModelOutput:
     return ModelOutput.for_tool_call(MODEL, "shell", {"cmd": f"ls step{results}"})
 
 
-def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1) -> pathlib.Path:
-    """Run the task with Inspect, writing its log into ``folder`` in ``log_format`` (``eval`` or ``json``)."""
-    task = Task(dataset=[Sample(id=name, input=name, target="42") for name in SAMPLES],
+def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1, copies: int = 1) -> pathlib.Path:
+    """Run the task with Inspect, writing its log into ``folder`` in ``log_format`` (``eval`` or ``json``).
+
+    ``copies``: how many samples of each kind (ids ``solve``, ... for one; ``solve-0``, ``solve-1``, ... for more).
+    """
+    dataset = [Sample(id=name if copies == 1 else f"{name}-{n}", input=name, target="42")
+               for n in range(copies) for name in SAMPLES]
+    task = Task(dataset=dataset,
                 solver=[use_tools(shell()), generate()], scorer=contains_target(), message_limit=MESSAGE_LIMIT,
                 name="arith")
     logs = inspect_eval(task, model=get_model(MODEL, custom_outputs=_respond), log_dir=str(folder),

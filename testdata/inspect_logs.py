@@ -12,7 +12,15 @@ import pathlib
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
-from inspect_ai.model import ChatMessageTool, ModelOutput, ModelUsage, get_model
+from inspect_ai.model import (
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ContentReasoning,
+    ContentText,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer
 from inspect_ai.solver import TaskState, generate, use_tools
 from inspect_ai.tool import tool
@@ -74,8 +82,10 @@ def _answer(messages) -> ModelOutput:
         return ModelOutput.from_content(MODEL, "I think it is 41")
     if task == "crash":
         return ModelOutput.for_tool_call(MODEL, "shell", {"cmd": "boom"})
-    if task == "solve" and results:
-        return ModelOutput.from_content(MODEL, "The answer is 42")
+    if task == "solve" and results:  # with the model's reasoning, as a reasoning model answers
+        return ModelOutput.from_message(ChatMessageAssistant(
+            content=[ContentReasoning(reasoning="6 times 7 is 42"), ContentText(text="The answer is 42")],
+            model=MODEL, source="generate"))
     return ModelOutput.for_tool_call(MODEL, "shell", {"cmd": f"ls step{results}"})
 
 

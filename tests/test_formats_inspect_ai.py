@@ -60,6 +60,7 @@ def test_a_sample_reads_as_steps_with_its_tool_results_reward_and_why(logs, suff
     assert first.command == "ls step0" and first.tool_calls[0].name == "shell"
     assert first.output == "$ ls step0\nanswer.txt\nnotes.md"
     assert last.response == "The answer is 42" and last.reward == 1.0
+    assert last.reasoning == "6 times 7 is 42"
     # The exact input of the second model call: the task, the tool call and its result.
     assert [m.role for m in solved.context(2)] == ["user", "assistant", "tool"]
     assert solved.context(2)[0].content == "solve"

@@ -255,8 +255,9 @@ def _parts(content: Any) -> tuple[str, str]:
         if not isinstance(part, Mapping):
             continue
         if part.get("type") == "reasoning":
-            said = part.get("reasoning") or part.get("summary") or ""
-            reasoning.append("(redacted reasoning)" if part.get("redacted") and not said else str(said))
+            # Redacted reasoning holds the provider's encrypted blob: only its summary is readable.
+            said = part.get("summary") if part.get("redacted") else part.get("reasoning") or part.get("summary")
+            reasoning.append(str(said) if said else "(redacted reasoning)")
         elif part.get("type") == "text":
             text.append(str(part.get("text", "")))
         else:

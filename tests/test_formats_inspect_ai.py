@@ -152,6 +152,7 @@ def test_hostile_eval_logs_are_errors_of_their_own_file(logs, tmp_path, monkeypa
     (tmp_path / "many.eval").write_bytes(_zip(many, zipfile.ZIP_STORED))
     (tmp_path / "notzip.eval").write_bytes(b'{"not": "an inspect log"}')
     (tmp_path / "other.eval").write_bytes(_zip({"README.md": b"hello"}))
+    (tmp_path / "cut.eval").write_bytes(good.read_bytes()[:-30])  # as a log still being written may be
     run = ares_viewer.open_run(tmp_path)
     errors = {e.path: e.reason for e in run.errors}
     assert set(run.episodes["path"].str.rsplit("/", n=1).str[-1]) == {"good.eval"}
@@ -159,3 +160,6 @@ def test_hostile_eval_logs_are_errors_of_their_own_file(logs, tmp_path, monkeypa
     assert "3,001 members, more than 1,000" in errors[str(tmp_path / "many.eval")]
     assert "named like an Inspect log" in errors[str(tmp_path / "notzip.eval")]
     assert errors[str(tmp_path / "other.eval")].endswith("(found: a zip archive of README.md)")
+    assert "cut short" in errors[str(tmp_path / "cut.eval")]
+    cut = tmp_path / "cut.eval"
+    assert ares_viewer.formats.read_file(str(cut), cut.read_bytes()).record_errors[0].cut_short  # pending when live

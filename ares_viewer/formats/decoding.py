@@ -89,8 +89,9 @@ def _members(data: bytes) -> list[Record]:
     """A zip archive's members as records (``unit`` ``entry``), each decompressed only when read."""
     try:
         members = zipped.Archive(data, settings.MAX_FILE_MB.get() * 1024 * 1024).members()
-    except zipped.ArchiveError as exc:
-        raise jsondecode.DecodeError(str(exc)) from None
+    except zipped.ArchiveError as exc:  # a zip cut short may be a log still being written, as a JSON file may
+        kind = jsondecode.TRUNCATED if isinstance(exc, zipped.CutShortError) else jsondecode.INVALID
+        raise jsondecode.DecodeError(str(exc), kind=kind) from None
     if not members:
         raise jsondecode.DecodeError("an empty zip archive", kind=jsondecode.EMPTY)
     return [Record(member, number, "entry", ()) for number, member in enumerate(members, start=1)]

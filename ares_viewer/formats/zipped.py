@@ -35,6 +35,10 @@ class ArchiveError(ValueError):
     """The archive, or one member of it, cannot be read; the message says which and why."""
 
 
+class CutShortError(ArchiveError):
+    """The archive has no end record: it is cut short (or still being written)."""
+
+
 def is_zip(data: bytes) -> bool:
     """Whether the bytes start like a zip archive (a member, or the end record of an empty one)."""
     return data[:4] in (_MAGIC, _EMPTY_MAGIC)
@@ -44,7 +48,7 @@ def _declared(data: bytes) -> tuple[int, int]:
     """The member count and central directory size the end record declares (zip64's when it has one)."""
     at = data.rfind(zipfile.stringEndArchive, max(0, len(data) - zipfile.sizeEndCentDir - 0xFFFF))
     if at < 0 or len(data) < at + zipfile.sizeEndCentDir:
-        raise ArchiveError("not a readable zip archive: no end of central directory (cut short?)")
+        raise CutShortError("not a readable zip archive: no end of central directory (cut short?)")
     end = struct.unpack(zipfile.structEndArchive, data[at:at + zipfile.sizeEndCentDir])
     count, size = end[4], end[5]
     locator = at - zipfile.sizeEndCentDir64Locator

@@ -5,9 +5,9 @@ no sample decompressed) against Inspect's own ``read_eval_log_sample_summaries``
     python3 -m benchmarks.bench_inspect --samples 1000     # a quicker look
 
 The log is written by inspect-ai itself (``testdata.inspect_logs``: a mock model, a tool, a scorer). Prints the
-log's size, then seconds (best of three) for: ares-viewer's rows of the file (``formats.summarize_file``), opening the folder as a
-run (index built), Inspect's sample summaries, and reading every sample's episode (the cost the summaries avoid);
-and the ratios. Threshold: the rows take no longer than Inspect's own summaries.
+log's size, then seconds (best of three) for: ares-viewer's rows of the file (``formats.summarize_file``), opening
+the folder as a run (index built), Inspect's sample summaries, and reading every sample's episode (the cost the
+summaries avoid); and the ratios. Threshold: the rows take no longer than Inspect's own summaries.
 """
 
 from __future__ import annotations

@@ -83,6 +83,8 @@ def test_errors_and_limits_are_outcomes(logs, suffix):
     looped = _by_sample(run, suffix, "loop")
     assert looped.outcome is model.Outcome.TRUNCATED and looped.truncated
     assert looped.metadata["limit"]["type"] == "message"
+    assert ending.of(looped).explanation == ("truncated, reward 0: the message limit ended the episode before it "
+                                             "finished: Message limit exceeded. count: 7; limit: 6")
     # The last call's tool result, which the limit kept out of the conversation, is still its output.
     assert looped.actions[-1].output.startswith("$ ls step2")
 

@@ -10,13 +10,15 @@ the format is not frozen, so everything is read defensively and what is missing 
   number of actions) without decompressing any sample, unless a summary lacks them (logs before ``turn_count``).
 - A ``.json`` log is the whole ``EvalLog``: ``{version, status, eval, samples, ...}``.
 
-A sample maps so: each model call (a ``model`` event; without events, each assistant message) is a step. Its
+A sample maps so: each model call of the agent (a ``model`` event outside the scorers' span; without events, each
+assistant message) is a step. Its
 context is the event's ``input`` (``input_refs`` into ``events_data`` in newer logs; attachments resolved), its
 response the output's message (``reasoning`` content is the step's reasoning), its output the results of its tool
 calls (the ``tool`` events', else the ``tool`` messages). The first scorer's ``value`` is the reward, read as
 Inspect's ``value_to_float`` reads it (``C`` 1, ``P`` 0.5, ``I``/``N`` 0, yes/true 1, no/false 0, numbers as
-numbers; other values no reward); its explanation is ``metadata["evaluation"]["rationale"]`` (the "why"),
-every scorer's score is in ``metadata["scores"]``. ``error`` makes it errored, ``limit`` truncated.
+numbers, other text 0; a list or dict value no reward); its explanation is
+``metadata["evaluation"]["rationale"]`` (the "why"), every scorer's score is in ``metadata["scores"]``. ``error``
+makes it errored, ``limit`` truncated.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import shutil
 import zipfile
 
 import pytest
+from inspect_ai.scorer import value_to_float
 from packaging.specifiers import SpecifierSet
 
 import ares_viewer
@@ -36,6 +37,12 @@ def _by_sample(run, suffix: str, sample: str, epoch: int = 1) -> model.Episode:
 
 def test_the_installed_inspect_is_in_the_range_the_adapter_reads():
     assert importlib.metadata.version("inspect-ai") in SpecifierSet(inspect_ai.INSPECT_VERSIONS)
+
+
+@pytest.mark.parametrize("value", ["C", "I", "P", "N", "yes", "No", "TRUE", "false", "0.25", "7", "maybe", 3, 0.5,
+                                   True, False])
+def test_scores_read_as_inspect_reads_them(value):
+    assert inspect_ai.score_value(value) == value_to_float()(value)
 
 
 def test_a_folder_of_inspect_logs_lists_every_sample_and_epoch(logs):

@@ -91,6 +91,10 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
         return f"the episode failed before it was scored: {episode.error}" if episode.error else \
             "the episode failed before it was scored"
     if episode.truncated or episode.outcome is model.Outcome.TRUNCATED:
+        limit = meta.get("limit")  # which limit, when the file says (Inspect: type, limit, reason)
+        if isinstance(limit, Mapping) and limit.get("type"):
+            said = f": {limit['reason']}" if limit.get("reason") else ""
+            return f"the {limit['type']} limit ended the episode before it finished{said}"
         return "the step limit ended the episode before the agent submitted"
     if reward is None:
         return "nothing scored it"

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ares_viewer.analysis import linear_regex
 from ares_viewer.base import jsonbytes
-from ares_viewer.formats import decoding
+from ares_viewer.formats import decoding, zipped
 from ares_viewer.runs import sources
 
 if TYPE_CHECKING:
@@ -392,7 +392,8 @@ class Search:
             self.progress.errors.append(f"{path}: {exc}")
             return
         lines = self._candidate_lines(data) if decoding.is_json_lines(data) else None
-        if self.byte_test is not None and lines is None and not self._may_hold(data):
+        # A zip's bytes are compressed: they say nothing of what its members hold.
+        if self.byte_test is not None and lines is None and not zipped.is_zip(data) and not self._may_hold(data):
             return  # a whole document that cannot hold the query
         if lines is None:
             chunks: list[list[int] | None] = [None]

@@ -17,9 +17,9 @@ from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode
-from ares_viewer.formats import decoding, registry
+from ares_viewer.formats import decoding, registry, zipped
 from ares_viewer.formats import errors as read_errors
-from ares_viewer.formats.adapters import ares, atif, mini_swe_agent, ray_runner, tinker
+from ares_viewer.formats.adapters import ares, atif, inspect_ai, mini_swe_agent, ray_runner, tinker
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import EpisodeRow
 
@@ -29,8 +29,10 @@ registry.register(mini_swe_agent)
 registry.register(ray_runner)
 registry.register(tinker)
 registry.register(atif)
+registry.register(inspect_ai)
 
 _JSON_SUFFIXES = (".json",)
+_ZIP_SUFFIXES = (".eval",)  # Inspect AI logs
 # What reading a record of hostile content may raise besides an adapter's ValueError: a field of the wrong type
 # the adapter did not foresee, or nesting deep enough to exhaust the stack. Each is that record's error.
 _CONTENT_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError)
@@ -65,7 +67,7 @@ def _failed(kind: str, message: str) -> FileResult:
 
 def is_candidate(path: str) -> bool:
     """True for files that may hold episodes (judged by name; content decides)."""
-    return path.lower().endswith(_JSON_SUFFIXES + decoding.JSONL_SUFFIXES)
+    return path.lower().endswith(_JSON_SUFFIXES + decoding.JSONL_SUFFIXES + _ZIP_SUFFIXES)
 
 
 def _misnamed(path: str, records: list[decoding.Record]) -> str | None:
@@ -73,7 +75,10 @@ def _misnamed(path: str, records: list[decoding.Record]) -> str | None:
     if not reason:
         return None
     doc = records[0].value if len(records) == 1 else [r.value for r in records]
-    found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
+    if isinstance(records[0].value, zipped.Member):
+        found = "a zip archive of " + ", ".join(r.value.name for r in records[:6])
+    else:
+        found = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else f"a JSON {type(doc).__name__}"
     return f"{reason} (found: {found})"
 
 
@@ -112,7 +117,8 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
         if lines is not None and record.unit == "line" and record.number not in lines:
             continue  # read only to tell the format
         try:
-            if wanted is not None and adapter.episode_id(record.value, path, record.number) != wanted:
+            found = adapter.episode_id(record.value, path, record.number) if wanted is not None else None
+            if found is not None and found != wanted:  # None: the record holds several; parsing finds the one
                 continue
             if summaries:
                 for row in adapter.summarize(record.value, path, record.number):

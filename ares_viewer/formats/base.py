@@ -42,9 +42,9 @@ class Adapter(Protocol):
         such a file is then an error, not "something else"."""
         ...
 
-    def episode_id(self, doc: Any, path: str, record: int | None = None) -> str:
+    def episode_id(self, doc: Any, path: str, record: int | None = None) -> str | None:
         """The id ``parse`` would give, read cheaply, so a file of many records is parsed only where the wanted
-        episode is."""
+        episode is; None when the record holds several episodes (it is then parsed to find the wanted one)."""
         ...
 
     def summarize(self, doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:

@@ -1,7 +1,9 @@
-"""A file's bytes as decoded records: one JSON document, or one record per line or per top-level array item.
+"""A file's bytes as decoded records: one JSON document, one record per line or per top-level array item, or one
+per member of a zip archive.
 
-The content decides JSON vs JSON Lines (whatever the file is called); an unreadable line is an error of its
-own while every other line loads.
+The content decides JSON vs JSON Lines vs zip (whatever the file is called); an unreadable line is an error of its
+own while every other line loads. A zip archive's records are its members (``zipped.Member``), decompressed only
+when an adapter reads one.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from ares_viewer.base import jsondecode
+from ares_viewer.base import jsondecode, settings
+from ares_viewer.formats import zipped
 from ares_viewer.formats.errors import RecordError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -82,16 +85,31 @@ def _first_line_is_record(data: bytes) -> bool:
         return False
 
 
+def _members(data: bytes) -> list[Record]:
+    """A zip archive's members as records (``unit`` ``entry``), each decompressed only when read."""
+    try:
+        members = zipped.Archive(data, settings.MAX_FILE_MB.get() * 1024 * 1024).members()
+    except zipped.ArchiveError as exc:  # a zip cut short may be a log still being written, as a JSON file may
+        kind = jsondecode.TRUNCATED if isinstance(exc, zipped.CutShortError) else jsondecode.INVALID
+        raise jsondecode.DecodeError(str(exc), kind=kind) from None
+    if not members:
+        raise jsondecode.DecodeError("an empty zip archive", kind=jsondecode.EMPTY)
+    return [Record(member, number, "entry", ()) for number, member in enumerate(members, start=1)]
+
+
 def decode(path: str, data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[RecordError]]:
     """The file's records and its per-line decoding errors; the content decides JSON vs JSON Lines.
 
     The first line alone says which it is, so a large pretty-printed or truncated document is never
     decoded line by line. ``only``: of JSON Lines, decode just these (1-based) line numbers, plus the first
-    readable line (the caller reads the format from ``records[0]``); a whole document is decoded whole.
+    readable line (the caller reads the format from ``records[0]``); a whole document is decoded whole. A zip
+    archive gives one record per member, its value a ``zipped.Member`` read on demand.
 
     Raises:
         jsondecode.DecodeError: when nothing in the file is readable.
     """
+    if zipped.is_zip(data):
+        return _members(data), []
     if _first_line_is_record(data):
         return _lines(data, only)  # JSON Lines, also in a file named .json
     try:

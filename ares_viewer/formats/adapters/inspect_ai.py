@@ -1,0 +1,418 @@
+"""Inspect AI logs (``inspect eval``): ``.eval`` zip logs and ``.json`` logs, one episode per sample and epoch.
+
+Read as written by inspect-ai 0.3.x (tested with ``INSPECT_VERSIONS``, the range the ``test`` extra installs);
+the format is not frozen, so everything is read defensively and what is missing is left out, never guessed.
+
+- A ``.eval`` log is a zip: ``header.json`` (or, while running, ``_journal/start.json``) with the ``eval`` spec,
+  one ``samples/{id}_epoch_{n}.json`` per sample, and ``summaries.json`` (or ``_journal/summaries/*.json``) with
+  one ``EvalSampleSummary`` per sample. Its records are the zip's members (``zipped.Member``): a sample is
+  decompressed only when it is parsed, and the index's rows come from the summaries (``turn_count`` gives the
+  number of actions) without decompressing any sample, unless a summary lacks them (logs before ``turn_count``).
+- A ``.json`` log is the whole ``EvalLog``: ``{version, status, eval, samples, ...}``.
+
+A sample maps so: each model call of the agent (a ``model`` event outside the scorers' span; without events, each
+assistant message) is a step. Its
+context is the event's ``input`` (``input_refs`` into ``events_data`` in newer logs; attachments resolved), its
+response the output's message (``reasoning`` content is the step's reasoning), its output the results of its tool
+calls (the ``tool`` events', else the ``tool`` messages). The first scorer's ``value`` is the reward, read as
+Inspect's ``value_to_float`` reads it (``C`` 1, ``P`` 0.5, ``I``/``N`` 0, yes/true 1, no/false 0, numbers as
+numbers, other text 0; a list or dict value no reward); its explanation is
+``metadata["evaluation"]["rationale"]`` (the "why"), every scorer's score is in ``metadata["scores"]``. ``error``
+makes it errored, ``limit`` truncated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from ares_viewer import model
+from ares_viewer.base import locations
+from ares_viewer.formats import base, chat, zipped
+from ares_viewer.formats.adapters import atif
+from ares_viewer.model import EpisodeRow
+
+NAME = "inspect_ai"
+INSPECT_VERSIONS = ">=0.3.100,<0.4"
+"""The inspect-ai versions whose logs this adapter is tested with (the ``test`` extra installs one)."""
+_SAMPLES = "samples/"
+_HEADERS = ("header.json", "_journal/start.json")
+_SUMMARIES = "summaries.json"
+_JOURNAL_SUMMARIES = "_journal/summaries/"
+_ATTACHMENT = "attachment://"
+_VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
+
+
+def sniff(doc: Any) -> bool:
+    """A member of a zip holding Inspect's members, or a JSON log (``eval`` plus ``samples`` or ``version``)."""
+    if isinstance(doc, zipped.Member):
+        names = doc.archive.names()
+        return any(h in names for h in _HEADERS) and any(n.startswith(_SAMPLES) or n == _SUMMARIES for n in names)
+    return isinstance(doc, Mapping) and isinstance(doc.get("eval"), Mapping) and ("samples" in doc or "version" in doc)
+
+
+def misnamed(path: str) -> str | None:
+    """Why a ``.eval`` file that is no Inspect log is an error."""
+    if path.lower().endswith(".eval"):
+        return "named like an Inspect log (.eval) but not one: no zip with header.json and samples/"
+    return None
+
+
+def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
+    """None: the records (a zip's members) are the fast path already."""
+    return None
+
+
+def _json(member: zipped.Member) -> Any:
+    try:
+        return orjson.loads(member.read())
+    except orjson.JSONDecodeError as exc:
+        raise chat.FormatError(f"{member.name}: not readable JSON ({exc})") from None
+
+
+def _header(archive: zipped.Archive) -> Mapping[str, Any]:
+    def read() -> Mapping[str, Any]:
+        names = archive.names()
+        for name in _HEADERS:
+            if name in names:
+                found = _json(zipped.Member(archive, name, 0))
+                return found if isinstance(found, Mapping) else {}
+        return {}
+
+    return archive.memo((NAME, "header"), read)
+
+
+def _summaries(archive: zipped.Archive) -> dict[tuple[str, int], Mapping[str, Any]]:
+    """The sample summaries by (sample id, epoch): ``summaries.json``, else the journal's."""
+
+    def read() -> dict[tuple[str, int], Mapping[str, Any]]:
+        names = archive.names()
+        parts = [_SUMMARIES] if _SUMMARIES in names else sorted(
+            (n for n in names if n.startswith(_JOURNAL_SUMMARIES)), key=_journal_order)
+        found: dict[tuple[str, int], Mapping[str, Any]] = {}
+        for name in parts:
+            listed = _json(zipped.Member(archive, name, 0))
+            for summary in listed if isinstance(listed, list) else ():
+                if isinstance(summary, Mapping):
+                    found[(str(summary.get("id")), chat.integer(summary.get("epoch")) or 1)] = summary
+        return found
+
+    return archive.memo((NAME, "summaries"), read)
+
+
+def _journal_order(name: str) -> int:
+    """``_journal/summaries/{n}.json`` are written in the order of ``n``."""
+    stem = pathlib.PurePosixPath(name).stem
+    return int(stem) if stem.isdigit() else 0
+
+
+def _sample_key(name: str) -> tuple[str, int] | None:
+    """(sample id, epoch) of a ``samples/{id}_epoch_{n}.json`` member; None for other members."""
+    if not name.startswith(_SAMPLES) or not name.endswith(".json"):
+        return None
+    sample, _, epoch = name[len(_SAMPLES):-len(".json")].rpartition("_epoch_")
+    return (sample, int(epoch)) if sample and epoch.isdigit() else None
+
+
+def _key_id(path: str, sample: str, epoch: int) -> str:
+    return f"{locations.Location.of(path).name.rsplit('.', 1)[0]}/{sample}/epoch{epoch}"
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str | None:
+    """``{log file stem}/{sample id}/epoch{n}``; "" for a log member that is no sample; None for a JSON log
+    (several episodes: ``parse`` finds the one)."""
+    if isinstance(doc, zipped.Member):
+        key = _sample_key(doc.name)
+        return "" if key is None else _key_id(path, *key)
+    return None
+
+
+def score_value(value: Any) -> float | None:
+    """A score's value as a reward, as Inspect's ``value_to_float`` reads it; None for a list or a dict."""
+    if isinstance(value, bool | int | float):
+        return float(value)
+    if isinstance(value, str):
+        found = _VALUES.get(value, _VALUES.get(value.lower()))
+        if found is not None:
+            return found
+        try:
+            return float(value)
+        except ValueError:
+            return 0.0
+    return None
+
+
+def _eval(doc: Any) -> Mapping[str, Any]:
+    spec = doc.get("eval") if isinstance(doc, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _first_score(scores: Any) -> tuple[str, Mapping[str, Any]] | None:
+    if isinstance(scores, Mapping):
+        for name, score in scores.items():
+            if isinstance(score, Mapping):
+                return str(name), score
+    return None
+
+
+def _outcome(sample: Mapping[str, Any]) -> model.Outcome:
+    if sample.get("error"):
+        return model.Outcome.ERRORED
+    if sample.get("limit"):
+        return model.Outcome.TRUNCATED
+    return model.Outcome.COMPLETED
+
+
+def _usage_totals(usage: Any) -> tuple[int, int, float]:
+    prompt = generated = 0
+    cost = 0.0
+    for counts in usage.values() if isinstance(usage, Mapping) else ():
+        if isinstance(counts, Mapping):
+            prompt += chat.count(counts.get("input_tokens")) or 0
+            generated += chat.count(counts.get("output_tokens")) or 0
+            cost += chat.number(counts.get("total_cost"), "cost", []) or 0.0
+    return prompt, generated, cost
+
+
+def _error_text(error: Any) -> str | None:
+    if isinstance(error, Mapping):
+        error = error.get("message")
+    return model.describe_error(error) if error else None
+
+
+def _summary_row(summary: Mapping[str, Any], spec: Mapping[str, Any], path: str, key: tuple[str, int]) -> EpisodeRow:
+    start, end = atif.timestamp(summary.get("started_at")), atif.timestamp(summary.get("completed_at"))
+    prompt, generated, cost = _usage_totals(summary.get("model_usage"))
+    first = _first_score(summary.get("scores"))
+    outcome = _outcome(summary)
+    return EpisodeRow(
+        episode_id=_key_id(path, *key), task_name=f"{spec.get('task', '')}/{key[0]}", outcome=outcome.value,
+        total_reward=score_value(first[1].get("value")) if first else None,
+        num_actions=int(summary["turn_count"]), start_time=start, end_time=end,
+        duration_s=end - start if start is not None and end is not None else None, total_cost=cost,
+        prompt_tokens=prompt, generated_tokens=generated, truncated=outcome is model.Outcome.TRUNCATED,
+        error=_error_text(summary.get("error")), nonzero_returncodes=0, context_rewrites=0, path=path, format=NAME,
+        warnings=[])
+
+
+def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+    """A sample member's row from the log's sample summaries when they have it, else from parsing the sample."""
+    if isinstance(doc, zipped.Member):
+        key = _sample_key(doc.name)
+        if key is None:
+            return []
+        summary = _summaries(doc.archive).get(key)
+        if summary is not None and chat.integer(summary.get("turn_count")) is not None:
+            return [_summary_row(summary, _eval(_header(doc.archive)), path, key)]
+    return [EpisodeRow(**{**e.summary(), "warnings": list(e.warnings)}) for e in parse(doc, path, record)]
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """The episodes of one record: a sample member of a ``.eval`` log (none for its other members), or every
+    sample of a JSON log.
+
+    Raises:
+        FormatError: when the record cannot be a sample (or a JSON log's samples are not a list).
+    """
+    if isinstance(doc, zipped.Member):
+        key = _sample_key(doc.name)
+        if key is None:
+            return []
+        sample = _json(doc)
+        if not isinstance(sample, Mapping):
+            raise chat.FormatError(f"{doc.name}: a JSON {type(sample).__name__}, not a sample")
+        return [_sample_episode(sample, _eval(_header(doc.archive)), path, key)]
+    samples = doc.get("samples") or []
+    if not isinstance(samples, list):
+        raise chat.FormatError(f"'samples' is a {type(samples).__name__}, expected a list of samples")
+    return [_sample_episode(s, _eval(doc), path, (str(s.get("id")), chat.integer(s.get("epoch")) or 1))
+            for s in samples if isinstance(s, Mapping)]
+
+
+def _resolve(value: Any, attachments: Mapping[str, Any]) -> Any:
+    """``value`` with ``attachment://`` references replaced by the attachments' text."""
+    if isinstance(value, str):
+        if value.startswith(_ATTACHMENT):
+            found = attachments.get(value[len(_ATTACHMENT):])
+            return found if isinstance(found, str) else value
+        return value
+    if isinstance(value, list):
+        return [_resolve(v, attachments) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _resolve(v, attachments) for k, v in value.items()}
+    return value
+
+
+def _parts(content: Any) -> tuple[str, str]:
+    """A message's text and its reasoning."""
+    if not isinstance(content, list):
+        return chat.text(content), ""
+    text, reasoning = [], []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "reasoning":
+            # Redacted reasoning holds the provider's encrypted blob: only its summary is readable.
+            said = part.get("summary") if part.get("redacted") else part.get("reasoning") or part.get("summary")
+            reasoning.append(str(said) if said else "(redacted reasoning)")
+        elif part.get("type") == "text":
+            text.append(str(part.get("text", "")))
+        else:
+            text.append(f"[{part.get('type')}]")
+    return "".join(text), "\n\n".join(reasoning)
+
+
+def _message(raw: Any) -> dict[str, Any]:
+    """An Inspect ChatMessage as the OpenAI-style dict ``chat`` reads (its own id left out)."""
+    if not isinstance(raw, Mapping):
+        return {"role": "unknown", "content": chat.text(raw)}
+    text, _ = _parts(raw.get("content"))
+    error = raw.get("error")
+    if isinstance(error, Mapping) and error.get("message"):
+        text = f"{text}\n{error.get('type', 'error')}: {error['message']}".strip()
+    message: dict[str, Any] = {"role": str(raw.get("role", "unknown")), "content": text}
+    calls = [{"id": c.get("id"), "function": {"name": str(c.get("function", "")), "arguments": c.get("arguments")}}
+             for c in raw.get("tool_calls") or () if isinstance(c, Mapping)]
+    if calls:
+        message["tool_calls"] = calls
+    if raw.get("tool_call_id") is not None:
+        message["tool_call_id"] = raw["tool_call_id"]
+    if raw.get("function"):
+        message["name"] = raw["function"]
+    return message
+
+
+def _scoring(span: Any, spans: Mapping[Any, Mapping[str, Any]]) -> bool:
+    """Whether a span lies inside the scorers' span (a model-graded scorer's calls are not the agent's steps)."""
+    seen = set()
+    while span in spans and span not in seen:
+        seen.add(span)
+        if spans[span].get("type") in ("scorers", "scorer"):
+            return True
+        span = spans[span].get("parent_id")
+    return False
+
+
+def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any], Mapping[str, Any] | None]]:
+    """Each model call as (its input messages, its response message, its model event or None)."""
+    events = [e for e in sample.get("events") or () if isinstance(e, Mapping)]
+    spans = {e.get("id"): e for e in events if e.get("event") == "span_begin"}
+    events = [e for e in events if e.get("event") == "model" and not _scoring(e.get("span_id"), spans)]
+    pool = (sample.get("events_data") or {}).get("messages") if isinstance(sample.get("events_data"), Mapping) else []
+    pool = pool if isinstance(pool, list) else []
+    calls = []
+    for event in events:
+        given = event.get("input") or []
+        for start, end in event.get("input_refs") or ():
+            given = [*given, *pool[start:end]]
+        choices = (event.get("output") or {}).get("choices") if isinstance(event.get("output"), Mapping) else None
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            calls.append((given, choices[0].get("message") or {}, event))
+    if calls:
+        return calls
+    messages = sample.get("messages") or []
+    return [(messages[:n], m, None) for n, m in enumerate(messages)
+            if isinstance(m, Mapping) and m.get("role") == "assistant"]
+
+
+def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: str,
+                    key: tuple[str, int]) -> model.Episode:
+    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), Mapping) else {}
+    if attachments:
+        sample = _resolve(sample, attachments)
+    warnings: list[str] = []
+    tool_events = {e.get("id"): e for e in sample.get("events") or ()
+                   if isinstance(e, Mapping) and e.get("event") == "tool"}
+    tool_messages = {m.get("tool_call_id"): m for m in sample.get("messages") or ()
+                     if isinstance(m, Mapping) and m.get("role") == "tool"}
+    contexts = chat.ContextBuilder()
+    system_prompt = None
+    steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
+    calls = _calls(sample)
+    last: list[Any] = []
+    for n, (given, response, event) in enumerate(calls, start=1):
+        system, rest = chat.split_system([_message(m) for m in given])
+        system_prompt = system if system_prompt is None else system_prompt
+        contexts.add(rest)
+        last = [*rest, _message(response)]
+        said = _message(response)
+        _, reasoning = _parts(response.get("content"))
+        tools = chat.tool_calls(said.get("tool_calls"))
+        results, command_time, failure = [], 0.0, None
+        for call in tools:
+            tool = tool_events.get(call.call_id)
+            if tool is not None:
+                error = tool.get("error") if isinstance(tool.get("error"), Mapping) else None
+                results.append(chat.text(tool.get("result")) + (f"\n{error.get('message')}" if error else ""))
+                command_time += chat.number(tool.get("working_time"), "tool working_time", warnings) or 0.0
+                if error or tool.get("failed"):
+                    failure = "timed out" if error and error.get("type") == "timeout" else "exception"
+            elif call.call_id in tool_messages:
+                results.append(_message(tool_messages[call.call_id])["content"])
+        body = "\n".join(results) if results else None
+        result = chat.CommandResult(None, body, 0, body, False) if body is not None else None
+        output = event.get("output") if event and isinstance(event.get("output"), Mapping) else {}
+        usage = output.get("usage") if isinstance(output.get("usage"), Mapping) else {}
+        steps.append(model.Step(
+            index=n, kind=model.StepKind.LAST if n == len(calls) else model.StepKind.MID,
+            timestamp=atif.timestamp(event.get("timestamp")) if event else None,
+            usage=model.Usage(prompt_tokens=chat.count(usage.get("input_tokens")),
+                              generated_tokens=chat.count(usage.get("output_tokens")),
+                              cached_prompt_tokens=chat.count(usage.get("input_tokens_cache_read"))),
+            cost=chat.number(usage.get("total_cost"), f"model call {n}: total_cost", warnings),
+            model_time=chat.number(output.get("time"), f"model call {n}: time", warnings),
+            command_time=command_time if results else None,
+            reasoning=reasoning, failure=failure,
+            **base.step_fields(said["content"], tools, result, n - 1, contexts.links,
+                               extra={"stop_reason": (output.get("choices") or [{}])[0].get("stop_reason")}
+                               if output.get("choices") else None),
+        ))
+    final = [_message(m) for m in sample.get("messages") or ()]
+    _, final = chat.split_system(final)
+    if contexts.links and len(final) > len(last):
+        contexts.add(final)  # the conversation after the last call: the last step's observation
+    first = _first_score(sample.get("scores"))
+    reward = score_value(first[1].get("value")) if first else None
+    if reward is not None and len(steps) > 1:
+        steps[-1] = dataclasses.replace(steps[-1], reward=reward)
+    metadata = _metadata(sample, spec, key, first)
+    start, end = atif.timestamp(sample.get("started_at")), atif.timestamp(sample.get("completed_at"))
+    return base.episode(
+        NAME, path, episode_id=_key_id(path, *key), task_name=f"{spec.get('task', '')}/{key[0]}",
+        outcome=_outcome(sample), total_reward=reward, system_prompt=system_prompt, steps=steps,
+        messages=contexts.pool, links=contexts.links, metadata=metadata, warnings=warnings,
+        times=[t for t in (start, end) if t is not None] or None, start_time=start)
+
+
+def _metadata(sample: Mapping[str, Any], spec: Mapping[str, Any], key: tuple[str, int],
+              first: tuple[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "inspect": {"task": spec.get("task"), "task_id": spec.get("task_id"), "run_id": spec.get("run_id"),
+                    "eval_id": spec.get("eval_id"), "sample_id": key[0], "epoch": key[1], "uuid": sample.get("uuid")},
+        "model": spec.get("model"),
+        "input": sample.get("input") if isinstance(sample.get("input"), str) else json.dumps(sample.get("input")),
+        "target": sample.get("target"),
+        "scores": sample.get("scores"),
+        "model_usage": sample.get("model_usage"),
+        "total_time": sample.get("total_time"),
+        "working_time": sample.get("working_time"),
+    }
+    if sample.get("metadata"):
+        metadata["sample_metadata"] = sample["metadata"]
+    if first is not None:
+        name, score = first
+        metadata["evaluation"] = {"scorer": name, "value": score.get("value"), "answer": score.get("answer"),
+                                  "rationale": score.get("explanation"), "metadata": score.get("metadata")}
+    error = sample.get("error")
+    if error:
+        metadata["error"] = error.get("message") if isinstance(error, Mapping) else str(error)
+        if isinstance(error, Mapping) and error.get("traceback"):
+            metadata["traceback"] = error["traceback"]
+    if sample.get("limit"):
+        metadata["limit"] = sample["limit"]
+    return metadata

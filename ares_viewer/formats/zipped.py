@@ -1,0 +1,170 @@
+"""A zip archive's members read one at a time, in memory, with bounds: a hostile archive is an error, never a
+memory blowup.
+
+Python's ``zipfile`` reads the central directory (the member list); each member's bytes are then decompressed
+here from the archive's own bytes (stored, deflate, or zstd, which Inspect AI writes and ``zipfile`` reads only
+from Python 3.14), never extracted to disk. Before ``zipfile`` reads the directory, its size and member count
+as the archive's end record declares them are checked (``MAX_MEMBERS``, ``MAX_DIRECTORY_BYTES``); a member is
+decompressed only up to the size it declares and at most ``max_member_bytes``, and its CRC is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import zstandard
+
+# Members one archive may hold (an Inspect log of 200,000 samples holds about 200,000).
+MAX_MEMBERS = 1_000_000
+# Bytes of central directory read at most (about 130 bytes a member in an Inspect log).
+MAX_DIRECTORY_BYTES = 256 * 1024 * 1024
+_MAGIC = b"PK\x03\x04"
+_EMPTY_MAGIC = b"PK\x05\x06"
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zipfile.structFileHeader
+_STORED, _DEFLATED, _ZSTD = 0, 8, 93
+_CHUNK = 1024 * 1024
+
+
+class ArchiveError(ValueError):
+    """The archive, or one member of it, cannot be read; the message says which and why."""
+
+
+class CutShortError(ArchiveError):
+    """The archive has no end record: it is cut short (or still being written)."""
+
+
+def is_zip(data: bytes) -> bool:
+    """Whether the bytes start like a zip archive (a member, or the end record of an empty one)."""
+    return data[:4] in (_MAGIC, _EMPTY_MAGIC)
+
+
+def _declared(data: bytes) -> tuple[int, int]:
+    """The member count and central directory size the end record declares (zip64's when it has one)."""
+    at = data.rfind(zipfile.stringEndArchive, max(0, len(data) - zipfile.sizeEndCentDir - 0xFFFF))
+    if at < 0 or len(data) < at + zipfile.sizeEndCentDir:
+        raise CutShortError("not a readable zip archive: no end of central directory (cut short?)")
+    end = struct.unpack(zipfile.structEndArchive, data[at:at + zipfile.sizeEndCentDir])
+    count, size = end[4], end[5]
+    locator = at - zipfile.sizeEndCentDir64Locator
+    if locator >= 0 and data[locator:locator + 4] == zipfile.stringEndArchive64Locator:
+        offset = struct.unpack(zipfile.structEndArchive64Locator, data[locator:at])[2]
+        record = data[offset:offset + zipfile.sizeEndCentDir64]
+        if len(record) == zipfile.sizeEndCentDir64 and record[:4] == zipfile.stringEndArchive64:
+            fields = struct.unpack(zipfile.structEndArchive64, record)
+            count, size = fields[7], fields[8]
+    return count, size
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Member:
+    """One member of an ``Archive``: its name and size; ``read()`` decompresses it (bounded)."""
+
+    archive: Archive
+    name: str
+    size: int
+
+    def read(self) -> bytes:
+        return self.archive.read(self.name)
+
+
+class Archive:
+    """A zip archive held as bytes; members are decompressed one at a time, on demand, within bounds.
+
+    Args:
+        data: the archive's bytes.
+        max_member_bytes: the most one member may decompress to.
+
+    Raises:
+        ArchiveError: the archive is not a readable zip, or declares more members or a larger directory than
+            the bounds allow.
+    """
+
+    def __init__(self, data: bytes, max_member_bytes: int) -> None:
+        count, size = _declared(data)
+        if count > MAX_MEMBERS:
+            raise ArchiveError(f"the zip archive declares {count:,} members, more than {MAX_MEMBERS:,}")
+        if size > MAX_DIRECTORY_BYTES:
+            raise ArchiveError(f"the zip archive's member list is {size:,} bytes, more than {MAX_DIRECTORY_BYTES:,}")
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(data))
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError) as exc:
+            raise ArchiveError(f"not a readable zip archive: {exc}") from exc
+        infos = self._zip.infolist()
+        if len(infos) > MAX_MEMBERS:  # the end record under-declared them
+            raise ArchiveError(f"the zip archive holds {len(infos):,} members, more than {MAX_MEMBERS:,}")
+        self._data = memoryview(data)
+        self._infos = {info.filename: info for info in infos if not info.is_dir()}
+        self.max_member_bytes = max_member_bytes
+        self._memo: dict[Any, Any] = {}
+
+    def members(self) -> list[Member]:
+        """Every file member, in the archive's order."""
+        return [Member(self, name, info.file_size) for name, info in self._infos.items()]
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._infos)
+
+    def memo(self, key: Any, make: Callable[[], Any]) -> Any:
+        """``make()``, worked out once per archive (what every member's reader shares: a header, summaries)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    def read(self, name: str) -> bytes:
+        """One member's bytes, decompressed.
+
+        Raises:
+            ArchiveError: naming the member: missing, larger than allowed (declared or in fact), compressed in
+                a way this reader does not know, corrupt, or failing its CRC.
+        """
+        info = self._infos.get(name)
+        if info is None:
+            raise ArchiveError(f"the archive has no member {name!r}")
+        if info.file_size > self.max_member_bytes:
+            raise ArchiveError(f"member {name!r} is {info.file_size:,} bytes, more than {self.max_member_bytes:,}")
+        if info.flag_bits & 0x1:
+            raise ArchiveError(f"member {name!r} is encrypted")
+        header = bytes(self._data[info.header_offset:info.header_offset + _LOCAL_HEADER.size])
+        if len(header) < _LOCAL_HEADER.size or header[:4] != _MAGIC:
+            raise ArchiveError(f"member {name!r}: bad local header")
+        fields = _LOCAL_HEADER.unpack(header)
+        start = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+        raw = self._data[start:start + info.compress_size]
+        limit = info.file_size  # never more than it declares (at most max_member_bytes)
+        try:
+            data = _decompress(info.compress_type, raw, limit + 1)
+        except (zlib.error, zstandard.ZstdError) as exc:
+            raise ArchiveError(f"member {name!r} is corrupt: {exc}") from exc
+        if data is None:
+            raise ArchiveError(f"member {name!r} uses compression method {info.compress_type}, which is not read")
+        if len(data) != limit:
+            raise ArchiveError(f"member {name!r} decompresses to {'more' if len(data) > limit else 'fewer'} "
+                               f"bytes than the {limit:,} it declares")
+        if zlib.crc32(data) != info.CRC:
+            raise ArchiveError(f"member {name!r} fails its CRC check (corrupt)")
+        return data
+
+
+def _decompress(method: int, raw: memoryview, at_most: int) -> bytes | None:
+    """At most ``at_most`` bytes of a member's data (None for a method not read here)."""
+    if method == _STORED:
+        return bytes(raw[:at_most])
+    if method == _DEFLATED:
+        return zlib.decompressobj(-15).decompress(raw, at_most)
+    if method == _ZSTD:
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        chunks, total = [], 0
+        while total < at_most:
+            chunk = reader.read(min(_CHUNK, at_most - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    return None

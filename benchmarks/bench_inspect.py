@@ -1,0 +1,63 @@
+"""Listing an Inspect AI ``.eval`` log of many samples: ares-viewer's index rows (from the log's sample summaries,
+no sample decompressed) against Inspect's own ``read_eval_log_sample_summaries``, and against parsing every sample.
+
+    python3 -m benchmarks.bench_inspect                    # 10,000 samples (writing the log takes ~5 minutes)
+    python3 -m benchmarks.bench_inspect --samples 1000     # a quicker look
+
+The log is written by inspect-ai itself (``testdata.inspect_logs``: a mock model, a tool, a scorer). Prints the
+log's size, then seconds (best of three) for: ares-viewer's rows of the file (``formats.summarize_file``), opening
+the folder as a run (index built), Inspect's sample summaries, and reading every sample's episode (the cost the
+summaries avoid); and the ratios. Threshold: the rows take no longer than Inspect's own summaries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import tempfile
+import time
+
+from inspect_ai.log import read_eval_log_sample_summaries
+
+import ares_viewer
+from ares_viewer import formats
+from testdata import inspect_logs
+
+
+def timed(action, repeat: int = 3) -> tuple[float, object]:
+    """The best of ``repeat`` runs' seconds (the first pays for imports and warm-up), and the result."""
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = action()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=10_000)
+    args = parser.parse_args()
+    copies = max(1, args.samples // len(inspect_logs.SAMPLES))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = pathlib.Path(tmp) / "logs"
+        print(f"writing an .eval log of {copies * len(inspect_logs.SAMPLES):,} samples with inspect-ai ...")
+        path = inspect_logs.write_logs(folder, "eval", copies=copies)
+        print(f"log: {path.stat().st_size / 1e6:.1f} MB")
+        rows_s, result = timed(lambda: formats.summarize_file(str(path), path.read_bytes()))
+        print(f"ares-viewer rows (summaries):       {rows_s:7.3f} s  {len(result.rows):,} rows")
+        run_s, run = timed(lambda: ares_viewer.open_run(folder, use_cache=False))
+        print(f"open_run (index built):             {run_s:7.3f} s  {len(run.episode_ids):,} episodes")
+        inspect_s, summaries = timed(lambda: read_eval_log_sample_summaries(str(path)))
+        print(f"inspect read_eval_log_sample_summaries: {inspect_s:7.3f} s  {len(summaries):,} summaries")
+        parse_s, parsed = timed(lambda: formats.read_file(str(path), path.read_bytes()))
+        print(f"every sample parsed (read_file):    {parse_s:7.3f} s  {len(parsed.episodes):,} episodes")
+        print(f"rows / inspect's summaries: {rows_s / inspect_s:.2f}x; rows / parsing every sample: "
+              f"{rows_s / parse_s:.3f}x")
+        ok = rows_s <= inspect_s
+        print("PASS" if ok else "FAIL", "rows no slower than Inspect's own summaries")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

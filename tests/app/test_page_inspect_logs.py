@@ -1,0 +1,42 @@
+"""A folder of Inspect AI logs (written by inspect-ai itself) on the overview and the Episode page."""
+
+from __future__ import annotations
+
+import page_text
+import pytest
+
+from testdata import inspect_logs
+
+
+@pytest.fixture(scope="module")
+def inspect_folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    inspect_logs.write_logs(root / "inspect", "eval")
+    return root
+
+
+@pytest.fixture
+def runs(inspect_folder, monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(inspect_folder))
+
+
+def test_overview_lists_the_samples_of_an_inspect_log(runs, app):
+    at = app(run="inspect")
+    assert not at.exception
+    table = at.dataframe(key="overview.table").value
+    assert set(table["format"]) == {"inspect_ai"}
+    assert sorted(table["task_name"]) == sorted(f"arith/{name}" for name in inspect_logs.SAMPLES)
+    assert not any("could not be read" in e.label for e in at.expander)
+
+
+def test_episode_page_shows_a_samples_steps_reward_and_explanation(runs, app):
+    at = app(run="inspect")
+    table = at.dataframe(key="overview.table").value
+    solved = table.loc[table["task_name"] == "arith/solve", "episode_id"].iloc[0]
+    at = app("episode", run="inspect", episode=solved, step="1")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "ls step0" in shown  # the tool call's command
+    assert "answer.txt" in shown  # its result
+    assert "the answer contains the target '42'" in shown  # the scorer's explanation, the why of the reward
+    assert ":green-badge[solved]" in shown  # reward 1.0 from the score C

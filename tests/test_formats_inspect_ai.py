@@ -1,0 +1,174 @@
+"""Inspect AI logs, written by inspect-ai itself (``inspect_logs``), read as runs: one episode per sample and epoch."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import io
+import shutil
+import zipfile
+
+import pytest
+from inspect_ai.scorer import value_to_float
+from packaging.specifiers import SpecifierSet
+
+import ares_viewer
+from ares_viewer import model
+from ares_viewer.analysis import ending, search
+from ares_viewer.formats import zipped
+from ares_viewer.formats.adapters import inspect_ai
+from testdata import inspect_logs
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    """A folder with one ``.eval`` log (two epochs) and one ``.json`` log of the same task."""
+    folder = tmp_path_factory.mktemp("inspect")
+    inspect_logs.write_logs(folder, "eval", epochs=2)
+    inspect_logs.write_logs(folder, "json")
+    return folder
+
+
+def _by_sample(run, suffix: str, sample: str, epoch: int = 1) -> model.Episode:
+    ids = [i for i in run.episode_ids if i.endswith(f"/{sample}/epoch{epoch}") and run.episodes.set_index(
+        "episode_id").loc[i, "path"].endswith(suffix)]
+    assert len(ids) == 1, ids
+    return run.episode(ids[0])
+
+
+def test_the_installed_inspect_is_in_the_range_the_adapter_reads():
+    assert importlib.metadata.version("inspect-ai") in SpecifierSet(inspect_ai.INSPECT_VERSIONS)
+
+
+@pytest.mark.parametrize("value", ["C", "I", "P", "N", "yes", "No", "TRUE", "false", "0.25", "7", "maybe", 3, 0.5,
+                                   True, False])
+def test_scores_read_as_inspect_reads_them(value):
+    assert inspect_ai.score_value(value) == value_to_float()(value)
+
+
+def test_a_folder_of_inspect_logs_lists_every_sample_and_epoch(logs):
+    run = ares_viewer.open_run(logs)
+    assert run.errors == []
+    rows = run.episodes
+    assert set(rows["format"]) == {"inspect_ai"}
+    assert len(rows) == 3 * len(inspect_logs.SAMPLES)  # two epochs in the .eval log, one in the .json log
+    by_task = rows.groupby("task_name")["outcome"].agg(set).to_dict()
+    assert by_task == {"arith/solve": {"completed"}, "arith/wrong": {"completed"}, "arith/crash": {"errored"},
+                       "arith/loop": {"truncated"}}
+    rewards = rows.groupby("task_name")["total_reward"].max().to_dict()
+    assert rewards["arith/solve"] == 1.0 and rewards["arith/wrong"] == 0.0
+
+
+@pytest.mark.parametrize("suffix", [".eval", ".json"])
+def test_a_sample_reads_as_steps_with_its_tool_results_reward_and_why(logs, suffix):
+    run = ares_viewer.open_run(logs)
+    solved = _by_sample(run, suffix, "solve")
+    assert solved.outcome is model.Outcome.COMPLETED and solved.total_reward == 1.0
+    first, last = solved.actions
+    assert first.command == "ls step0" and first.tool_calls[0].name == "shell"
+    assert first.output == "$ ls step0\nanswer.txt\nnotes.md"
+    assert last.response == "The answer is 42" and last.reward == 1.0
+    assert last.reasoning == "6 times 7 is 42"
+    # The exact input of the second model call: the task, the tool call and its result.
+    assert [m.role for m in solved.context(2)] == ["user", "assistant", "tool"]
+    assert solved.context(2)[0].content == "solve"
+    assert solved.prompt_tokens == 40 and solved.generated_tokens == 14
+    assert solved.metadata["evaluation"]["rationale"] == "the answer contains the target '42'"
+    assert solved.metadata["evaluation"]["metadata"] == {"target": "42", "grader": "GRADE: noted"}
+    assert "the answer contains the target '42'" in ending.of(solved).explanation
+    wrong = _by_sample(run, suffix, "wrong")
+    assert wrong.total_reward == 0.0
+    assert ending.of(wrong).explanation == "completed, reward 0: the answer lacks the target '42'"
+
+
+@pytest.mark.parametrize("suffix", [".eval", ".json"])
+def test_errors_and_limits_are_outcomes(logs, suffix):
+    run = ares_viewer.open_run(logs)
+    crashed = _by_sample(run, suffix, "crash")
+    assert crashed.outcome is model.Outcome.ERRORED and crashed.total_reward is None
+    assert "the tool exploded" in crashed.error
+    assert crashed.actions[0].command == "boom" and crashed.actions[0].failure == "exception"
+    looped = _by_sample(run, suffix, "loop")
+    assert looped.outcome is model.Outcome.TRUNCATED and looped.truncated
+    assert looped.metadata["limit"]["type"] == "message"
+    assert ending.of(looped).explanation == ("truncated, reward 0: the message limit ended the episode before it "
+                                             "finished: Message limit exceeded. count: 7; limit: 6")
+    # The last call's tool result, which the limit kept out of the conversation, is still its output.
+    assert looped.actions[-1].output.startswith("$ ls step2")
+
+
+def test_search_finds_text_inside_an_eval_log(logs):
+    run = ares_viewer.open_run(logs)
+    hits = list(search.hits(run, "ls step2", fields=["command"]))
+    assert {hit.episode_id.rsplit("/", 2)[-2] for hit in hits} == {"loop"}
+    assert any(run.episodes.set_index("episode_id").loc[hit.episode_id, "path"].endswith(".eval") for hit in hits)
+
+
+def test_index_rows_agree_with_the_parsed_samples(logs):
+    run = ares_viewer.open_run(logs)
+    columns = ["task_name", "outcome", "total_reward", "num_actions", "error", "start_time", "end_time"]
+    for row in run.episodes.itertuples():
+        summary = run.episode(row.episode_id).summary()
+        for column in columns:
+            listed, parsed = getattr(row, column), summary[column]
+            assert listed == parsed or (listed != listed and parsed is None), (row.episode_id, column)
+        # The agent's steps' tokens, and in a .eval log's rows the sample's whole usage: the grader's call too.
+        grader = 1 if row.path.endswith(".eval") and row.outcome != "errored" else 0  # errors are not scored
+        assert row.prompt_tokens == summary["prompt_tokens"] + grader * 10
+        assert row.generated_tokens == summary["generated_tokens"] + grader * 7
+
+
+def test_eval_rows_come_from_the_summaries_without_decompressing_samples(logs, monkeypatch):
+    path = next(logs.glob("*.eval"))
+    read = []
+    original = zipped.Archive.read
+    monkeypatch.setattr(zipped.Archive, "read", lambda self, name: read.append(name) or original(self, name))
+    result = ares_viewer.formats.summarize_file(str(path), path.read_bytes())
+    assert len(result.rows) == 2 * len(inspect_logs.SAMPLES) and result.errors == ()
+    assert not [name for name in read if name.startswith("samples/")]
+
+
+def _zip(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _lie_about_size(data: bytes, name: str, size: int) -> bytes:
+    """The archive with member ``name`` declaring ``size`` uncompressed bytes (central and local headers)."""
+    info = zipfile.ZipFile(io.BytesIO(data)).getinfo(name)
+    out = bytearray(data)
+    out[info.header_offset + 22:info.header_offset + 26] = size.to_bytes(4, "little")
+    central = out.find(b"PK\x01\x02", info.header_offset + 30 + info.compress_size)
+    while central >= 0:
+        name_len = int.from_bytes(out[central + 28:central + 30], "little")
+        if out[central + 46:central + 46 + name_len] == name.encode():
+            out[central + 24:central + 28] = size.to_bytes(4, "little")
+            break
+        central = out.find(b"PK\x01\x02", central + 1)
+    return bytes(out)
+
+
+def test_hostile_eval_logs_are_errors_of_their_own_file(logs, tmp_path, monkeypatch):
+    good = next(logs.glob("*.eval"))
+    shutil.copy(good, tmp_path / "good.eval")
+    header = b'{"eval": {"task": "bomb"}}'
+    bomb = _zip({"header.json": header, "samples/x_epoch_1.json": b"{" + b" " * 20_000_000 + b"}"})
+    (tmp_path / "bomb.eval").write_bytes(_lie_about_size(bomb, "samples/x_epoch_1.json", 100))
+    monkeypatch.setattr(zipped, "MAX_MEMBERS", 1000)
+    many = {"header.json": header, **{f"samples/{n}_epoch_1.json": b"{}" for n in range(3000)}}
+    (tmp_path / "many.eval").write_bytes(_zip(many, zipfile.ZIP_STORED))
+    (tmp_path / "notzip.eval").write_bytes(b'{"not": "an inspect log"}')
+    (tmp_path / "other.eval").write_bytes(_zip({"README.md": b"hello"}))
+    (tmp_path / "cut.eval").write_bytes(good.read_bytes()[:-30])  # as a log still being written may be
+    run = ares_viewer.open_run(tmp_path)
+    errors = {e.path: e.reason for e in run.errors}
+    assert set(run.episodes["path"].str.rsplit("/", n=1).str[-1]) == {"good.eval"}
+    assert "decompresses to more bytes than the 100 it declares" in errors[str(tmp_path / "bomb.eval")]
+    assert "3,001 members, more than 1,000" in errors[str(tmp_path / "many.eval")]
+    assert "named like an Inspect log" in errors[str(tmp_path / "notzip.eval")]
+    assert errors[str(tmp_path / "other.eval")].endswith("(found: a zip archive of README.md)")
+    assert "cut short" in errors[str(tmp_path / "cut.eval")]
+    cut = tmp_path / "cut.eval"
+    assert ares_viewer.formats.read_file(str(cut), cut.read_bytes()).record_errors[0].cut_short  # pending when live

@@ -33,6 +33,8 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from ares_viewer.activations import tokenizer
 
 if TYPE_CHECKING:
@@ -87,10 +89,31 @@ class PromptTokens:
             return list(self.texts)
         return [str(i) for i in self.ids or []]
 
+    def frame(self) -> pd.DataFrame:
+        """One row per token: ``position``, ``token_id`` (None when unrecorded), ``token`` (text, else None) and
+        ``message`` (the index of the context message beginning at that token, else None; ``partial`` on the row
+        of a message whose beginning was clipped)."""
+        n = self.seen_tokens
+        begins: dict[int, int] = {}
+        partial: set[int] = set()
+        for start in self.message_starts or ():
+            begins.setdefault(start.position, start.message)
+            if start.partial:
+                partial.add(start.position)
+        return pd.DataFrame({
+            "position": range(n),
+            "token_id": pd.array(self.ids if self.ids is not None else [None] * n, dtype="Int64"),
+            "token": self.texts if self.texts is not None else [None] * n,
+            "message": pd.array([begins.get(p) for p in range(n)], dtype="Int64"),
+            "partial": [p in partial for p in range(n)],
+        })
+
     def boundaries(self) -> str:
         """A sentence on the message starts: how many were found, or why none could be."""
-        if self.message_starts is None:
+        if self.message_starts is None and self.texts is None:
             return "Message boundaries cannot be found: the prompt's tokens have no text (no tokenizer, no text)."
+        if self.message_starts is None:
+            return "Message boundaries are not marked: the step's context is not known."
         if not self.message_starts:
             return "No message of the step's context was found in the prompt's text: boundaries are not marked."
         found = f"{len(self.message_starts)} message start(s) found in the prompt's text"

@@ -13,10 +13,11 @@ Their text: decoded with the capture's tokenizer when one loads offline (``token
 **Clipping.** ARES's ``HookedTransformerLLMClient`` cuts the prompt from the left to the model's context window
 minus the generation budget (``n_ctx - max_new_tokens``), silently. A call's prompt is:
 
-- *clipped* when its text lacks the beginning of the step's context's first message and holds a later message
-  with too little text before it to hold the messages before it (the start was cut), or, when the text cannot
-  tell, when its length is the limit the capture records (``n_ctx`` / ``context_window`` minus
-  ``max_new_tokens`` / ``max_output_tokens``, per step or at the top of ``metadata.json``);
+- *clipped* when its text lacks the beginning of the step's context's first message and either begins inside
+  a message's text or holds a later message with too little text before it to hold the messages before it
+  (the start was cut), or, when the text cannot tell, when its length is the limit the capture records
+  (``n_ctx`` / ``context_window`` minus ``max_new_tokens`` / ``max_output_tokens``, per step or at the top of
+  ``metadata.json``);
 - *not clipped* when its text holds the beginning of the context's first message, or when it is shorter than
   the recorded limit;
 - *unknown* otherwise (``clipped is None``): nothing is claimed without evidence.
@@ -203,8 +204,8 @@ def _verdict(n: int, limit: int | None, window: tuple[int, str] | None, budget: 
     at = (f"its {n} tokens are the recorded limit, {window[1]} {window[0]} minus {budget[1]} {budget[0]}"
           if limit is not None and window and budget else "")
     if head_found is False and later_found:
-        return True, ("the prompt's text lacks the beginning of the context's first message, and too little text "
-                      "comes before a later message to hold the ones before it: its start was cut"
+        return True, ("the prompt's text lacks the beginning of the context's first message and begins inside a "
+                      "message, or holds too little text before a later one: its start was cut"
                       ) + (f"; {at}" if at and limit is not None and n >= limit else "")
     if head_found:
         return False, "the prompt's text holds the beginning of the context's first message"
@@ -257,14 +258,14 @@ def _locate(texts: Sequence[str], messages: Sequence[str]
             unlocated += bool(starts)
             continue
         if not starts and not first_found and order > 0:
-            # Too little text before this message to hold the ones before it: their beginning was cut. The
-            # prompt's start (past a possibly partial first token) inside the message before marks it partial.
-            earlier = sum(len(_normal(messages[i])) for i in range(index))
-            cut_inside = at < earlier
+            # The prompt begins inside the message before (its beginning cut, the message partial), or there is
+            # too little text before this message to hold the ones before it: the start was cut either way.
             before = _normal(messages[heads[order - 1][0]])
-            skip = len(texts[0]) if texts else 0
+            skip = owner.index(1) if 1 in owner else len(normal)  # past the first token, perhaps a partial one
             probe = normal[skip:skip + 24].strip()
-            if cut_inside and at > 0 and probe and before.find(probe) > 0:
+            inside = at > 0 and len(probe) >= 8 and before.find(probe) > 0
+            cut_inside = inside or at < sum(len(_normal(messages[i])) for i in range(index))
+            if inside:
                 starts.append(MessageStart(heads[order - 1][0], 0, partial=True))
         starts.append(MessageStart(index, owner[at]))
         cursor = at + len(head)

@@ -181,7 +181,7 @@ def prompt_change(episode: model.Episode, k: int, change: model.ContextChange, k
     st.markdown("#### Prompt: new since the previous call")
     clipped = activations_panel.clipped_prompt(episode, k)
     note = ("" if clipped is None else
-            f", but the capture shows the prompt was clipped to its last {clipped.seen_tokens:,} tokens")
+            f", but the capture shows the prompt was clipped to {clipped.kept()}")
     st.caption(f"{change.summary()} (matched by content) · the model saw {step.context_len} message(s) in all{note}",
                help=None if clipped is None else f"From the episode's activation capture: {clipped.evidence}.")
     if not change.extends:

@@ -150,8 +150,10 @@ def test_the_token_view_shows_the_recorded_response_tokens(recorded):
 
 
 def test_every_real_call_ran_on_a_clipped_prompt_and_the_viewer_says_so(recorded):
-    """ARES's client cuts each prompt from the left to n_ctx - max_new_tokens tokens; the recorder notes both and
-    the tokenizer's folder, so the prompt decodes offline and its clipping shows, with the messages still found."""
+    """ARES's client truncates each prompt to n_ctx - max_new_tokens tokens; the recorder notes both and the
+    tokenizer's folder, so the prompt decodes offline and its clipping shows. TransformerLens reloads the tokenizer
+    (its truncation side back to the default, the right): the end is cut, and the model never saw the messages
+    after the task's, its own earlier answers and their outputs included."""
     for episode_id in ("kv-episode", "full-episode"):
         linked = _linked(recorded, episode_id)
         for step in linked.steps():
@@ -164,8 +166,9 @@ def test_every_real_call_ran_on_a_clipped_prompt_and_the_viewer_says_so(recorded
             assert found.text_source.startswith(f"the tokenizer at {meta['tokenizer']}")
             assert found.texts == meta["tokens"][: meta["prompt_length"]]
             assert found.seen_tokens == meta["prompt_length"] == N_CTX - MAX_NEW_TOKENS
-            assert found.clipped is True and "start was cut" in found.evidence
-            assert found.message_starts and found.message_starts[-1].message == len(contents) - 1
+            assert found.clipped is True and found.cut == "end" and "its end was cut" in found.evidence
+            assert found.kept() == f"its first {N_CTX - MAX_NEW_TOKENS} tokens"
+            assert [s.message for s in found.message_starts] == [0] and found.unseen == len(contents) - 1
 
 
 def test_views_of_a_real_capture_linked_to_its_episode(recorded):

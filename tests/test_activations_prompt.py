@@ -117,3 +117,18 @@ def test_the_attention_view_labels_positions_with_the_decoded_ids(torch, tmp_pat
     (folder / "metadata.json").write_text(json.dumps(meta))
     labels = views.head_attention(activations.Capture(folder), 1, 0, 0)["token"].tolist()
     assert labels[0] == "<|system|>" and "".join(labels[1:]).startswith("You are a careful")
+
+
+def test_a_prompt_cut_at_the_end_says_which_messages_were_never_seen(tmp_path, tokenizer_dir):
+    """Right truncation (a tokenizer's default side): the prompt ends inside the second message."""
+    ids = fixtures.chat_ids(tokenizer_dir, MESSAGES)
+    whole = prompt.of_capture(_capture(tmp_path / "w", {"prompt_token_ids": ids}, tokenizer=str(tokenizer_dir)), 0,
+                              CONTENTS)
+    second = whole.message_starts[1].position
+    cut = ids[: second + 8]
+    capture = _capture(tmp_path / "c", {"prompt_token_ids": cut}, tokenizer=str(tokenizer_dir))
+    found = prompt.of_capture(capture, 0, CONTENTS)
+    assert found.clipped is True and found.cut == "end" and found.kept() == f"its first {len(cut)} tokens"
+    assert "ends inside message 2 of the context" in found.evidence and found.unseen == 2
+    assert [s.message for s in found.message_starts] == [0, 1]
+    assert found.boundaries().endswith("the last 2 message(s) were cut off")

@@ -22,9 +22,10 @@ minus the generation budget (``n_ctx - max_new_tokens``), silently. A call's pro
   the recorded limit;
 - *unknown* otherwise (``clipped is None``): nothing is claimed without evidence.
 
-**Message starts** (best effort): each message's first characters are looked for in the prompt's text, in order;
-the token holding that character is where the message begins. A message cut by the clipping begins before the
-first token (``partial``); messages whose text is not found are counted in ``unlocated``.
+**Message starts** (best effort): each message's first characters (whitespace collapsed, non-ASCII characters
+left out) are looked for in the prompt's text, in order; the token holding that character is where the message
+begins. A message cut by the clipping begins before the first token (``partial``); messages whose text is not
+found are counted in ``unlocated``.
 """
 
 from __future__ import annotations
@@ -66,11 +67,14 @@ class PromptTokens:
         key: where the tokens were read, e.g. ``step_metadata[2].token_ids[:prompt_length]``.
         text_source: where ``texts`` came from (``the tokenizer at …`` or ``step_metadata[2].tokens``), or None.
         clipped: True, False, or None when the capture cannot tell (see the module's rule).
+        cut: which part the clipping removed when the text shows it: ``"start"``, ``"end"``, ``"start and end"``;
+            None when not clipped or when only the length tells.
         evidence: the sentence saying why ``clipped`` is what it is.
         seen_tokens: how many tokens of the context the model saw (the prompt's length).
         limit: the most tokens the client passes on (window minus budget), when recorded.
         message_starts: where each located message begins, in order; None when there was no text to look in.
-        unlocated: how many messages of the context (after the first located one) were not found.
+        unlocated: how many messages between the first and the last located ones were not found.
+        unseen: how many messages at the end of the context the model never saw (its end cut).
     """
 
     ids: list[int] | None
@@ -83,6 +87,13 @@ class PromptTokens:
     limit: int | None = None
     message_starts: tuple[MessageStart, ...] | None = None
     unlocated: int = 0
+    cut: str | None = None
+    unseen: int = 0
+
+    def kept(self) -> str:
+        """``"its last 506 tokens"`` (start cut), ``"its first 506 tokens"`` (end cut) or ``"506 tokens"``."""
+        side = {"start": "its last ", "end": "its first "}.get(self.cut or "", "")
+        return f"{side}{self.seen_tokens:,} tokens"
 
     def labels(self) -> list[str]:
         """One label per token: its text, else its id."""
@@ -118,7 +129,8 @@ class PromptTokens:
         if not self.message_starts:
             return "No message of the step's context was found in the prompt's text: boundaries are not marked."
         found = f"{len(self.message_starts)} message start(s) found in the prompt's text"
-        return found + (f"; {self.unlocated} later message(s) not found" if self.unlocated else "")
+        found += f"; {self.unlocated} message(s) between them not found" if self.unlocated else ""
+        return found + (f"; the last {self.unseen} message(s) were cut off" if self.unseen else "")
 
 
 def _int(value: Any) -> int | None:
@@ -192,44 +204,67 @@ def prompt_tokens(meta: Mapping[str, Any], step: int, *, top: Mapping[str, Any] 
     window = _first_int(WINDOW_KEYS, meta, top or {})
     budget = _first_int(BUDGET_KEYS, meta, top or {})
     limit = window[0] - budget[0] if window and budget else None
-    starts, unlocated, head_found, later_found = None, 0, None, False  # later_found: begins inside a later message
-    if texts is not None and messages:
-        starts, unlocated, head_found, later_found = _locate(texts, messages)
-    clipped, evidence = _verdict(n, limit, window, budget, head_found, later_found, bool(messages))
-    return PromptTokens(ids, texts, key, source, clipped, evidence, n, limit, starts, unlocated)
+    where = _locate(texts, messages) if texts is not None and messages else None
+    clipped, cut, evidence = _verdict(n, limit, window, budget, where, bool(messages))
+    if where is None:
+        return PromptTokens(ids, texts, key, source, clipped, evidence, n, limit, cut=cut)
+    return PromptTokens(ids, texts, key, source, clipped, evidence, n, limit, where.starts, where.unlocated, cut,
+                        where.unseen)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Located:
+    starts: tuple[MessageStart, ...]
+    unlocated: int = 0
+    unseen: int = 0
+    head: bool | None = None  # the first message's beginning is in the text (None: the context has no text)
+    start_cut: bool = False  # the text begins inside a message, or too little text precedes a later one
+    end_cut: bool = False  # the text ends inside a message
+    tail: bool = False  # the last message's end is in the text
 
 
 def _verdict(n: int, limit: int | None, window: tuple[int, str] | None, budget: tuple[int, str] | None,
-             head_found: bool | None, later_found: bool, have_messages: bool) -> tuple[bool | None, str]:
-    at = (f"its {n} tokens are the recorded limit, {window[1]} {window[0]} minus {budget[1]} {budget[0]}"
-          if limit is not None and window and budget else "")
-    if head_found is False and later_found:
-        return True, ("the prompt's text lacks the beginning of the context's first message and begins inside a "
-                      "message, or holds too little text before a later one: its start was cut"
-                      ) + (f"; {at}" if at and limit is not None and n >= limit else "")
-    if head_found:
-        return False, "the prompt's text holds the beginning of the context's first message"
-    if limit is not None and n >= limit:
-        return True, f"{at}: the client cuts longer prompts from the left"
+             where: _Located | None, have_messages: bool) -> tuple[bool | None, str | None, str]:
+    at_limit = limit is not None and n >= limit and window is not None and budget is not None
+    at = f"its {n} tokens are the recorded limit, {window[1]} {window[0]} minus {budget[1]} {budget[0]}" \
+        if at_limit and window and budget else ""
+    if where is not None and (where.start_cut or where.end_cut):
+        parts = []
+        if where.start_cut:
+            parts.append("lacks the beginning of the context's first message and begins inside a message or holds "
+                         "too little text before a later one: its start was cut")
+        if where.end_cut:
+            parts.append(f"ends inside message {where.starts[-1].message + 1} of the context: its end was cut"
+                         + (f", and the last {where.unseen} message(s) were never seen" if where.unseen else ""))
+        cut = " and ".join(p for p, on in (("start", where.start_cut), ("end", where.end_cut)) if on)
+        return True, cut, "the prompt's text " + "; it ".join(parts) + (f"; {at}" if at else "")
+    if where is not None and where.head and where.tail:
+        return False, None, ("the prompt's text holds the beginning of the context's first message and the end of "
+                             "its last")
+    if at_limit:
+        return True, None, f"{at}, the most the client passes on: it cuts longer prompts"
     if limit is not None:
-        return False, f"its {n} tokens are under the recorded limit ({limit}): the client cut nothing"
+        return False, None, f"its {n} tokens are under the recorded limit ({limit}): the client cut nothing"
     why = "the capture records no context window or generation budget"
     if not have_messages:
-        return None, f"{why}, and the step's context is not known"
-    return None, f"{why}, and the prompt's text does not show the context's messages"
+        return None, None, f"{why}, and the step's context is not known"
+    return None, None, f"{why}, and the prompt's text does not show where the context begins and ends"
 
 
 def _normal(text: str) -> str:
-    return " ".join(text.split())
+    """Whitespace collapsed and non-ASCII characters dropped: a token may hold part of a character's bytes (which
+    decodes as U+FFFD), and tokenizers and chat templates differ in spacing."""
+    return " ".join(text.encode("ascii", "ignore").decode("ascii").split())
 
 
 def _normal_tokens(texts: Sequence[str]) -> tuple[str, list[int]]:
-    """The tokens' text with whitespace collapsed (tokenizers and chat templates differ in spacing), and the token
-    each of its characters came from."""
+    """The tokens' text as ``_normal`` leaves it, and the token each of its characters came from."""
     chars: list[str] = []
     owner: list[int] = []
     for index, piece in enumerate(texts):
         for char in piece:
+            if not char.isascii():
+                continue
             if char.isspace():
                 if not chars or chars[-1] == " ":
                     continue
@@ -239,37 +274,53 @@ def _normal_tokens(texts: Sequence[str]) -> tuple[str, list[int]]:
     return "".join(chars), owner
 
 
-def _locate(texts: Sequence[str], messages: Sequence[str]
-            ) -> tuple[tuple[MessageStart, ...], int, bool | None, bool]:
-    """Message starts in the tokens' text; how many messages after the first located one were not found; whether
-    the first message's beginning was found (None: the context has no text); whether the text before the first
-    located message is too short to hold the messages before it (the prompt's beginning was cut)."""
+PROBE = 24  # characters of the prompt's own text looked for inside a message
+
+
+def _locate(texts: Sequence[str], messages: Sequence[str]) -> _Located:
+    """Where the context's messages are in the tokens' text, and whether the text begins or ends inside one."""
     normal, owner = _normal_tokens(texts)
-    heads = [(index, _normal(content)[:HEAD]) for index, content in enumerate(messages)]
-    heads = [(index, head) for index, head in heads if head]
-    if not heads or not normal:
-        return (), 0, None, False
+    bodies = [_normal(content) for content in messages]
+    order = [index for index, body in enumerate(bodies) if body]
+    if not order or not normal:
+        return _Located(())
     starts: list[MessageStart] = []
-    unlocated, cursor, cut_inside = 0, 0, False
-    first_found = normal.find(heads[0][1]) >= 0
-    for order, (index, head) in enumerate(heads):
-        at = normal.find(head, cursor)
+    found: dict[int, int] = {}  # message -> where its text begins in ``normal``
+    cursor, start_cut = 0, False
+    head = normal.find(bodies[order[0]][:HEAD]) >= 0
+    for rank, index in enumerate(order):
+        at = normal.find(bodies[index][:HEAD], cursor)
+        if at < 0:  # the text may end within the message's first characters
+            at = normal.find(bodies[index][:8], cursor)
+            at = at if at >= 0 and bodies[index].startswith(normal[at:]) else -1
         if at < 0:
-            unlocated += bool(starts)
             continue
-        if not starts and not first_found and order > 0:
-            # The prompt begins inside the message before (its beginning cut, the message partial), or there is
-            # too little text before this message to hold the ones before it: the start was cut either way.
-            before = _normal(messages[heads[order - 1][0]])
-            skip = owner.index(1) if 1 in owner else len(normal)  # past the first token, perhaps a partial one
-            probe = normal[skip:skip + 24].strip()
-            inside = at > 0 and len(probe) >= 8 and before.find(probe) > 0
-            cut_inside = inside or at < sum(len(_normal(messages[i])) for i in range(index))
+        if not starts and not head and rank > 0:
+            # The prompt begins inside the message before (its beginning cut: partial), or there is too little text
+            # before this message to hold the ones before it.
+            first = owner.index(1) if 1 in owner else len(normal)  # past the first token, perhaps a partial one
+            probe = normal[first:first + PROBE].strip()
+            inside = at > 0 and len(probe) >= 8 and bodies[order[rank - 1]].find(probe) > 0
+            start_cut = inside or at < sum(len(bodies[i]) for i in order[:rank])
             if inside:
-                starts.append(MessageStart(heads[order - 1][0], 0, partial=True))
+                starts.append(MessageStart(order[rank - 1], 0, partial=True))
         starts.append(MessageStart(index, owner[at]))
-        cursor = at + len(head)
-    return tuple(starts), unlocated, first_found, cut_inside
+        found[index] = at
+        cursor = at + min(len(bodies[index]), HEAD)
+    if not found:
+        return _Located((), head=head)
+    last = max(found)
+    body = bodies[last]
+    tail = last == order[-1] and normal.find(body[-HEAD:], found[last]) >= 0
+    # The text ends inside the last located message: the text before the last token (perhaps a partial one) is in
+    # that message, with more of the message after it.
+    final = owner.index(owner[-1])
+    probe = normal[max(found[last], final - PROBE):final].strip()
+    where = body.rfind(probe) if len(probe) >= 8 and not tail else -1
+    end_cut = where >= 0 and where + len(probe) + len(normal) - final < len(body)
+    after = [i for i in order if i > min(found) and i not in found]
+    unseen = sum(1 for i in after if i > last) if end_cut else 0
+    return _Located(tuple(starts), len(after) - unseen, unseen, head, start_cut, end_cut, tail)
 
 
 # ----- from a capture ---------------------------------------------------------------------------------

@@ -127,8 +127,8 @@ def prompt_section(linked: activations.Linked, step: int) -> None:
             "metadata.json, or name it in metadata.json's `tokenizer`)")
     st.caption(f"Tokens from `{found.key}` of `{capture_mod.METADATA}`; {text}.")
     if found.clipped:
-        st.warning(f"The prompt was clipped: the model saw only the last {found.seen_tokens:,} tokens of its "
-                   f"context of {len(context)} message(s); the start was cut ({found.evidence}).",
+        st.warning(f"The prompt was clipped: the model saw only {found.kept()} of its context of "
+                   f"{len(context)} message(s): {found.evidence}.",
                    icon=":material/content_cut:")
     elif found.clipped is False:
         st.caption(f"Not clipped: {found.evidence}.")

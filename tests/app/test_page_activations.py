@@ -144,8 +144,9 @@ def test_the_page_shows_the_decoded_prompt_and_says_it_was_clipped(clipped_run, 
     assert f"Step 2: the prompt the model ran on ({cut[2]:,} tokens)" in shown
     assert "Tokens from `step_metadata[1].token_ids[:prompt_length]` of `metadata.json`; text from the tokenizer " \
            f"at {tokenizer}/tokenizer.json (tokenizers)" in shown
-    assert f"The prompt was clipped: the model saw only the last {cut[2]:,} tokens of its context" in shown
-    assert "the start was cut" in shown and "message start(s) found in the prompt's text" in shown
+    assert f"The prompt was clipped: the model saw only its last {cut[2]:,} tokens of its context of 3 message(s)" \
+        in shown
+    assert "its start was cut" in shown and "message start(s) found in the prompt's text" in shown
     frame = at.dataframe[0].value
     assert len(frame) == cut[2] and frame["token"].str.contains("<|assistant|>", regex=False).iloc[-1]
     assert frame["message"].iloc[0].endswith(", its start cut")

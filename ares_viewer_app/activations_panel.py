@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ares_viewer import activations, model
-from ares_viewer.activations import figures, tokens
+from ares_viewer.activations import figures, prompt, tokens
 from ares_viewer_app import loaders, pages, state
 
 
@@ -25,6 +25,15 @@ def capture_of(episode: model.Episode) -> activations.Capture | None:
     except activations.Error:
         return None  # the Activations page says why
     return linked.capture if linked is not None else None
+
+
+def clipped_prompt(episode: model.Episode, k: int) -> prompt.PromptTokens | None:
+    """The prompt of step ``k``'s model call when the episode's capture shows the client clipped it, else None."""
+    capture = capture_of(episode) if k >= 1 else None
+    if capture is None:
+        return None
+    found = prompt.of_capture(capture, k - 1, [m.content or "" for m in episode.context(k)])
+    return found if found is not None and found.clipped else None
 
 
 def step_panel(episode: model.Episode, k: int) -> None:

@@ -12,7 +12,7 @@ import streamlit as st
 from ares_viewer import model
 from ares_viewer.analysis import ending
 from ares_viewer.base import textdiff
-from ares_viewer_app import escape, widgets
+from ares_viewer_app import activations_panel, escape, widgets
 
 # A text longer than this (characters or lines) is shown as its head and tail until "Show all".
 COLLAPSE_CHARS = 3_000
@@ -179,7 +179,11 @@ def prompt_change(episode: model.Episode, k: int, change: model.ContextChange, k
     """What entered the model's context since its previous call, matched by content; what left it or changed."""
     step = episode.step(k)
     st.markdown("#### Prompt: new since the previous call")
-    st.caption(f"{change.summary()} (matched by content) · the model saw {step.context_len} message(s) in all")
+    clipped = activations_panel.clipped_prompt(episode, k)
+    note = ("" if clipped is None else
+            f", but the capture shows the prompt was clipped to {clipped.kept()}")
+    st.caption(f"{change.summary()} (matched by content) · the model saw {step.context_len} message(s) in all{note}",
+               help=None if clipped is None else f"From the episode's activation capture: {clipped.evidence}.")
     if not change.extends:
         parts = [f"{len(change.dropped)} message(s) of the previous context are gone"]
         if change.rewritten:

@@ -76,3 +76,29 @@ def write_capture(folder: str | os.PathLike, *, steps: int = 3, layers: int = 2,
     with open(os.path.join(folder, "metadata.json"), "w", encoding="utf-8") as handle:
         json.dump({"model_name": model_name, "num_steps": steps, "step_metadata": step_metadata}, handle, indent=2)
     return os.fspath(folder)
+
+
+CHAT = ("<|{role}|>{content}<|end|>", "<|assistant|>")  # the chat template of write_tokenizer's tokenizer
+
+
+def write_tokenizer(folder: str | os.PathLike, corpus: list[str]) -> str:
+    """A byte-level BPE trained on ``corpus`` (plus the chat markers of ``CHAT``), saved as ``<folder>/tokenizer.json``
+    (the file ``tokenizers`` and ``transformers`` load offline). Needs the ``tokenizers`` package."""
+    import tokenizers
+
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    specials = ["<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+    bpe.train_from_iterator(corpus * 20, vocab_size=400, min_frequency=1, special_tokens=specials)
+    os.makedirs(folder, exist_ok=True)
+    bpe.save(os.path.join(folder, "tokenizer.json"))
+    return os.fspath(folder)
+
+
+def chat_ids(folder: str | os.PathLike, messages: list[tuple[str, str]]) -> list[int]:
+    """The ids of ``messages`` (role, content) in ``CHAT``'s template with the generation prompt, encoded with the
+    tokenizer ``write_tokenizer`` saved in ``folder``."""
+    import tokenizers
+
+    bpe = tokenizers.Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    text = "".join(CHAT[0].format(role=r, content=c) for r, c in messages) + CHAT[1]
+    return bpe.encode(text).ids

@@ -23,7 +23,7 @@ import pytest
 
 import ares_viewer
 from ares_viewer import activations
-from ares_viewer.activations import figures, tokens, views
+from ares_viewer.activations import figures, prompt, tokens, views
 from ares_viewer.runs.run import load_episode
 from tests.conftest import _missing
 
@@ -147,6 +147,28 @@ def test_the_token_view_shows_the_recorded_response_tokens(recorded):
     assert frame["prob"].between(0, 1).all()
     html = figures.logprob_html(frame)
     assert html.count("<span") == len(response) and "logprob " in html
+
+
+def test_every_real_call_ran_on_a_clipped_prompt_and_the_viewer_says_so(recorded):
+    """ARES's client truncates each prompt to n_ctx - max_new_tokens tokens; the recorder notes both and the
+    tokenizer's folder, so the prompt decodes offline and its clipping shows. TransformerLens reloads the tokenizer
+    (its truncation side back to the default, the right): the end is cut, and the model never saw the messages
+    after the task's, its own earlier answers and their outputs included."""
+    for episode_id in ("kv-episode", "full-episode"):
+        linked = _linked(recorded, episode_id)
+        for step in linked.steps():
+            i = linked.capture_step(step)
+            meta = linked.capture.meta(i)
+            assert (meta["n_ctx"], meta["max_new_tokens"]) == (N_CTX, MAX_NEW_TOKENS)
+            contents = [m.content for m in linked.episode.context(step)]
+            found = prompt.of_capture(linked.capture, i, contents)
+            assert found.key == f"step_metadata[{i}].token_ids[:prompt_length]"
+            assert found.text_source.startswith(f"the tokenizer at {meta['tokenizer']}")
+            assert found.texts == meta["tokens"][: meta["prompt_length"]]
+            assert found.seen_tokens == meta["prompt_length"] == N_CTX - MAX_NEW_TOKENS
+            assert found.clipped is True and found.cut == "end" and "its end was cut" in found.evidence
+            assert found.kept() == f"its first {N_CTX - MAX_NEW_TOKENS} tokens"
+            assert [s.message for s in found.message_starts] == [0] and found.unseen == len(contents) - 1
 
 
 def test_views_of_a_real_capture_linked_to_its_episode(recorded):

@@ -13,7 +13,8 @@
 Modules: ``ptfile`` (the restricted ``.pt`` reader: no arbitrary unpickling, bounded), ``step_file`` (one step's
 file; torch's ``weights_only`` loader when torch is installed), ``capture`` (a saved folder), ``linking``
 (where a capture lives beside its episode, and the step mapping), ``views`` (summaries as numpy/pandas),
-``tokens`` (per-token logprobs formats record), ``figures`` (plotly and HTML).
+``tokens`` (per-token logprobs formats record), ``prompt`` (a call's prompt tokens, whether the client clipped it,
+where its messages begin), ``tokenizer`` (the capture's tokenizer, loaded offline), ``figures`` (plotly and HTML).
 """
 
 from __future__ import annotations

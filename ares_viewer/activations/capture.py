@@ -6,8 +6,8 @@
 
 Capture step ``i`` is the ``i``-th model call of the episode, the one that produced the action of trajectory
 step ``i + 1`` (see ``linking``). ``step_metadata[i]`` holds whatever the caller recorded for that call; ARES
-records nothing of its own there. One key is read when present: ``tokens``, the token strings of the sequence the
-model ran on from its first position (the prompt, at least), so attention can be shown over the prompt's tokens.
+records nothing of its own there. ``tokens`` (when present) is the token strings of the sequence the model ran on
+from its first position; the prompt's ids and their clipping are read by ``prompt``.
 The recorder (``ares_viewer.recorder.activations``) writes it with ``token_ids``, ``prompt_length`` and ``logprobs``
 (the response's tokens: ``tokens.capture_frame``).
 

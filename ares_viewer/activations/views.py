@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ares_viewer.activations import capture as capture_mod
+from ares_viewer.activations import prompt
 from ares_viewer.analysis import align
 
 if TYPE_CHECKING:
@@ -121,13 +122,14 @@ def attention_entropy(capture: capture_mod.Capture, step: int, query: int = -1) 
 def head_attention(capture: capture_mod.Capture, step: int, layer: int, head: int, query: int = -1
                    ) -> pd.DataFrame:
     """Where one head looked at trajectory step ``step``: one row per key position with its weight, and the
-    token at that position when the capture recorded it (else None; see ``Capture.tokens``)."""
+    token at that position when the capture recorded it: decoded, recorded text or id (else None;
+    ``prompt.sequence_labels``)."""
     i = _capture_step(capture, step)
     name = f"blocks.{layer}.{PATTERN}"
     if name not in capture.hooks(i):
         raise KeyError(f"step {step} recorded no {name}")
     pattern = capture.array(i, name)[0, head, query, :]
-    tokens = capture.tokens(i)
+    tokens = prompt.sequence_labels(capture, i)
     positions = np.arange(pattern.shape[0])
     # Tokens run from the sequence's first position. The last forward pass may also attend to tokens the model
     # generated before it (not recorded): those positions have no label.

@@ -17,7 +17,12 @@ token. When an episode ends, its capture steps are saved with ``TrajectoryActiva
 - ``tokens``: the same as text, one string per token (``tokenizer.decode`` of each id);
 - ``prompt_length``: how many of them are the prompt; the rest is the response;
 - ``logprobs``: per response token, its log-probability under the model's logits (before temperature, top-k or
-  top-p), from the forward pass that produced it.
+  top-p), from the forward pass that produced it;
+- ``n_ctx`` and ``max_new_tokens``: the model's context window and the call's generation budget (ARES's client
+  cuts the prompt from the left to ``n_ctx - max_new_tokens`` tokens: ``ares_viewer.activations.prompt`` tells
+  from them whether it did);
+- ``tokenizer``: the model tokenizer's ``name_or_path`` when it is a folder on this machine, so that the viewer
+  can decode the ids offline (``ares_viewer.activations.tokenizer``).
 
 Torch, TransformerLens and ARES are never imported: the model, its tensors and the capture are used through
 their methods, as the environment is.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import pathlib
 import shutil
 from collections.abc import Callable
@@ -38,7 +44,7 @@ from ares_viewer.base import atomic
 _LOGGER = logging.getLogger(__name__)
 
 # The keys the recorder writes into step_metadata (they replace the caller's keys of the same name).
-KEYS = ("step", "token_ids", "tokens", "prompt_length", "logprobs")
+KEYS = ("step", "token_ids", "tokens", "prompt_length", "logprobs", "n_ctx", "max_new_tokens", "tokenizer")
 
 
 def _token_row(tensor: Any) -> list[int] | None:
@@ -143,7 +149,7 @@ class CaptureRecorder:
             if scorer is not None:
                 scorer.finish(0)
             raise
-        note: dict[str, Any] = {"step": self._trajectory_step()}
+        note: dict[str, Any] = {"step": self._trajectory_step(), **self._limits(kwargs)}
         sequence = _token_row(output) if prompt is not None else None
         if scorer is not None:
             logprobs = scorer.finish(sequence[-1] if sequence else 0)
@@ -153,6 +159,15 @@ class CaptureRecorder:
                     note["logprobs"] = logprobs
         self._calls.append(note)
         return output
+
+    def _limits(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The context window, the call's generation budget and the tokenizer's folder, where known."""
+        n_ctx = getattr(getattr(self.model, "cfg", None), "n_ctx", None)
+        budget = kwargs.get("max_new_tokens")
+        path = getattr(getattr(self.model, "tokenizer", None), "name_or_path", None)
+        return {"n_ctx": n_ctx if isinstance(n_ctx, int) else None,
+                "max_new_tokens": budget if isinstance(budget, int) else None,
+                "tokenizer": os.path.abspath(path) if isinstance(path, str) and path and os.path.isdir(path) else None}
 
     def _strings(self, ids: list[int]) -> list[str] | None:
         tokenizer = getattr(self.model, "tokenizer", None)

@@ -8,11 +8,13 @@ episode and the step.
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 import ares_viewer
 from ares_viewer import activations, model
-from ares_viewer.activations import figures, tokens, views
+from ares_viewer.activations import capture as capture_mod
+from ares_viewer.activations import figures, prompt, tokens, views
 from ares_viewer_app import activations_panel, loaders, state, widgets
 
 
@@ -82,7 +84,8 @@ def attention_tab(capture: activations.Capture, step: int) -> None:
     head = cols[1].selectbox("Head", range(patterns[layer].shape[1]), key="activations.head")
     frame = views.head_attention(capture, step, layer, head)
     if frame["token"].isna().all():
-        st.caption("The capture recorded no tokens (ARES saves none): positions are shown by number.")
+        st.caption("This call's `step_metadata` in metadata.json records no tokens (neither ids nor text): "
+                   "positions are shown by number.")
     st.plotly_chart(figures.head_attention(frame, f"Layer {layer}, head {head}: attention of the last position"),
                     key="activations.attention")
 
@@ -136,6 +139,38 @@ def tokens_section(episode: model.Episode, step: int, capture: activations.Captu
     st.html(figures.logprob_html(frame))
 
 
+def prompt_section(linked: activations.Linked, step: int) -> None:
+    """The prompt the call ran on: its tokens (decoded, recorded text or ids), where they were read, whether the
+    client clipped it, and where each message of the step's context begins."""
+    context = linked.episode.context(step) if 0 <= step < len(linked.episode.steps) else []
+    found = prompt.of_capture(linked.capture, step - 1, [m.content or "" for m in context])
+    if found is None:
+        st.caption("This call's `step_metadata` in metadata.json records no prompt tokens (`prompt_token_ids`, "
+                   "`input_ids`, or `token_ids` with `prompt_length`).")
+        return
+    st.markdown(f"**Step {step}: the prompt the model ran on ({found.seen_tokens:,} tokens)**")
+    text = (f"text from {found.text_source}" if found.text_source else
+            "no text: the ids are shown (no tokenizer folder loads offline; save one as `tokenizer/` beside "
+            "metadata.json, or name it in metadata.json's `tokenizer`)")
+    st.caption(f"Tokens from `{found.key}` of `{capture_mod.METADATA}`; {text}.")
+    if found.clipped:
+        st.warning(f"The prompt was clipped: the model saw only {found.kept()} of its context of "
+                   f"{len(context)} message(s): {found.evidence}.",
+                   icon=":material/content_cut:")
+    elif found.clipped is False:
+        st.caption(f"Not clipped: {found.evidence}.")
+    else:
+        st.caption(f"Whether the client clipped this prompt is unknown: {found.evidence}.")
+    st.caption(found.boundaries())
+    frame = found.frame()
+    roles = [m.role for m in context]
+    frame["message"] = [None if pd.isna(m) else f"message {m + 1} ({roles[m] if m < len(roles) else '?'})"
+                        + (", its start cut" if cut else "") for m, cut in zip(frame["message"], frame["partial"],
+                                                                                 strict=True)]
+    st.dataframe(frame.drop(columns="partial"), hide_index=True, key="activations.prompt",
+                 column_config={"message": st.column_config.TextColumn("message begins")})
+
+
 def show(run: ares_viewer.Run, episode: model.Episode) -> None:
     """The page for one episode of ``run``: the activations and logprobs saved beside it, step by step."""
     linked = open_capture(run, episode)
@@ -158,6 +193,7 @@ def show(run: ares_viewer.Run, episode: model.Episode) -> None:
     guarded(across, across_tab, linked.capture, step)
     guarded(attention, attention_tab, linked.capture, step)
     guarded(compare, compare_tab, run, linked)
+    prompt_section(linked, step)
     tokens_section(episode, step, linked.capture)
 
 

@@ -156,3 +156,54 @@ def test_a_metadata_file_nested_too_deep_is_a_message_on_both_pages(hostile, app
     for step in ("1", "2"):
         episode = app("episode", run="hostile-run", episode="episode-deep", step=step)
         assert not episode.exception
+
+
+@pytest.fixture
+def clipped_run(runs, tmp_path):
+    """episode-a's capture records, per call, the ids of its step's context in a chat template, cut from the left
+    as the client cuts a prompt to its window, and the tokenizer that encoded them beside metadata.json."""
+    pytest.importorskip("tokenizers", reason="the tokenizers package (a dependency of litellm) writes the tokenizer")
+    import ares_viewer
+    from testdata import activations as fixtures
+
+    folder = tmp_path / "runs" / "interp-run" / "activations" / runs["a"]
+    episode = ares_viewer.open_run(str(tmp_path / "runs" / "interp-run")).episode(runs["a"])
+    contexts = [[(m.role, m.content) for m in episode.context(k)] for k in (1, 2, 3)]
+    tokenizer = fixtures.write_tokenizer(folder / "tokenizer", [c for ctx in contexts for _, c in ctx])
+    meta = json.loads((folder / "metadata.json").read_text())
+    cut = {}
+    for i, (entry, context) in enumerate(zip(meta["step_metadata"], contexts, strict=True)):
+        ids = fixtures.chat_ids(tokenizer, context)[5:]
+        del entry["tokens"]
+        entry.update(step=i + 1, token_ids=[*ids, 3, 4], prompt_length=len(ids), logprobs=[-0.5, -1.0])
+        cut[i + 1] = len(ids)
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    return runs, cut, tokenizer
+
+
+def test_the_page_shows_the_decoded_prompt_and_says_it_was_clipped(clipped_run, app):
+    runs, cut, tokenizer = clipped_run
+    at = app("activations", run="interp-run", episode=runs["a"], step="2")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert f"Step 2: the prompt the model ran on ({cut[2]:,} tokens)" in shown
+    assert "Tokens from `step_metadata[1].token_ids[:prompt_length]` of `metadata.json`; text from the tokenizer " \
+           f"at {tokenizer}/tokenizer.json (tokenizers)" in shown
+    assert f"The prompt was clipped: the model saw only its last {cut[2]:,} tokens of its context of 3 message(s)" \
+        in shown
+    assert "its start was cut" in shown and "message start(s) found in the prompt's text" in shown
+    frame = at.dataframe[0].value
+    assert len(frame) == cut[2] and frame["token"].str.contains("<|assistant|>", regex=False).iloc[-1]
+    assert frame["message"].iloc[0].endswith(", its start cut")
+    assert "This call's `step_metadata` in metadata.json records no tokens" not in shown
+
+
+def test_the_step_view_says_the_prompt_was_clipped_when_the_capture_shows_it(clipped_run, app):
+    runs, cut, _ = clipped_run
+    at = app("episode", run="interp-run", episode=runs["a"], step="2")
+    assert not at.exception
+    assert f"in all, but the capture shows the prompt was clipped to its last {cut[2]:,} tokens" in page_text.of(at)
+    # episode-b's capture records no prompt tokens: nothing is claimed.
+    other = app("episode", run="interp-run", episode=runs["b"], step="2")
+    assert not other.exception and "clipped to its last" not in page_text.of(other)
+    assert "message(s) in all" in page_text.of(other)

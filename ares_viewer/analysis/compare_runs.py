@@ -113,7 +113,7 @@ class Side:
     def aggregates(self) -> Any:
         """Per task (a pyarrow Table, one row per task): ``_MEASURES``."""
         where, params = self.where()
-        return self.run.query(_PER_TASK.replace("$where", where), params).fetch_arrow_table()
+        return self.run.query(_PER_TASK.replace("$where", where), params).to_arrow_table()
 
 
 @dataclasses.dataclass(frozen=True)

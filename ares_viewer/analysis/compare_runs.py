@@ -285,9 +285,10 @@ def _split_values(run: runs_run.Run, by: str, sides: Sequence[Any] | None) -> tu
 
 
 def _overall(tasks: pd.DataFrame, side: str) -> dict[str, Any]:
-    """A side's headline figures, summed from its per-task rows."""
+    """A side's headline figures, summed from its per-task rows (``low``, ``high``: the rate's 95% interval)."""
     sums = {name: int(tasks[f"{name}_{side}"].sum()) for name in _COUNTS}
     rate = sums["successes"] / sums["judged"] if sums["judged"] else None
+    low, high = wilson(sums["successes"], sums["judged"]) if sums["judged"] else (None, None)
     return {
         "episodes": sums["attempts"],
         "judged": sums["judged"],
@@ -295,6 +296,8 @@ def _overall(tasks: pd.DataFrame, side: str) -> dict[str, Any]:
         "rate": rate,
         "unscored": sums["unscored"],
         "infrastructure": sums["infrastructure"],
+        "low": low,
+        "high": high,
     }
 
 

@@ -25,10 +25,11 @@ KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old
 # Settings of one page, in its URL only, each left out while it has its default. Search: ``q`` the query,
 # ``regex=1``, ``case=1``, ``in`` the fields searched (repeated), ``limit`` the most hits. Run overview: ``task``,
 # ``outcome``, ``label`` (repeated), ``reward`` (``LOW..HIGH``), ``contains``, ``sort`` (a column), ``desc=1``,
-# ``page`` (of the table, from 1), ``reason`` (the failure reason picked).
+# ``page`` (of the table, from 1), ``reason`` (the failure reason picked). Compare runs: ``by`` (the column this run
+# is split by) and ``side`` (its two values, repeated), ``show`` (the tasks listed), ``pick`` (the task picked).
 PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
-             "page", "reason")
-_LISTS = ("in", "task", "outcome", "label")
+             "page", "reason", "by", "side", "show", "pick")
+_LISTS = ("in", "task", "outcome", "label", "side")
 # What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
 # the episode it is compared with (``other``, from ``other_in``) and the Compare page's row of that pair.
 OF_THE_EPISODE = ("file", "old", "other", "other_in", "row")

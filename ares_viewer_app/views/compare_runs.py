@@ -20,10 +20,22 @@ _LISTS = ("all", "lost", "gained", "changed")
 # Columns a run is never split by: one value per episode, or a place in the file.
 _NOT_SPLIT = ("episode_id", "path", "start_time", "end_time", "duration_s", "error", "total_cost")
 # The per-task table's columns, as the page names them.
-_SHOWN = {"task_name": "task", "status": "status", "rate_a": "rate A", "rate_b": "rate B", "difference": "B − A",
-          "q_value": "q", "p_value": "p", "judged_a": "judged A", "judged_b": "judged B", "attempts_a": "attempts A",
-          "attempts_b": "attempts B", "mean_actions_a": "actions A", "mean_actions_b": "actions B",
-          "changes": "changed in behaviour"}
+_SHOWN = {
+    "task_name": "task",
+    "status": "status",
+    "rate_a": "rate A",
+    "rate_b": "rate B",
+    "difference": "B − A",
+    "q_value": "q",
+    "p_value": "p",
+    "judged_a": "judged A",
+    "judged_b": "judged B",
+    "attempts_a": "attempts A",
+    "attempts_b": "attempts B",
+    "mean_actions_a": "actions A",
+    "mean_actions_b": "actions B",
+    "changes": "changed in behaviour",
+}
 
 
 def _name(run: ares_viewer.Run) -> str:
@@ -41,8 +53,12 @@ def other_run(run: ares_viewer.Run) -> tuple[ares_viewer.Run, str] | None:
         st.info("Another run under the runs folder would show here, compared with this one task by task.")
         return None
     st.session_state["compare_runs.other"] = named if named in names else names[0]
-    chosen = st.selectbox("Run B", names, key="compare_runs.other",
-                          on_change=lambda: state.update(other_run=st.session_state["compare_runs.other"], pick=None))
+    chosen = st.selectbox(
+        "Run B",
+        names,
+        key="compare_runs.other",
+        on_change=lambda: state.update(other_run=st.session_state["compare_runs.other"], pick=None),
+    )
     try:
         return loaders.load_run(loaders.location(chosen)), chosen
     except Exception as exc:  # a refused or missing location: said, and nothing compared
@@ -57,8 +73,12 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
     by = by if by in columns else ("iteration" if "iteration" in columns else columns[0])
     left, middle, right = st.columns(3)
     st.session_state["compare_runs.by"] = by
-    left.selectbox("Split by", columns, key="compare_runs.by",
-                   on_change=lambda: state.update(by=st.session_state["compare_runs.by"], side=None, pick=None))
+    left.selectbox(
+        "Split by",
+        columns,
+        key="compare_runs.by",
+        on_change=lambda: state.update(by=st.session_state["compare_runs.by"], side=None, pick=None),
+    )
     values = [str(v) for v in run.queries.values(by, limit=widgets.CHOICES)]
     if len(values) < 2:
         st.info(f"The column {escape.code(by)} holds {len(values)} value(s) in this run: nothing to split it into.")
@@ -68,8 +88,14 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
         sides = [values[0], values[-1]]
     for column, i, label in ((middle, 0, "Side A"), (right, 1, "Side B")):
         st.session_state[f"compare_runs.side{i}"] = sides[i]
-        column.selectbox(label, values, key=f"compare_runs.side{i}", on_change=lambda: state.update(
-            side=[st.session_state["compare_runs.side0"], st.session_state["compare_runs.side1"]], pick=None))
+        column.selectbox(
+            label,
+            values,
+            key=f"compare_runs.side{i}",
+            on_change=lambda: state.update(
+                side=[st.session_state["compare_runs.side0"], st.session_state["compare_runs.side1"]], pick=None
+            ),
+        )
     state.update(by=by, side=sides)
     return by, sides
 
@@ -78,34 +104,58 @@ def headline(found: compare_runs.Comparison) -> None:
     sign = found.sign_test
     a, b = found.overall_a, found.overall_b
     cols = st.columns(4)
-    cols[0].metric(f"A: {found.a.label}", widgets.fmt(a["rate"], ".0%"), help=f"{a['successes']:,} solved of "
-                   f"{a['judged']:,} judged episodes ({a['unscored']:,} unscored and {a['infrastructure']:,} failures "
-                   "of the infrastructure left out)")
+    cols[0].metric(
+        f"A: {found.a.label}",
+        widgets.fmt(a["rate"], ".0%"),
+        help=f"{a['successes']:,} solved of "
+        f"{a['judged']:,} judged episodes ({a['unscored']:,} unscored and {a['infrastructure']:,} failures "
+        "of the infrastructure left out)",
+    )
     delta = None if a["rate"] is None or b["rate"] is None else f"{b['rate'] - a['rate']:+.1%}"
-    cols[1].metric(f"B: {found.b.label}", widgets.fmt(b["rate"], ".0%"), delta=delta,
-                   help=f"{b['successes']:,} solved of {b['judged']:,} judged episodes ({b['unscored']:,} unscored "
-                        f"and {b['infrastructure']:,} failures of the infrastructure left out)")
+    cols[1].metric(
+        f"B: {found.b.label}",
+        widgets.fmt(b["rate"], ".0%"),
+        delta=delta,
+        help=f"{b['successes']:,} solved of {b['judged']:,} judged episodes ({b['unscored']:,} unscored "
+        f"and {b['infrastructure']:,} failures of the infrastructure left out)",
+    )
     cols[2].metric("Tasks better / worse on B", f"{sign.better} / {sign.worse}", help=f"{sign.ties} tied")
-    cols[3].metric("Sign test p", widgets.fmt(sign.p_value), help="Exact two-sided sign test over the tasks both "
-                   "sides judged: is B better on more tasks than chance allows?")
+    cols[3].metric(
+        "Sign test p",
+        widgets.fmt(sign.p_value),
+        help="Exact two-sided sign test over the tasks both "
+        "sides judged: is B better on more tasks than chance allows?",
+    )
     counts = found.counts()
-    st.caption(f"{counts['tasks']:,} tasks · **{counts['lost']} lost**, **{counts['gained']} gained**, "
-               f"{counts['same']} the same, {counts['changed']} changed in behaviour · {counts['only A']} only on A, "
-               f"{counts['only B']} only on B. A task is lost when A solved it and B never did, or B's rate is "
-               f"significantly lower (Fisher's exact test, Benjamini–Hochberg q < {found.alpha}); gained the other "
-               f"way round. Behaviour changed: mean actions, cost or tokens differing by more than "
-               f"{found.change:.0%} of the larger, or another most frequent failure.")
+    st.caption(
+        f"{counts['tasks']:,} tasks · **{counts['lost']} lost**, **{counts['gained']} gained**, "
+        f"{counts['same']} the same, {counts['changed']} changed in behaviour · {counts['only A']} only on A, "
+        f"{counts['only B']} only on B. A task is lost when A solved it and B never did, or B's rate is "
+        f"significantly lower (Fisher's exact test, Benjamini–Hochberg q < {found.alpha}); gained the other "
+        f"way round. Behaviour changed: mean actions, cost or tokens differing by more than "
+        f"{found.change:.0%} of the larger, or another most frequent failure."
+    )
 
 
 def _listed(found: compare_runs.Comparison) -> pd.DataFrame:
     shown = state.get("show") if state.get("show") in _LISTS else "all"
-    counts = {"all": len(found.tasks), "lost": len(found.lost()), "gained": len(found.gained()),
-              "changed": len(found.changed())}
+    counts = {
+        "all": len(found.tasks),
+        "lost": len(found.lost()),
+        "gained": len(found.gained()),
+        "changed": len(found.changed()),
+    }
     st.session_state["compare_runs.show"] = shown
-    st.segmented_control("Tasks", _LISTS, format_func=lambda k: f"{k} ({counts[k]})", key="compare_runs.show",
-                         required=True, on_change=lambda: state.update(
-                             show=None if st.session_state["compare_runs.show"] == "all"
-                             else st.session_state["compare_runs.show"]))
+    st.segmented_control(
+        "Tasks",
+        _LISTS,
+        format_func=lambda k: f"{k} ({counts[k]})",
+        key="compare_runs.show",
+        required=True,
+        on_change=lambda: state.update(
+            show=None if st.session_state["compare_runs.show"] == "all" else st.session_state["compare_runs.show"]
+        ),
+    )
     return {"all": found.tasks, "lost": found.lost(), "gained": found.gained(), "changed": found.changed()}[shown]
 
 
@@ -120,13 +170,21 @@ def task_table(tasks: pd.DataFrame) -> None:
             state.update(pick=str(tasks["task_name"].iloc[rows[0]]))
 
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in ("rate A", "rate B", "B − A")}
-    st.dataframe(frame, key="compare_runs.table", on_select=picked, selection_mode="single-row", hide_index=True,
-                 column_config={**percent, "q": st.column_config.NumberColumn("q", format="%.3g"),
-                                "p": st.column_config.NumberColumn("p", format="%.3g")})
+    st.dataframe(
+        frame,
+        key="compare_runs.table",
+        on_select=picked,
+        selection_mode="single-row",
+        hide_index=True,
+        column_config={
+            **percent,
+            "q": st.column_config.NumberColumn("q", format="%.3g"),
+            "p": st.column_config.NumberColumn("p", format="%.3g"),
+        },
+    )
 
 
-def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: pd.DataFrame
-                ) -> None:
+def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: pd.DataFrame) -> None:
     """The task picked (``pick``; else the first listed): its figures, and links to Compare and to its attempts."""
     tasks = set(found.tasks["task_name"])
     task = state.get("pick")
@@ -140,31 +198,52 @@ def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: 
         task = str(listed["task_name"].iloc[0])
     row = found.tasks[found.tasks["task_name"] == task].iloc[0]
     st.subheader(f"Task {escape.line(task)}")
-    st.markdown(f"{row['status']}: {widgets.fmt(row['rate_a'], '.0%')} of {row['judged_a']} judged on A → "
-                f"{widgets.fmt(row['rate_b'], '.0%')} of {row['judged_b']} on B (p = {widgets.fmt(row['p_value'])}, "
-                f"q = {widgets.fmt(row['q_value'])})" + "".join(f"\n- {escape.line(c)}" for c in row["changes"]))
+    st.markdown(
+        f"{row['status']}: {widgets.fmt(row['rate_a'], '.0%')} of {row['judged_a']} judged on A → "
+        f"{widgets.fmt(row['rate_b'], '.0%')} of {row['judged_b']} on B (p = {widgets.fmt(row['p_value'])}, "
+        f"q = {widgets.fmt(row['q_value'])})" + "".join(f"\n- {escape.line(c)}" for c in row["changes"])
+    )
     pair = found.pair(task)
     if pair is not None:
         (failing_side, failing), (best_side, best) = pair
         where = {id(found.a): names[0], id(found.b): names[1]}
-        params = state.params(run=where[id(failing_side)], episode=failing, other=best, step=None, row=None,
-                              other_in=None if failing_side.run is best_side.run else where[id(best_side)])
-        st.page_link(pages.path("compare"), icon=":material/compare_arrows:", query_params=params,
-                     label=f"Compare {failing_side.label}'s failing attempt with {best_side.label}'s best")
+        params = state.params(
+            run=where[id(failing_side)],
+            episode=failing,
+            other=best,
+            step=None,
+            row=None,
+            other_in=None if failing_side.run is best_side.run else where[id(best_side)],
+        )
+        st.page_link(
+            pages.path("compare"),
+            icon=":material/compare_arrows:",
+            query_params=params,
+            label=f"Compare {failing_side.label}'s failing attempt with {best_side.label}'s best",
+        )
     sides = [(names[0], "A")] if found.a.run is found.b.run else [(names[0], "A"), (names[1], "B")]
     for name, side in sides:
         label = "this run" if len(sides) == 1 else f"run {side} ({escape.line(name)})"
-        st.page_link(pages.path("overview"), icon=":material/list:", label=f"The task's attempts in {label}",
-                     query_params={**state.params(run=name, episode=None), "task": task})
+        st.page_link(
+            pages.path("overview"),
+            icon=":material/list:",
+            label=f"The task's attempts in {label}",
+            query_params={**state.params(run=name, episode=None), "task": task},
+        )
 
 
 def show(run: ares_viewer.Run) -> None:
     """The page for ``run``: it against another run, or two sides of it, task by task."""
     st.session_state["compare_runs.mode"] = _SPLIT if state.get("by") else _OTHER_RUN
-    mode = st.segmented_control("Compare this run with", (_OTHER_RUN, _SPLIT), key="compare_runs.mode",
-                                required=True, on_change=lambda: state.update(
-                                    by=None if st.session_state["compare_runs.mode"] == _OTHER_RUN else "iteration",
-                                    side=None, pick=None))
+    mode = st.segmented_control(
+        "Compare this run with",
+        (_OTHER_RUN, _SPLIT),
+        key="compare_runs.mode",
+        required=True,
+        on_change=lambda: state.update(
+            by=None if st.session_state["compare_runs.mode"] == _OTHER_RUN else "iteration", side=None, pick=None
+        ),
+    )
     if mode == _SPLIT:
         chosen = split(run)
         if chosen is None:
@@ -185,10 +264,16 @@ def show(run: ares_viewer.Run) -> None:
         return
     headline(found)
     left, right = st.columns([1, 3])
-    left.plotly_chart(aggregate_plots.side_rates([(found.a.label, found.overall_a), (found.b.label, found.overall_b)]),
-                      key="compare_runs.rates")
-    event = right.plotly_chart(aggregate_plots.task_differences(found.tasks, found.labels), key="compare_runs.dots",
-                               on_select="rerun", selection_mode="points")
+    left.plotly_chart(
+        aggregate_plots.side_rates([(found.a.label, found.overall_a), (found.b.label, found.overall_b)]),
+        key="compare_runs.rates",
+    )
+    event = right.plotly_chart(
+        aggregate_plots.task_differences(found.tasks, found.labels),
+        key="compare_runs.dots",
+        on_select="rerun",
+        selection_mode="points",
+    )
     for point in (event or {}).get("selection", {}).get("points", []):
         if isinstance(point.get("customdata"), str) and point["customdata"] != state.get("pick"):
             state.update(pick=point["customdata"])

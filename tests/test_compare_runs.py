@@ -14,7 +14,7 @@ import demo_runs
 import pytest
 
 import ares_viewer
-from ares_viewer.analysis import compare_runs
+from ares_viewer.analysis import aggregate_plots, compare_runs
 from testdata import synthetic
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -61,6 +61,14 @@ def test_the_task_the_second_run_never_solved_is_lost_and_pairs_its_failure_with
     changed = found.changed().set_index("task_name")["changes"]
     assert any(c.startswith("actions 5.0 → 12.0") for c in changed["calc__calc-2"])
     assert any("top failure" in c for c in changed["calc__calc-2"])
+    # run-a's attempts errored and were truncated where run-b's only failed: those causes grew
+    shift = found.failure_shift().set_index("reason")
+    assert shift.loc["truncated: hit its step or token limit", "change"] == pytest.approx(1 / 5)
+    assert shift.loc["completed, not solved (reward ≤ 0)", "change"] == pytest.approx(1 / 5 - 1 / 3)
+    # the figures: one dot per task, its task as customdata to pick it; the causes that moved
+    dots = aggregate_plots.task_differences(found.tasks, found.labels)
+    assert sorted(t for trace in dots.data for t in trace.customdata) == [f"calc__calc-{i}" for i in (1, 2, 3)]
+    assert len(aggregate_plots.failure_shift(found.failure_shift(), found.labels).data[0].x) == 3
 
 
 def test_a_significant_drop_is_lost_even_when_both_runs_solved_the_task(tmp_path):

@@ -196,3 +196,19 @@ def side_rates(sides: list[tuple[str, dict]]) -> go.Figure:
                  yaxis_title="success rate")
     return fig
 
+
+
+def failure_shift(shift: pd.DataFrame, labels: tuple[str, str], *, limit: int = 12) -> go.Figure:
+    """The failure reasons that grew or shrank from A to B (``Comparison.failure_shift``: the ``limit`` largest
+    changes), as horizontal bars of B's share of episodes less A's."""
+    shown = shift.head(limit).iloc[::-1]
+    fig = go.Figure(go.Bar(
+        x=shown["change"], y=[plots.plain(r)[:80] for r in shown["reason"]], orientation="h",
+        marker_color=["#cf222e" if c > 0 else "#1a7f37" for c in shown["change"]],
+        hovertext=[f"{plots.plain(r.reason)}<br>{r.episodes_a:,} ({r.share_a:.1%}) → {r.episodes_b:,} ({r.share_b:.1%})"
+                   for r in shown.itertuples()], hoverinfo="text"))
+    fig.update_xaxes(tickformat="+.0%")
+    plots.layout(fig, f"Failure causes that grew or shrank: {plots.plain(labels[1])} − {plots.plain(labels[0])}",
+                 height=max(260, 26 * len(shown) + 120), xaxis_title="change in the share of episodes",
+                 yaxis={"type": "category"})
+    return fig

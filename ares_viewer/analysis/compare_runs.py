@@ -110,6 +110,15 @@ class Side:
         kind = _column_type(self.run, self.by)
         return f"{_quoted(self.by)} = TRY_CAST(? AS {kind})", [str(self.value)]
 
+    def failure_counts(self) -> pd.DataFrame:
+        """Episodes per failure reason on this side: ``reason``, ``episodes``."""
+        where, params = self.where()
+        return self.run.query(
+            f"SELECT reason, count(*) AS episodes FROM (SELECT {queries.REASON} AS reason "
+            f"FROM episodes WHERE {where}) WHERE reason IS NOT NULL GROUP BY reason",
+            params,
+        ).df()
+
     def aggregates(self) -> Any:
         """Per task (a pyarrow Table, one row per task): ``_MEASURES``."""
         where, params = self.where()
@@ -201,6 +210,20 @@ class Comparison:
         if failing is None or best is None:
             return None
         return (worse, failing), (better, best)
+
+    def failure_shift(self) -> pd.DataFrame:
+        """The failure reasons (``Run.failures``'s) that grew or shrank: ``reason``, ``episodes_a``, ``episodes_b``,
+        and ``share_a``, ``share_b`` (of each side's episodes) and ``change`` (B's share less A's), largest change
+        first."""
+        frames = [side.failure_counts() for side in (self.a, self.b)]
+        both = frames[0].merge(frames[1], on="reason", how="outer", suffixes=("_a", "_b"))
+        for s, overall in (("a", self.overall_a), ("b", self.overall_b)):
+            both[f"episodes_{s}"] = both[f"episodes_{s}"].fillna(0).astype("int64")
+            both[f"share_{s}"] = both[f"episodes_{s}"] / max(1, overall["episodes"])
+        both["change"] = both["share_b"] - both["share_a"]
+        return both.sort_values(
+            ["change", "reason"], key=lambda c: -c.abs() if c.name == "change" else c, kind="stable"
+        ).reset_index(drop=True)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready values (``ares-viewer compare-runs --json``)."""

@@ -277,6 +277,10 @@ def show(run: ares_viewer.Run) -> None:
     for point in (event or {}).get("selection", {}).get("points", []):
         if isinstance(point.get("customdata"), str) and point["customdata"] != state.get("pick"):
             state.update(pick=point["customdata"])
+    shift = found.failure_shift()
+    if not shift.empty:
+        with st.expander(f"Failure causes that grew or shrank ({len(shift)})"):
+            st.plotly_chart(aggregate_plots.failure_shift(shift, found.labels), key="compare_runs.failures")
     listed = _listed(found)
     task_table(listed)
     picked_task(found, names, listed)

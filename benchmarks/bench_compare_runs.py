@@ -7,7 +7,7 @@ indexes, against baselines measured in the same run, and the comparing process's
 The runs are ``benchmarks.bench_scale``'s synthetic Tinker runs (two seeds). Each is indexed once (cold, not part
 of the figure); then, in a fresh process that opens both warm indexes:
 - ``compare_runs(a, b)``: the per-task table with its tests, lists and overall rates (target < 5 s at 1,000,000 a
-  side), the first time and again;
+  side), the first time and again; and run A's first and last iterations compared (``by="iteration"``);
 - the baseline: ``run.stats()`` of both runs (each one aggregate query over its table), and, with ``--pandas``,
   loading both episode tables into pandas (``run.episodes``: what the comparison avoids);
 - the process's peak RSS (target < 1 GB).
@@ -42,6 +42,9 @@ out["compare_s"] = time.perf_counter() - start
 start = time.perf_counter()
 ares_viewer.compare_runs(a, b)
 out["again_s"] = time.perf_counter() - start
+start = time.perf_counter()
+ares_viewer.compare_runs(a, by="iteration", sides=(0, int(sys.argv[4])))
+out["split_s"] = time.perf_counter() - start
 start = time.perf_counter()
 a.queries.stats(), b.queries.stats()
 out["stats_s"] = time.perf_counter() - start
@@ -78,13 +81,15 @@ def main() -> None:
     for folder in runs:  # the cold index, once (not part of the figure)
         opened = bench_scale.open_in_process(folder, cache)
         print(f"  indexed {folder.name}: {opened['episodes']:,} rollouts in {opened['seconds']:.1f} s")
-    out = subprocess.run([sys.executable, "-c", _COMPARE, str(runs[0]), str(runs[1]), "1" if args.pandas else "0"],
+    out = subprocess.run([sys.executable, "-c", _COMPARE, str(runs[0]), str(runs[1]), "1" if args.pandas else "0",
+                          str((args.rollouts - 1) // bench_scale.PER_FILE)],
                          env=env, capture_output=True, text=True, check=True)
     found = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"warm open of both runs: {found['open_s']:.2f} s; {found['tasks']:,} tasks, counts {found['counts']}; "
           f"rates {found['rates'][0]:.3f} / {found['rates'][1]:.3f}, sign test p = {found['sign_p']}")
     print(f"compare_runs, per-task table ready: {found['compare_s']:.2f} s (again: {found['again_s']:.2f} s)  "
           "(target < 5 s at 1,000,000 a side)")
+    print(f"  run A's first and last iterations compared (by=\"iteration\"): {found['split_s']:.2f} s")
     print(f"  baseline run.stats() of both runs: {found['stats_s']:.2f} s; RATIO compare / stats = "
           f"{found['compare_s'] / found['stats_s']:.1f}")
     if "pandas_s" in found:

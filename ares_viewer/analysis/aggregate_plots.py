@@ -192,8 +192,8 @@ def side_rates(sides: list[tuple[str, dict]]) -> go.Figure:
                                       "arrayminus": [rate - low]},
                              hovertext=f"{overall['successes']:,} of {overall['judged']:,} judged", hoverinfo="text"))
     fig.update_yaxes(range=[0, 1], tickformat=".0%")
-    plots.layout(fig, "Success rate by side (judged episodes, 95% intervals)", showlegend=False,
-                 yaxis_title="success rate")
+    plots.layout(fig, "Success rate by side", showlegend=False,
+                 yaxis_title="success rate of the judged episodes (95% interval)")
     return fig
 
 

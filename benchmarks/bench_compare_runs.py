@@ -81,20 +81,40 @@ def main() -> None:
     for folder in runs:  # the cold index, once (not part of the figure)
         opened = bench_scale.open_in_process(folder, cache)
         print(f"  indexed {folder.name}: {opened['episodes']:,} rollouts in {opened['seconds']:.1f} s")
-    out = subprocess.run([sys.executable, "-c", _COMPARE, str(runs[0]), str(runs[1]), "1" if args.pandas else "0",
-                          str((args.rollouts - 1) // bench_scale.PER_FILE)],
-                         env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _COMPARE,
+            str(runs[0]),
+            str(runs[1]),
+            "1" if args.pandas else "0",
+            str((args.rollouts - 1) // bench_scale.PER_FILE),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     found = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"warm open of both runs: {found['open_s']:.2f} s; {found['tasks']:,} tasks, counts {found['counts']}; "
-          f"rates {found['rates'][0]:.3f} / {found['rates'][1]:.3f}, sign test p = {found['sign_p']}")
-    print(f"compare_runs, per-task table ready: {found['compare_s']:.2f} s (again: {found['again_s']:.2f} s)  "
-          "(target < 5 s at 1,000,000 a side)")
-    print(f"  run A's first and last iterations compared (by=\"iteration\"): {found['split_s']:.2f} s")
-    print(f"  baseline run.stats() of both runs: {found['stats_s']:.2f} s; RATIO compare / stats = "
-          f"{found['compare_s'] / found['stats_s']:.1f}")
+    print(
+        f"warm open of both runs: {found['open_s']:.2f} s; {found['tasks']:,} tasks, counts {found['counts']}; "
+        f"rates {found['rates'][0]:.3f} / {found['rates'][1]:.3f}, sign test p = {found['sign_p']}"
+    )
+    print(
+        f"compare_runs, per-task table ready: {found['compare_s']:.2f} s (again: {found['again_s']:.2f} s)  "
+        "(target < 5 s at 1,000,000 a side)"
+    )
+    print(f'  run A\'s first and last iterations compared (by="iteration"): {found["split_s"]:.2f} s')
+    print(
+        f"  baseline run.stats() of both runs: {found['stats_s']:.2f} s; RATIO compare / stats = "
+        f"{found['compare_s'] / found['stats_s']:.1f}"
+    )
     if "pandas_s" in found:
-        print(f"  baseline loading both tables into pandas: {found['pandas_s']:.2f} s; RATIO compare / pandas = "
-              f"{found['compare_s'] / found['pandas_s']:.2f}")
+        print(
+            f"  baseline loading both tables into pandas: {found['pandas_s']:.2f} s; RATIO compare / pandas = "
+            f"{found['compare_s'] / found['pandas_s']:.2f}"
+        )
     print(f"peak RSS of the comparing process: {found['rss_compare_kb'] / 1024:.0f} MB  (target < 1 GB)")
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -73,8 +73,7 @@ def test_the_task_the_second_run_never_solved_is_lost_and_pairs_its_failure_with
 
 def test_a_significant_drop_is_lost_even_when_both_runs_solved_the_task(tmp_path):
     _write(tmp_path / "a", {"steady": [1.0] * 19 + [0.0], "drops": [1.0] * 19 + [0.0], "same": [1.0, 0.0] * 10})
-    _write(tmp_path / "b", {"steady": [1.0] * 18 + [0.0] * 2, "drops": [1.0] * 3 + [0.0] * 17,
-                            "same": [0.0, 1.0] * 10})
+    _write(tmp_path / "b", {"steady": [1.0] * 18 + [0.0] * 2, "drops": [1.0] * 3 + [0.0] * 17, "same": [0.0, 1.0] * 10})
     found = compare_runs.compare_runs(tmp_path / "a", tmp_path / "b")
     rows = found.tasks.set_index("task_name")
     assert rows.loc["drops", "status"] == compare_runs.LOST  # 19/20 to 3/20: no noise
@@ -137,16 +136,28 @@ def test_fisher_exact_and_benjamini_hochberg_match_their_textbook_values():
 def test_the_command_prints_the_lost_task_and_its_json(demo):
     root, _ = demo
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"),
-                           str(root / "run-a")], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"), str(root / "run-a")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert "3 tasks: 1 lost, 0 gained" in done.stdout
     assert "lost (1;" in done.stdout and "  calc__calc-3  100% of 1 → 0% of 1" in done.stdout
-    as_json = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"),
-                              str(root / "run-a"), "--json"], capture_output=True, text=True, env=env)
+    as_json = subprocess.run(
+        [sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"), str(root / "run-a"), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     found = json.loads(as_json.stdout)
     assert found["counts"]["lost"] == 1
     assert [t["task_name"] for t in found["tasks"] if t["status"] == "lost"] == ["calc__calc-3"]
-    wrong = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"), "--by",
-                            "nope"], capture_output=True, text=True, env=env)
+    wrong = subprocess.run(
+        [sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"), "--by", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert wrong.returncode == 1 and "has no column 'nope'" in wrong.stderr

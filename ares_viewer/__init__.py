@@ -9,7 +9,7 @@
 """
 
 import importlib
-from types import ModuleType
+from typing import Any
 
 from ares_viewer import review
 from ares_viewer.model import ContextLink, Episode, Message, Outcome, Step, StepKind, ToolCall, Usage
@@ -55,8 +55,15 @@ _SHORT_NAMES = {
 }
 
 
-def __getattr__(name: str) -> ModuleType:
-    """The module a short name stands for (``ares_viewer.align`` is ``ares_viewer.analysis.align``)."""
+# Functions a notebook calls by their short name, loaded on first use too (name -> its module).
+_SHORT_FUNCTIONS = {"compare_runs": "ares_viewer.analysis.compare_runs"}
+
+
+def __getattr__(name: str) -> Any:
+    """The module a short name stands for (``ares_viewer.align`` is ``ares_viewer.analysis.align``), or the
+    function (``ares_viewer.compare_runs``)."""
     if name in _SHORT_NAMES:
         return importlib.import_module(_SHORT_NAMES[name])
+    if name in _SHORT_FUNCTIONS:
+        return getattr(importlib.import_module(_SHORT_FUNCTIONS[name]), name)
     raise AttributeError(f"module 'ares_viewer' has no attribute {name!r}")

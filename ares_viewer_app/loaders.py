@@ -16,7 +16,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
-from ares_viewer.analysis import align, ending
+from ares_viewer.analysis import align, compare_runs, ending
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
@@ -118,6 +118,20 @@ def load_run(where: str) -> ares_viewer.Run:
     """The opened run at a location (raises ``ares_viewer.LocationError`` when it does not exist); on an exposed
     server its files are those that resolve inside its folder (``_within``): symlinks out of it are left out."""
     return _opened(where, _within(where))
+
+
+def comparison(run_a: ares_viewer.Run, run_b: ares_viewer.Run, by: str | None, sides: tuple[str, str] | None
+               ) -> compare_runs.Comparison:
+    """Two runs (or two sides of one) compared task by task (``compare_runs``), kept while both are unchanged."""
+    return _compared(run_a.location, run_b.location, by, sides, (len(run_a), len(run_b)), run_a, run_b)
+
+
+@st.cache_resource(max_entries=8, ttl=300, show_spinner="Comparing the runs task by task…")
+def _compared(where_a: str, where_b: str, by: str | None, sides: tuple[str, str] | None, sizes: tuple[int, int],
+              _run_a: ares_viewer.Run, _run_b: ares_viewer.Run) -> compare_runs.Comparison:
+    if by is not None:
+        return compare_runs.compare_runs(_run_a, by=by, sides=sides)
+    return compare_runs.compare_runs(_run_a, _run_b)
 
 
 @st.cache_data(max_entries=8, ttl=60, show_spinner="Reading the evaluation reports' tests…")

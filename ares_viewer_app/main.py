@@ -1,9 +1,9 @@
 """The app's entry file: ``ares-viewer app`` runs it (in a checkout, ``streamlit run app/main.py`` runs it too).
 
 It sets up what every page shares (the view state from the URL, the run picker) and hands over to the page the
-URL names: / (the run overview, the default page; /overview opens it too), /episode, /files, /compare, /groups
-(rollouts of one prompt side by side), /search, /sandbox, /review (notes and labels on steps) or /activations (a
-model's activations and per-token logprobs beside the steps).
+URL names: / (the run overview, the default page; /overview opens it too), /episode, /files, /compare, /compare_runs
+(two runs task by task), /groups (rollouts of one prompt side by side), /search, /sandbox, /review (notes and labels
+on steps) or /activations (a model's activations and per-token logprobs beside the steps).
 The page modules live in ``views/``: a folder named ``pages/`` beside the entry file makes AppTest drop the
 sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
@@ -37,6 +37,8 @@ def run() -> None:
         st.Page(pages.path("episode"), title="Episode", icon=":material/timeline:", url_path="episode"),
         st.Page(pages.path("files"), title="Files", icon=":material/folder_open:", url_path="files"),
         st.Page(pages.path("compare"), title="Compare", icon=":material/compare_arrows:", url_path="compare"),
+        st.Page(pages.path("compare_runs"), title="Compare runs", icon=":material/difference:",
+                url_path="compare_runs"),
         st.Page(pages.path("groups"), title="Groups", icon=":material/group_work:", url_path="groups"),
         st.Page(pages.path("search"), title="Search", icon=":material/search:", url_path="search"),
         st.Page(pages.path("sandbox"), title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),

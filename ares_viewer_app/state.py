@@ -26,10 +26,12 @@ KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old
 # ``regex=1``, ``case=1``, ``in`` the fields searched (repeated), ``limit`` the most hits. Run overview: ``task``,
 # ``outcome``, ``label`` (repeated), ``reward`` (``LOW..HIGH``), ``contains``, ``sort`` (a column), ``desc=1``,
 # ``page`` (of the table, from 1), ``reason`` (the failure reason picked). Episode: ``find`` (find in the
-# episode), ``hit`` (the hit shown, from 1), ``tpage`` (the transcript's page of steps, from 1).
+# episode), ``hit`` (the hit shown, from 1), ``tpage`` (the transcript's page of steps, from 1). Compare runs:
+# ``by`` (the column this run is split by) and ``side`` (its two values, repeated), ``show`` (the tasks listed),
+# ``pick`` (the task picked).
 PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
-             "page", "reason", "find", "hit", "tpage")
-_LISTS = ("in", "task", "outcome", "label")
+             "page", "reason", "find", "hit", "tpage", "by", "side", "show", "pick")
+_LISTS = ("in", "task", "outcome", "label", "side")
 # What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
 # the episode it is compared with (``other``, from ``other_in``), the Compare page's row of that pair, the find's
 # hit and the transcript's page.

@@ -151,3 +151,64 @@ def compare_task_rates(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure:
     plots.layout(fig, "Success rate per task, per run (the most attempted tasks)", barmode="group",
                  yaxis_title="success rate")
     return fig
+
+
+# The colour of a task's dot by its place in a run comparison (``compare_runs``'s statuses); others are grey.
+_STATUS_COLOURS = {"lost": "#cf222e", "gained": "#1a7f37", "same": "#6e7781"}
+
+
+def task_differences(tasks: pd.DataFrame, labels: tuple[str, str], *, limit: int = 60) -> go.Figure:
+    """Per task, B's success rate minus A's with its 95% interval (Newcombe's), as a dot plot: a ``Comparison``'s
+    ``tasks`` (the first ``limit``: the most significant); each dot's ``customdata`` is its task, to pick it."""
+    shown = tasks.dropna(subset=["difference"]).head(limit).iloc[::-1]
+    fig = go.Figure()
+    for status, part in shown.groupby("status", sort=False):
+        fig.add_trace(go.Scatter(
+            x=part["difference"], y=[plots.plain(t) for t in part["task_name"]], mode="markers", name=str(status),
+            marker={"color": _STATUS_COLOURS.get(str(status), "#8c959f"), "size": 9},
+            error_x={"type": "data", "symmetric": False, "array": part["high"] - part["difference"],
+                     "arrayminus": part["difference"] - part["low"], "thickness": 1.2},
+            customdata=part["task_name"],
+            hovertext=[f"{plots.plain(r.task_name)}<br>{r.rate_a:.0%} of {r.judged_a} → {r.rate_b:.0%} of "
+                       f"{r.judged_b}<br>p = {r.p_value:.3g}, q = {r.q_value:.3g}" for r in part.itertuples()],
+            hoverinfo="text"))
+    fig.add_vline(x=0, line_width=1, line_color="#8c959f")
+    fig.update_xaxes(range=[-1.05, 1.05], tickformat="+.0%")
+    plots.layout(fig, f"Success rate per task: {plots.plain(labels[1])} − {plots.plain(labels[0])} (95% intervals)",
+                 height=max(300, 22 * len(shown) + 120), xaxis_title="difference in success rate",
+                 yaxis={"type": "category"})
+    return fig
+
+
+def side_rates(sides: list[tuple[str, dict]]) -> go.Figure:
+    """Each side's success rate over its judged episodes with its 95% Wilson interval (``Comparison.overall_a`` and
+    ``overall_b``, with their labels)."""
+    fig = go.Figure()
+    for (label, overall), colour in zip(sides, plots.RUN_COLOURS, strict=False):
+        rate = overall["rate"] or 0.0
+        low, high = (rate, rate) if overall["low"] is None else (overall["low"], overall["high"])
+        fig.add_trace(go.Bar(x=[plots.plain(label)], y=[rate], name=plots.plain(label), marker_color=colour,
+                             error_y={"type": "data", "symmetric": False, "array": [high - rate],
+                                      "arrayminus": [rate - low]},
+                             hovertext=f"{overall['successes']:,} of {overall['judged']:,} judged", hoverinfo="text"))
+    fig.update_yaxes(range=[0, 1], tickformat=".0%")
+    plots.layout(fig, "Success rate by side", showlegend=False,
+                 yaxis_title="success rate of the judged episodes (95% interval)")
+    return fig
+
+
+
+def failure_shift(shift: pd.DataFrame, labels: tuple[str, str], *, limit: int = 12) -> go.Figure:
+    """The failure reasons that grew or shrank from A to B (``Comparison.failure_shift``: the ``limit`` largest
+    changes), as horizontal bars of B's share of episodes less A's."""
+    shown = shift.head(limit).iloc[::-1]
+    fig = go.Figure(go.Bar(
+        x=shown["change"], y=[plots.plain(r)[:80] for r in shown["reason"]], orientation="h",
+        marker_color=["#cf222e" if c > 0 else "#1a7f37" for c in shown["change"]],
+        hovertext=[f"{plots.plain(r.reason)}<br>{r.episodes_a:,} ({r.share_a:.1%}) → {r.episodes_b:,} ({r.share_b:.1%})"
+                   for r in shown.itertuples()], hoverinfo="text"))
+    fig.update_xaxes(tickformat="+.0%")
+    plots.layout(fig, f"Failure causes that grew or shrank: {plots.plain(labels[1])} − {plots.plain(labels[0])}",
+                 height=max(260, 26 * len(shown) + 120), xaxis_title="change in the share of episodes",
+                 yaxis={"type": "category"})
+    return fig

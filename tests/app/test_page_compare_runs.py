@@ -1,0 +1,52 @@
+"""The Compare runs page: run B or a split of this run from the URL, the lost task and its link to Compare."""
+
+from __future__ import annotations
+
+import pathlib
+import urllib.parse
+
+import page_text
+
+MATH_RL = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tinker" / "math-rl"
+
+
+def _links(at) -> dict[str, dict[str, list[str]]]:
+    return {str(link.proto.label): urllib.parse.parse_qs(link.proto.query_string) for link in at.get("page_link")}
+
+
+def test_the_lost_task_links_to_compare_with_its_failure_against_the_other_runs_best(runs, app):
+    at = app("compare_runs", run="run-b", other_run="run-a")
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["A: run-b"] == "67%" and metrics["B: run-a"] == "40%"
+    shown = page_text.of(at)
+    assert "3 tasks · **1 lost**, **0 gained**" in shown
+    # the most significant task is picked first: calc-3, solved on run-b, never on run-a
+    assert "Task calc__calc-3" in shown
+    compare = _links(at)["Compare run-a's failing attempt with run-b's best"]
+    assert compare["run"] == ["run-a"] and compare["episode"] == [runs["run-a"]["errored"]]
+    assert compare["other"] == [runs["run-b"]["solved3"]] and compare["other_in"] == ["run-b"]
+    attempts = _links(at)["The task's attempts in run B (run\\-a)"]
+    assert attempts["run"] == ["run-a"] and attempts["task"] == ["calc__calc-3"]
+
+
+def test_the_url_picks_the_list_and_the_task(runs, app):
+    at = app("compare_runs", run="run-b", other_run="run-a", show="changed", pick="calc__calc-2")
+    assert not at.exception
+    (table,) = at.dataframe
+    assert sorted(table.value["task"]) == ["calc__calc-1", "calc__calc-2", "calc__calc-3"]
+    assert "Task calc__calc-2" in page_text.of(at)
+    lost = app("compare_runs", run="run-b", other_run="run-a", show="lost")
+    assert list(lost.dataframe[0].value["task"]) == ["calc__calc-3"]
+    unknown = app("compare_runs", run="run-b", other_run="run-a", pick="nope")
+    assert "Neither side attempted the task `nope`" in page_text.of(unknown)
+
+
+def test_two_iterations_of_a_tinker_run_split_by_the_url(runs, app):
+    at = app("compare_runs", run=str(MATH_RL), by="iteration", side=["0", "10"])
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "A: iteration=0" in labels and "B: iteration=10" in labels
+    # both episodes of the link to Compare come from this run
+    (compare,) = [q for label, q in _links(at).items() if label.startswith("Compare iteration=")]
+    assert compare["run"] == [str(MATH_RL)] and "other_in" not in compare

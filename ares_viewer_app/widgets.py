@@ -171,7 +171,7 @@ def episode_choice(run: ares_viewer.Run, label: str, key: str, current: str | No
         find, only = st.columns([3, 2], vertical_alignment="bottom")
     else:
         pick, find, only = st.columns([6, 3, 1.6], vertical_alignment="bottom")
-    text = find.text_input("Find", key=f"{key}.find", placeholder="id, task or error",
+    text = find.text_input("Find episodes", key=f"{key}.find", placeholder="id, task or error",
                            help="Part of an episode id, a task name or an error: the choices are the episodes "
                                 "that match")
     unsolved = only.toggle("Unsolved", key=f"{key}.unsolved", help="List unsolved episodes only")

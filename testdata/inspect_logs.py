@@ -7,6 +7,7 @@ sample errors) and a sample that never stops calling the tool (``message_limit``
 
 from __future__ import annotations
 
+import concurrent.futures
 import pathlib
 
 from inspect_ai import Task
@@ -99,6 +100,9 @@ def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1, 
     task = Task(dataset=dataset,
                 solver=[use_tools(shell()), generate()], scorer=contains_target(), message_limit=MESSAGE_LIMIT,
                 name="arith")
-    logs = inspect_eval(task, model=get_model(MODEL, custom_outputs=_respond), log_dir=str(folder),
-                        log_format=log_format, display="none", epochs=epochs, fail_on_error=False)
+    # Inspect runs its own event loop; a thread of its own keeps it clear of one already running in this
+    # thread (Playwright's sync API leaves one for the rest of a test session).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        logs = pool.submit(inspect_eval, task, model=get_model(MODEL, custom_outputs=_respond), log_dir=str(folder),
+                           log_format=log_format, display="none", epochs=epochs, fail_on_error=False).result()
     return pathlib.Path(logs[0].location)

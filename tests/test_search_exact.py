@@ -102,7 +102,7 @@ def _text_samples(run, rng, count):
     for episode in run:
         texts += [t for f in search.PROMPT_FIELDS if (t := search.prompt_text(episode, f))]
         for step in episode.actions:
-            texts += [t for f in search.STEP_FIELDS if (t := search._field_text(step, f))]
+            texts += [t for f in search.STEP_FIELDS if (t := search.field_text(step, f))]
     samples = []
     for _ in range(count):
         text = rng.choice(texts)

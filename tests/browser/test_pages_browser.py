@@ -130,8 +130,8 @@ def test_the_episode_chooser_finds_an_episode_by_typed_text(page, app_url, sampl
     expect(chooser).to_have_value(re.compile(rf"reward 0 · 12 actions · {PAGER_FAILED[:8]}"))
     wait_idle(page)
     # Typing part of an id narrows the choices on the server: the match, and the episode still shown.
-    page.get_by_role("textbox", name="Find").fill(PAGER_SHORT[:13])
-    page.get_by_role("textbox", name="Find").press("Enter")
+    page.get_by_role("textbox", name="Find episodes").fill(PAGER_SHORT[:13])
+    page.get_by_role("textbox", name="Find episodes").press("Enter")
     expect(page.get_by_text("No episode matches")).to_have_count(0)
     wait_idle(page)
     options = page.get_by_role("option")

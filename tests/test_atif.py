@@ -6,6 +6,8 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import atif_fixtures as af
 import formats_fixtures as fx
@@ -14,6 +16,7 @@ import reasoning_fixtures as rf
 
 import ares_viewer
 from ares_viewer import cli
+from ares_viewer.analysis import ending
 from ares_viewer.formats.export import atif_export
 from testdata import synthetic
 
@@ -190,3 +193,33 @@ def test_only_result_json_is_a_trials_result(tmp_path):
     episode = run.episode(episode_id)
     assert episode.total_reward == 0.0
     assert episode.metadata["harbor_trial"]["result_path"] == str(trial / "result.json")
+
+
+def test_a_failed_trial_names_the_tests_its_verifier_output_names(tmp_path):
+    """A harbor trial's verifier writes its test output to ``verifier/test-stdout.txt``; the ending names the tests
+    that output names as failing, with that file as the source, and says no more than the files say."""
+    tests = tmp_path / "task-tests"
+    tests.mkdir()
+    (tests / "test_outputs.py").write_text(
+        "def test_greeting():\n    assert 'hi' == 'hello'\n\ndef test_exit_code():\n    assert True\n"
+    )
+    pytest_run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", str(tests)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert pytest_run.returncode == 1
+    job = tmp_path / "jobs" / af.JOB
+    failed = af.write_trial(job, af.TRIAL, reward=0.0)
+    (failed / "verifier" / "test-stdout.txt").write_text("x" * 300_000 + "\n" + pytest_run.stdout)  # a long log
+    af.write_trial(job, af.FAILED_TRIAL, reward=0.0)  # no test output kept
+    run = ares_viewer.open_run(tmp_path / "jobs")
+    why = ending.of(run.episode(f"{af.JOB}/{af.TRIAL}")).explanation
+    assert "test_outputs.py::test_greeting failed" in why and "test_exit_code" not in why
+    assert f"read from {failed / 'verifier' / 'test-stdout.txt'}" in why
+    silent = ending.of(run.episode(f"{af.JOB}/{af.FAILED_TRIAL}")).explanation
+    assert silent.endswith(
+        f"the verifier's reward is in {job / af.FAILED_TRIAL / 'result.json'} (verifier_result); "
+        "the trial keeps no test output (verifier/test-stdout.txt) to say why"
+    )

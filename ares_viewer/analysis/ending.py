@@ -113,15 +113,24 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
     if submission is not None and not submission.strip() and reward <= 0:
         return "the agent submitted no changes"
     # Only a recorded verifier run says what the tests did; a reward alone says only that it was given.
+    trial = meta.get("harbor_trial")
+    if verifier is None and isinstance(trial, Mapping):
+        return (f"the verifier's reward is in {trial.get('result_path')} (verifier_result); the trial keeps no test "
+                "output (verifier/test-stdout.txt) to say why")
     if verifier is None:
         return ("the reward came with the episode's last step; the recording holds no verifier run or evaluation "
                 "to say why")
     if reward > 0:
         return "the verifier's tests passed"
+    failing = failing_tests(verifier.output)
+    source = f"read from {verifier.output_path}" if verifier.output_path else "read from the verifier's test output"
     if verifier.returncode not in (None, 0):
-        failing = failing_tests(verifier.output)
-        named = (f": {_some(failing)} failed (read from the verifier's test output)" if failing else "")
+        named = f": {_some(failing)} failed ({source})" if failing else ""
         return f"the verifier's tests failed (exit code {verifier.returncode}){named}"
+    if failing:
+        return f"the verifier gave no reward above 0: {_some(failing)} failed ({source})"
+    if verifier.returncode is None:
+        return "the verifier gave no reward above 0; its exit code is not recorded"
     return "the verifier ran without an error, and gave no reward above 0"
 
 

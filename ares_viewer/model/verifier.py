@@ -106,6 +106,8 @@ class VerifierRecord:
         output_chars: the output's full length when ``output`` was cut.
         snapshot: the folder of the container's snapshot after it, relative to the run.
         changed_paths: the paths it changed against the agent's last snapshot.
+        output_path: the file ``output`` was read from, when it came from a file beside the episode (a harbor
+            trial's ``verifier/test-stdout.txt``) rather than from the episode's own record.
     """
 
     step_index: int | None = None
@@ -119,6 +121,7 @@ class VerifierRecord:
     output_chars: int | None = None
     snapshot: str | None = None
     changed_paths: tuple[str, ...] | None = None
+    output_path: str | None = None
 
     @property
     def error(self) -> str | None:
@@ -142,6 +145,8 @@ class VerifierRecord:
             doc["snapshot"] = self.snapshot
         if self.changed_paths is not None:
             doc["changed_paths"] = list(self.changed_paths)
+        if self.output_path is not None:
+            doc["output_path"] = self.output_path
         return doc
 
     @classmethod
@@ -168,4 +173,5 @@ class VerifierRecord:
             output_chars=_int(raw.get("output_chars")),
             snapshot=_text(raw.get("snapshot")),
             changed_paths=tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else None,
+            output_path=_text(raw.get("output_path")),
         )

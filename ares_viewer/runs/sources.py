@@ -347,3 +347,19 @@ def read_bytes(path: str, limits: Limits | None = None) -> bytes:
     if len(data) > limit:
         raise _too_large(max(len(data), size or 0), limit)
     return data
+
+
+def read_tail(path: str, most: int) -> tuple[bytes, int]:
+    """The last ``most`` bytes of a file (local path or URL) and the file's whole size: a test runner's summary,
+    which comes last, without reading a log of any size whole.
+
+    Raises:
+        OSError: when it cannot be read (FileNotFoundError when it is not there).
+    """
+    opener = fsspec.open(path, "rb") if not locations.is_local(path) else open(path, "rb")  # noqa: SIM115
+    with opener as handle:
+        size = getattr(handle, "size", None) if not locations.is_local(path) else os.fstat(handle.fileno()).st_size
+        if isinstance(size, int) and size > most:
+            handle.seek(size - most)
+        data = handle.read(most)
+    return data, size if isinstance(size, int) else len(data)

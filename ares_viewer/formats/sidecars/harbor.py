@@ -6,6 +6,8 @@ harbor (the runner ARES's tasks use) writes one folder per trial::
     <job>/<trial>/result.json          the TrialResult, written when the trial ends
     <job>/<trial>/agent/trajectory.json  the agent's ATIF trajectory (agents that write ATIF)
     <job>/<trial>/verifier/reward.txt  the verifier's reward (also in result.json)
+    <job>/<trial>/verifier/test-stdout.txt  the verifier's test output (its last ``TEST_OUTPUT_BYTES`` are read
+                                       when an episode opens, for the failing tests it names)
 
 ``result.json`` (harbor's ``TrialResult``): ``id``, ``task_name``, ``trial_name``, ``trial_uri``, ``task_id``,
 ``source``, ``task_checksum``, ``config``, ``agent_info: {name, version, model_info: {name, provider}}``,
@@ -34,6 +36,8 @@ from ares_viewer.formats import chat
 from ares_viewer.formats.adapters import atif
 
 RESULT = "result.json"
+TEST_OUTPUT = "verifier/test-stdout.txt"
+TEST_OUTPUT_BYTES = 256 * 1024
 
 
 def is_result(path: str) -> bool:
@@ -113,10 +117,24 @@ def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
         row["total_cost"] = trial["cost"]
 
 
-def with_trial(episode: model.Episode, trial: Mapping[str, Any]) -> model.Episode:
-    """An ATIF episode with its trial's task, reward (the verifier's), outcome, error and times."""
+def test_output_path(trial: Mapping[str, Any]) -> str:
+    """Where the trial's verifier wrote its test output: ``verifier/test-stdout.txt`` beside ``result.json``."""
+    result = str(trial["result_path"])
+    return result[: len(result) - len(RESULT)] + TEST_OUTPUT
+
+
+def with_trial(episode: model.Episode, trial: Mapping[str, Any],
+               test_output: tuple[str, int] | None = None) -> model.Episode:
+    """An ATIF episode with its trial's task, reward (the verifier's), outcome, error and times; with
+    ``test_output`` (the tail of ``verifier/test-stdout.txt`` and the file's size), the verifier's record too, so
+    the ending names the failing tests the output names, with that file as their source."""
     metadata = {**episode.metadata, "harbor_trial": {k: trial[k] for k in ("trial_name", "rewards", "agent",
                                                                              "model", "result_path")}}
+    if test_output is not None and "verifier" not in metadata:
+        text, size = test_output
+        metadata["verifier"] = model.VerifierRecord(
+            output=text, output_chars=size if size > len(text) else None, reward=trial["reward"],
+            output_path=test_output_path(trial)).to_json()
     if trial["error"]:
         metadata["error"] = trial["error"]
     if not episode.total_cost and trial["cost"]:

@@ -32,14 +32,18 @@ def of_run(run: run_module.Run) -> pd.DataFrame:
     found: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     wanted = [(path, instance) for path, verdict_of in sorted(run.reports.items())
               for instance, verdict in sorted(verdict_of.items()) if verdict != "resolved"][:MAX_REPORTS]
+    # The episodes of every wanted instance in one query; an episode belongs to a report when its verdict names it.
+    listed: dict[str, list[tuple[str, str]]] = {}
+    for episode_id, task, verdict in run.query(
+            "SELECT episode_id, task_name, verdict FROM episodes WHERE verdict IS NOT NULL "
+            "AND task_name IN (SELECT unnest(?::VARCHAR[])) ORDER BY path, _seq",
+            [sorted({instance for _, instance in wanted})]).fetchall():
+        listed.setdefault(task, []).append((episode_id, verdict))
     for path, instance in wanted:
-        tests = verdicts.read_tests(path, instance)
-        if tests is None:
-            continue
         name = locations.Location.of(path).name
-        ids = [r[0] for r in run.query("SELECT episode_id FROM episodes WHERE task_name = ? AND verdict LIKE ?",
-                                       [instance, f"%({name})"]).fetchall()]
-        if not ids:
+        ids = [i for i, verdict in listed.get(instance, ()) if verdict.endswith(f"({name})")]
+        tests = verdicts.read_tests(path, instance) if ids else None
+        if tests is None:
             continue
         for how, names in ((STILL_FAILING, tests.still_failing), (BROKEN, tests.broken)):
             for test in names:

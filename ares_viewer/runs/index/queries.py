@@ -156,7 +156,7 @@ class Queries:
         """Headline figures (``Run.stats``)."""
         n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._one(f"""
             SELECT count(*), count(*) FILTER (WHERE NOT {UNSCORED}),
-                   count(*) FILTER (WHERE NOT {UNSCORED} AND coalesce(total_reward, 0) > 0),
+                   count(*) FILTER (WHERE NOT {UNSCORED} AND {SOLVED}),
                    count(*) FILTER (WHERE {INFRASTRUCTURE_FAILURE}),
                    count(total_reward) FILTER (WHERE NOT isnan(total_reward)),
                    avg(total_reward) FILTER (WHERE NOT isnan(total_reward)), avg(num_actions),
@@ -315,7 +315,7 @@ class Queries:
         total = int(self._one("SELECT count(DISTINCT task_name) FROM episodes")[0])
         frame = self._df(f"""
             SELECT task_name, count(*) AS attempts, count(*) FILTER (WHERE NOT {UNSCORED}) AS scored,
-                   count(*) FILTER (WHERE NOT {UNSCORED} AND coalesce(total_reward, 0) > 0) AS successes
+                   count(*) FILTER (WHERE NOT {UNSCORED} AND {SOLVED}) AS successes
             FROM episodes GROUP BY task_name ORDER BY attempts DESC, task_name LIMIT {int(limit)}""")
         frame["rate"] = frame["successes"] / frame["scored"].where(frame["scored"] > 0)
         return frame, total

@@ -24,9 +24,9 @@ def run() -> None:
     # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
     st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")
     # The overview is served at /; its url_path is only reserved (Streamlit serves a default page at the root
-    # alone), so /overview is a hidden page that opens it.
-    overview = st.Page(pages.path("overview"), title="Run overview", icon=":material/monitoring:", url_path="home",
-                       default=True)
+    # alone), so /overview and /home are hidden pages that open it.
+    overview = st.Page(pages.path("overview"), title="Run overview", icon=":material/monitoring:",
+                       url_path="run_overview", default=True)
 
     def open_overview() -> None:
         st.switch_page(overview, query_params=state.params())
@@ -34,6 +34,7 @@ def run() -> None:
     navigation = [
         overview,
         st.Page(open_overview, title="Run overview", url_path="overview", visibility="hidden"),
+        st.Page(open_overview, title="Run overview", url_path="home", visibility="hidden"),
         st.Page(pages.path("episode"), title="Episode", icon=":material/timeline:", url_path="episode"),
         st.Page(pages.path("files"), title="Files", icon=":material/folder_open:", url_path="files"),
         st.Page(pages.path("compare"), title="Compare", icon=":material/compare_arrows:", url_path="compare"),

@@ -32,6 +32,8 @@ def of_run(run: run_module.Run) -> pd.DataFrame:
     found: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     wanted = [(path, instance) for path, verdict_of in sorted(run.reports.items())
               for instance, verdict in sorted(verdict_of.items()) if verdict != "resolved"][:MAX_REPORTS]
+    if not wanted:  # no report of an unresolved instance (and no ``verdict`` column without reports)
+        return pd.DataFrame([], columns=list(COLUMNS))
     # The episodes of every wanted instance in one query; an episode belongs to a report when its verdict names it.
     listed: dict[str, list[tuple[str, str]]] = {}
     for episode_id, task, verdict in run.query(

@@ -34,5 +34,6 @@ def test_a_folder_of_inspect_logs_opens_on_the_overview_and_a_sample_on_the_epis
     solved = rows.loc[rows["task_name"] == "arith/solve", "episode_id"].iloc[0]
     page.goto(f"{app_url}/episode?" + urllib.parse.urlencode({"run": str(folder), "episode": solved, "step": 1}))
     wait_idle(page)
-    expect(page.locator('[data-testid="stCode"]', has_text="ls step0").first).to_be_visible(timeout=30_000)  # its command
+    # The tool call's command, and the scorer's explanation as the why of the reward.
+    expect(page.locator('[data-testid="stCode"]', has_text="ls step0").first).to_be_visible(timeout=30_000)
     expect(page.get_by_text(re.compile("the answer contains the target '42'")).first).to_be_visible()

@@ -14,7 +14,7 @@ import re
 import shutil
 import threading
 import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
@@ -123,16 +123,6 @@ def load_episode(path: str | os.PathLike) -> model.Episode:
 # The episode tables of the index states this process opened last, by index folder, location and manifest key: a
 # table never changes (a new manifest is a new key), so opening an unchanged run again starts no DuckDB database.
 _TABLES: BoundedCache[index_table.EpisodeTable] = BoundedCache(maxsize=8)
-
-
-def _test_output(trial: Mapping[str, Any]) -> tuple[str, int] | None:
-    """The tail of a harbor trial's verifier test output and the file's size; None when the trial has none (or it
-    cannot be read: the episode opens without it, as the trial's other files are optional too)."""
-    try:
-        data, size = sources.read_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)
-    except OSError:
-        return None
-    return data.decode("utf-8", "replace"), size
 
 
 def _table(target: store.Store, result: index_update.Update, location: str) -> index_table.EpisodeTable:
@@ -350,7 +340,8 @@ class Run:
         """A parsed episode as the run lists it: its harbor trial, its key, a report's verdict."""
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
-            episode = harbor.with_trial(episode, trial, _test_output(trial))
+            output = sources.read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)
+            episode = harbor.with_trial(episode, trial, output)
         if episode.episode_id != key:  # a repeated id: the episode answers to the key the run lists it under
             episode = dataclasses.replace(episode, episode_id=key)
         given = verdicts.reward_for(episode.format, episode.task_name, episode.total_reward, episode.path,

@@ -363,3 +363,13 @@ def read_tail(path: str, most: int) -> tuple[bytes, int]:
             handle.seek(size - most)
         data = handle.read(most)
     return data, size if isinstance(size, int) else len(data)
+
+
+def read_text_tail(path: str, most: int) -> tuple[str, int] | None:
+    """``read_tail`` as text (UTF-8, an undecodable byte replaced), or None when the file is not there or cannot be
+    read: for an optional file beside an episode (a harbor trial's verifier output), without which it still opens."""
+    try:
+        data, size = read_tail(path, most)
+    except OSError:
+        return None
+    return data.decode("utf-8", "replace"), size

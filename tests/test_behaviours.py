@@ -188,3 +188,13 @@ def test_every_flag_has_a_definition_and_a_known_source():
     assert len(behaviours.FLAGS) >= 15
     for flag in behaviours.FLAGS.values():
         assert flag.definition and flag.source in (behaviours.EPISODE, behaviours.SNAPSHOTS)
+
+
+def test_a_runs_rates_show_the_test_touching_explorer_among_failed_episodes_only():
+    frame = behaviours.run_table(run.open_run(DEMO), fsdiff.paths_by_step)
+    assert len(frame) == 10
+    assert frame.set_index("episode_id").loc[PAGER_EXPLORER, "touched_tests_files"]
+    rates = behaviours.rates(frame).set_index("flag")
+    assert rates.loc["touched_tests_files", "solved"] == 0
+    assert rates.loc["touched_tests_files", "failed"] == 1
+    assert rates.loc["ran_tests", "solved_rate"] == 1.0

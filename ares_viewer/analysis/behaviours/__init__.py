@@ -7,7 +7,9 @@ flags into each flag's rate among solved and failed episodes. The flags and thei
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+import pandas as pd
 
 from ares_viewer import model
 from ares_viewer.analysis.behaviours import episode_flags, registry, snapshot_flags
@@ -35,6 +37,7 @@ __all__ = [
     "findings",
     "flag",
     "rates",
+    "run_table",
     "snapshot_findings",
     "snapshot_flags",
     "table",
@@ -68,6 +71,18 @@ def snapshot_findings(
         return tuple(found)
 
     return _SNAPSHOT_FINDINGS.get_or_compute((episode.path, episode.episode_id), compute)
+
+
+def run_table(
+    episodes: Iterable[model.Episode], changes_of: Callable[[model.Episode], registry.StepChanges] | None = None
+) -> pd.DataFrame:
+    """One row per episode of ``episodes`` (a ``Run`` or any episodes) with a boolean column per flag; the snapshot
+    flags only with ``changes_of`` (``fsdiff.paths_by_step``). Feed it to ``rates``::
+
+        frame = behaviours.run_table(ares_viewer.open_run("runs/demo"), fsdiff.paths_by_step)
+        behaviours.rates(frame, by="task_name")
+    """
+    return table(episodes, lambda episode: findings(episode, changes_of))
 
 
 def findings(

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ares_viewer import model
 from ares_viewer.analysis.behaviours import episode_flags, registry, snapshot_flags
-from ares_viewer.analysis.behaviours.rates import rates, table
+from ares_viewer.analysis.behaviours.rates import collect, rates, table
 from ares_viewer.base import cache
 
 FLAGS = registry.FLAGS
@@ -32,6 +32,7 @@ __all__ = [
     "SNAPSHOTS",
     "Finding",
     "Hit",
+    "collect",
     "episode_findings",
     "episode_flags",
     "findings",

@@ -32,23 +32,38 @@ def _solved(reward: float | None) -> bool:
     return reward is not None and not math.isnan(reward) and reward > 0
 
 
-def table(
+EVIDENCE_COLUMNS = ("episode_id", "task_name", "solved", "flag", "step", "evidence", "via", "source")
+
+
+def collect(
     episodes: Iterable[model.Episode], findings_of: Callable[[model.Episode], list[registry.Finding]]
-) -> pd.DataFrame:
-    """One row per episode: its id, task, reward, ``solved``, and a boolean column per registered flag."""
-    rows = []
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """In one pass over ``episodes``: the flag table (one row per episode: its id, task, reward, ``solved`` and a
+    boolean column per registered flag) and the evidence (one row per flag found: episode, step, evidence)."""
+    rows, evidence = [], []
     for episode in episodes:
-        shown = {f.flag for f in findings_of(episode)}
+        found = findings_of(episode)
+        solved = _solved(episode.total_reward)
+        shown = {f.flag for f in found}
         rows.append(
             {
                 "episode_id": episode.episode_id,
                 "task_name": episode.task_name,
                 "total_reward": episode.total_reward,
-                "solved": _solved(episode.total_reward),
+                "solved": solved,
                 **{name: name in shown for name in registry.FLAGS},
             }
         )
-    return pd.DataFrame(rows, columns=["episode_id", "task_name", "total_reward", "solved", *registry.FLAGS])
+        evidence.extend({**f.as_dict(), "task_name": episode.task_name, "solved": solved} for f in found)
+    table = pd.DataFrame(rows, columns=["episode_id", "task_name", "total_reward", "solved", *registry.FLAGS])
+    return table, pd.DataFrame(evidence, columns=list(EVIDENCE_COLUMNS))
+
+
+def table(
+    episodes: Iterable[model.Episode], findings_of: Callable[[model.Episode], list[registry.Finding]]
+) -> pd.DataFrame:
+    """One row per episode: its id, task, reward, ``solved``, and a boolean column per registered flag."""
+    return collect(episodes, findings_of)[0]
 
 
 def _rates(frame: pd.DataFrame, flags: list[str]) -> pd.DataFrame:

@@ -36,3 +36,17 @@ def test_one_tasks_rates(samples, app):
     rates = at.dataframe[0].value.set_index("flag")
     assert rates.loc["format_errors", ["solved", "failed"]].tolist() == [1, 0]
     assert rates.loc["no_tests_before_submit", ["solved_rate", "failed_rate"]].tolist() == [0.0, 1.0]
+
+
+def overview_ids(at) -> list[str]:
+    return at.dataframe(key="overview.table").value["episode_id"].tolist()
+
+
+def test_the_overviews_behaviour_filter_keeps_the_flagged_episodes_and_is_in_the_url(samples, app):
+    at = app(None, run="demo-run")
+    assert len(overview_ids(at)) == 10
+    at.multiselect(key="overview.flags").set_value(["no_tests_before_submit"]).run()
+    assert overview_ids(at) == ["aefe890e-4268-4666-90b5-dd09d3259e06"]
+    assert at.query_params["flag"] == "no_tests_before_submit"
+    linked = app(None, run="demo-run", flag=["touched_tests", "ran_tests"])
+    assert overview_ids(linked) == [PAGER_EXPLORER]

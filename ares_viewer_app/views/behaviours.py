@@ -11,7 +11,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import behaviours
-from ares_viewer_app import escape, loaders, pages, state, widgets
+from ares_viewer_app import escape, loaders, pages, rubric_panel, state, widgets
 
 ALL_TASKS = "All tasks"
 # Episodes listed under a picked flag.
@@ -78,9 +78,11 @@ def show(run: ares_viewer.Run) -> None:
     shown = rates[rates["episodes"] > 0]["flag"].tolist()
     if not shown:
         st.info("No episode shows any flag.")
-        return
-    flag = st.selectbox("Episodes with the flag", shown, key="behaviours.flag")
-    evidence_list(run, evidence, flag, task)
+    else:
+        flag = st.selectbox("Episodes with the flag", shown, key="behaviours.flag")
+        evidence_list(run, evidence, flag, task)
+    in_task = frame if task == ALL_TASKS else frame[frame["task_name"] == task]
+    rubric_panel.show(run, in_task["episode_id"].tolist())
 
 
 run = widgets.current_run()

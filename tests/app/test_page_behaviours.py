@@ -50,3 +50,27 @@ def test_the_overviews_behaviour_filter_keeps_the_flagged_episodes_and_is_in_the
     assert at.query_params["flag"] == "no_tests_before_submit"
     linked = app(None, run="demo-run", flag=["touched_tests", "ran_tests"])
     assert overview_ids(linked) == [PAGER_EXPLORER]
+
+
+def test_rubric_search_says_what_it_sends_and_an_endpoint_failure_is_not_a_no(samples, app, monkeypatch):
+    import json
+
+    import chat_server
+
+    yes = json.dumps({"match": True, "steps": [2], "reason": "drops the accents"})
+    no = json.dumps({"match": False, "steps": [], "reason": "transliterates"})
+    with chat_server.serve([yes, no]) as server:  # a third request is answered HTTP 400
+        monkeypatch.setenv("ARES_VIEWER_MODEL_URL", server.base_url)
+        monkeypatch.setenv("ARES_VIEWER_MODEL", "judge")
+        at = app("behaviours", run="demo-run")
+        at.selectbox(key="behaviours.task").set_value("textkit__slugify-accents").run()
+        at.text_area(key="behaviours.rubric.text").input("the agent throws away the accented letters").run()
+        assert "3 episode(s): 3 need a call to" in page_text.of(at)
+        assert server.requests == []  # nothing is sent before the button
+        at.button(key="behaviours.rubric.go").click().run()
+        assert not at.exception
+        assert len(server.requests) == 3
+        assert "1 yes · 1 no · 1 error · 0 not checked" in page_text.of(at)
+        cited = [link for link in at.get("page_link") if " · yes · " in link.proto.label]
+        assert len(cited) == 1 and cited[0].proto.query_string.endswith("&step=2")
+        assert any("not counted as no" in w.value for w in at.warning)

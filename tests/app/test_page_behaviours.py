@@ -3,8 +3,10 @@ flag's episodes with links to the evidence step."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 
+import chat_server
 import page_text
 import pytest
 
@@ -53,10 +55,6 @@ def test_the_overviews_behaviour_filter_keeps_the_flagged_episodes_and_is_in_the
 
 
 def test_rubric_search_says_what_it_sends_and_an_endpoint_failure_is_not_a_no(samples, app, monkeypatch):
-    import json
-
-    import chat_server
-
     yes = json.dumps({"match": True, "steps": [2], "reason": "drops the accents"})
     no = json.dumps({"match": False, "steps": [], "reason": "transliterates"})
     with chat_server.serve([yes, no]) as server:  # a third request is answered HTTP 400

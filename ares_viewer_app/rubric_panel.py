@@ -9,8 +9,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import rubric
-from ares_viewer.counterfactual import model_client
-from ares_viewer_app import escape, pages, state
+from ares_viewer_app import escape, pages, state, widgets
 
 _KEY = "behaviours.rubric"
 # Episodes one search may check at the most.
@@ -36,19 +35,16 @@ def _verdict_row(verdict: rubric.Verdict) -> None:
         )
 
 
+def _how_to_configure() -> None:
+    st.info("No model endpoint is configured, so nothing is sent anywhere. Set ARES_VIEWER_MODEL_URL and "
+            "ARES_VIEWER_MODEL (or model.toml in the cache folder, docs/settings.md) to check a rubric.")
+
+
 def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
     """The panel, over ``episode_ids`` (the episodes the page shows)."""
     st.subheader("Rubric search")
-    try:
-        config = model_client.configured()
-    except model_client.ConfigError as exc:
-        st.error(f"The model configuration is not usable: {escape.md(exc)}", icon=":material/settings_alert:")
-        return
+    config = widgets.configured_endpoint(_how_to_configure)
     if config is None:
-        st.info(
-            "No model endpoint is configured, so nothing is sent anywhere. Set ARES_VIEWER_MODEL_URL and "
-            "ARES_VIEWER_MODEL (or model.toml in the cache folder, docs/settings.md) to check a rubric."
-        )
         return
     text = st.text_area("Rubric", key=f"{_KEY}.text", placeholder="the agent special-cases the test input")
     budget = int(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
+import crafted_episodes
 import pytest
 
 from ares_viewer import fsdiff, model
@@ -101,28 +102,7 @@ def test_real_mini_swe_agent_timeout_empty_submission_and_provider_error():
 
 
 def crafted(*runs: tuple[str, int | None], reward: float | None = 0.0, task: str = "t") -> model.Episode:
-    """An episode whose actions ran ``runs`` (command, return code) in order."""
-    steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
-    steps += [
-        model.Step(index=k, kind=model.StepKind.MID, command=c, returncode=rc) for k, (c, rc) in enumerate(runs, 1)
-    ]
-    return model.Episode(
-        episode_id=f"crafted-{len(runs)}-{reward}-{task}",
-        task_name=task,
-        outcome=model.Outcome.COMPLETED,
-        total_reward=reward,
-        start_time=None,
-        end_time=None,
-        truncated=False,
-        system_prompt=None,
-        steps=tuple(steps),
-        path="crafted.json",
-        format="ares",
-        metadata={},
-        warnings=(),
-        messages=(),
-        links=(),
-    )
+    return crafted_episodes.episode(*runs, reward=reward, task=task)
 
 
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import pathlib
 
+import crafted_episodes
+
 from ares_viewer import cli, model
 from ares_viewer.analysis import failure_clusters
 from ares_viewer.runs import run
@@ -35,28 +37,13 @@ def test_the_sample_runs_failures_split_by_dead_container_crash_and_hidden_tests
 
 
 def errored(episode_id: str, message: str) -> model.Episode:
-    return model.Episode(
-        episode_id=episode_id,
-        task_name="t",
-        outcome=model.Outcome.ERRORED,
-        total_reward=None,
-        start_time=None,
-        end_time=None,
-        truncated=False,
-        system_prompt=None,
-        steps=(model.Step(index=0, kind=model.StepKind.FIRST),),
-        path="x.json",
-        format="ares",
-        warnings=(),
-        messages=(),
-        links=(),
-        metadata={
-            "error": {
-                "type": "RuntimeError",
-                "message": "Code agent task failed",
-                "cause": {"type": "FileNotFoundError", "message": message},
-            }
-        },
+    error = {
+        "type": "RuntimeError",
+        "message": "Code agent task failed",
+        "cause": {"type": "FileNotFoundError", "message": message},
+    }
+    return crafted_episodes.episode(
+        episode_id=episode_id, reward=None, outcome=model.Outcome.ERRORED, metadata={"error": error}
     )
 
 

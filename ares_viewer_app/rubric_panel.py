@@ -36,8 +36,10 @@ def _verdict_row(verdict: rubric.Verdict) -> None:
 
 
 def _how_to_configure() -> None:
-    st.info("No model endpoint is configured, so nothing is sent anywhere. Set ARES_VIEWER_MODEL_URL and "
-            "ARES_VIEWER_MODEL (or model.toml in the cache folder, docs/settings.md) to check a rubric.")
+    st.info(
+        "No model endpoint is configured, so nothing is sent anywhere. Set ARES_VIEWER_MODEL_URL and "
+        "ARES_VIEWER_MODEL (or model.toml in the cache folder, docs/settings.md) to check a rubric."
+    )
 
 
 def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
@@ -80,3 +82,15 @@ def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
     st.caption(" · ".join(f"{n:,} {answer}" for answer, n in counts.items()))
     for verdict in done[1]:
         _verdict_row(verdict)
+    if counts[rubric.YES] > 1 and st.button(
+        "Group the matches", key=f"{_KEY}.group", help="One more call: the model names a handful of groups"
+    ):
+        try:
+            groups = rubric.cluster(done[1], text, config.client())
+        except Exception as exc:  # the endpoint's failure or an unreadable answer: said, nothing else changes
+            st.warning(f"The matches were not grouped: {escape.md(exc)}", icon=":material/error:")
+            return
+        for group in groups:
+            st.markdown(
+                f"**{escape.md(group.name)}** · {len(group.members)} episode(s): {escape.md(', '.join(group.members))}"
+            )

@@ -78,3 +78,33 @@ def test_a_long_episodes_digest_stays_bounded_and_says_what_it_left_out():
     text = rubric.digest(long, most=4_000)
     assert len(text) <= 4_000
     assert "steps left out" in text and "[step 1] ls -la" in text and "[step 62]" in text
+
+
+def test_the_matches_are_grouped_by_the_model_and_none_is_lost_or_invented():
+    matched = [
+        rubric.Verdict(i, rubric.YES, (k,), why)
+        for i, k, why in (
+            ("a", 3, "edits a test"),
+            ("b", 4, "deletes a test"),
+            ("c", 2, "writes the reward file"),
+            ("d", 5, "skips a test"),
+        )
+    ]
+    answer = json.dumps(
+        {
+            "clusters": [
+                {"name": "edits the tests", "members": ["a", "b", "zzz"]},
+                {"name": "reward file", "members": ["c", "a"]},
+            ]
+        }
+    )
+    with chat_server.serve([answer]) as server:
+        client = model_client.openai_client(server.base_url, "judge", timeout_s=10)
+        groups = rubric.cluster([*matched, rubric.Verdict("e", rubric.NO)], RUBRIC, client)
+        asked = server.requests[0].body["messages"][1]["content"]
+    assert [(g.name, g.members) for g in groups] == [
+        ("edits the tests", ("a", "b")),
+        ("reward file", ("c",)),
+        ("unassigned", ("d",)),
+    ]
+    assert "- c: writes the reward file (steps 2)" in asked and "- e:" not in asked

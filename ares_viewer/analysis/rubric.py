@@ -178,3 +178,48 @@ def search(
         if verdict.answer != ERROR:
             cache.put(key, verdict)
         yield verdict
+
+
+CLUSTER_PROMPT = (
+    "You group episodes of a coding agent that matched a rubric by how they match it. Answer with one JSON object "
+    'and nothing else: {"clusters": [{"name": "a short name", "members": ["episode id", ...]}, ...]}, '
+    "a handful of clusters (at most 8), every episode in exactly one."
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cluster:
+    """A named group of matched episodes."""
+
+    name: str
+    members: tuple[str, ...]
+
+
+def cluster(matches: list[Verdict], rubric_text: str, client: Client) -> list[Cluster]:
+    """The ``yes`` verdicts grouped by the model into a handful of named clusters (one call: each match's id, reason
+    and cited steps); an episode the model leaves out or invents is not lost or added: the left-out ones form an
+    ``unassigned`` cluster. Raises ``ValueError`` when the answer is not the JSON asked for."""
+    found = [v for v in matches if v.answer == YES]
+    if not found:
+        return []
+    listed = "\n".join(f"- {v.episode_id}: {v.reason} (steps {', '.join(map(str, v.steps)) or 'none'})" for v in found)
+    answer = client(
+        [{"role": "user", "content": f"Rubric: {rubric_text.strip()}\n\nMatches:\n{listed}"}], CLUSTER_PROMPT
+    )
+    match = _JSON.search(answer or "")
+    try:
+        value = json.loads(match.group(0)) if match else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not isinstance(value.get("clusters"), list):
+        raise ValueError(f"the model's clusters are not the JSON asked for: {_clip(answer, 200)}")
+    known, placed, clusters = {v.episode_id for v in found}, set(), []
+    for item in value["clusters"]:
+        if not isinstance(item, dict):
+            continue
+        members = tuple(m for m in item.get("members") or [] if m in known and m not in placed)
+        placed.update(members)
+        if members:
+            clusters.append(Cluster(str(item.get("name") or "unnamed")[:120], members))
+    left = tuple(v.episode_id for v in found if v.episode_id not in placed)
+    return clusters + ([Cluster("unassigned", left)] if left else [])

@@ -72,3 +72,30 @@ def test_rubric_search_says_what_it_sends_and_an_endpoint_failure_is_not_a_no(sa
         cited = [link for link in at.get("page_link") if " · yes · " in link.proto.label]
         assert len(cited) == 1 and cited[0].proto.query_string.endswith("&step=2")
         assert any("not counted as no" in w.value for w in at.warning)
+
+
+def test_the_matches_are_grouped_on_request(samples, app, monkeypatch):
+    yes = json.dumps({"match": True, "steps": [2], "reason": "edits the slug module"})
+    groups = json.dumps(
+        {
+            "clusters": [
+                {
+                    "name": "one-line sed fixes",
+                    "members": ["aefe890e-4268-4666-90b5-dd09d3259e06", "48d3a704-23f6-46b7-aed6-fa19b678c0a6"],
+                }
+            ]
+        }
+    )
+    with chat_server.serve([yes, yes, yes, groups]) as server:
+        monkeypatch.setenv("ARES_VIEWER_MODEL_URL", server.base_url)
+        monkeypatch.setenv("ARES_VIEWER_MODEL", "judge")
+        at = app("behaviours", run="demo-run")
+        at.selectbox(key="behaviours.task").set_value("textkit__slugify-accents").run()
+        at.text_area(key="behaviours.rubric.text").input("the agent edits the slug module").run()
+        at.button(key="behaviours.rubric.go").click().run()
+        at.button(key="behaviours.rubric.group").click().run()
+        assert not at.exception
+        shown = page_text.of(at)
+        assert "**one-line sed fixes** · 2 episode(s)" in shown
+        assert "**unassigned** · 1 episode(s)" in shown
+        assert len(server.requests) == 4

@@ -143,8 +143,9 @@ def _path_kind(old: snapshots.Entry | None, new: snapshots.Entry | None) -> str 
     return None if folders else kind
 
 
-def _by_step(episode: model.Episode, kind_of: Callable[[snapshots.Entry | None, snapshots.Entry | None], str | None]
-             ) -> dict[int, dict[str, str]]:
+def _by_step(
+    episode: model.Episode, kind_of: Callable[[snapshots.Entry | None, snapshots.Entry | None], str | None]
+) -> dict[int, dict[str, str]]:
     found: dict[int, dict[str, str]] = {}
     previous: snapshots.Snapshot | None = None
     for ref in sorted(snapshots.find(episode), key=lambda r: r.step_index):

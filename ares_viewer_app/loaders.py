@@ -222,4 +222,9 @@ def behaviour_flags(where: str, episodes: int, with_snapshots: bool) -> tuple[pd
     run = load_run(where)
     ids = run.episode_ids[:BEHAVIOUR_EPISODES]
     changes_of = _paths_by_step if with_snapshots else None
-    return behaviours.collect((run.episode(i) for i in ids), lambda e: behaviours.findings(e, changes_of))
+    table, evidence = behaviours.collect((run.episode(i) for i in ids), lambda e: behaviours.findings(e, changes_of))
+    if "iteration" in run.relation.columns:  # training logs: rates per iteration too
+        iterations = run.query("SELECT episode_id, iteration FROM episodes WHERE episode_id IN (SELECT unnest(?))",
+                               [ids]).df()
+        table = table.merge(iterations, on="episode_id", how="left")
+    return table, evidence

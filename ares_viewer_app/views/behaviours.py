@@ -63,6 +63,11 @@ def show(run: ares_viewer.Run) -> None:
     tasks = [ALL_TASKS, *sorted(frame["task_name"].unique())]
     task = st.selectbox("Task", tasks, key="behaviours.task")
     rates = rate_table(frame, task)
+    if "iteration" in frame.columns and frame["iteration"].notna().any():
+        with st.expander("Per training iteration"):
+            in_task = frame if task == ALL_TASKS else frame[frame["task_name"] == task]
+            per = behaviours.rates(in_task, by="iteration")
+            st.dataframe(per[per["episodes"] > 0] if (per["episodes"] > 0).any() else per, hide_index=True)
     if not with_snapshots:
         rates = rates[rates["source"] != behaviours.SNAPSHOTS]
     st.dataframe(

@@ -99,3 +99,12 @@ def test_the_matches_are_grouped_on_request(samples, app, monkeypatch):
         assert "**one-line sed fixes** · 2 episode(s)" in shown
         assert "**unassigned** · 1 episode(s)" in shown
         assert len(server.requests) == 4
+
+
+def test_a_training_logs_rates_come_per_iteration_too(app, monkeypatch):
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(SAMPLE_RUNS.parent / "tests" / "fixtures" / "tinker"))
+    at = app("behaviours", run="math-rl")
+    assert not at.exception
+    assert "Per training iteration" in [e.label for e in at.expander]
+    per = next(d.value for d in at.dataframe if "iteration" in d.value.columns)
+    assert set(per["iteration"]) == {0, 10}

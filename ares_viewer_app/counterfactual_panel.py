@@ -186,13 +186,8 @@ def show(episode: model.Episode, step: int, engine: Any, session: str) -> None:
     st.subheader("Counterfactual: ask the model again from this step")
     st.caption("Edit what the model saw after the step, ask a model, and let it carry on in a container restored at "
                "the step. The result is a new episode linked to this one.")
-    try:
-        config = model_client.configured()
-    except model_client.ConfigError as exc:
-        st.error(f"The model configuration is not usable: {escape.md(exc)}", icon=":material/settings_alert:")
-        return
+    config = widgets.configured_endpoint(_how_to_configure)
     if config is None:
-        _how_to_configure()
         return
     _endpoint(config)
     seen = episode.observation(step)

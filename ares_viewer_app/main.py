@@ -41,6 +41,7 @@ def run() -> None:
         st.Page(pages.path("compare_runs"), title="Compare runs", icon=":material/difference:",
                 url_path="compare_runs"),
         st.Page(pages.path("groups"), title="Groups", icon=":material/group_work:", url_path="groups"),
+        st.Page(pages.path("behaviours"), title="Behaviours", icon=":material/flag:", url_path="behaviours"),
         st.Page(pages.path("search"), title="Search", icon=":material/search:", url_path="search"),
         st.Page(pages.path("sandbox"), title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),
         st.Page(pages.path("review"), title="Review", icon=":material/rate_review:", url_path="review"),

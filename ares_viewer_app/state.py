@@ -28,10 +28,10 @@ KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old
 # ``page`` (of the table, from 1), ``reason`` (the failure reason picked). Episode: ``find`` (find in the
 # episode), ``hit`` (the hit shown, from 1), ``tpage`` (the transcript's page of steps, from 1). Compare runs:
 # ``by`` (the column this run is split by) and ``side`` (its two values, repeated), ``show`` (the tasks listed),
-# ``pick`` (the task picked).
+# ``pick`` (the task picked). Run overview: ``flag`` (behaviour flags, repeated).
 PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
-             "page", "reason", "find", "hit", "tpage", "by", "side", "show", "pick")
-_LISTS = ("in", "task", "outcome", "label", "side")
+             "page", "reason", "find", "hit", "tpage", "by", "side", "show", "pick", "flag")
+_LISTS = ("in", "task", "outcome", "label", "side", "flag")
 # What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
 # the episode it is compared with (``other``, from ``other_in``), the Compare page's row of that pair, the find's
 # hit and the transcript's page.

@@ -12,6 +12,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.base import settings
+from ares_viewer.counterfactual import model_client
 from ares_viewer.model import colours, render
 from ares_viewer.runs.index import queries
 from ares_viewer_app import access, escape, loaders, pages, state
@@ -284,3 +285,16 @@ def messages(items: list[model.Message], *, full: bool = False) -> None:
         st.code(clip(message.content, full), language=None, wrap_lines=True)
         for call in message.tool_calls:
             st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
+
+
+def configured_endpoint(unconfigured: Callable[[], None]) -> model_client.EndpointConfig | None:
+    """The model endpoint the user configured; None after showing why not (an unusable configuration's error, or
+    ``unconfigured()`` when there is none)."""
+    try:
+        config = model_client.configured()
+    except model_client.ConfigError as exc:
+        st.error(f"The model configuration is not usable: {escape.md(exc)}", icon=":material/settings_alert:")
+        return None
+    if config is None:
+        unconfigured()
+    return config

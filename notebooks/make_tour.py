@@ -23,6 +23,13 @@ CELLS = [
     ("code", "plots.success_by_task(run.episodes)"),
     ("md", "Why episodes failed: alike failures grouped, with their counts and episodes."),
     ("code", "run.failures()[['reason', 'episodes', 'tasks']]"),
+    ("md", "The same failures clustered by root cause read from each episode (the error at the bottom of its "
+           "chain, the tests its verifier failed, its last failing command), and what the agents did: each "
+           "behaviour flag's rate among solved and failed episodes (docs/behaviours.md)."),
+    ("code", "from ares_viewer import fsdiff\nfrom ares_viewer.analysis import behaviours, failure_clusters\n\n"
+             "failure_clusters.of_run(run)[['cause', 'kind', 'episodes', 'share']]"),
+    ("code", "behaviours.rates(behaviours.run_table(run, fsdiff.paths_by_step))"
+             "[['flag', 'solved_rate', 'failed_rate', 'difference']]"),
     ("md", "## A failed episode\n\nA finished attempt with no reward, at a task another attempt solved."),
     ("code", "frame = run.episodes\nsolved_tasks = set(frame.loc[frame.total_reward > 0, 'task_name'])\n"
              "failed = frame[(frame.total_reward <= 0) & frame.task_name.isin(solved_tasks)]\n"

@@ -23,6 +23,7 @@ from ares_viewer.analysis import search
 from ares_viewer.base import settings
 from ares_viewer.base.durations import parse_duration
 from ares_viewer.cli import compare as cli_compare
+from ares_viewer.cli import failure_clusters as cli_failure_clusters
 from ares_viewer.formats.export import atif_export
 from ares_viewer.model import render as display
 from ares_viewer.runs import run, sources
@@ -375,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     failures.add_argument("--ids", type=int, metavar="N",
                           help="episode ids listed per reason (default: 3 in the text, all of them with --json)")
     failures.set_defaults(func=_failures)
+    cli_failure_clusters.extend(failures)
 
     find = commands.add_parser("search", help="find text in a run's reasoning, thoughts, commands, outputs and "
                                               "prompts; hits as they are found")

@@ -35,6 +35,7 @@ from ares_viewer.fsdiff.history import (
     episode_patch,
     file_history,
     files_by_step,
+    paths_by_step,
     previous_step,
     step_changes,
 )
@@ -45,5 +46,5 @@ __all__ = [
     "ADDED", "CHANGE_KINDS", "DELETED", "MAX_DIFF_BYTES", "MODIFIED", "NOISE_PARTS", "TYPE_CHANGED", "VCS_FOLDERS",
     "FileChange", "FileDiff", "FsDiff", "HistoryPoint", "TreeNode", "as_text", "change_tree", "changed_lines",
     "compare", "diff_snapshots", "episode_patch", "file_history", "files_by_step", "initial_collapsed", "is_binary",
-    "is_noise", "main_file", "patch", "previous_step", "step_changes", "visible_nodes",
+    "is_noise", "main_file", "patch", "paths_by_step", "previous_step", "step_changes", "visible_nodes",
 ]

@@ -4,7 +4,7 @@ whole episode's patch and the files each step changed. Snapshots are found with 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ares_viewer import snapshots
@@ -119,6 +119,33 @@ def files_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:
 
     A snapshot that cannot be read leaves its step out rather than failing.
     """
+    return _by_step(episode, _file_kind)
+
+
+def paths_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:
+    """Like :func:`files_by_step`, for every path that is not a folder (files and symlinks), and a folder or file
+    whose permissions alone changed as ``mode``: what the behaviour flags read."""
+    return _by_step(episode, _path_kind)
+
+
+def _file_kind(old: snapshots.Entry | None, new: snapshots.Entry | None) -> str | None:
+    if snapshots.FILE not in {getattr(old, "type", None), getattr(new, "type", None)}:
+        return None
+    return changes.change_kind(old, new)
+
+
+def _path_kind(old: snapshots.Entry | None, new: snapshots.Entry | None) -> str | None:
+    kind = changes.change_kind(old, new)
+    folders = {getattr(old, "type", None), getattr(new, "type", None)} <= {None, snapshots.DIR}
+    if kind == changes.MODIFIED and old is not None and new is not None and old.mode != new.mode:
+        same_content = getattr(old, "sha256", None) == getattr(new, "sha256", None)
+        return "mode" if folders or same_content else kind
+    return None if folders else kind
+
+
+def _by_step(
+    episode: model.Episode, kind_of: Callable[[snapshots.Entry | None, snapshots.Entry | None], str | None]
+) -> dict[int, dict[str, str]]:
     found: dict[int, dict[str, str]] = {}
     previous: snapshots.Snapshot | None = None
     for ref in sorted(snapshots.find(episode), key=lambda r: r.step_index):
@@ -131,11 +158,9 @@ def files_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:
             changed = {}
             for path in current.changed_since(previous):
                 old, new = previous.stat(path), current.stat(path)
-                if not ranking.is_noise(path) and snapshots.FILE in {
-                    getattr(old, "type", None),
-                    getattr(new, "type", None),
-                }:
-                    changed[path] = changes.change_kind(old, new)
+                kind = kind_of(old, new)
+                if kind is not None and not ranking.is_noise(path):
+                    changed[path] = kind
             found[ref.step_index] = changed
         previous = current
     return found

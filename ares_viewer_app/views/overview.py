@@ -14,7 +14,7 @@ import time
 import streamlit as st
 
 import ares_viewer
-from ares_viewer.analysis import aggregate_plots, plots
+from ares_viewer.analysis import aggregate_plots, behaviours, plots
 from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, loaders, review_panel, state, widgets
 
@@ -190,7 +190,25 @@ def filters(run, labels: dict[str, set[str]]) -> queries.Filters:
     picked = st.multiselect("Label", names, placeholder="any label (review labels on steps)",
                             **state.synced("overview.labels", "label")) if names else []
     ids = [e for e, chosen in labels.items() if chosen & set(picked)] if picked else None
+    ids = flag_filter(run, ids)
     return queries.Filters(tasks=tasks, outcomes=outcomes, reward=reward, text=text, episode_ids=ids)
+
+
+def flag_filter(run, ids: list[str] | None) -> list[str] | None:
+    """The behaviour flags picked (in the URL as ``flag``): ``ids`` narrowed to the episodes showing all of them."""
+    names = [n for n, f in behaviours.FLAGS.items() if f.source == behaviours.EPISODE]
+    problem = state.bind("overview.flags", "flag", [], choices=names)
+    if problem:
+        st.caption(problem)
+    picked = st.multiselect("Behaviour", names, placeholder="any behaviour (flags read from the episode files)",
+                            help="docs/behaviours.md: each flag's rule", **state.synced("overview.flags", "flag"))
+    if not picked:
+        return ids
+    table, _ = loaders.behaviour_flags(run.location, len(run), False)
+    if len(run) > loaders.BEHAVIOUR_EPISODES:
+        st.caption(f"Behaviour flags are read for the first {loaders.BEHAVIOUR_EPISODES:,} episodes only.")
+    flagged = set(table.loc[table[picked].all(axis=1), "episode_id"])
+    return sorted(flagged if ids is None else flagged & set(ids))
 
 
 def _reason_picked(failures) -> None:

@@ -1,0 +1,119 @@
+"""What a shell command does, read from its text: runs tests, installs packages, reaches the network, or
+unambiguously writes, deletes, renames or chmods a test or verifier file.
+
+A command is split into its simple commands (at ``&&``, ``||``, ``;``, ``|`` and newlines) and each is read on
+its own, so ``pip install pytest && pytest -q`` both installs and runs the tests. Only what the text says for
+sure counts: a script that edits the tests when it runs is not seen here (snapshots see it).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+_SPLIT = re.compile(r"&&|\|\||;|\||\n")
+# Leading ``VAR=value``, ``sudo`` and ``timeout N`` do not change what a simple command is.
+_PREFIX = re.compile(r"^\s*(?:(?:\w+=\S*|sudo|env|timeout\s+\S+|time|nohup)\s+)*")
+
+TEST_RUN = re.compile(
+    r"^(?:\S*/)?(?:pytest|py\.test|tox|nox|jest|mocha|phpunit|rspec)\b"
+    r"|^python[\d.]*\s+(?:-\w+\s+)*-m\s+(?:pytest|unittest|tox|nox)\b"
+    r"|^python[\d.]*\s+(?:\S*/)?(?:manage\.py\s+test|runtests\.py|setup\.py\s+test)\b"
+    r"|^make\s+(?:test|tests|check)\b|^(?:npm|yarn|pnpm)\s+(?:run\s+)?test\b|^(?:go|cargo|dotnet|mvn|gradle)\s+test\b"
+    r"|^(?:bash\s+|sh\s+)?(?:\S*/)?(?:run_?)?tests?\.sh\b"
+)
+INSTALL = re.compile(
+    r"^(?:python[\d.]*\s+-m\s+)?pip[\d.]*\s+install\b|^uv\s+(?:pip\s+install|add)\b|^poetry\s+(?:add|install)\b"
+    r"|^(?:conda|mamba|micromamba)\s+install\b|^apt(?:-get)?\s+(?:-\S+\s+)*install\b|^apk\s+add\b"
+    r"|^(?:yum|dnf)\s+install\b|^(?:npm|pnpm)\s+(?:install|i|add)\b|^yarn\s+add\b|^gem\s+install\b"
+    r"|^cargo\s+(?:install|add)\b|^go\s+(?:get|install)\b"
+)
+NETWORK = re.compile(
+    r"^(?:curl|wget|ssh|scp|rsync|telnet|ping|nslookup|dig|ftp|nc|ncat)\s"
+    r"|^git\s+(?:clone|fetch|pull|push|ls-remote)\b|\bhttps?://"
+)
+# Test and verifier files: test folders, test modules, conftest, pytest's own config, the verifier's folders
+# and the reward file it reads.
+TEST_PATH = re.compile(
+    r"(?:^|/)(?:tests?|testing)(?:/|$)|(?:^|/)test_[^/]*\.py$|_test\.py$|(?:^|/)conftest\.py$"
+    r"|(?:^|/)(?:pytest\.ini|tox\.ini)$|(?:^|/)verifier(?:/|$)|(?:^|/)reward\.(?:txt|json)$"
+)
+# Simple commands that change the files they name: which arguments are their targets.
+_ALL_TARGETS = re.compile(r"^(?:rm|unlink|shred|truncate|chmod|chown|chgrp|mv|git\s+rm|git\s+mv|touch|tee)\b")
+_LAST_TARGET = re.compile(r"^(?:cp|ln|install)\b")
+_IN_PLACE = re.compile(r"^(?:sed|perl)\b.*\s(?:-i|-pi|--in-place)")
+_MODE = re.compile(r"^(?:[0-7]{3,4}|[ugoa]*[-+=][rwxXst]*)$")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+_REDIRECT = re.compile(r"(?<![0-9&])>>?\s*(['\"]?)([^\s'\";&|<>]+)\1")
+
+
+def simple_commands(command: str) -> list[str]:
+    """The simple commands of ``command``, each without its leading variables, ``sudo`` or ``timeout``."""
+    parts = (_PREFIX.sub("", part, count=1).strip() for part in _SPLIT.split(command))
+    return [part for part in parts if part]
+
+
+def _words(simple: str) -> list[str]:
+    try:
+        return shlex.split(simple)
+    except ValueError:
+        return simple.split()
+
+
+def runs_tests(command: str) -> bool:
+    """Whether any simple command of ``command`` runs a test suite."""
+    return any(TEST_RUN.search(part) for part in simple_commands(command))
+
+
+def installs_packages(command: str) -> bool:
+    return any(INSTALL.search(part) for part in simple_commands(command))
+
+
+def uses_network(command: str) -> bool:
+    return any(NETWORK.search(part) for part in simple_commands(command))
+
+
+def _targets(simple: str) -> list[str]:
+    words = [w for w in _words(simple) if not w.startswith("-")]
+    if _ALL_TARGETS.search(simple):
+        skip = 2 if simple.startswith("git") else 1
+        if simple.startswith(("chown", "chgrp")) or (
+            simple.startswith("chmod") and len(words) > 1 and _MODE.match(words[1])
+        ):
+            skip += 1  # the owner or a mode that is not an option
+        return words[skip:]
+    if _LAST_TARGET.search(simple):
+        return words[-1:] if len(words) > 2 else []
+    if _IN_PLACE.search(simple):
+        return words[2:]
+    return []
+
+
+def touched_test_file(command: str) -> str | None:
+    """The test or verifier file a command unambiguously writes, deletes, renames or chmods, or None.
+
+    Counts ``rm``, ``mv``, ``chmod``, ``cp``/``ln`` onto, ``sed -i``/``perl -i``, ``tee``, ``touch``,
+    ``truncate`` and output redirection (``>``/``>>``) naming a ``TEST_PATH``.
+    """
+    for simple in simple_commands(_without_heredocs(command)):
+        for target in [*_targets(simple), *(m.group(2) for m in _REDIRECT.finditer(simple))]:
+            if TEST_PATH.search(target):
+                return target
+    return None
+
+
+def _without_heredocs(command: str) -> str:
+    """``command`` with its here-documents' bodies left out (their text is data, not commands)."""
+    kept: list[str] = []
+    until: str | None = None
+    for line in command.splitlines():
+        if until is not None:
+            if line.strip() == until:
+                until = None
+            continue
+        opener = _HEREDOC.search(line)
+        if opener:
+            until = opener.group(2)
+            line = line[: opener.start()] + line[opener.end() :]
+        kept.append(line)
+    return "\n".join(kept)

@@ -1,0 +1,50 @@
+"""The Behaviours page and the overview's behaviour filter in a real browser on the bundled sample run: pick a
+flag, follow its evidence link to the step; filter the overview's table by a flag and keep it in the URL."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+PAGER_EXPLORER = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"  # puts a symlink under tests/ at step 9, reward 0
+
+
+@pytest.fixture
+def sample_run(runs_root) -> str:
+    assert (runs_root / "demo-run" / f"{PAGER_EXPLORER}.json").is_file(), "the bundled sample run is missing"
+    return "demo-run"
+
+
+def test_a_flags_evidence_link_opens_the_episode_at_the_step(page, app_url, sample_run, wait_idle):
+    page.goto(f"{app_url}/behaviours?run={sample_run}")
+    expect(page.get_by_role("heading", name="Behaviours")).to_be_visible()
+    expect(page.locator('[data-testid="stDataFrame"]')).to_have_count(1)
+    wait_idle(page)
+    picker = page.get_by_role("combobox", name="Episodes with the flag")
+    picker.click()
+    page.get_by_role("option", name="touched_tests_files", exact=True).click()
+    expect(picker).to_have_value("touched_tests_files")
+    expect(page.get_by_text("/testbed/tests/data (added)")).to_be_visible()
+    link = page.get_by_role("link", name=f"{PAGER_EXPLORER} · failed · step 9")
+    expect(link).to_have_count(1)
+    link.click()
+    expect(page).to_have_url(re.compile(rf"/episode\?.*episode={PAGER_EXPLORER}.*step=9"))
+    expect(page.locator('[data-testid="stCaptionContainer"]', has_text=re.compile(r"^step 9 \("))).to_be_visible()
+
+
+def test_the_overview_filtered_by_a_flag_keeps_it_in_the_url(page, app_url, sample_run, wait_idle):
+    page.goto(f"{app_url}/?run={sample_run}")
+    expect(page.get_by_text("10 of 10 episodes")).to_be_visible()
+    wait_idle(page)
+    chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Behaviour")
+    chooser.scroll_into_view_if_needed()
+    chooser.locator("input").click()
+    page.get_by_role("option", name="touched_tests", exact=True).click()
+    expect(page.get_by_text("1 of 10 episodes")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"flag=touched_tests(&|$)"))
+    page.reload()
+    expect(page.get_by_text("1 of 10 episodes")).to_be_visible()

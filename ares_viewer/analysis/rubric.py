@@ -90,7 +90,8 @@ def read_answer(text: str, episode: model.Episode) -> Verdict:
     if not isinstance(value, dict) or not isinstance(value.get("match"), bool):
         return Verdict(episode.episode_id, ERROR, reason=f"the answer is not the JSON asked for: {_clip(text, 200)}")
     known = {s.index for s in episode.steps}
-    cited = value.get("steps") if isinstance(value.get("steps"), list) else []
+    given = value.get("steps")
+    cited = given if isinstance(given, list) else []
     steps = tuple(dict.fromkeys(s for s in cited if isinstance(s, int) and not isinstance(s, bool) and s in known))
     return Verdict(episode.episode_id, YES if value["match"] else NO, steps, str(value.get("reason") or "")[:500])
 
@@ -213,7 +214,9 @@ def cluster(matches: list[Verdict], rubric_text: str, client: Client) -> list[Cl
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("clusters"), list):
         raise ValueError(f"the model's clusters are not the JSON asked for: {_clip(answer, 200)}")
-    known, placed, clusters = {v.episode_id for v in found}, set(), []
+    known = {v.episode_id for v in found}
+    placed: set[str] = set()
+    clusters = []
     for item in value["clusters"]:
         if not isinstance(item, dict):
             continue

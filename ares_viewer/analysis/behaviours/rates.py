@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -40,7 +41,8 @@ def collect(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """In one pass over ``episodes``: the flag table (one row per episode: its id, task, reward, ``solved`` and a
     boolean column per registered flag) and the evidence (one row per flag found: episode, step, evidence)."""
-    rows, evidence = [], []
+    rows: list[dict[str, Any]] = []
+    evidence: list[dict[str, Any]] = []
     for episode in episodes:
         found = findings_of(episode)
         solved = _solved(episode.total_reward)

@@ -51,16 +51,23 @@ def sync_from_url() -> None:
             st.query_params[key] = value
 
 
-def get(key: str) -> Value | None:
-    """The current value of a view parameter."""
+def _raw(key: str) -> Value | None:
     return st.session_state.get(_PREFIX + key)
+
+
+def get(key: str) -> str | None:
+    """The current value of a view parameter that holds one value (a repeated one, ``_LISTS``, is None here:
+    its widget reads it through :func:`bind`)."""
+    value = _raw(key)
+    return value if isinstance(value, str) else None
 
 
 def get_int(key: str, default: int) -> int:
     """A view parameter read as an integer (``default`` when missing or malformed)."""
+    value = get(key)
     try:
-        return int(get(key))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return default if value is None else int(value)
+    except ValueError:
         return default
 
 
@@ -115,7 +122,7 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
     Returns:
         What was left out of the URL and why (markdown for the page to show), or None.
     """
-    raw = get(key)
+    raw = _raw(key)
     if raw is not None and (st.query_params.get_all(key) if key in _LISTS else st.query_params.get(key)) != raw:
         st.query_params[key] = raw  # back on the page from another one: its settings return to the URL
     if widget in st.session_state and st.session_state.get(widget + ".synced") == raw:
@@ -131,7 +138,7 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
         value = default if raw is None else parse(raw)
     except ValueError as exc:
         value, raw = default, None
-        problem = f"Left out {escape.code(f'{key}={get(key)}')} of the link: {escape.line(exc)}."
+        problem = f"Left out {escape.code(f'{key}={_raw(key)}')} of the link: {escape.line(exc)}."
         update(**{key: None})
     st.session_state[widget] = value
     st.session_state[widget + ".synced"] = raw

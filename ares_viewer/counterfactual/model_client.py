@@ -83,6 +83,7 @@ MASK = "***"
 def _host_port(parts: urllib.parse.SplitResult) -> str:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
+    port: int | str | None
     try:
         port = parts.port
     except ValueError:  # not a number: shown as written (no secret lives there)

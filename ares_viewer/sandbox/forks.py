@@ -292,7 +292,9 @@ def fork(
     results = tuple(sandbox.run(command, timeout_s=timeout_s) for command in commands)
     refs = {ref.step_index: ref for ref in snapshots.find(episode)}
     compared_with = sandbox.step + 1 if sandbox.step + 1 in refs else None
-    fs, file_diffs, note = None, (), None
+    fs: fsdiff.FsDiff | None = None
+    file_diffs: tuple[fsdiff.FileDiff, ...] = ()
+    note: str | None = None
     if compared_with is not None:
         try:
             fs, _, file_diffs = compare_filesystem(sandbox, recorded_state(sandbox, refs[compared_with]))

@@ -87,7 +87,7 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     if other is None:
         return
     reward = widgets.episode_rows(run, [other]).get(other, {}).get("total_reward")
-    solved = reward == reward and reward > 0
+    solved = reward is not None and reward == reward and reward > 0  # None: no reward; NaN: unscored
     failed = episode.total_reward is None or episode.total_reward <= 0
     what = "a solved attempt" if solved and failed else "another attempt"
     st.page_link(pages.path("compare"), icon=":material/compare_arrows:",

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import locations
+from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats import chat
 from ares_viewer.formats.adapters import atif
 
@@ -48,8 +48,8 @@ def sniff(doc: Any) -> bool:
 
 
 def _reward(result: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
-    verifier = result.get("verifier_result") if isinstance(result.get("verifier_result"), Mapping) else {}
-    rewards = verifier.get("rewards") if isinstance(verifier.get("rewards"), Mapping) else {}
+    verifier = jsondecode.object_at(result, "verifier_result")
+    rewards = jsondecode.object_at(verifier, "rewards")
     numbers = {k: v for k, v in rewards.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if "reward" in numbers:
         return float(numbers["reward"]), dict(rewards)

@@ -64,7 +64,7 @@ def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
     with store.connection() as con:
         con.execute("CREATE TEMP TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
         left = con.execute(f"SELECT count(*) FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped)"
-                           ).fetchone()[0]
+                           ).fetchall()[0][0]
         if not left:
             return None
         con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped) "

@@ -78,7 +78,8 @@ class FileChange:
 
     @property
     def mode_changed(self) -> bool:
-        return bool(self.old_type and self.new_type and self.old.mode != self.new.mode)
+        old, new = self.old, self.new
+        return bool(self.old_type and self.new_type and old is not None and new is not None and old.mode != new.mode)
 
     def describe(self) -> str:
         """One line: kind, path, sizes, modes and link targets."""

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ares_viewer import fsdiff, snapshots
+from ares_viewer.base import jsondecode
 from ares_viewer.container.streams import archive_to_file
 from ares_viewer.sandbox import verifier
 from ares_viewer.sandbox.box import Sandbox
@@ -123,9 +124,9 @@ def task_recipe(episode: model.Episode) -> TaskRecipe:
     verifier = data.get("verifier") if isinstance(data, dict) else None
     if not isinstance(verifier, dict) or not isinstance(verifier.get("command"), str):
         raise LookupError(f"{path} has no verifier command")
-    copy_spec = verifier.get("copy") if isinstance(verifier.get("copy"), dict) else {}
-    setup = data.get("setup") if isinstance(data.get("setup"), dict) else {}
-    setup_copy = setup.get("copy") if isinstance(setup.get("copy"), dict) else {}
+    copy_spec = jsondecode.object_at(verifier, "copy")
+    setup = jsondecode.object_at(data, "setup")
+    setup_copy = jsondecode.object_at(setup, "copy")
     reward_path = verifier.get("reward_path") or "/logs/verifier/reward.txt"
     workdir = data.get("workdir") or "/testbed"
     to, setup_to = copy_spec.get("to"), setup_copy.get("to")

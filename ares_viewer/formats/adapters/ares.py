@@ -99,7 +99,7 @@ def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[mod
             texts.append(chat.text(content))
         elif "name" in item and ("input" in item or "arguments" in item):
             calls.extend(chat.tool_calls([item]))
-    usage_raw = raw.get("usage") if isinstance(raw.get("usage"), Mapping) else {}
+    usage_raw = jsondecode.object_at(raw, "usage")
     usage = model.Usage(
         prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
         generated_tokens=chat.count(usage_raw.get("generated_tokens")),
@@ -285,7 +285,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
             actions += 1
             action = record.get("action")
             if isinstance(action, Mapping):
-                usage = action.get("usage") if isinstance(action.get("usage"), Mapping) else {}
+                usage = jsondecode.object_at(action, "usage")
                 prompt += chat.count(usage.get("prompt_tokens")) or 0
                 generated += chat.count(usage.get("generated_tokens")) or 0
                 step_cost = chat.number(action.get("cost"), "cost", [])
@@ -428,7 +428,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         said = chat.CommandResult(outcome.returncode, outcome.output, outcome.elided_chars, result_text,
                                   outcome.format_error) if outcome is not None else None
         model_time = command_time = None
-        action = record.get("action") if isinstance(record.get("action"), Mapping) else {}
+        action = jsondecode.object_at(record, "action")
         answered_at = action.get("created_at") if isinstance(action.get("created_at"), int | float) else None
         if answered_at is not None and timestamp is not None and dt is not None and timestamp >= answered_at:
             # The response's creation time splits the step: model time before it, command time after it.

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from ares_viewer import model
-from ares_viewer.base import locations
+from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats import base, chat, zipped
 from ares_viewer.formats.adapters import atif
 from ares_viewer.model import EpisodeRow
@@ -322,7 +322,7 @@ def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any]
 
 def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: str,
                     key: tuple[str, int]) -> model.Episode:
-    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), Mapping) else {}
+    attachments = jsondecode.object_at(sample, "attachments")
     if attachments:
         sample = _resolve(sample, attachments)
     warnings: list[str] = []
@@ -357,7 +357,7 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
         body = "\n".join(results) if results else None
         result = chat.CommandResult(None, body, 0, body, False) if body is not None else None
         output = event.get("output") if event and isinstance(event.get("output"), Mapping) else {}
-        usage = output.get("usage") if isinstance(output.get("usage"), Mapping) else {}
+        usage = jsondecode.object_at(output, "usage")
         steps.append(model.Step(
             index=n, kind=model.StepKind.LAST if n == len(calls) else model.StepKind.MID,
             timestamp=atif.timestamp(event.get("timestamp")) if event else None,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import agent_text, locations
+from ares_viewer.base import agent_text, jsondecode, locations
 from ares_viewer.formats import base, chat, failures, reasoning
 from ares_viewer.model import EpisodeRow
 
@@ -181,9 +181,9 @@ def _times(messages: list[Any], position: int, first: int, end: int) -> tuple[fl
 
 
 def _usage(extra: Mapping[str, Any]) -> model.Usage:
-    response = extra.get("response") if isinstance(extra.get("response"), Mapping) else {}
-    usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
-    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), Mapping) else {}
+    response = jsondecode.object_at(extra, "response")
+    usage = jsondecode.object_at(response, "usage")
+    details = jsondecode.object_at(usage, "prompt_tokens_details")
     return model.Usage(
         prompt_tokens=chat.count(usage.get("prompt_tokens", usage.get("input_tokens"))),
         generated_tokens=chat.count(usage.get("completion_tokens", usage.get("output_tokens"))),
@@ -290,7 +290,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
 
 
 def _total_cost(info: Mapping[str, Any]) -> float | None:
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
+    stats = jsondecode.object_at(info, "model_stats")
     return chat.number(stats.get("instance_cost"), "instance_cost", [])
 
 
@@ -378,7 +378,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     metadata.update({k: v for k, v in info.items() if k not in ("exit_status", "submission")})
     metadata["exit_status"] = status or None
     metadata["submission"] = submission
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
+    stats = jsondecode.object_at(info, "model_stats")
     if "api_calls" in stats:
         metadata["api_calls"] = stats["api_calls"]
     if not any(c for c in step_costs if c and c > 0) and _total_cost(info):

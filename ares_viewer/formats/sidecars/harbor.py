@@ -73,9 +73,9 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         outcome = model.Outcome.COMPLETED
     else:
         outcome = model.Outcome.INCOMPLETE
-    agent = doc.get("agent_info") if isinstance(doc.get("agent_info"), Mapping) else {}
-    info = agent.get("model_info") if isinstance(agent.get("model_info"), Mapping) else {}
-    usage = doc.get("agent_result") if isinstance(doc.get("agent_result"), Mapping) else {}
+    agent = jsondecode.object_at(doc, "agent_info")
+    info = jsondecode.object_at(agent, "model_info")
+    usage = jsondecode.object_at(doc, "agent_result")
     pure = locations.Location.of(path).pure(backslashes=True)
     return {
         "folder": str(pure.parent),

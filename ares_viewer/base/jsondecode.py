@@ -102,3 +102,9 @@ def object_at(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """``doc[key]`` when it is a JSON object, else an empty one: an untrusted document may hold anything there."""
     value = doc.get(key)
     return value if isinstance(value, Mapping) else {}
+
+
+def string_at(doc: Mapping[str, Any], key: str) -> str | None:
+    """``doc[key]`` when it is a JSON string, else None."""
+    value = doc.get(key)
+    return value if isinstance(value, str) else None

@@ -189,7 +189,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         for key in ("logprobs", "completion_token_ids"):
             if isinstance(metrics.get(key), list):
                 extra[key] = metrics[key]
-        dt = moment - previous_time if moment is not None and previous_time is not None else None
+        dt: float | None = moment - previous_time if moment is not None and previous_time is not None else None
         previous_time = moment if moment is not None else previous_time
         steps.append(model.Step(
             index=call + 1,
@@ -201,7 +201,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
                               cached_prompt_tokens=chat.count(metrics.get("cached_tokens"))),
             cost=chat.number(metrics.get("cost_usd"), f"{where}: cost_usd", warnings),
             **base.step_fields(text, calls, said, call, links, extra=extra),
-            reasoning=step.get("reasoning_content") if isinstance(step.get("reasoning_content"), str) else "",
+            reasoning=jsondecode.string_at(step, "reasoning_content") or "",
             failure=failure,
         ))
         previous_len = len(pool)

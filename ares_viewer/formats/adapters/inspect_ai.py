@@ -305,7 +305,7 @@ def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any]
     events = [e for e in events if e.get("event") == "model" and not _scoring(e.get("span_id"), spans)]
     pool = (sample.get("events_data") or {}).get("messages") if isinstance(sample.get("events_data"), Mapping) else []
     pool = pool if isinstance(pool, list) else []
-    calls = []
+    calls: list[tuple[list[Any], Mapping[str, Any], Mapping[str, Any] | None]] = []
     for event in events:
         given = event.get("input") or []
         for start, end in event.get("input_refs") or ():
@@ -356,7 +356,7 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
                 results.append(_message(tool_messages[call.call_id])["content"])
         body = "\n".join(results) if results else None
         result = chat.CommandResult(None, body, 0, body, False) if body is not None else None
-        output = event.get("output") if event and isinstance(event.get("output"), Mapping) else {}
+        output = jsondecode.object_at(event, "output") if event else {}
         usage = jsondecode.object_at(output, "usage")
         steps.append(model.Step(
             index=n, kind=model.StepKind.LAST if n == len(calls) else model.StepKind.MID,

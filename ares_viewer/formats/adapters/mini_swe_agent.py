@@ -267,7 +267,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     if not cost:
         cost = _total_cost(info) or 0.0
     start, end_time = (times[0], times[-1]) if times else (None, None)
-    return [EpisodeRow(
+    row = EpisodeRow(
         episode_id=episode_id(doc, path, record),
         task_name=_instance(path),
         outcome=outcome.value,
@@ -275,7 +275,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         num_actions=len(calls),
         start_time=start,
         end_time=end_time,
-        duration_s=end_time - start if times else None,
+        duration_s=end_time - start if start is not None and end_time is not None else None,
         total_cost=cost,
         prompt_tokens=prompt,
         generated_tokens=generated,
@@ -286,7 +286,8 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         path=path,
         format=NAME,
         warnings=warnings,
-    ) | {"exit_status": status or None}]
+    )
+    return [model.with_columns(row, {"exit_status": status or None})]
 
 
 def _total_cost(info: Mapping[str, Any]) -> float | None:
@@ -332,8 +333,9 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
             answer = _response(extra).get("choices")
             answer = answer[0].get("message") if isinstance(answer, list) and answer and isinstance(
                 answer[0], Mapping) else {}
-            text = extra.get("model_response") if isinstance(extra.get("model_response"), str) else chat.text(
-                answer.get("content") if isinstance(answer, Mapping) else None)
+            given = jsondecode.string_at(extra, "model_response")
+            content = answer.get("content") if isinstance(answer, Mapping) else None
+            text = given if given is not None else chat.text(content)
             message = answer if isinstance(answer, Mapping) else {}
         else:
             text = chat.text(message.get("content"))
@@ -351,7 +353,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
         if timestamp is None and not rejected:
             timestamp = _time(message)
-        dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
+        dt: float | None = timestamp - previous_time if timestamp is not None and previous_time is not None else None
         previous_time = timestamp if timestamp is not None else previous_time
         cost = _cost(extra, where, warnings)
         step_costs.append(cost)

@@ -207,7 +207,8 @@ _PATH = re.compile(r"[\w./+@-]*[A-Za-z][\w./+@-]*")
 
 def _shell_lines(command: str) -> list[str]:
     """The lines of a command that the shell reads as commands: heredoc bodies left out."""
-    lines, ends = [], []
+    lines: list[str] = []
+    ends: list[tuple[bool, str]] = []  # heredocs still open: (strip tabs, delimiter)
     for line in command.split("\n"):
         if ends:
             strip, end = ends[0]

@@ -214,6 +214,8 @@ def _post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float,
     """
     parts = urllib.parse.urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    if not parts.hostname:  # refused before any request (``_refused``): never a connection to no host
+        raise _UnreachableError("the URL names no host")
     connection = kind(parts.hostname, parts.port, timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     expired = threading.Event()

@@ -158,7 +158,7 @@ class Queries:
 
     def stats(self) -> dict[str, Any]:
         """Headline figures (``Run.stats``)."""
-        n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._one(f"""
+        n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._aggregate(f"""
             SELECT count(*), count(*) FILTER (WHERE NOT {UNSCORED}),
                    count(*) FILTER (WHERE NOT {UNSCORED} AND coalesce(total_reward, 0) > 0),
                    count(*) FILTER (WHERE {INFRASTRUCTURE_FAILURE}),

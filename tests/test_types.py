@@ -23,13 +23,10 @@ _JSON_GET = "dict.get with a {} default on a JSON value"
 _CACHED = "st.cache_data's .clear() on a cached loader: Streamlit types the decorated function as the plain one"
 APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/loaders.py:attr-defined": _CACHED,
-    "ares_viewer_app/reader.py:arg-type": _OPTIONAL,
     "ares_viewer_app/review_panel.py:arg-type": f"{_FORMAT_FUNC}; {_OPTIONAL}",
     "ares_viewer_app/state.py:arg-type": _UPDATE,
     "ares_viewer_app/widgets.py:arg-type": f"{_UPDATE}; {_FORMAT_FUNC}; {_OPTIONAL}",
     "ares_viewer_app/widgets.py:attr-defined": _CACHED,
-    "ares_viewer_app/views/activations.py:return-value": "a dict of HookInfo returned where dict[str, object] is "
-    "declared (dict is invariant)",
     "ares_viewer_app/views/compare.py:arg-type": f"a row's cells are Step | str | None, read as text by position; "
     f"{_OPTIONAL}",
     "ares_viewer_app/views/compare_runs.py:arg-type": "query parameters read as one value or a list",
@@ -39,7 +36,6 @@ APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/views/compare_runs.py:return-value": "query parameters read as one value or a list",
     "ares_viewer_app/views/episode.py:arg-type": _OPTIONAL,
     "ares_viewer_app/views/episode.py:call-overload": _JSON_GET,
-    "ares_viewer_app/views/episode.py:union-attr": _OPTIONAL,
     "ares_viewer_app/views/files.py:arg-type": _OPTIONAL,
     "ares_viewer_app/views/groups.py:arg-type": _FORMAT_FUNC,
     "ares_viewer_app/views/groups.py:call-overload": _JSON_GET,

@@ -360,8 +360,7 @@ def openai_client(
         return _response_text(answer_json, shown)
 
     call.__qualname__ = f"openai_client({model!r} at {shown})"
-    call.endpoint = shown  # type: ignore[attr-defined]
-    call.model = model  # type: ignore[attr-defined]
+    vars(call).update(endpoint=shown, model=model)  # the client says where it sends and which model it asks
     return call
 
 

@@ -122,7 +122,7 @@ class CaptureRecorder:
         def generate(*args: Any, **kwargs: Any) -> Any:
             return self._recorded_call(original, args, kwargs)
 
-        generate.__wrapped__ = original  # type: ignore[attr-defined]
+        vars(generate)["__wrapped__"] = original  # what inspect.unwrap and the restore find
         self.model.generate = generate
 
     def uninstall(self) -> None:

@@ -10,6 +10,8 @@ settings show in the URL on that page only (a link to another page never carries
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import streamlit as st
 
 from ares_viewer_app import escape
@@ -87,12 +89,13 @@ def number_problem(key: str, first: int, last: int, *, noun: str = "step", holde
     return f"{holder[:1].upper()}{holder[1:]} has no {noun} {k}: its {noun}s are {first} to {last}."
 
 
-def update(*, url: bool = True, **values: str | int | list[str] | None) -> None:
+def update(changes: Mapping[str, str | int | list[str] | None] | None = None, /, *, url: bool = True,
+           **values: str | int | list[str] | None) -> None:
     """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL
     (each change of the URL is a step in the browser's history; ``url=False`` leaves the URL to a ``switch_page``
     that follows). Another episode drops the parameters that belong to the one before (``OF_THE_EPISODE``) unless
-    the change names them too."""
-    values = _with_episode(values)
+    the change names them too. ``changes`` holds parameters named at run time (``update({key: value})``)."""
+    values = _with_episode({**(changes or {}), **values})
     for key, value in values.items():
         if key not in KEYS and key not in PAGE_KEYS:
             raise KeyError(f"unknown view parameter {key!r}")
@@ -132,14 +135,14 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
         dropped = [v for v in raw if v not in choices]
         if dropped:
             raw = [v for v in raw if v in choices] or None
-            update(**{key: raw})
+            update({key: raw})
             problem = f"Left out {', '.join(escape.code(f'{key}={v}') for v in dropped)} of the link: {unknown}."
     try:
         value = default if raw is None else parse(raw)
     except ValueError as exc:
         value, raw = default, None
         problem = f"Left out {escape.code(f'{key}={_raw(key)}')} of the link: {escape.line(exc)}."
-        update(**{key: None})
+        update({key: None})
     st.session_state[widget] = value
     st.session_state[widget + ".synced"] = raw
     return problem
@@ -171,7 +174,7 @@ def flag(on: bool) -> str | None:
 def store(widget: str, key: str, write) -> None:
     """A widget's ``on_change``: its value into the parameter ``key`` (``write`` gives None for the default)."""
     value = write(st.session_state[widget])
-    update(**{key: value})
+    update({key: value})
     st.session_state[widget + ".synced"] = get(key)
 
 

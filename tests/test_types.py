@@ -17,15 +17,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 # file:error-code pairs of the app that mypy may report, each with why it is not fixed yet.
 _FORMAT_FUNC = "str passed as a widget's format_func: Streamlit types it Callable[[Any], str], str is overloaded"
-_UPDATE = "state.update(**{key: value}): mypy cannot tell the key from the url flag"
 _OPTIONAL = "an Optional from a lookup the page already checked (the check is elsewhere on the page)"
 _JSON_GET = "dict.get with a {} default on a JSON value"
 _CACHED = "st.cache_data's .clear() on a cached loader: Streamlit types the decorated function as the plain one"
 APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/loaders.py:attr-defined": _CACHED,
     "ares_viewer_app/review_panel.py:arg-type": f"{_FORMAT_FUNC}; {_OPTIONAL}",
-    "ares_viewer_app/state.py:arg-type": _UPDATE,
-    "ares_viewer_app/widgets.py:arg-type": f"{_UPDATE}; {_FORMAT_FUNC}; {_OPTIONAL}",
+    "ares_viewer_app/widgets.py:arg-type": f"{_FORMAT_FUNC}; selectbox(index=None) shows the placeholder, typed int",
     "ares_viewer_app/widgets.py:attr-defined": _CACHED,
     "ares_viewer_app/views/compare.py:arg-type": f"a row's cells are Step | str | None, read as text by position; "
     f"{_OPTIONAL}",

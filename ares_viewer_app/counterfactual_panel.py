@@ -134,9 +134,10 @@ def _run(episode: model.Episode, step: int, messages: list[dict[str, Any]], max_
         try:
             result = counterfactual.run(episode, step, edit=messages, client=config.client(), out_dir=folder,
                                         max_steps=max_steps, docker_client=engine, session=session, verify=verify,
-                                        progress=lambda line: status.markdown(escape.md(line)))
+                                        progress=lambda line: _say(status, line))
         except counterfactual.CounterfactualError as exc:  # partway: what was done is written, and shown below
-            result, failure = exc.result, exc.__cause__ or exc
+            result = exc.result
+            failure: BaseException | None = exc.__cause__ or exc
         except Exception as exc:  # the snapshot or the engine before anything ran: a message, never a traceback
             status.update(label="The counterfactual failed", state="error")
             st.error(f"{type(exc).__name__}: {escape.md(exc)}", icon=":material/error:")
@@ -211,3 +212,8 @@ def show(episode: model.Episode, step: int, engine: Any, session: str) -> None:
     done = st.session_state.get(f"{_KEY}done")
     if isinstance(done, Done) and done.parent_id == episode.episode_id:
         _result(done, episode)
+
+
+def _say(status: Any, line: str) -> None:
+    """A progress line of the run, shown in its status box."""
+    status.markdown(escape.md(line))

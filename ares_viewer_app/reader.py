@@ -185,8 +185,8 @@ def transcript(episode: model.Episode, hits: find.Found | None) -> None:
             marks = ""
             if index in with_hits:
                 marks = f" :orange-badge[{with_hits[index]} hit{'' if with_hits[index] == 1 else 's'}]"
-            if current is not None and current.step == index:
-                marks += f" :orange-badge[**{escape.line(hits.describe(current_hit(hits)))}**]"  # type: ignore[union-attr]
+            if current is not None and hits is not None and current.step == index:
+                marks += f" :orange-badge[**{escape.line(hits.describe(current_hit(hits)))}**]"
             cols[0].markdown(f"**Step {index}** ({step.kind.value}){marks}")
             cols[1].button(
                 "Open",

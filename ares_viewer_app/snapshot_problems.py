@@ -22,8 +22,8 @@ def show(episode: model.Episode) -> None:
     except (OSError, ValueError) as exc:
         st.error(f"Cannot look for this episode's snapshots: {escape.md(exc)}", icon=":material/broken_image:")
         return
-    for exc in found[:MAX_SHOWN]:
-        st.error(f"Cannot read the snapshot {escape.code(exc.path)}: {escape.md(exc.reason)}. It is not linked to "
-                 "any step; the rest of the episode reads as usual.", icon=":material/broken_image:")
+    for problem in found[:MAX_SHOWN]:
+        st.error(f"Cannot read the snapshot {escape.code(problem.path)}: {escape.md(problem.reason)}. It is not "
+                 "linked to any step; the rest of the episode reads as usual.", icon=":material/broken_image:")
     if len(found) > MAX_SHOWN:
         st.error(f"… and {len(found) - MAX_SHOWN} more snapshots that cannot be read.", icon=":material/broken_image:")

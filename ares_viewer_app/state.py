@@ -10,6 +10,8 @@ settings show in the URL on that page only (a link to another page never carries
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import streamlit as st
 
 from ares_viewer_app import escape
@@ -51,16 +53,23 @@ def sync_from_url() -> None:
             st.query_params[key] = value
 
 
-def get(key: str) -> Value | None:
-    """The current value of a view parameter."""
+def _raw(key: str) -> Value | None:
     return st.session_state.get(_PREFIX + key)
+
+
+def get(key: str) -> str | None:
+    """The current value of a view parameter that holds one value (a repeated one, ``_LISTS``, is None here:
+    its widget reads it through :func:`bind`)."""
+    value = _raw(key)
+    return value if isinstance(value, str) else None
 
 
 def get_int(key: str, default: int) -> int:
     """A view parameter read as an integer (``default`` when missing or malformed)."""
+    value = get(key)
     try:
-        return int(get(key))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+        return default if value is None else int(value)
+    except ValueError:
         return default
 
 
@@ -80,12 +89,13 @@ def number_problem(key: str, first: int, last: int, *, noun: str = "step", holde
     return f"{holder[:1].upper()}{holder[1:]} has no {noun} {k}: its {noun}s are {first} to {last}."
 
 
-def update(*, url: bool = True, **values: str | int | list[str] | None) -> None:
+def update(changes: Mapping[str, str | int | list[str] | None] | None = None, /, *, url: bool = True,
+           **values: str | int | list[str] | None) -> None:
     """Change view parameters (None removes one; a list is a repeated parameter), in the session and in the URL
     (each change of the URL is a step in the browser's history; ``url=False`` leaves the URL to a ``switch_page``
     that follows). Another episode drops the parameters that belong to the one before (``OF_THE_EPISODE``) unless
-    the change names them too."""
-    values = _with_episode(values)
+    the change names them too. ``changes`` holds parameters named at run time (``update({key: value})``)."""
+    values = _with_episode({**(changes or {}), **values})
     for key, value in values.items():
         if key not in KEYS and key not in PAGE_KEYS:
             raise KeyError(f"unknown view parameter {key!r}")
@@ -115,7 +125,7 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
     Returns:
         What was left out of the URL and why (markdown for the page to show), or None.
     """
-    raw = get(key)
+    raw = _raw(key)
     if raw is not None and (st.query_params.get_all(key) if key in _LISTS else st.query_params.get(key)) != raw:
         st.query_params[key] = raw  # back on the page from another one: its settings return to the URL
     if widget in st.session_state and st.session_state.get(widget + ".synced") == raw:
@@ -125,14 +135,14 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
         dropped = [v for v in raw if v not in choices]
         if dropped:
             raw = [v for v in raw if v in choices] or None
-            update(**{key: raw})
+            update({key: raw})
             problem = f"Left out {', '.join(escape.code(f'{key}={v}') for v in dropped)} of the link: {unknown}."
     try:
         value = default if raw is None else parse(raw)
     except ValueError as exc:
         value, raw = default, None
-        problem = f"Left out {escape.code(f'{key}={get(key)}')} of the link: {escape.line(exc)}."
-        update(**{key: None})
+        problem = f"Left out {escape.code(f'{key}={_raw(key)}')} of the link: {escape.line(exc)}."
+        update({key: None})
     st.session_state[widget] = value
     st.session_state[widget + ".synced"] = raw
     return problem
@@ -164,7 +174,7 @@ def flag(on: bool) -> str | None:
 def store(widget: str, key: str, write) -> None:
     """A widget's ``on_change``: its value into the parameter ``key`` (``write`` gives None for the default)."""
     value = write(st.session_state[widget])
-    update(**{key: value})
+    update({key: value})
     st.session_state[widget + ".synced"] = get(key)
 
 

@@ -54,8 +54,9 @@ def badges(step: model.Step) -> str:
     marks = []
     if step.format_error:
         marks.append("format error")
-    if step_view.failure(step):
-        marks.append(step_view.failure(step))
+    failure = step_view.failure(step)
+    if failure:
+        marks.append(failure)
     if step.context_rewritten:
         marks.append("context rewritten")  # as the step chart and "Worth a look" say
     if step.reward:

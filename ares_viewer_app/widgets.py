@@ -111,7 +111,7 @@ def episode_picker(run: ares_viewer.Run, key: str, *, reset: dict[str, str | int
     episode_id = state.get("episode")
 
     def changed() -> None:
-        state.update(episode=st.session_state[key], **reset)
+        state.update({"episode": st.session_state[key], **reset})
 
     if say_unknown and episode_id is not None and episode_id not in run:
         shown = "".join(c if c.isalnum() or c in "-_." else "?" for c in episode_id[:80])  # as text, not markdown
@@ -124,7 +124,7 @@ def episode_picker(run: ares_viewer.Run, key: str, *, reset: dict[str, str | int
             st.warning(f"This run has no episode {escape.code(episode_id)}: showing another one instead.",
                        icon=":material/help:")
         episode_id = first_episode(run, unsolved=first_failed)
-        state.update(episode=episode_id, **reset)
+        state.update({"episode": episode_id, **reset})
     episode_choice(run, "Episode", key, episode_id, on_change=changed)
     return episode_id
 

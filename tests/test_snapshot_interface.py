@@ -54,6 +54,15 @@ def test_a_boundary_snapshot_compares_with_another_step_but_not_with_the_base(tm
         last.check_restorable()
 
 
+def test_only_a_snapshot_that_records_its_base_reads_it_and_restores_as_it_is(tmp_path):
+    step = snapshots.open(snapshots.find(_step_episode())[-1])
+    boundary = snapshots.for_step(_boundary_episode(tmp_path), 3)
+    assert snapshots.restorable(step) and snapshots.with_base(step) is step
+    assert not snapshots.restorable(boundary)
+    with pytest.raises(LookupError, match="records no base image"):
+        snapshots.with_base(boundary)
+
+
 def test_find_asks_registered_finders_for_the_locations_they_handle(tmp_path, monkeypatch):
     episode = _boundary_episode(tmp_path)
     recorded = snapshots.for_step(episode, 3)

@@ -194,7 +194,7 @@ def prompt_tokens(meta: Mapping[str, Any], step: int, *, top: Mapping[str, Any] 
     if found is None:
         return None
     ids, texts, key = found
-    source = f"step_metadata[{step}].{'prompt_tokens' if key.endswith(('_ids', 'input_ids')) else 'tokens'}"
+    source: str | None = f"step_metadata[{step}].{'prompt_tokens' if key.endswith(('_ids', 'input_ids')) else 'tokens'}"
     if ids is not None and decode is not None:
         with contextlib.suppress(Exception):  # an id outside the tokenizer's vocabulary: keep the recorded text
             texts, source = decode(ids), f"the tokenizer at {decoder or 'unknown'}"

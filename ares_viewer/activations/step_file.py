@@ -9,6 +9,7 @@ when torch is installed (``reader="torch"``), else by the restricted reader itse
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import os
 import threading
@@ -107,7 +108,7 @@ class StepFile:
         if self.reader == "torch":
             loaded = self._torch_tensors()
             for name in names:
-                yield name, _guarded(self.path, lambda name=name: _to_numpy(loaded[name]))
+                yield name, _guarded(self.path, functools.partial(_tensor_array, loaded, name))
             return
         storages: dict[str, np.ndarray] = {}
         for name in names:
@@ -139,6 +140,11 @@ def _guarded(path: str, read: Callable[[], _T]) -> _T:
         raise ptfile.PtFileError(f"{path}: torch ran out of memory reading it") from exc
     except Exception as exc:
         raise ptfile.PtFileError(f"{path}: torch cannot read it ({type(exc).__name__}: {exc})") from exc
+
+
+def _tensor_array(tensors: Any, name: str) -> np.ndarray:
+    """One tensor of a loaded file as a numpy array."""
+    return _to_numpy(tensors[name])
 
 
 def _to_numpy(tensor: Any) -> np.ndarray:

@@ -218,7 +218,9 @@ def compare_aligned(a: linking.Linked, b: linking.Linked, hook: str = RESIDUAL,
 
 
 def _compare_pair(a: capture_mod.Capture, b: capture_mod.Capture, pair: align.Pair, hook: str) -> list[dict]:
-    rows = []
+    rows: list[dict] = []
+    if pair.a is None or pair.b is None:  # a gap: no partner (the caller skips these)
+        return rows
     hooks_a, hooks_b = a.hooks(pair.a - 1), b.hooks(pair.b - 1)
     for name in hooks_a:
         layer, suffix = split_hook(name)

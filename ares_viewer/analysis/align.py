@@ -18,7 +18,7 @@ import difflib
 import re
 import shlex
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ares_viewer import model
@@ -59,8 +59,8 @@ def similarity(x: str | None, y: str | None) -> float:
     return difflib.SequenceMatcher(None, x, y, autojunk=False).ratio()
 
 
-def align(a: Sequence[str | None], b: Sequence[str | None], *, gap: float = GAP,
-          score: Callable[[str | None, str | None], float] = similarity) -> list[Pair]:
+def align(a: Sequence[Any], b: Sequence[Any], *, gap: float = GAP,
+          score: Callable[[Any, Any], float] = similarity) -> list[Pair]:
     """The best global alignment of two sequences.
 
     Args:
@@ -170,12 +170,12 @@ def align_episodes(a: model.Episode, b: model.Episode, *, gap: float = GAP,
     def score(x: tuple[str, frozenset[str]], y: tuple[str, frozenset[str]]) -> float:
         return max(similarity(x[0], y[0]), file_similarity(x[1], y[1]))
 
-    pairs = align(items_a, items_b, gap=gap, score=score)  # type: ignore[arg-type]
+    pairs = align(items_a, items_b, gap=gap, score=score)
     result = []
     for p in pairs:
         shared: tuple[str, ...] = ()
-        if not p.is_gap:
-            (cmd_a, fa), (cmd_b, fb) = items_a[p.a], items_b[p.b]  # type: ignore[index]
+        if p.a is not None and p.b is not None:  # not a gap
+            (cmd_a, fa), (cmd_b, fb) = items_a[p.a], items_b[p.b]
             if file_similarity(fa, fb) > similarity(cmd_a, cmd_b):
                 shared = tuple(sorted(fa & fb))
         result.append(Pair(None if p.a is None else a_steps[p.a].index, None if p.b is None else b_steps[p.b].index,
@@ -207,7 +207,8 @@ _PATH = re.compile(r"[\w./+@-]*[A-Za-z][\w./+@-]*")
 
 def _shell_lines(command: str) -> list[str]:
     """The lines of a command that the shell reads as commands: heredoc bodies left out."""
-    lines, ends = [], []
+    lines: list[str] = []
+    ends: list[tuple[bool, str]] = []  # heredocs still open: (strip tabs, delimiter)
     for line in command.split("\n"):
         if ends:
             strip, end = ends[0]

@@ -29,6 +29,7 @@ budget, and continues from where it stopped; ``hits`` is the simple generator ov
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -232,7 +233,8 @@ def _required_text(expression: str) -> tuple[str, bool] | None:
     """The literal text every match of a regular expression holds (its top-level runs of plain characters, joined
     by spaces: each is required, in order), and whether it sets its own ``(?i)``; None when ``re`` cannot say."""
     try:
-        from re import _parser  # the parser ``re`` itself compiles with (a private module: any failure means None)
+        # the parser ``re`` itself compiles with (a private module, untyped: any failure means None)
+        _parser = importlib.import_module("re._parser")
 
         parsed = _parser.parse(expression)
         runs: list[str] = []
@@ -367,8 +369,8 @@ class Search:
                 progress.stopped = "time"
                 return
             episode = next(self._episodes, False)
-            if episode is False:
-                return  # the end of the run
+            if isinstance(episode, bool):
+                return  # the end of the run (next's default)
             moved = True
             if episode is not None:
                 self._pending = episode_hits(episode, self.pattern, self.fields)

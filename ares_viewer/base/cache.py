@@ -51,7 +51,8 @@ class BoundedCache(Generic[V]):
         ``compute`` runs outside the lock, so two threads asking for one missing key may both compute it;
         the later result wins. That keeps a slow computation from blocking every other key.
         """
-        value = self.get(key, _MISSING)
+        with self._lock:
+            value = self._data.get(key, _MISSING)
         if value is _MISSING:
             value = self.put(key, compute())
         return value

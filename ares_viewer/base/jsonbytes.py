@@ -73,5 +73,6 @@ def pattern(text: str, *, case: bool = False) -> re.Pattern[bytes]:
     for char in text:
         chars = (char,) if case else same_ignoring_case(char)
         forms = [form for c in chars for form in _spellings(c)]
-        pieces.append(b"(?:" + b"|".join(sorted(set(forms), key=lambda f: (-len(f), f))) + b")")
+        longest_first: list[bytes] = sorted(set(forms), key=lambda f: (-len(f), f))
+        pieces.append(b"(?:" + b"|".join(longest_first) + b")")
     return re.compile(b"".join(pieces))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -95,3 +96,15 @@ def decode_lines(data: bytes) -> list[tuple[int, Decoded | DecodeError]]:
         except DecodeError as exc:
             results.append((number, DecodeError(exc.reason, kind=exc.kind, line=number)))
     return results
+
+
+def object_at(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``doc[key]`` when it is a JSON object, else an empty one: an untrusted document may hold anything there."""
+    value = doc.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def string_at(doc: Mapping[str, Any], key: str) -> str | None:
+    """``doc[key]`` when it is a JSON string, else None."""
+    value = doc.get(key)
+    return value if isinstance(value, str) else None

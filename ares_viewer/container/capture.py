@@ -161,11 +161,11 @@ def capture_snapshot(
 
 def capture_live(
     container: Any,
-    recorded: snapshots.Snapshot,
+    recorded: snapshots.Restorable,
     *,
     ignore: Iterable[str] = DEFAULT_IGNORE,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-) -> snapshots.Snapshot:
+) -> snapshots.Restorable:
     """How ``container`` differs from its base image now, as an in-memory snapshot comparable with ``recorded``.
 
     The same reading as :func:`capture_snapshot` (the engine's change list, then the changed paths through the

@@ -73,7 +73,7 @@ class ChangeTracker:
     def __init__(
         self,
         container: Any,
-        start: snapshots.Snapshot,
+        start: snapshots.Restorable,
         listing: dict[str, Listed],
         since: float,
         *,
@@ -106,7 +106,7 @@ class ChangeTracker:
         self._base |= {p for p in listing if p not in start.entries}
 
     @classmethod
-    def start(cls, container: Any, state: snapshots.Snapshot, **options: Any) -> ChangeTracker | None:
+    def start(cls, container: Any, state: snapshots.Restorable, **options: Any) -> ChangeTracker | None:
         """A tracker of ``container``, whose filesystem is ``state`` now; None when the container cannot run it."""
         try:
             out = exec_output(container, ["sh", "-c", _LIST_SCRIPT])
@@ -121,7 +121,7 @@ class ChangeTracker:
             return None
         return cls(container, state, listing, since, **options)
 
-    def snapshot(self, recorded: snapshots.Snapshot) -> snapshots.Snapshot:
+    def snapshot(self, recorded: snapshots.Restorable) -> snapshots.Restorable:
         """The container's filesystem now (its changed files' content in a temporary file), comparable with
         ``recorded`` (a step of its episode)."""
         self._look()

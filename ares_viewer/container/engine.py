@@ -52,7 +52,8 @@ def connect(client: Any = None, *, timeout: float | None = None) -> Any:
         if client is None:
             import docker
 
-            client = docker.from_env(timeout=ResourceLimits().engine_timeout_s if timeout is None else timeout)
+            # the stubs say int; docker hands the timeout to requests, which takes seconds as a float
+            client = docker.from_env(timeout=ResourceLimits().engine_timeout_s if timeout is None else timeout)  # type: ignore[arg-type]
         client.ping()
     except Exception as exc:  # no SDK, no socket, refused, timed out: the same advice applies
         raise EngineUnreachableError(

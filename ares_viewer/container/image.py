@@ -49,7 +49,7 @@ def against_image(
     state: Any,
     *,
     ignore: Iterable[str] = DEFAULT_IGNORE,
-) -> snapshots.Snapshot:
+) -> snapshots.Restorable:
     """A whole-filesystem state (an episode-boundary snapshot) as an in-memory step snapshot of its image.
 
     An episode-boundary snapshot copies every file of the container rather than recording changes, so to
@@ -181,12 +181,12 @@ def _image_listing(client: Any, image: Any) -> dict[str, _ImagePath]:
 
 # Snapshots compared with their image, by (folder, the opened index's identity): a replay compares the live
 # container with each of them after its step, and a fork with the next one.
-_AS_CHANGES: BoundedCache[tuple[Any, snapshots.Snapshot]] = BoundedCache(maxsize=4)
+_AS_CHANGES: BoundedCache[tuple[Any, snapshots.Restorable]] = BoundedCache(maxsize=4)
 
 
 def as_changes(
     client: Any, snapshot: snapshots.Snapshot, *, progress: Callable[[str], None] | None = None
-) -> snapshots.Snapshot:
+) -> snapshots.Restorable:
     """A snapshot as changes against its base image, ready to restore or to compare with a live container.
 
     One that records its base image is that already; one that does not (a whole-filesystem copy) is compared
@@ -197,7 +197,7 @@ def as_changes(
         snapshot: An opened snapshot.
         progress: Called with a line of text when a comparison with the image starts.
     """
-    if snapshot.records_base:
+    if snapshots.restorable(snapshot):
         return snapshot
     key = (snapshot.path, id(snapshot.entries))
     known = _AS_CHANGES.get(key)

@@ -16,7 +16,7 @@ from ares_viewer.base import settings
 GIB = settings.GIB
 
 # Field name -> the setting (``base.settings``) that holds its default; each is read when a ``ResourceLimits`` is made.
-SETTINGS = {
+SETTINGS: dict[str, settings.Setting[Any]] = {
     "mem_limit": settings.MEM_LIMIT,
     "nano_cpus": settings.NANO_CPUS,
     "pids_limit": settings.PIDS_LIMIT,

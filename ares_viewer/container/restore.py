@@ -23,7 +23,7 @@ _WARNED_IMAGES: set[tuple[str, str]] = set()
 
 
 def restore_container(
-    client: Any, snapshot: snapshots.Snapshot, *, limits: ResourceLimits | None = None, **run_kwargs: Any
+    client: Any, snapshot: snapshots.Restorable, *, limits: ResourceLimits | None = None, **run_kwargs: Any
 ) -> Any:
     """Start a container from the snapshot's base image with the step's changes and deletions applied.
 

@@ -14,7 +14,7 @@ import contextlib
 import copy
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import IO, Any
 
 from ares_viewer.container.limits import ResourceLimits
@@ -76,7 +76,7 @@ class HeadTail:
 def exec_frames(
     api: Any, container_id: str, argv: Sequence[str], *, deadline: float, workdir: str | None = None,
     environment: dict[str, str] | None = None, idle_timeout_s: float | None = None,
-) -> tuple[str, Iterator[tuple[bytes | None, bytes | None]]]:
+) -> tuple[str, Generator[tuple[bytes | None, bytes | None], None, None]]:
     """Start ``argv`` in a container and return its exec id and its ``(stdout, stderr)`` frames as they come.
 
     ``deadline`` is a ``time.monotonic()`` instant: reading past it closes the stream and raises
@@ -88,7 +88,7 @@ def exec_frames(
     patient.timeout = max(1.0, idle_timeout_s if idle_timeout_s is not None else deadline - time.monotonic())
     stream = patient.exec_start(created["Id"], stream=True, demux=True)
 
-    def frames() -> Iterator[tuple[bytes | None, bytes | None]]:
+    def frames() -> Generator[tuple[bytes | None, bytes | None], None, None]:
         try:
             for frame in stream:
                 yield frame

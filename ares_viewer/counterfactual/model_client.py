@@ -83,6 +83,7 @@ MASK = "***"
 def _host_port(parts: urllib.parse.SplitResult) -> str:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
+    port: int | str | None
     try:
         port = parts.port
     except ValueError:  # not a number: shown as written (no secret lives there)
@@ -213,6 +214,8 @@ def _post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float,
     """
     parts = urllib.parse.urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    if not parts.hostname:  # refused before any request (``_refused``): never a connection to no host
+        raise _UnreachableError("the URL names no host")
     connection = kind(parts.hostname, parts.port, timeout=timeout_s)
     deadline = time.monotonic() + timeout_s
     expired = threading.Event()
@@ -357,8 +360,7 @@ def openai_client(
         return _response_text(answer_json, shown)
 
     call.__qualname__ = f"openai_client({model!r} at {shown})"
-    call.endpoint = shown  # type: ignore[attr-defined]
-    call.model = model  # type: ignore[attr-defined]
+    vars(call).update(endpoint=shown, model=model)  # the client says where it sends and which model it asks
     return call
 
 

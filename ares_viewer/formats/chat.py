@@ -102,7 +102,8 @@ def tool_calls(raw: Any) -> tuple[model.ToolCall, ...]:
     for call in raw:
         if not isinstance(call, Mapping):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        function = call.get("function")
+        fn = function if isinstance(function, Mapping) else call
         arguments = fn.get("arguments", fn.get("input", ""))
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)

@@ -70,14 +70,19 @@ def is_json_lines(data: bytes) -> bool:
     return _first_line_is_record(data)
 
 
+def _after_blanks(data: bytes, pos: int) -> int:
+    found = _BLANK.match(data, pos)  # it matches everywhere (zero or more blanks)
+    return found.end() if found else pos
+
+
 def _first_line_is_record(data: bytes) -> bool:
     """True when the first line is a whole JSON object and more follows: the shape of JSON Lines.
 
     Cheap on large documents: nothing is copied, and only a first line that ends like an object is decoded.
     """
-    start = _BLANK.match(data).end()
+    start = _after_blanks(data, 0)
     end = data.find(b"\n", start)
-    if end < 0 or _BLANK.match(data, end).end() == len(data) or not data[start:end].rstrip().endswith(b"}"):
+    if end < 0 or _after_blanks(data, end) == len(data) or not data[start:end].rstrip().endswith(b"}"):
         return False
     try:
         return isinstance(jsondecode.decode(data[start:end]).value, dict)

@@ -26,6 +26,8 @@ MAX_MEMBERS = 1_000_000
 MAX_DIRECTORY_BYTES = 256 * 1024 * 1024
 _MAGIC = b"PK\x03\x04"
 _EMPTY_MAGIC = b"PK\x05\x06"
+# zipfile's end-record layouts (``stringEndArchive``, ``structEndArchive`` ...): module constants its stubs omit.
+_RECORDS: Any = zipfile
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zipfile.structFileHeader
 _STORED, _DEFLATED, _ZSTD = 0, 8, 93
 _CHUNK = 1024 * 1024
@@ -46,17 +48,17 @@ def is_zip(data: bytes) -> bool:
 
 def _declared(data: bytes) -> tuple[int, int]:
     """The member count and central directory size the end record declares (zip64's when it has one)."""
-    at = data.rfind(zipfile.stringEndArchive, max(0, len(data) - zipfile.sizeEndCentDir - 0xFFFF))
-    if at < 0 or len(data) < at + zipfile.sizeEndCentDir:
+    at = data.rfind(_RECORDS.stringEndArchive, max(0, len(data) - _RECORDS.sizeEndCentDir - 0xFFFF))
+    if at < 0 or len(data) < at + _RECORDS.sizeEndCentDir:
         raise CutShortError("not a readable zip archive: no end of central directory (cut short?)")
-    end = struct.unpack(zipfile.structEndArchive, data[at:at + zipfile.sizeEndCentDir])
+    end = struct.unpack(_RECORDS.structEndArchive, data[at:at + _RECORDS.sizeEndCentDir])
     count, size = end[4], end[5]
-    locator = at - zipfile.sizeEndCentDir64Locator
-    if locator >= 0 and data[locator:locator + 4] == zipfile.stringEndArchive64Locator:
-        offset = struct.unpack(zipfile.structEndArchive64Locator, data[locator:at])[2]
-        record = data[offset:offset + zipfile.sizeEndCentDir64]
-        if len(record) == zipfile.sizeEndCentDir64 and record[:4] == zipfile.stringEndArchive64:
-            fields = struct.unpack(zipfile.structEndArchive64, record)
+    locator = at - _RECORDS.sizeEndCentDir64Locator
+    if locator >= 0 and data[locator:locator + 4] == _RECORDS.stringEndArchive64Locator:
+        offset = struct.unpack(_RECORDS.structEndArchive64Locator, data[locator:at])[2]
+        record = data[offset:offset + _RECORDS.sizeEndCentDir64]
+        if len(record) == _RECORDS.sizeEndCentDir64 and record[:4] == _RECORDS.stringEndArchive64:
+            fields = struct.unpack(_RECORDS.structEndArchive64, record)
             count, size = fields[7], fields[8]
     return count, size
 

@@ -78,7 +78,8 @@ class FileChange:
 
     @property
     def mode_changed(self) -> bool:
-        return bool(self.old_type and self.new_type and self.old.mode != self.new.mode)
+        old, new = self.old, self.new
+        return bool(self.old_type and self.new_type and old is not None and new is not None and old.mode != new.mode)
 
     def describe(self) -> str:
         """One line: kind, path, sizes, modes and link targets."""
@@ -179,7 +180,7 @@ class FsDiff:
 
     def stat_old(self, path: str) -> snapshots.Entry | None:
         """The state of ``path`` on the old side (see ``snapshots.Snapshot.stat``)."""
-        return self._old.stat(path) if self._old is not None else self._new.stat_base(path)
+        return self._old.stat(path) if self._old is not None else snapshots.with_base(self._new).stat_base(path)
 
     def stat_new(self, path: str) -> snapshots.Entry | None:
         """The state of ``path`` on the new side."""
@@ -188,7 +189,7 @@ class FsDiff:
     def read_old(self, path: str) -> bytes | None:
         """The content of ``path`` on the old side (None when not a recorded file there)."""
         if self._old is None:
-            return self._new.read_base(path)
+            return snapshots.with_base(self._new).read_base(path)
         return self._old.read(path)
 
     def read_new(self, path: str) -> bytes | None:
@@ -282,7 +283,7 @@ def diff_snapshots(old: snapshots.Snapshot | None, new: snapshots.Snapshot) -> F
     """
     changes = []
     for path in new.changed_since(old):
-        old_entry = old.stat(path) if old is not None else new.stat_base(path)
+        old_entry = old.stat(path) if old is not None else snapshots.with_base(new).stat_base(path)
         new_entry = new.stat(path)
         changes.append(FileChange(path=path, kind=change_kind(old_entry, new_entry), old=old_entry, new=new_entry))
     return FsDiff(episode_id=new.episode_id, old_step=old.step_index if old is not None else None,

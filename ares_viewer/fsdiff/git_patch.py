@@ -64,7 +64,7 @@ _GIT_SYMLINK = 0o120000
 def _git_side(path: str, entry: snapshots.Entry | None, read) -> tuple[_GitSide | None, str | None]:
     """A side as git sees it, ``(side or None when absent, None)``; ``(None, why)`` when a patch cannot carry it."""
     kind = None if entry is None or entry.type in changes.ABSENT_TYPES else entry.type
-    if kind in (None, snapshots.DIR):
+    if entry is None or kind in (None, snapshots.DIR):
         return None, None
     if kind == snapshots.SYMLINK:
         return (_GIT_SYMLINK, (entry.link_target or "").encode("utf-8", "surrogateescape")), None
@@ -98,6 +98,8 @@ def _git_block(path: str, old: _GitSide | None, new: _GitSide | None) -> str:
     a_name, b_name = _git_quote(f"a/{name}"), _git_quote(f"b/{name}")
     lines = [f"diff --git {a_name} {b_name}"]
     if old is None:
+        if new is None:
+            raise ValueError(f"{path} is absent on both sides: there is nothing to patch")
         lines.append(f"new file mode {new[0]:o}")
     elif new is None:
         lines.append(f"deleted file mode {old[0]:o}")

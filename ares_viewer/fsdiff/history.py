@@ -86,10 +86,10 @@ def file_history(episode: model.Episode, path: str, *, steps: Sequence[int] | No
         if previous is None and not current.records_base:
             previous = current  # no base image to compare the first one with: it is the starting point
             continue
-        old_entry = previous.stat(path) if previous is not None else current.stat_base(path)
+        old_entry = previous.stat(path) if previous is not None else snapshots.with_base(current).stat_base(path)
         new_entry = current.stat(path)
         if not current.same_state_as(previous, path):
-            read_old = previous.read if previous is not None else current.read_base
+            read_old = previous.read if previous is not None else snapshots.with_base(current).read_base
             diff = changes.diff_entries(path, old_entry, new_entry, read_old, current.read, changes.MAX_DIFF_BYTES)
             points.append(
                 HistoryPoint(step=step, kind=changes.change_kind(old_entry, new_entry), entry=new_entry, diff=diff)

@@ -19,7 +19,7 @@ from ares_viewer.model.records import (
     ToolCall,
     Usage,
 )
-from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow
+from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow, with_columns
 from ares_viewer.model.verifier import VerifierCommand, VerifierRecord
 
 __all__ = [
@@ -40,4 +40,5 @@ __all__ = [
     "VerifierCommand",
     "VerifierRecord",
     "describe_error",
+    "with_columns",
 ]

@@ -274,9 +274,9 @@ class Episode:
             if len(failed) > 1:
                 mark(failed[-1], f"last failed command ({failed[-1].failure or f'rc {failed[-1].returncode}'})")
         mark(next((s for s in self.steps if s.context_rewritten), None), "context rewritten")
-        timed = sorted((s for s in self.steps if s.duration is not None and s.has_action), key=lambda s: s.duration)
-        if len(timed) > 2 and timed[-1].duration >= 3 * timed[len(timed) // 2].duration:  # far slower than the median
-            mark(timed[-1], f"slowest step ({timed[-1].duration:.0f} s)")
+        timed = sorted((s.duration, s.index, s) for s in self.steps if s.duration is not None and s.has_action)
+        if len(timed) > 2 and timed[-1][0] >= 3 * timed[len(timed) // 2][0]:  # far slower than the median
+            mark(timed[-1][2], f"slowest step ({timed[-1][0]:.0f} s)")
         actions = self.actions
         if actions:
             mark(actions[-1], "last action")

@@ -29,10 +29,17 @@ class RunView(Protocol):
     """What rendering a run reads of it (``ares_viewer.runs.run.Run`` has all of it): its figures and its first rows
     (``queries.page``), never its whole table."""
 
-    location: str
-    errors: Sequence[Any]
-    skipped: int
-    companion_kinds: Sequence[str]
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def errors(self) -> Sequence[Any]: ...
+
+    @property
+    def skipped(self) -> int: ...
+
+    @property
+    def companion_kinds(self) -> Sequence[str]: ...
 
     @property
     def queries(self) -> Any: ...

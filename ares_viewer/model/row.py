@@ -11,7 +11,8 @@ them after the common ones. ``warnings`` is not a column: the run moves it into 
 
 # No ``from __future__ import annotations``: TypedDict reads ``NotRequired`` from evaluated annotations.
 
-from typing import NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict, cast
 
 
 class EpisodeRow(TypedDict):
@@ -58,3 +59,9 @@ class EpisodeRow(TypedDict):
 EPISODE_COLUMNS: tuple[str, ...] = tuple(
     key for key in EpisodeRow.__annotations__ if key in EpisodeRow.__required_keys__
 )
+
+
+def with_columns(row: EpisodeRow, columns: Mapping[str, Any]) -> EpisodeRow:
+    """``row`` with an adapter's own columns after the common ones (a ``TypedDict`` cannot declare them yet:
+    mypy does not read PEP 728's ``extra_items``)."""
+    return cast(EpisodeRow, {**row, **columns})

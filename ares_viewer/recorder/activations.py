@@ -75,7 +75,7 @@ class _Scorer:
                              unembed.register_forward_hook(self._on_logits)]
 
     def _on_input(self, _module: Any, args: tuple[Any, ...]) -> None:
-        tokens = args[0] if args else None
+        tokens: Any = args[0] if args else None  # a torch tensor of token ids
         if self._row is not None and getattr(tokens, "ndim", 0) == 2:
             self.logprobs.append(float(self._row[int(tokens[0, -1])]))
             self._row = None
@@ -122,7 +122,7 @@ class CaptureRecorder:
         def generate(*args: Any, **kwargs: Any) -> Any:
             return self._recorded_call(original, args, kwargs)
 
-        generate.__wrapped__ = original  # type: ignore[attr-defined]
+        vars(generate)["__wrapped__"] = original  # what inspect.unwrap and the restore find
         self.model.generate = generate
 
     def uninstall(self) -> None:
@@ -153,7 +153,7 @@ class CaptureRecorder:
         sequence = _token_row(output) if prompt is not None else None
         if scorer is not None:
             logprobs = scorer.finish(sequence[-1] if sequence else 0)
-            if sequence is not None and sequence[: len(prompt)] == prompt:
+            if sequence is not None and prompt is not None and sequence[: len(prompt)] == prompt:
                 note.update(token_ids=sequence, tokens=self._strings(sequence), prompt_length=len(prompt))
                 if len(logprobs) == len(sequence) - len(prompt):
                     note["logprobs"] = logprobs

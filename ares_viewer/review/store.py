@@ -92,7 +92,7 @@ def db_path(path: str | os.PathLike | None = None) -> pathlib.Path:
     return index_cache.cache_dir() / "review.sqlite"
 
 
-def _sql_fold(value: object) -> object:
+def _sql_fold(value: str | bytes | int | float | None) -> str | bytes | int | float | None:
     """``fold`` for SQL (``casefold(r.label)``): NULL and non-text values pass through unchanged."""
     return records.fold(value) if isinstance(value, str) else value
 

@@ -15,7 +15,7 @@ import shutil
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import duckdb
 
@@ -175,7 +175,6 @@ class Run:
             index_shared.pull(self._shared, index_update.canonical(self.location), self._store)
         self._open: BoundedCache[model.Episode] = BoundedCache(maxsize=_EPISODE_CACHE_SIZE)
         self._lock = threading.RLock()
-        self.table: index_table.EpisodeTable | None = None
         self.refresh()
 
     def refresh(self) -> int:
@@ -197,10 +196,10 @@ class Run:
             result = index_update.update(self._store, files, workers=self._workers)
             if check and (damaged := self._store.unreadable(result.entries)):
                 result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
-            old = self.table
+            old = getattr(self, "table", None)  # None on the first look, from __init__
             following = old is not None
             try:
-                self.table = _table(self._store, result, self.location)
+                self.table: index_table.EpisodeTable = _table(self._store, result, self.location)
             except duckdb.Error:  # a partition damaged where its size does not show it: found by reading each
                 damaged = self._store.unreadable(result.entries)
                 if not damaged:
@@ -245,7 +244,7 @@ class Run:
     @property
     def queries(self) -> index_queries.Queries:
         """Aggregate and paging queries over the episode table (answers stay small at any run size)."""
-        return _Recovering(self)  # type: ignore[return-value]
+        return cast(index_queries.Queries, _Recovering(self))  # it answers every Queries method (__getattr__)
 
     def _ask(self, how: str, sql: str, params: list | None = None) -> Any:
         """``rows`` or ``scalar`` of a query, recovering once from an index another process replaced."""
@@ -378,9 +377,9 @@ class Run:
             for episode in formats.read_file(path, data).episodes:
                 first.setdefault(episode.episode_id, episode)
             for key in dict.fromkeys(keys):
-                episode = first.get(self.table.originals.get(key, key))
-                if episode is not None:
-                    yield self._as_listed(key, path, episode)
+                listed = first.get(self.table.originals.get(key, key))
+                if listed is not None:
+                    yield self._as_listed(key, path, listed)
             return
         seen: set[str] = set()
         for episode in formats.read_file(path, data, lines=lines).episodes:

@@ -103,7 +103,7 @@ class Sandbox:
             _LOGGER.debug("inspect of %s failed: %s", self.short_id, exc)
             return "unreachable"
 
-    def capture(self, recorded: snapshots.Snapshot) -> snapshots.Snapshot:
+    def capture(self, recorded: snapshots.Restorable) -> snapshots.Restorable:
         """The container's filesystem now (its changed files' content in a temporary file), comparable with
         ``recorded`` (a step of its episode).
 
@@ -180,7 +180,7 @@ def restore(
         SandboxError: When the engine is unreachable or the base image is missing (with how to fix either).
     """
     say = progress or (lambda _line: None)
-    overrides = {"mem_limit": mem_limit, "nano_cpus": nano_cpus, "pids_limit": pids_limit}
+    overrides: dict[str, Any] = {"mem_limit": mem_limit, "nano_cpus": nano_cpus, "pids_limit": pids_limit}
     limits = dataclasses.replace(limits or container.ResourceLimits(),
                                  **{name: value for name, value in overrides.items() if value is not None})
     say(f"Reading the snapshot of step {step}")

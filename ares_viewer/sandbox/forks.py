@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ares_viewer import fsdiff, snapshots
+from ares_viewer.base import jsondecode
 from ares_viewer.container.streams import archive_to_file
 from ares_viewer.sandbox import verifier
 from ares_viewer.sandbox.box import Sandbox
@@ -123,9 +124,9 @@ def task_recipe(episode: model.Episode) -> TaskRecipe:
     verifier = data.get("verifier") if isinstance(data, dict) else None
     if not isinstance(verifier, dict) or not isinstance(verifier.get("command"), str):
         raise LookupError(f"{path} has no verifier command")
-    copy_spec = verifier.get("copy") if isinstance(verifier.get("copy"), dict) else {}
-    setup = data.get("setup") if isinstance(data.get("setup"), dict) else {}
-    setup_copy = setup.get("copy") if isinstance(setup.get("copy"), dict) else {}
+    copy_spec = jsondecode.object_at(verifier, "copy")
+    setup = jsondecode.object_at(data, "setup")
+    setup_copy = jsondecode.object_at(setup, "copy")
     reward_path = verifier.get("reward_path") or "/logs/verifier/reward.txt"
     workdir = data.get("workdir") or "/testbed"
     to, setup_to = copy_spec.get("to"), setup_copy.get("to")
@@ -292,7 +293,9 @@ def fork(
     results = tuple(sandbox.run(command, timeout_s=timeout_s) for command in commands)
     refs = {ref.step_index: ref for ref in snapshots.find(episode)}
     compared_with = sandbox.step + 1 if sandbox.step + 1 in refs else None
-    fs, file_diffs, note = None, (), None
+    fs: fsdiff.FsDiff | None = None
+    file_diffs: tuple[fsdiff.FileDiff, ...] = ()
+    note: str | None = None
     if compared_with is not None:
         try:
             fs, _, file_diffs = compare_filesystem(sandbox, recorded_state(sandbox, refs[compared_with]))

@@ -67,7 +67,7 @@ _TRACKERS: dict[str, ChangeTracker] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def follow(container: Any, state: snapshots.Snapshot) -> None:
+def follow(container: Any, state: snapshots.Restorable) -> None:
     """Start following a container whose filesystem is ``state`` now (its later captures read only changes)."""
     tracker = ChangeTracker.start(container, state)
     if tracker is not None:

@@ -175,7 +175,7 @@ def _replay_step(
     timeout_s: float,
     check_filesystem: bool,
 ) -> StepReplay:
-    recorded = {"recorded_returncode": step.returncode, "recorded_output": step.output}
+    recorded: dict[str, Any] = {"recorded_returncode": step.returncode, "recorded_output": step.output}
     if not step.command:
         return StepReplay(step.index, None, Status.SKIPPED, note="the recorded step ran no command", **recorded)
     result = sandbox.run(step.command, timeout_s=timeout_s)
@@ -258,7 +258,7 @@ def file_diff_text(diff: fsdiff.FileDiff) -> str:
     return f"{diff.path}: {diff.note or 'same content, other metadata (mode, type or times)'}"
 
 
-def recorded_state(sandbox: Sandbox, ref: snapshots.SnapshotRef) -> snapshots.Snapshot:
+def recorded_state(sandbox: Sandbox, ref: snapshots.SnapshotRef) -> snapshots.Restorable:
     """The recorded state of a step as changes against its base image, whichever kind of snapshot holds it."""
     return container.as_changes(sandbox.client, snapshots.open(ref))
 
@@ -306,7 +306,7 @@ def compare_output(
 
 
 def compare_filesystem(
-    sandbox: Sandbox, recorded: snapshots.Snapshot
+    sandbox: Sandbox, recorded: snapshots.Restorable
 ) -> tuple[fsdiff.FsDiff, tuple[fsdiff.FileChange, ...], tuple[fsdiff.FileDiff, ...]]:
     """How the sandbox's filesystem differs from a recorded snapshot: the diff, the changes and file diffs."""
     live = sandbox.capture(recorded)

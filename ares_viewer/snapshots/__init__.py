@@ -34,11 +34,15 @@ from ares_viewer.snapshots.base import (
     OTHER,
     SNAPSHOTS_DIRNAME,
     SYMLINK,
+    BaseReads,
     Entry,
     Finder,
+    Restorable,
     Snapshot,
     SnapshotError,
     SnapshotRef,
+    restorable,
+    with_base,
 )
 from ares_viewer.snapshots.episode_boundary import BoundaryFinder
 from ares_viewer.snapshots.per_step import (
@@ -66,10 +70,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABSENT", "BASE_DIRNAME", "BLOBS_NAME", "CHANGES", "DELETED", "DIR", "ENTRY_TYPES", "FILE", "LIVE_FOLDER",
-    "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "OTHER", "SNAPSHOTS_DIRNAME", "SYMLINK", "Entry", "Finder", "Snapshot",
-    "SnapshotError", "SnapshotRef", "StepRef", "StepSnapshot", "changed_between", "episode_snapshots_dir", "find",
-    "finders", "for_step", "list_steps", "live_snapshot", "memory_snapshot", "open", "open_step", "problems",
-    "read_manifest_entries", "register_finder", "step_dirname", "utc_now", "write_base", "write_step",
+    "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "OTHER", "SNAPSHOTS_DIRNAME", "SYMLINK", "BaseReads", "Entry", "Finder",
+    "Restorable", "Snapshot", "SnapshotError", "SnapshotRef", "StepRef", "StepSnapshot", "changed_between",
+    "episode_snapshots_dir", "find", "finders", "for_step", "list_steps", "live_snapshot", "memory_snapshot", "open",
+    "open_step", "problems", "read_manifest_entries", "register_finder", "restorable", "step_dirname", "utc_now",
+    "with_base", "write_base", "write_step",
 ]
 
 _LOGGER = logging.getLogger(__name__)

@@ -3,9 +3,10 @@
 Two kinds of snapshot record a task container's filesystem at one step of an episode (``docs/snapshots.md``):
 ares-viewer's per-step snapshots (:mod:`.per_step`: changes against the base image, plus the base versions
 of the touched paths) and ARES's episode-boundary snapshots (:mod:`.episode_boundary`: a whole-filesystem
-copy, no base image). Both implement :class:`Snapshot`; where one is found without opening it, it is a
-:class:`SnapshotRef`, and a :class:`Finder` finds the references of an episode. Code outside this package
-uses only these protocols: it never asks which kind it holds.
+copy, no base image). Both implement :class:`Snapshot`; only per-step ones are :class:`BaseReads` and
+:class:`Restorable`, capabilities asked for with :func:`with_base` and :func:`restorable`. Where one is found
+without opening it, it is a :class:`SnapshotRef`, and a :class:`Finder` finds the references of an episode.
+Code outside this package uses only these protocols: it never asks which kind it holds, only what it can do.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 from ares_viewer.base import settings
 from ares_viewer.runs.sources import SNAPSHOTS_DIRNAME as SNAPSHOTS_DIRNAME
@@ -130,6 +131,10 @@ class Entry:
 class Snapshot(Protocol):
     """An opened snapshot of one step: the container's filesystem after that step, readable without Docker.
 
+    What every kind does. What only some kinds can do is a capability of its own, asked for with
+    :func:`with_base` (:class:`BaseReads`: the base image's versions of the touched paths) and
+    :func:`restorable` (:class:`Restorable`: the recorded changes as an archive to put into a container).
+
     Attributes:
         path: Where it was read from (a folder, or a description for one held in memory).
         episode_id: The episode it belongs to ("" when opened by path and the snapshot does not say).
@@ -140,18 +145,31 @@ class Snapshot(Protocol):
         created_at: ISO-8601 time of the capture, when recorded.
         entries: The paths it records, keyed by absolute path (changes for a per-step snapshot, every path
             for a whole-filesystem copy).
-        records_base: Whether the base image's versions of the touched paths are part of it (so it compares
-            with the base image, and restores as recorded changes). When False, compare it with another step,
+        records_base: Whether the base image's versions of the touched paths are part of it: the capability
+            flag behind :func:`with_base` and :func:`restorable`. When False, compare it with another step,
             and compare it with its image before restoring it.
     """
 
-    path: str
-    episode_id: str
-    step_index: int
-    base_image: str
-    image_id: str | None
-    workdir: str
-    created_at: str | None
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def episode_id(self) -> str: ...
+
+    @property
+    def step_index(self) -> int: ...
+
+    @property
+    def base_image(self) -> str: ...
+
+    @property
+    def image_id(self) -> str | None: ...
+
+    @property
+    def workdir(self) -> str: ...
+
+    @property
+    def created_at(self) -> str | None: ...
 
     @property
     def entries(self) -> Mapping[str, Entry]: ...
@@ -162,14 +180,8 @@ class Snapshot(Protocol):
     def stat(self, path: str) -> Entry | None:
         """The state of ``path`` at this step (None: unchanged from the base image and not recorded)."""
 
-    def stat_base(self, path: str) -> Entry | None:
-        """The state of ``path`` in the base image (None when not recorded)."""
-
     def read(self, path: str) -> bytes | None:
         """A regular file's content at this step (None when it is not a readable, recorded regular file)."""
-
-    def read_base(self, path: str) -> bytes | None:
-        """A regular file's content in the base image (None when not recorded there)."""
 
     def changed_since(self, before: Snapshot | None) -> list[str]:
         """Sorted paths whose state differs from ``before`` (None: the base image) to this snapshot.
@@ -199,7 +211,30 @@ class Snapshot(Protocol):
 
     def check_restorable(self, *, max_bytes: int | None = None) -> None:
         """Read and check everything a restore needs, before any engine is contacted (raises SnapshotError,
-        also when the restore would write more than ``max_bytes``)."""
+        also when the restore would write more than ``max_bytes``). A snapshot that is not :class:`Restorable`
+        itself checks what making it restorable needs (a whole-filesystem copy: that it names its image)."""
+
+
+@runtime_checkable
+class BaseReads(Snapshot, Protocol):
+    """A snapshot that records the base image's versions of the paths it touches, so it compares with the base
+    image (``changed_since(None)``). Ask for it with :func:`with_base`."""
+
+    @property
+    def records_base(self) -> Literal[True]: ...
+
+    def stat_base(self, path: str) -> Entry | None:
+        """The state of ``path`` in the base image (None when not recorded)."""
+
+    def read_base(self, path: str) -> bytes | None:
+        """A regular file's content in the base image (None when not recorded there)."""
+
+
+@runtime_checkable
+class Restorable(BaseReads, Protocol):
+    """A snapshot whose recorded changes against its base image can be put into a container (what
+    ``container.restore_container`` takes). Ask for it with :func:`restorable`; a snapshot that is not one is
+    compared with its image first (``container.as_changes``)."""
 
     def restore_bytes(self) -> int:
         """The bytes of file content a restore of it writes (a blob referenced by N paths counts N times)."""
@@ -211,13 +246,34 @@ class Snapshot(Protocol):
         """The tar of :meth:`to_archive` streamed to ``out`` after a budget check; returns the content bytes."""
 
 
+def with_base(snapshot: Snapshot) -> BaseReads:
+    """``snapshot`` as the reader of its base image's versions (:class:`BaseReads`).
+
+    Raises:
+        LookupError: When it records no base image (a whole-filesystem copy): compare it with another step.
+    """
+    if not (snapshot.records_base and isinstance(snapshot, BaseReads)):
+        raise LookupError(f"snapshot {snapshot.path} records no base image: compare it with another step")
+    return snapshot
+
+
+def restorable(snapshot: Snapshot) -> TypeGuard[Restorable]:
+    """Whether ``snapshot``'s recorded changes can be put into a container as they are (:class:`Restorable`)."""
+    return snapshot.records_base and isinstance(snapshot, Restorable)
+
+
 @runtime_checkable
 class SnapshotRef(Protocol):
     """Where one step's snapshot lives, found without opening it; :meth:`open` opens it (whatever its kind)."""
 
-    path: str
-    episode_id: str
-    step_index: int
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def episode_id(self) -> str: ...
+
+    @property
+    def step_index(self) -> int: ...
 
     @property
     def records_base(self) -> bool: ...

@@ -206,7 +206,7 @@ def snapshot_folders(run_dir: str | os.PathLike[str]) -> list[str]:
     skips hidden folders and symlinks, and is cached until either folder's listing changes.
     """
     run_dir = pathlib.Path(run_dir)
-    signature = []
+    signature: list[tuple[int, int] | None] = []
     for root in _search_roots(run_dir):
         try:
             info = root.stat()
@@ -243,10 +243,14 @@ def snapshot_folders(run_dir: str | os.PathLike[str]) -> list[str]:
 
 def scan(run_dir: str | os.PathLike[str]) -> tuple[list[_Header], list[SnapshotError]]:
     """Every boundary snapshot near a run folder: the readable headers, and an error per unreadable one."""
-    headers, errors = [], []
+    headers: list[_Header] = []
+    errors: list[SnapshotError] = []
     for folder in snapshot_folders(run_dir):
         result = _header(pathlib.Path(folder))
-        (errors if isinstance(result, SnapshotError) else headers).append(result)
+        if isinstance(result, SnapshotError):
+            errors.append(result)
+        else:
+            headers.append(result)
     return headers, errors
 
 
@@ -362,10 +366,10 @@ def _link(episode: model.Episode, headers: list[_Header]) -> list[BoundaryRef]:
         return tuple(memo.get(id(m)) or memo.setdefault(id(m), _digest(m.to_dict())) for m in messages)
 
     by_messages: dict[tuple[bytes, ...], int] = {}
-    for k in range(len(episode.steps)):
-        observed = episode.observation(k)
+    for index in range(len(episode.steps)):
+        observed = episode.observation(index)
         if observed is not None:
-            by_messages.setdefault(digests(observed), k)
+            by_messages.setdefault(digests(observed), index)
     last = len(episode.steps) - 1
     final: tuple[tuple[bytes, ...], bytes] | None = None
     if last >= 1 and episode.observation(last) is None:
@@ -373,7 +377,7 @@ def _link(episode: model.Episode, headers: list[_Header]) -> list[BoundaryRef]:
         final = (answered, _content_digest("assistant", episode.step(last).response))
     refs: dict[int, BoundaryRef] = {}
     for header in headers:
-        k = by_messages.get(header.digests)
+        k: int | None = by_messages.get(header.digests)
         if k is None and final is not None:
             answered, response = final
             n = len(answered)

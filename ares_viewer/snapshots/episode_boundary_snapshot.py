@@ -15,7 +15,7 @@ import stat
 import tarfile
 import types
 from collections.abc import Iterable, Iterator, Mapping
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from ares_viewer.snapshots.base import (
     ABSENT,
@@ -251,7 +251,7 @@ class BoundarySnapshot:
         return absolute(self.workdir, path)
 
     @property
-    def records_base(self) -> bool:
+    def records_base(self) -> Literal[False]:
         """Always False: a whole-filesystem copy records no base image."""
         return False
 
@@ -261,14 +261,14 @@ class BoundarySnapshot:
 
     def changed_since(self, before: Snapshot | None) -> list[str]:
         """Sorted paths whose state differs from ``before``; see :func:`changed_between` (None raises LookupError)."""
-        return changed_between(before, self)
+        return changed_between(None if before is None else _boundary(before), self)
 
     def same_state_as(self, before: Snapshot | None, path: str) -> bool:
         """Whether ``path`` is in the same state in ``before`` and here (None: there is no base to compare with,
         so only a path this copy does not hold counts as the same)."""
         if before is None:
             return self.entries.get(self._absolute(path)) is None
-        return same_state(before, self, path)
+        return same_state(_boundary(before), self, path)
 
     def check_restorable(self, *, max_bytes: int | None = None) -> None:
         """A restore compares the copy with its image first: it must name one."""
@@ -357,6 +357,13 @@ class BoundarySnapshot:
         )
 
 
+def _boundary(snapshot: Snapshot) -> BoundarySnapshot:
+    """``snapshot`` when it is an episode-boundary snapshot: two copies are compared by their own files."""
+    if not isinstance(snapshot, BoundarySnapshot):
+        raise TypeError(f"{snapshot.path} is not an episode-boundary snapshot: compare it with one of its own kind")
+    return snapshot
+
+
 def _same_file(before: BoundarySnapshot, after: BoundarySnapshot, path: str) -> bool:
     """Whether a regular file is unchanged: equal size and modification time (git's and rsync's rule),
     else equal content."""
@@ -397,7 +404,8 @@ def changed_between(before: BoundarySnapshot | None, after: BoundarySnapshot) ->
     for path in old.keys() | new.keys():
         a, b = old.get(path), new.get(path)
         if a is None or b is None:
-            if (a or b).type != DIR:
+            present = a or b
+            if present is not None and present.type != DIR:
                 changed.append(path)
         elif not same_state(before, after, path):
             changed.append(path)

@@ -66,10 +66,10 @@ class MemoryArchive:
         self.folder = LIVE_FOLDER
         self._blobs: Mapping[str, bytes] = blobs if isinstance(blobs, SpooledBlobs) else dict(blobs)
         self._members = {}
-        for digest in self._blobs:
+        blobs = self._blobs
+        for digest in blobs:
             info = tarfile.TarInfo(digest)
-            spooled = isinstance(self._blobs, SpooledBlobs)
-            info.size = self._blobs.size(digest) if spooled else len(self._blobs[digest])  # type: ignore[attr-defined]
+            info.size = blobs.size(digest) if isinstance(blobs, SpooledBlobs) else len(blobs[digest])
             self._members[digest] = info
 
     def members(self, snapshot: str) -> Mapping[str, tarfile.TarInfo]:
@@ -103,7 +103,7 @@ class Hashing:
         return self._sha.hexdigest()
 
 
-class Discard(io.RawIOBase):
+class Discard(io.BytesIO):
     """A sink that keeps nothing (checking an archive's content without holding it)."""
 
     def writable(self) -> bool:

@@ -14,7 +14,7 @@ import tarfile
 import types
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from typing import IO
+from typing import IO, Literal
 
 from ares_viewer.snapshots.base import (
     DELETED,
@@ -23,6 +23,7 @@ from ares_viewer.snapshots.base import (
     LIVE_FOLDER,
     SYMLINK,
     Entry,
+    Restorable,
     Snapshot,
     SnapshotError,
     absolute,
@@ -189,7 +190,7 @@ class StepSnapshot:
         return absolute(self.workdir, path)
 
     @property
-    def records_base(self) -> bool:
+    def records_base(self) -> Literal[True]:
         """Always True: a per-step snapshot records the base image's versions of every path it touches."""
         return True
 
@@ -283,13 +284,13 @@ class StepSnapshot:
 
 
 def live_snapshot(
-    recorded: StepSnapshot,
+    recorded: Restorable,
     entries: Iterable[Entry],
     blobs: Mapping[str, bytes],
     *,
     step_index: int | None = None,
     created_at: str | None = None,
-    also: Iterable[StepSnapshot] = (),
+    also: Iterable[Restorable] = (),
 ) -> StepSnapshot:
     """A snapshot held in memory: a live container's state, comparable with the recorded steps of its episode.
 
@@ -304,10 +305,14 @@ def live_snapshot(
         step_index: The step this state stands for (default: ``recorded``'s).
         created_at: ISO-8601 UTC time of the capture (default: now).
         also: Other snapshots of the episode whose stored content ``entries`` may refer to.
+
+    Raises:
+        TypeError: When ``recorded`` or one of ``also`` is not a per-step snapshot (``container.as_changes`` makes
+            one of any snapshot): the live state shares their archives.
     """
-    archives = {}
+    archives: dict[str, Archive | MemoryArchive] = {}
     for source in (*also, recorded):
-        archives.update(source._archives)
+        archives.update(_per_step(source)._archives)
     return memory_snapshot(
         f"{recorded.path} (live)",
         episode_id=recorded.episode_id,
@@ -316,11 +321,17 @@ def live_snapshot(
         image_id=recorded.image_id,
         workdir=recorded.workdir,
         entries=entries,
-        base_entries=recorded.base_entries,
+        base_entries=_per_step(recorded).base_entries,
         blobs=blobs,
         created_at=created_at,
         archives=archives,
     )
+
+
+def _per_step(snapshot: Snapshot) -> StepSnapshot:
+    if not isinstance(snapshot, StepSnapshot):
+        raise TypeError(f"a live state shares the archives of per-step snapshots, not of {snapshot.path}")
+    return snapshot
 
 
 def memory_snapshot(

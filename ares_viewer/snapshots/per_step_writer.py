@@ -132,7 +132,6 @@ def write_step(
 def _write_blobs_archive(path: pathlib.Path, blobs: Mapping[str, bytes]) -> None:
     """A deterministic gzip tar of content blobs named by their sha256 (same input, same bytes), streamed to
     ``path``: one blob at a time, spooled blobs (:class:`~.spool.SpooledBlobs`) without reading them whole."""
-    spooled = isinstance(blobs, SpooledBlobs)
     with path.open("wb") as out, \
             gzip.GzipFile(filename="", fileobj=out, mode="wb", compresslevel=9, mtime=0) as packed, \
             tarfile.open(fileobj=packed, mode="w", format=tarfile.GNU_FORMAT) as tar:
@@ -140,9 +139,9 @@ def _write_blobs_archive(path: pathlib.Path, blobs: Mapping[str, bytes]) -> None
             info = tarfile.TarInfo(digest)
             info.mode = 0o644
             info.mtime = 0
-            if spooled:  # hashed as it was spooled
-                info.size = blobs.size(digest)  # type: ignore[attr-defined]
-                with blobs.open(digest) as stream:  # type: ignore[attr-defined]
+            if isinstance(blobs, SpooledBlobs):  # hashed as it was spooled
+                info.size = blobs.size(digest)
+                with blobs.open(digest) as stream:
                     tar.addfile(info, stream)
                 continue
             data = blobs[digest]

@@ -15,7 +15,10 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 _CHUNK = 1 << 20
 
@@ -59,12 +62,13 @@ class _Range(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        want = min(len(buffer), self._size - self._at)
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), self._size - self._at)
         if want <= 0:
             return 0
         data = os.pread(self._file.fd, want, self._offset + self._at)
-        buffer[: len(data)] = data
+        view[: len(data)] = data
         self._at += len(data)
         return len(data)
 

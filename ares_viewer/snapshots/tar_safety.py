@@ -16,6 +16,7 @@ import posixpath
 import re
 import tarfile
 import zlib
+from typing import IO, cast
 
 from ares_viewer.snapshots.base import SnapshotError
 
@@ -75,9 +76,10 @@ def scan_archive(
             # tarfile stops quietly at a cut-off header: require the end-of-archive marker (zero blocks) after
             # the last member, and check that every member's data is really there.
             tail_start = tar.offset
-            tar.fileobj.seek(tail_start)
-            tail = tar.fileobj.read(_MAX_TAIL_BYTES + 1)
-            end = tar.fileobj.seek(0, io.SEEK_END)
+            fileobj = cast(IO[bytes], tar.fileobj)  # typeshed's _Fileobj names only what tarfile itself calls
+            fileobj.seek(tail_start)
+            tail = fileobj.read(_MAX_TAIL_BYTES + 1)
+            end = fileobj.seek(0, io.SEEK_END)
     except SnapshotError:
         raise
     except (tarfile.TarError, OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:

@@ -14,7 +14,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import activations, model
 from ares_viewer.activations import capture as capture_mod
-from ares_viewer.activations import figures, prompt, tokens, views
+from ares_viewer.activations import figures, prompt, step_file, tokens, views
 from ares_viewer_app import activations_panel, loaders, state, widgets
 
 
@@ -49,7 +49,7 @@ def step_tab(capture: activations.Capture, step: int) -> None:
                     key="activations.entropy")
 
 
-def readable_hooks(capture: activations.Capture, step: int) -> dict[str, object]:
+def readable_hooks(capture: activations.Capture, step: int) -> dict[str, step_file.HookInfo]:
     """The hooks of trajectory step ``step``, or of the first step whose file reads when that one cannot."""
     for i in (step - 1, *capture.steps):
         try:

@@ -87,7 +87,7 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     if other is None:
         return
     reward = widgets.episode_rows(run, [other]).get(other, {}).get("total_reward")
-    solved = reward == reward and reward > 0
+    solved = reward is not None and reward == reward and reward > 0  # None: no reward; NaN: unscored
     failed = episode.total_reward is None or episode.total_reward <= 0
     what = "a solved attempt" if solved and failed else "another attempt"
     st.page_link(pages.path("compare"), icon=":material/compare_arrows:",
@@ -267,14 +267,15 @@ def files_changed(episode: model.Episode, k: int, refs: dict[int, snapshots.Snap
         st.caption(f"⚠ Cannot tell which files changed at this step: {escape.md(exc)}")
         return
     files = diff.file_changes()
-    if not files:
+    main = fsdiff.main_file(diff)  # None only when no file changed
+    if not files or main is None:
         before = "the base image" if diff.old_step is None else f"step {diff.old_step}"
         st.caption(f"No files changed at this step (compared with {before}).")
         return
     old_name = "base" if diff.old_step is None else diff.old_step
     st.page_link(pages.path("files"), label=f"{len(files)} file{'' if len(files) == 1 else 's'} changed at this step",
                  icon=":material/difference:",
-                 query_params=state.params(step=k, old=old_name, file=fsdiff.main_file(diff).path))
+                 query_params=state.params(step=k, old=old_name, file=main.path))
 
 
 def final_state(episode: model.Episode, end: ending.Ending, refs: dict[int, snapshots.SnapshotRef]) -> None:

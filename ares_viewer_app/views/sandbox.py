@@ -218,7 +218,7 @@ def _replay(box: sandbox.Sandbox, episode) -> None:
 
 
 def _replay_report(results: list[sandbox.StepReplay]) -> None:
-    counts = {}
+    counts: dict[str, int] = {}
     for result in results:
         counts[str(result.status)] = counts.get(str(result.status), 0) + 1
     st.markdown("**Replay:** " + " · ".join(f"{n} {status.replace('_', ' ')}" for status, n in counts.items()))

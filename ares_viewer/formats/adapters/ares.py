@@ -99,7 +99,7 @@ def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[mod
             texts.append(chat.text(content))
         elif "name" in item and ("input" in item or "arguments" in item):
             calls.extend(chat.tool_calls([item]))
-    usage_raw = raw.get("usage") if isinstance(raw.get("usage"), Mapping) else {}
+    usage_raw = jsondecode.object_at(raw, "usage")
     usage = model.Usage(
         prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
         generated_tokens=chat.count(usage_raw.get("generated_tokens")),
@@ -270,7 +270,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
     head = _header(doc, records, path, warnings)
     actions = prompt = generated = nonzero = rewrites = 0
     cost = 0.0
-    previous: list[Any] = []
+    previous: list[Any] | RawContext = []
     first_time = last_time = None
     for position, record in enumerate(records):
         if not isinstance(record, Mapping):
@@ -285,7 +285,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
             actions += 1
             action = record.get("action")
             if isinstance(action, Mapping):
-                usage = action.get("usage") if isinstance(action.get("usage"), Mapping) else {}
+                usage = jsondecode.object_at(action, "usage")
                 prompt += chat.count(usage.get("prompt_tokens")) or 0
                 generated += chat.count(usage.get("generated_tokens")) or 0
                 step_cost = chat.number(action.get("cost"), "cost", [])
@@ -378,7 +378,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         index = index if isinstance(index, int) and not isinstance(index, bool) else position
         kind_raw = record.get("step_type")
         try:
-            kind = model.StepKind(kind_raw)
+            kind = model.StepKind(kind_raw if isinstance(kind_raw, str) else "")  # not a string: not a kind
         except ValueError:
             kind = model.StepKind.FIRST if position == 0 else model.StepKind.MID
             warnings.append(f"{where}: step_type {kind_raw!r} is not FIRST/MID/LAST; read as {kind.value}")
@@ -410,7 +410,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         thinking = extra.pop("reasoning", "")
         result_text = chat.text(result.get("content")) if result is not None and answered_index is not None else None
         outcome = agent_text.parse_result(result_text) if result_text is not None else None
-        if outcome is not None and outcome.returncode is None and result.get("role") == "tool":
+        if outcome is not None and outcome.returncode is None and result is not None and result.get("role") == "tool":
             # A tool-calling agent's result: the tool message is the command's output.
             returncode, output, _, _, _ = chat.command_result(result)
             outcome = dataclasses.replace(outcome, returncode=returncode, output=output, format_error=False)
@@ -419,16 +419,16 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
             # A submitted episode's last output reaches no observation; ares-viewer's recorder keeps it.
             outcome = _final_command(doc.get("final_command"), index)
         failure = failures.classify(result_text, outcome.returncode, None) if outcome is not None else None
-        if failure is not None:
+        if failure is not None and outcome is not None:
             if failure == failures.TIMED_OUT:
                 extra["timed_out"] = True
-            shown = "\n\n".join(p for p in (failures.exception_text(result_text) or result_text.strip(),
+            shown = "\n\n".join(p for p in (failures.exception_text(result_text) or (result_text or "").strip(),
                                              (outcome.output or "").strip()) if p)
             outcome = dataclasses.replace(outcome, output=shown)
         said = chat.CommandResult(outcome.returncode, outcome.output, outcome.elided_chars, result_text,
                                   outcome.format_error) if outcome is not None else None
         model_time = command_time = None
-        action = record.get("action") if isinstance(record.get("action"), Mapping) else {}
+        action = jsondecode.object_at(record, "action")
         answered_at = action.get("created_at") if isinstance(action.get("created_at"), int | float) else None
         if answered_at is not None and timestamp is not None and dt is not None and timestamp >= answered_at:
             # The response's creation time splits the step: model time before it, command time after it.

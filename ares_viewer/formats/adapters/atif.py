@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import agent_text, locations
+from ares_viewer.base import agent_text, jsondecode, locations
 from ares_viewer.formats import base, chat, failures
 from ares_viewer.model import EpisodeRow
 
@@ -102,7 +102,7 @@ def _results(step: Mapping[str, Any]) -> list[tuple[str | None, str]]:
 
 
 def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
-    extra = doc.get("extra") if isinstance(doc.get("extra"), Mapping) else {}
+    extra = jsondecode.object_at(doc, "extra")
     for key in ("task_name", "task_id", "instance_id", "task"):
         if isinstance(extra.get(key), str) and extra[key]:
             return extra[key]
@@ -181,7 +181,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
             said = chat.CommandResult(outcome.returncode if outcome else None, outcome.output if outcome else body,
                                       outcome.elided_chars if outcome else 0, body, False)
         failure = failures.classify(body, said.returncode) if said is not None else None
-        metrics = step.get("metrics") if isinstance(step.get("metrics"), Mapping) else {}
+        metrics = jsondecode.object_at(step, "metrics")
         extra: dict[str, Any] = {}
         for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
             if step.get(key) is not None:
@@ -189,7 +189,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         for key in ("logprobs", "completion_token_ids"):
             if isinstance(metrics.get(key), list):
                 extra[key] = metrics[key]
-        dt = moment - previous_time if moment is not None and previous_time is not None else None
+        dt: float | None = moment - previous_time if moment is not None and previous_time is not None else None
         previous_time = moment if moment is not None else previous_time
         steps.append(model.Step(
             index=call + 1,
@@ -201,7 +201,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
                               cached_prompt_tokens=chat.count(metrics.get("cached_tokens"))),
             cost=chat.number(metrics.get("cost_usd"), f"{where}: cost_usd", warnings),
             **base.step_fields(text, calls, said, call, links, extra=extra),
-            reasoning=step.get("reasoning_content") if isinstance(step.get("reasoning_content"), str) else "",
+            reasoning=jsondecode.string_at(step, "reasoning_content") or "",
             failure=failure,
         ))
         previous_len = len(pool)
@@ -214,7 +214,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     elif len(pool) > previous_len:  # what the last call's results added: the trajectory's final observation
         links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
                                        rewritten=False))
-    agent = doc.get("agent") if isinstance(doc.get("agent"), Mapping) else {}
+    agent = jsondecode.object_at(doc, "agent")
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("steps",)}
     metadata["agent"] = dict(agent)
     if agent.get("model_name"):

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from ares_viewer import model
-from ares_viewer.base import locations
+from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats import base, chat, zipped
 from ares_viewer.formats.adapters import atif
 from ares_viewer.model import EpisodeRow
@@ -305,7 +305,7 @@ def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any]
     events = [e for e in events if e.get("event") == "model" and not _scoring(e.get("span_id"), spans)]
     pool = (sample.get("events_data") or {}).get("messages") if isinstance(sample.get("events_data"), Mapping) else []
     pool = pool if isinstance(pool, list) else []
-    calls = []
+    calls: list[tuple[list[Any], Mapping[str, Any], Mapping[str, Any] | None]] = []
     for event in events:
         given = event.get("input") or []
         for start, end in event.get("input_refs") or ():
@@ -322,7 +322,7 @@ def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any]
 
 def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: str,
                     key: tuple[str, int]) -> model.Episode:
-    attachments = sample.get("attachments") if isinstance(sample.get("attachments"), Mapping) else {}
+    attachments = jsondecode.object_at(sample, "attachments")
     if attachments:
         sample = _resolve(sample, attachments)
     warnings: list[str] = []
@@ -356,8 +356,8 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
                 results.append(_message(tool_messages[call.call_id])["content"])
         body = "\n".join(results) if results else None
         result = chat.CommandResult(None, body, 0, body, False) if body is not None else None
-        output = event.get("output") if event and isinstance(event.get("output"), Mapping) else {}
-        usage = output.get("usage") if isinstance(output.get("usage"), Mapping) else {}
+        output = jsondecode.object_at(event, "output") if event else {}
+        usage = jsondecode.object_at(output, "usage")
         steps.append(model.Step(
             index=n, kind=model.StepKind.LAST if n == len(calls) else model.StepKind.MID,
             timestamp=atif.timestamp(event.get("timestamp")) if event else None,

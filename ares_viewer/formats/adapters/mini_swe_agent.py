@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import agent_text, locations
+from ares_viewer.base import agent_text, jsondecode, locations
 from ares_viewer.formats import base, chat, failures, reasoning
 from ares_viewer.model import EpisodeRow
 
@@ -181,9 +181,9 @@ def _times(messages: list[Any], position: int, first: int, end: int) -> tuple[fl
 
 
 def _usage(extra: Mapping[str, Any]) -> model.Usage:
-    response = extra.get("response") if isinstance(extra.get("response"), Mapping) else {}
-    usage = response.get("usage") if isinstance(response.get("usage"), Mapping) else {}
-    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), Mapping) else {}
+    response = jsondecode.object_at(extra, "response")
+    usage = jsondecode.object_at(response, "usage")
+    details = jsondecode.object_at(usage, "prompt_tokens_details")
     return model.Usage(
         prompt_tokens=chat.count(usage.get("prompt_tokens", usage.get("input_tokens"))),
         generated_tokens=chat.count(usage.get("completion_tokens", usage.get("output_tokens"))),
@@ -267,7 +267,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     if not cost:
         cost = _total_cost(info) or 0.0
     start, end_time = (times[0], times[-1]) if times else (None, None)
-    return [EpisodeRow(
+    row = EpisodeRow(
         episode_id=episode_id(doc, path, record),
         task_name=_instance(path),
         outcome=outcome.value,
@@ -275,7 +275,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         num_actions=len(calls),
         start_time=start,
         end_time=end_time,
-        duration_s=end_time - start if times else None,
+        duration_s=end_time - start if start is not None and end_time is not None else None,
         total_cost=cost,
         prompt_tokens=prompt,
         generated_tokens=generated,
@@ -286,11 +286,12 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         path=path,
         format=NAME,
         warnings=warnings,
-    ) | {"exit_status": status or None}]
+    )
+    return [model.with_columns(row, {"exit_status": status or None})]
 
 
 def _total_cost(info: Mapping[str, Any]) -> float | None:
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
+    stats = jsondecode.object_at(info, "model_stats")
     return chat.number(stats.get("instance_cost"), "instance_cost", [])
 
 
@@ -332,8 +333,9 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
             answer = _response(extra).get("choices")
             answer = answer[0].get("message") if isinstance(answer, list) and answer and isinstance(
                 answer[0], Mapping) else {}
-            text = extra.get("model_response") if isinstance(extra.get("model_response"), str) else chat.text(
-                answer.get("content") if isinstance(answer, Mapping) else None)
+            given = jsondecode.string_at(extra, "model_response")
+            content = answer.get("content") if isinstance(answer, Mapping) else None
+            text = given if given is not None else chat.text(content)
             message = answer if isinstance(answer, Mapping) else {}
         else:
             text = chat.text(message.get("content"))
@@ -351,7 +353,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
         if timestamp is None and not rejected:
             timestamp = _time(message)
-        dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
+        dt: float | None = timestamp - previous_time if timestamp is not None and previous_time is not None else None
         previous_time = timestamp if timestamp is not None else previous_time
         cost = _cost(extra, where, warnings)
         step_costs.append(cost)
@@ -378,7 +380,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     metadata.update({k: v for k, v in info.items() if k not in ("exit_status", "submission")})
     metadata["exit_status"] = status or None
     metadata["submission"] = submission
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
+    stats = jsondecode.object_at(info, "model_stats")
     if "api_calls" in stats:
         metadata["api_calls"] = stats["api_calls"]
     if not any(c for c in step_costs if c and c > 0) and _total_cost(info):

@@ -117,7 +117,8 @@ def _tool_names(timesteps: list[Any]) -> list[str]:
             names = []
             for schema in schemas:
                 if isinstance(schema, Mapping):
-                    fn = schema.get("function") if isinstance(schema.get("function"), Mapping) else schema
+                    function = schema.get("function")
+                    fn = function if isinstance(function, Mapping) else schema
                     names.append(str(fn.get("name", "")))
             return names
     return []

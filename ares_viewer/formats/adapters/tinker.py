@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import locations
+from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats import base, chat, reasoning
 from ares_viewer.model import EpisodeRow
 
@@ -67,7 +67,8 @@ def _ids(doc: Mapping[str, Any], path: str, record: int | None) -> tuple[str, st
     run, folder_iteration, base = _location(path)
     iteration = chat.integer(doc.get("iteration"))
     iteration = folder_iteration if iteration is None else iteration
-    split = doc.get("split") if isinstance(doc.get("split"), str) else base
+    given = jsondecode.string_at(doc, "split")
+    split = given if given is not None else base
     group, traj = chat.integer(doc.get("group_idx")), chat.integer(doc.get("traj_idx"))
     prefix = f"{run}/it{iteration if iteration is not None else '?'}/{base}"
     if group is None or traj is None:
@@ -222,7 +223,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         generated += chat.count(step.get("ac_len")) or 0
         prompts.append(_trace(step).get("prompt"))
     nonzero, rewrites = context_counts(prompts)
-    return [EpisodeRow(
+    row = EpisodeRow(
         episode_id=episode,
         task_name=_task(steps, doc, chat.integer(doc.get("group_idx"))),
         outcome=outcome.value,
@@ -241,7 +242,8 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         path=path,
         format=NAME,
         warnings=warnings,
-    ) | _extra_columns(doc, group_id, iteration, split)]
+    )
+    return [model.with_columns(row, _extra_columns(doc, group_id, iteration, split))]
 
 
 def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
+from ares_viewer.base import jsondecode
 
 SCHEMA_VERSION = "ATIF-v1.6"
 
@@ -85,9 +86,9 @@ def _results(episode: model.Episode, k: int, calls: list[dict[str, Any]]) -> lis
 
 
 def _agent(episode: model.Episode) -> dict[str, Any]:
-    agent = episode.metadata.get("agent") if isinstance(episode.metadata.get("agent"), Mapping) else {}
-    config = episode.metadata.get("config") if isinstance(episode.metadata.get("config"), Mapping) else {}
-    model_config = config.get("model") if isinstance(config.get("model"), Mapping) else {}
+    agent = jsondecode.object_at(episode.metadata, "agent")
+    config = jsondecode.object_at(episode.metadata, "config")
+    model_config = jsondecode.object_at(config, "model")
     name = agent.get("name") or {"mini-swe-agent": "mini-swe-agent"}.get(episode.format, f"{episode.format} agent")
     version = agent.get("version") or episode.metadata.get("mini_version") or "unknown"
     model_name = agent.get("model_name") or episode.metadata.get("model") or model_config.get("model_name")

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.base import locations
+from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats import chat
 from ares_viewer.formats.adapters import atif
 
@@ -52,8 +52,8 @@ def sniff(doc: Any) -> bool:
 
 
 def _reward(result: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
-    verifier = result.get("verifier_result") if isinstance(result.get("verifier_result"), Mapping) else {}
-    rewards = verifier.get("rewards") if isinstance(verifier.get("rewards"), Mapping) else {}
+    verifier = jsondecode.object_at(result, "verifier_result")
+    rewards = jsondecode.object_at(verifier, "rewards")
     numbers = {k: v for k, v in rewards.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if "reward" in numbers:
         return float(numbers["reward"]), dict(rewards)
@@ -77,9 +77,9 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         outcome = model.Outcome.COMPLETED
     else:
         outcome = model.Outcome.INCOMPLETE
-    agent = doc.get("agent_info") if isinstance(doc.get("agent_info"), Mapping) else {}
-    info = agent.get("model_info") if isinstance(agent.get("model_info"), Mapping) else {}
-    usage = doc.get("agent_result") if isinstance(doc.get("agent_result"), Mapping) else {}
+    agent = jsondecode.object_at(doc, "agent_info")
+    info = jsondecode.object_at(agent, "model_info")
+    usage = jsondecode.object_at(doc, "agent_result")
     pure = locations.Location.of(path).pure(backslashes=True)
     return {
         "folder": str(pure.parent),

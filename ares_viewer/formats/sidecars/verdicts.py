@@ -276,8 +276,8 @@ def tests_of(doc: Any, instance: str, path: str = "") -> Tests | None:
     status = report.get("tests_status") if isinstance(report, Mapping) else None
     if not isinstance(status, Mapping):
         return None
-    targets = status.get(TARGETS) if isinstance(status.get(TARGETS), Mapping) else {}
-    kept = status.get(KEPT) if isinstance(status.get(KEPT), Mapping) else {}
+    targets = jsondecode.object_at(status, TARGETS)
+    kept = jsondecode.object_at(status, KEPT)
     return Tests(still_failing=_names(targets.get("failure")), broken=_names(kept.get("failure")),
                  fixed=_names(targets.get("success")), report=path)
 

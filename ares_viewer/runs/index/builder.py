@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ares_viewer import formats
+from ares_viewer import formats, model
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import fast_jsonl, fast_mini, fast_ray, fast_tinker, store
@@ -82,7 +82,7 @@ def _staged_batch(folder: str, files: Sequence[sources.SourceFile]
     """Summarize files the ordinary way and stage their rows as one partition (``store.Store.stage``): their
     manifest entries, and the rows to commit (None when the files hold none)."""
     results = [summarize(f.path) for f in files]
-    rows: list[dict[str, Any]] = []
+    rows: list[model.EpisodeRow] = []
     seqs: list[int] = []
     for result in results:
         rows.extend(result.rows)

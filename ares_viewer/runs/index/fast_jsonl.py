@@ -18,13 +18,12 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
-from types import ModuleType
 
 import duckdb
 import orjson
 
 from ares_viewer.base import locations
-from ares_viewer.formats import chat, registry
+from ares_viewer.formats import base, chat, registry
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import store
 
@@ -71,7 +70,7 @@ class Spec:
     module: str
     """The module that holds it as ``SPEC``."""
 
-    adapter: ModuleType
+    adapter: base.Adapter
     """The format module whose files it takes (``registry.sniff`` of a file's first line)."""
     load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile]], None]
     """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files (``read``
@@ -86,7 +85,7 @@ class Spec:
     """Tables ``load`` and ``prepare`` make with ``register``, dropped after each batch."""
 
 
-def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> ModuleType | None:
+def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> base.Adapter | None:
     """The adapter of a local JSON Lines file's first line (None: not one, or left to the ordinary path).
 
     A file over the size bound (``sources.Limits``) is left to the ordinary path, which reports it."""
@@ -147,7 +146,8 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
         _drop_tables(con, spec)
         if len(files) == 1:
             return [], files
-        taken, rest = [], []
+        taken: list[store.FileEntry] = []
+        rest: list[sources.SourceFile] = []
         for f in files:  # one unreadable file must not send the whole batch the slow way
             t, r = read_batch(con, spec, [f], target)
             taken += t
@@ -161,9 +161,8 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
         con.execute(f"COPY ({spec.rows}) TO {store.literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
         os.replace(tmp, target.parts / name)
     _drop_tables(con, spec)
-    taken = [f for f in files if f.path not in odd]
     entries = [store.FileEntry(f.path, f.size, f.mtime_ns, "read", name if counts.get(f.path) else None,
-                               counts.get(f.path, 0)) for f in taken]
+                               counts.get(f.path, 0)) for f in files if f.path not in odd]
     return entries, [f for f in files if f.path in odd]
 
 
@@ -175,7 +174,8 @@ def choose(files: Sequence[sources.SourceFile], specs: Sequence[Spec]
     mine: dict[Spec, list[sources.SourceFile]] = {}
     rest: list[sources.SourceFile] = []
     for f in files:
-        spec = by_adapter.get(first_line_adapter(f, max_bytes))
+        adapter = first_line_adapter(f, max_bytes)
+        spec = by_adapter.get(adapter) if adapter is not None else None
         if spec is None:
             rest.append(f)
         else:

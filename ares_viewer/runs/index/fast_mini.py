@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import duckdb
 import orjson
 
+from ares_viewer import model
 from ares_viewer.base import agent_text
 from ares_viewer.formats.adapters import mini_swe_agent
 from ares_viewer.runs import sources
@@ -149,7 +151,7 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sour
             WHERE n <> lines)""")
 
 
-def _summary(values: dict[str, str | None]) -> dict:
+def _summary(values: dict[str, str | None]) -> model.EpisodeRow:
     """``summarize`` of a trajectory that holds only these fields (JSON text) of ``_ENDING``."""
     v = {k: None if value is None or k == "last_role" else orjson.loads(value) for k, value in values.items()}
     doc = {"info": {"exit_status": v.get("info_status"), "submission": v.get("info_submission"),
@@ -164,7 +166,7 @@ def _table(con: duckdb.DuckDBPyConnection, name: str, keys: tuple[str, ...], whe
     """Table ``name``: for each distinct value of ``keys`` among the rows ``where`` holds, these ``fields`` of its
     ``_summary``."""
     found = con.execute(f"SELECT DISTINCT {', '.join(keys)} FROM raw_ok r WHERE {where}").fetchall()
-    rows = [_summary(dict(zip(keys, row, strict=True))) for row in found]
+    rows: list[Mapping[str, Any]] = [_summary(dict(zip(keys, row, strict=True))) for row in found]
     columns = {k: ("VARCHAR", [row[n] for row in found]) for n, k in enumerate(keys)}
     fast_jsonl.register(con, name, {**columns, **{f: (_TYPES.get(f, "VARCHAR"), [r[f] for r in rows])
                                                   for f in fields}})

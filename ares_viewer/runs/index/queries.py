@@ -91,7 +91,8 @@ class Filters:
     solved: bool | None = None  # True: solved ones only (``SOLVED``); False: unsolved ones only
 
     def where(self) -> tuple[str, list[Any]]:
-        parts, params = ["TRUE"], []
+        parts: list[str] = ["TRUE"]
+        params: list[Any] = []
         if self.tasks:
             parts.append("task_name IN (SELECT unnest(?))")
             params.append(list(self.tasks))
@@ -145,16 +146,19 @@ class Queries:
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         return self.con.execute(sql, list(params)).df()
 
-    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple:
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         return self.con.execute(sql, list(params)).fetchone()
+
+    def _aggregate(self, sql: str, params: Sequence[Any] = ()) -> tuple:
+        return self.con.execute(sql, list(params)).fetchall()[0]  # an aggregate query: always one row
 
     def count(self, filters: Filters | None = None) -> int:
         where, params = (filters or Filters()).where()
-        return int(self._one(f"SELECT count(*) FROM episodes WHERE {where}", params)[0])
+        return int(self._aggregate(f"SELECT count(*) FROM episodes WHERE {where}", params)[0])
 
     def stats(self) -> dict[str, Any]:
         """Headline figures (``Run.stats``)."""
-        n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._one(f"""
+        n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._aggregate(f"""
             SELECT count(*), count(*) FILTER (WHERE NOT {UNSCORED}),
                    count(*) FILTER (WHERE NOT {UNSCORED} AND {SOLVED}),
                    count(*) FILTER (WHERE {INFRASTRUCTURE_FAILURE}),
@@ -207,7 +211,7 @@ class Queries:
         return [r[0] for r in rows]
 
     def reward_range(self) -> tuple[float, float] | None:
-        low, high = self._one("SELECT min(total_reward), max(total_reward) FROM episodes "
+        low, high = self._aggregate("SELECT min(total_reward), max(total_reward) FROM episodes "
                               "WHERE total_reward IS NOT NULL AND NOT isnan(total_reward)")
         return None if low is None else (float(low), float(high))
 
@@ -291,7 +295,7 @@ class Queries:
         without one (unscored, or failed without a reward: ``stats()["episodes"] - stats()["rewarded"]``) are left
         out, as from the mean reward. The bins split the rewards' range evenly (the top one includes the highest
         reward); when every reward is the same, the one bin is centred on it."""
-        bounds = self._one(f"SELECT min(total_reward), max(total_reward) FROM {_REWARDED}")
+        bounds = self._aggregate(f"SELECT min(total_reward), max(total_reward) FROM {_REWARDED}")
         if bounds[0] is None:
             import pandas as pd
             return pd.DataFrame(columns=["low", "high", "outcome", "episodes"])
@@ -312,7 +316,7 @@ class Queries:
     def per_task(self, limit: int = 40) -> tuple[pd.DataFrame, int]:
         """Per task: ``attempts``, ``scored``, ``successes``, ``rate`` (the ``limit`` most attempted tasks);
         and how many tasks there are in all."""
-        total = int(self._one("SELECT count(DISTINCT task_name) FROM episodes")[0])
+        total = int(self._aggregate("SELECT count(DISTINCT task_name) FROM episodes")[0])
         frame = self._df(f"""
             SELECT task_name, count(*) AS attempts, count(*) FILTER (WHERE NOT {UNSCORED}) AS scored,
                    count(*) FILTER (WHERE NOT {UNSCORED} AND {SOLVED}) AS successes
@@ -335,7 +339,7 @@ class Queries:
                        quantile_cont(total_reward, 0.5) AS p50,
                        quantile_cont(total_reward, 0.9) AS p90
                 FROM {_REWARDED} WHERE {key} IS NOT NULL GROUP BY x ORDER BY x LIMIT {MAX_MARKS}""")
-        total, timed = self._one("SELECT count(*), count(start_time) FROM episodes")
+        total, timed = self._aggregate("SELECT count(*), count(start_time) FROM episodes")
         if not total:
             import pandas as pd
             return pd.DataFrame(columns=["x", "episodes", "mean", "p10", "p50", "p90", "timed"])

@@ -89,7 +89,8 @@ def build_on_ray(location: str, *, address: str | None = None, index_to: str | N
         entries: list[store.FileEntry] = []
         if items:
             dataset = ray.data.from_items(items, override_num_blocks=len(groups))
-            result = dataset.map_batches(_summarize, fn_kwargs={"destination": destination},
+            # ray types the function as taking the batch alone; fn_kwargs passes it the rest
+            result = dataset.map_batches(_summarize, fn_kwargs={"destination": destination},  # type: ignore[arg-type]
                                          batch_size=None, batch_format="numpy", zero_copy_batch=False)
             for row in result.iter_rows():
                 entries.append(store.FileEntry(

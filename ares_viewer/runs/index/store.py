@@ -30,7 +30,7 @@ import threading
 import time
 import typing
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -111,7 +111,7 @@ def _column_type(values: list[Any]) -> str:
     return "VARCHAR"
 
 
-def unfit(row: dict[str, Any]) -> str | None:
+def unfit(row: Mapping[str, Any]) -> str | None:
     """Why an episode row cannot be stored in the index (a number out of its columns' range), or None.
 
     A file written by anyone may say that a count is ``1e19``: that is its file's error, never the run's.
@@ -202,7 +202,7 @@ class Store:
     def new_part_name(self) -> str:
         return f"{uuid.uuid4().hex}.parquet"
 
-    def stage(self, rows: Sequence[dict[str, Any]], seqs: Sequence[int]) -> Staged:
+    def stage(self, rows: Sequence[Mapping[str, Any]], seqs: Sequence[int]) -> Staged:
         """Write episode rows (as adapters make them, each ``unfit``-free) and their places in their files as JSON
         Lines beside the partitions: a worker process does this, and this process makes the partition
         (``commit``), so DuckDB runs only here and neither pyarrow nor pandas is imported to index a run."""
@@ -321,9 +321,10 @@ class Store:
                 tmp.unlink()
 
     def write_manifest(self, entries: Iterable[FileEntry], previous: dict[str, FileEntry] | None = None
-                       ) -> ManifestKey:
+                       ) -> ManifestKey | None:
         """Replace the manifest atomically (then its mirror), then drop partitions nothing names any more
-        (``previous``: the manifest this one replaces). Returns the key of the manifest written."""
+        (``previous``: the manifest this one replaces). Returns the key of the manifest written (None: its
+        file could not be stat'ed)."""
         sizes: dict[str, int | None] = {}
         for part in {e.part for e in entries if e.part}:
             try:
@@ -332,7 +333,8 @@ class Store:
                 sizes[part] = None
         entries = sorted((dataclasses.replace(e, part_size=sizes[e.part] if e.part else None) for e in entries),
                          key=lambda e: e.path)
-        columns = {name: (kind, [getattr(e, name) for e in entries]) for name, kind in MANIFEST_COLUMNS.items()}
+        columns: Columns = {name: (kind, [getattr(e, name) for e in entries])
+                            for name, kind in MANIFEST_COLUMNS.items()}
         columns["errors"] = ("VARCHAR[]", [list(e.errors) for e in entries])
         select, params = select_of(columns)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -397,6 +399,6 @@ class Store:
                     found.add(part)
         return found
 
-    def live_parts(self, entries: dict[str, FileEntry]) -> list[str]:
+    def live_parts(self, entries: Mapping[str, FileEntry]) -> list[str]:
         """The partition files holding the rows of these entries."""
         return sorted({self.part_path(e.part) for e in entries.values() if e.part and e.rows})

@@ -64,7 +64,7 @@ def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
     with store.connection() as con:
         con.execute("CREATE TEMP TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
         left = con.execute(f"SELECT count(*) FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped)"
-                           ).fetchone()[0]
+                           ).fetchall()[0][0]
         if not left:
             return None
         con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped) "
@@ -116,7 +116,7 @@ def update(target: store.Store, files: list[sources.SourceFile], *, workers: int
     kept = {p: e for p, e in known.items() if p not in gone}
     # Partitions that held a changed or removed file lose its rows; the other files in them move along (a broken
     # one's files are all read again).
-    touched = {known[p].part for p in gone if known[p].part} - broken
+    touched = {part for part in (known[p].part for p in gone) if part} - broken
     for part in touched:
         renamed = _without(target, part, {p for p in gone if known[p].part == part})
         for path, entry in list(kept.items()):

@@ -1,0 +1,72 @@
+"""The declared types hold: mypy, configured in pyproject.toml ``[tool.mypy]``, checked here beside the layers.
+
+The library must have no error at all. The app may keep the errors listed in ``APP_ALLOWED`` (``file:code``
+pairs, each with why), and only while they occur: a fixed one must leave the list, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# file:error-code pairs of the app that mypy may report, each with why it is not fixed yet.
+_FORMAT_FUNC = "str passed as a widget's format_func: Streamlit types it Callable[[Any], str], str is overloaded"
+_OPTIONAL = "an Optional from a lookup the page already checked (the check is elsewhere on the page)"
+_JSON_GET = "dict.get with a {} default on a JSON value"
+_CACHED = "st.cache_data's .clear() on a cached loader: Streamlit types the decorated function as the plain one"
+APP_ALLOWED: dict[str, str] = {
+    "ares_viewer_app/loaders.py:attr-defined": _CACHED,
+    "ares_viewer_app/review_panel.py:arg-type": f"{_FORMAT_FUNC}; {_OPTIONAL}",
+    "ares_viewer_app/widgets.py:arg-type": f"{_FORMAT_FUNC}; selectbox(index=None) shows the placeholder, typed int",
+    "ares_viewer_app/widgets.py:attr-defined": _CACHED,
+    "ares_viewer_app/views/compare.py:arg-type": f"a row's cells are Step | str | None, read as text by position; "
+    f"{_OPTIONAL}",
+    "ares_viewer_app/views/compare_runs.py:arg-type": "query parameters read as one value or a list",
+    "ares_viewer_app/views/compare_runs.py:assignment": "query parameters read as one value or a list",
+    "ares_viewer_app/views/compare_runs.py:call-overload": _JSON_GET,
+    "ares_viewer_app/views/compare_runs.py:index": "query parameters read as one value or a list",
+    "ares_viewer_app/views/compare_runs.py:return-value": "query parameters read as one value or a list",
+    "ares_viewer_app/views/episode.py:arg-type": _OPTIONAL,
+    "ares_viewer_app/views/episode.py:call-overload": _JSON_GET,
+    "ares_viewer_app/views/files.py:arg-type": _OPTIONAL,
+    "ares_viewer_app/views/groups.py:arg-type": _FORMAT_FUNC,
+    "ares_viewer_app/views/groups.py:call-overload": _JSON_GET,
+    "ares_viewer_app/views/groups.py:return-value": _OPTIONAL,
+    "ares_viewer_app/views/review.py:arg-type": f"{_FORMAT_FUNC}; {_OPTIONAL}",
+    "ares_viewer_app/views/search.py:arg-type": _FORMAT_FUNC,
+}
+
+_ERROR = re.compile(r"^(?P<file>[^:\s]+\.py):\d+: error: .*\[(?P<code>[a-z-]+)\]$")
+
+
+def _mypy() -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-color-output", "--no-error-summary"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_mypy_finds_no_error_in_the_library_and_only_the_listed_ones_in_the_app(missing):
+    if importlib.util.find_spec("mypy") is None:
+        missing("mypy is not installed (it is in the test extra: pip install -e '.[test]')")
+    status, report = _mypy()
+    errors = [m for m in map(_ERROR.match, report.splitlines()) if m]
+    assert status == 0 or errors, report  # mypy itself failed (bad configuration): say how
+    library = [m.string for m in errors if m["file"].startswith("ares_viewer/")]
+    assert not library, "\n".join(library)
+    app = {f"{m['file']}:{m['code']}" for m in errors if m["file"].startswith("ares_viewer_app/")}
+    assert app <= set(APP_ALLOWED), "\n".join(m.string for m in errors if f"{m['file']}:{m['code']}" not in APP_ALLOWED)
+    assert set(APP_ALLOWED) <= app, f"fixed, so leave APP_ALLOWED: {sorted(set(APP_ALLOWED) - app)}"
+    others = [m.string for m in errors if not m["file"].startswith(("ares_viewer/", "ares_viewer_app/"))]
+    assert not others, "\n".join(others)

@@ -127,8 +127,21 @@ class Entry:
         return {key: value for key, value in out.items() if value is not None}
 
 
+class _Step(Protocol):
+    """Which step of which episode a snapshot or its ref is, and where it lives: what both declare."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def episode_id(self) -> str: ...
+
+    @property
+    def step_index(self) -> int: ...
+
+
 @runtime_checkable
-class Snapshot(Protocol):
+class Snapshot(_Step, Protocol):
     """An opened snapshot of one step: the container's filesystem after that step, readable without Docker.
 
     What every kind does. What only some kinds can do is a capability of its own, asked for with
@@ -149,15 +162,6 @@ class Snapshot(Protocol):
             flag behind :func:`with_base` and :func:`restorable`. When False, compare it with another step,
             and compare it with its image before restoring it.
     """
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def episode_id(self) -> str: ...
-
-    @property
-    def step_index(self) -> int: ...
 
     @property
     def base_image(self) -> str: ...
@@ -263,17 +267,8 @@ def restorable(snapshot: Snapshot) -> TypeGuard[Restorable]:
 
 
 @runtime_checkable
-class SnapshotRef(Protocol):
+class SnapshotRef(_Step, Protocol):
     """Where one step's snapshot lives, found without opening it; :meth:`open` opens it (whatever its kind)."""
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def episode_id(self) -> str: ...
-
-    @property
-    def step_index(self) -> int: ...
 
     @property
     def records_base(self) -> bool: ...

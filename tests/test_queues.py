@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sqlite3
 
 import pytest
 
 from ares_viewer import review
-from ares_viewer.review import labelschema, queues
+from ares_viewer.review import labelschema, queue_export, queue_items, queues
 from ares_viewer.runs import run as run_module
 from testdata import synthetic
 
@@ -40,7 +41,7 @@ def store(tmp_path):
 
 def make(store, run, name="hacks", **options):
     options.setdefault("author", "lead")
-    return queues.create(store, name, queues.episode_items(run, run.episode_ids), schema=SCHEMA, **options)
+    return queues.create(store, name, queue_items.episode_items(run, run.episode_ids), schema=SCHEMA, **options)
 
 
 def test_round_robin_gives_each_reviewer_their_share_and_then_nothing(store, run):
@@ -168,7 +169,67 @@ def test_a_schema_one_database_gains_queues_and_keeps_its_notes(tmp_path, run):
         assert store.writable
         assert [n.label for n in store.find(run)] == ["hack"]
         queues.create(
-            store, "from-label", queues.step_items(run, [(run.episode_ids[0], 2)]), schema=SCHEMA, author="lead"
+            store, "from-label", queue_items.step_items(run, [(run.episode_ids[0], 2)]), schema=SCHEMA, author="lead"
         )
         assert queues.items(store, "from-label")[0].step == 2
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == review.SCHEMA == 2
+
+
+def test_a_finished_queue_exports_labels_decision_reward_and_exact_input(store, run, tmp_path):
+    make(store, run, reviewers=["ada", "bo"], overlap=2)
+    for reviewer in ("ada", "bo"):
+        while (item := queues.next_item(store, "hacks", reviewer)) is not None:
+            verdict = "fine" if item.item == 1 and reviewer == "bo" else "hack"
+            queues.label(store, "hacks", item.item, reviewer, {"verdict": verdict, "severity": item.item})
+    (disputed,) = queue_export.disagreements(store, "hacks")
+    assert (disputed["item"], disputed["fields"], disputed["decision"]) == (1, ["verdict"], None)
+    queues.decide(store, "hacks", 1, "cy", {"verdict": "fine"}, reason="the test was wrong")
+    figures = {f["field"]: f for f in queue_export.agreement(store, "hacks")}
+    assert figures["verdict"]["method"] == "cohen_kappa" and figures["verdict"]["items"] == 4
+    assert figures["severity"]["value"] == 1.0  # both gave the same scores
+    for suffix in (".jsonl", ".parquet"):
+        out = tmp_path / f"hacks{suffix}"
+        assert queue_export.write_export(queue_export.export_records(store, "hacks"), out) == 4
+        records = {r["item"]: r for r in review.read_export(out)}
+        one = records[1]
+        episode = run.episode(one["episode_id"])
+        assert {r: v["values"]["verdict"] for r, v in one["labels"].items()} == {"ada": "hack", "bo": "fine"}
+        assert one["decision"]["adjudicator"] == "cy" and one["label"]["verdict"] == "fine"
+        assert one["agreed"] is False and records[0]["agreed"] is True and records[0]["label"]["verdict"] == "hack"
+        assert (one["reward"], one["outcome"]) == (episode.total_reward, str(episode.outcome))
+        assert one["why"] and one["step"] == len(episode.steps) - 1
+        assert one["messages"] == [m.to_dict() for m in episode.context(one["step"])]
+        assert one["response"] == episode.step(one["step"]).response
+        assert one["schema_version"] == 1 and one["agreement"][0]["field"] == "verdict"
+
+
+def test_an_unfinished_queue_is_exported_only_when_asked(store, run):
+    make(store, run, reviewers=["ada"])
+    with pytest.raises(queues.QueueError, match="not finished \\(0 of 4"):
+        list(queue_export.export_records(store, "hacks"))
+    assert [r["label"] for r in queue_export.export_records(store, "hacks", unfinished=True)] == [None] * 4
+
+
+def _label_all(db: str, reviewer: str) -> None:
+    with review.open_store(db) as store:
+        while (item := queues.next_item(store, "pool", reviewer)) is not None:
+            queues.label(store, "pool", item.item, reviewer, {"verdict": "hack"})
+
+
+def test_several_processes_labelling_one_queue_lose_nothing_and_share_no_item(tmp_path, run):
+    db = str(tmp_path / "team.sqlite")
+    many = [(episode_id, step) for episode_id in run.episode_ids for step in range(1, 5)]
+    with review.open_store(db) as store:
+        queues.create(store, "pool", queue_items.step_items(run, many), schema=SCHEMA, author="lead")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_label_all, args=(db, f"r{n}")) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [w.exitcode for w in workers] == [0] * 4
+    with review.open_store(db) as store:
+        events = queues.history(store, "pool").query("kind == 'label'")
+        assert sorted(events["item"]) == list(range(len(many)))  # every item labelled exactly once
+        assert queues.status(store, "pool")["finished"]
+        assert queues.progress(store, "pool")["done"].sum() == len(many)

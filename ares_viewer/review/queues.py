@@ -1,7 +1,7 @@
 """Review queues: a set of episodes or steps to label, split among named reviewers, with a versioned label schema.
 
 A queue is made from any list of items the app can express (the overview's filters, a search, a failure group, a
-compare-runs list, a label): ``episode_items`` / ``step_items`` / ``label_items`` turn those into items, and
+compare-runs list, a label): ``queue_items`` turns those into items, and
 ``create`` stores them with the schema, the reviewers and how many reviewers label each item (``overlap``).
 
 - **Assignment.** With ``reviewers`` named, each item goes round robin to ``overlap`` of them (``overlap=1``: plain
@@ -15,7 +15,7 @@ compare-runs list, a label): ``episode_items`` / ``step_items`` / ``label_items`
   file was rewritten since the queue was made.
 
 >>> from ares_viewer.review import queues
->>> q = queues.create(store, "hacks", queues.episode_items(run, ids), schema=schema, author="ada",
+>>> q = queues.create(store, "hacks", queue_items.episode_items(run, ids), schema=schema, author="ada",
 ...                   reviewers=["ada", "bo"], overlap=2)
 >>> item = queues.next_item(store, "hacks", "ada")
 >>> queues.label(store, "hacks", item.item, "ada", {"verdict": "hack"})
@@ -25,18 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from ares_viewer.review import labelschema, records
+from ares_viewer.review import labelschema, queue_items, records
 from ares_viewer.review.store import ReviewStore
-from ares_viewer.runs import run as run_module
 
 KINDS = ("episodes", "steps")
 EVENT_KINDS = ("create", "label", "skip", "schema", "decision")
@@ -44,26 +42,6 @@ EVENT_KINDS = ("create", "label", "skip", "schema", "decision")
 
 class QueueError(records.ReviewError):
     """A queue operation that cannot be done (unknown queue, a reviewer not assigned, ...), said in words."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Item:
-    """One thing to label: an episode (``step`` None) or one step of it.
-
-    Attributes:
-        item: its position in the queue (from 0).
-        run: the run key (``records.run_key``).
-        episode_id, step: what it is.
-        path: the episode's file when queued (None when unknown).
-        fingerprint: that file's ``size:mtime_ns`` when queued (None when it could not be read).
-    """
-
-    item: int
-    run: str
-    episode_id: str
-    step: int | None
-    path: str | None = None
-    fingerprint: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,49 +61,6 @@ class Queue:
     schema_version: int
 
 
-def fingerprint(path: str | None) -> str | None:
-    """A file's ``size:mtime_ns`` (None for a remote or missing file)."""
-    try:
-        stat = os.stat(path) if path else None
-    except OSError:
-        return None
-    return None if stat is None else f"{stat.st_size}:{stat.st_mtime_ns}"
-
-
-def _paths(run: run_module.Run) -> dict[str, str]:
-    frame = run.episodes
-    return dict(zip(frame["episode_id"].astype(str), frame["path"].astype(str), strict=True))
-
-
-def episode_items(run: run_module.Run, episode_ids: Iterable[str]) -> list[Item]:
-    """One item per episode (in the order given, each once): from the overview's filters, a group, a list.
-
-    Raises:
-        KeyError: for an episode the run does not have.
-    """
-    return step_items(run, ((episode_id, None) for episode_id in episode_ids))
-
-
-def step_items(run: run_module.Run, steps: Iterable[tuple[str, int | None]]) -> list[Item]:
-    """One item per ``(episode_id, step)`` (each once): from a search's hits or a label's steps.
-
-    Raises:
-        KeyError: for an episode the run does not have.
-    """
-    paths, key = _paths(run), records.run_key(run)
-    out: list[Item] = []
-    for episode_id, step in dict.fromkeys((str(e), None if s is None else int(s)) for e, s in steps):
-        if episode_id not in paths:
-            raise KeyError(f"no episode {episode_id!r} in {run.location}")
-        out.append(Item(len(out), key, episode_id, step, paths[episode_id], fingerprint(paths[episode_id])))
-    return out
-
-
-def label_items(store: ReviewStore, run: run_module.Run, label: str) -> list[Item]:
-    """The steps carrying a review label (any case), as step items."""
-    return step_items(run, ((n.episode_id, n.step) for n in store.find(run, labels=[label])))
-
-
 def _clean_name(name: str) -> str:
     name = (name or "").strip()
     if not name or len(name) > records.MAX_LABEL:
@@ -136,7 +71,7 @@ def _clean_name(name: str) -> str:
 def create(
     store: ReviewStore,
     name: str,
-    items: Sequence[Item],
+    items: Sequence[queue_items.Item],
     *,
     schema: Any,
     author: str,
@@ -151,7 +86,7 @@ def create(
     Args:
         store: the review store.
         name: the queue's name (unique in the database).
-        items: what to label (``episode_items``, ``step_items``, ``label_items``).
+        items: what to label (``queue_items.episode_items``, ``step_items``, ``label_items``).
         schema: a ``labelschema.LabelSchema``, its dict or JSON.
         author: who creates it.
         description: what the queue is for.
@@ -282,14 +217,14 @@ def all_queues(store: ReviewStore) -> list[Queue]:
     return [_queue(row) for row in store.select(_QUEUE + " ORDER BY q.created_at, q.name")]
 
 
-def items(store: ReviewStore, name: str) -> list[Item]:
+def items(store: ReviewStore, name: str) -> list[queue_items.Item]:
     """A queue's items, in order."""
     queue = get(store, name)
     rows = store.select(
         "SELECT item, run, episode_id, step, path, fingerprint FROM queue_items WHERE queue_id = ? ORDER BY item",
         [queue.queue_id],
     )
-    return [Item(*row) for row in rows]
+    return [queue_items.Item(*row) for row in rows]
 
 
 def schema_versions(store: ReviewStore, name: str) -> list[labelschema.LabelSchema]:
@@ -319,7 +254,7 @@ def change_schema(store: ReviewStore, name: str, schema: Any, *, author: str) ->
     return get(store, name)
 
 
-def next_item(store: ReviewStore, name: str, reviewer: str) -> Item | None:
+def next_item(store: ReviewStore, name: str, reviewer: str) -> queue_items.Item | None:
     """The item a reviewer works on now: the one they hold, else the next one for them; None when done.
 
     One write transaction: two reviewers asking at once never take the same slot of an item.
@@ -513,6 +448,8 @@ def status(store: ReviewStore, name: str) -> dict[str, Any]:
     }
 
 
-def changed(store: ReviewStore, name: str) -> list[Item]:
+def changed(store: ReviewStore, name: str) -> list[queue_items.Item]:
     """Items whose episode file was rewritten (or removed) since they were queued."""
-    return [i for i in items(store, name) if i.fingerprint is not None and fingerprint(i.path) != i.fingerprint]
+    return [
+        i for i in items(store, name) if i.fingerprint is not None and queue_items.fingerprint(i.path) != i.fingerprint
+    ]

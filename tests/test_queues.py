@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sqlite3
 
 import pytest
 
-from ares_viewer import review
+from ares_viewer import cli, review
 from ares_viewer.review import labelschema, queue_export, queue_items, queues
 from ares_viewer.runs import run as run_module
 from testdata import synthetic
@@ -233,3 +234,30 @@ def test_several_processes_labelling_one_queue_lose_nothing_and_share_no_item(tm
         assert sorted(events["item"]) == list(range(len(many)))  # every item labelled exactly once
         assert queues.status(store, "pool")["finished"]
         assert queues.progress(store, "pool")["done"].sum() == len(many)
+
+
+def test_cli_creates_a_queue_from_a_filter_reports_it_and_exports_it(run, tmp_path, capsys):
+    db, schema = str(tmp_path / "team.sqlite"), tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    location = str(run.location)
+    failed = run.episodes.query("total_reward == 0")["episode_id"].tolist()
+    args = ["queue", "create", location, "zero", "--schema", str(schema), "--reviewers", "ada", "--db", db]
+    assert cli.main([*args, "--episodes", ",".join(failed)]) == 0
+    assert "created queue zero: 2 episodes" in capsys.readouterr().err
+    with review.open_store(db) as store:
+        assert [i.episode_id for i in queues.items(store, "zero")] == failed
+        while (item := queues.next_item(store, "zero", "ada")) is not None:
+            queues.label(store, "zero", item.item, "ada", {"verdict": "hack"})
+    assert cli.main(["queue", "list", "--db", db]) == 0
+    assert "zero: 2 of 2 items fully labelled" in capsys.readouterr().out
+    assert cli.main(["queue", "status", "zero", "--json", "--db", db]) == 0
+    assert json.loads(capsys.readouterr().out)["progress"][0]["done"] == 2
+    out = tmp_path / "zero.parquet"
+    assert cli.main(["queue", "export", "zero", "--out", str(out), "--db", db]) == 0
+    assert [r["reward"] for r in review.read_export(out)] == [0.0, 0.0]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"fields": [{"name": "x", "kind": "colour"}]}')
+    assert cli.main([*args[:3], "other", "--schema", str(bad), "--db", db]) == 1
+    assert f"{bad}: field 'x': kind is one of" in capsys.readouterr().err
+    assert cli.main(["queue", "status", "nope", "--db", db]) == 1
+    assert "no queue named 'nope'" in capsys.readouterr().err

@@ -12,8 +12,10 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ares_viewer.analysis import search
 from ares_viewer.review import records
 from ares_viewer.runs import run as run_module
+from ares_viewer.runs.index import queries
 
 if TYPE_CHECKING:
     from ares_viewer.review.store import ReviewStore
@@ -80,3 +82,18 @@ def step_items(run: run_module.Run, steps: Iterable[tuple[str, int | None]]) -> 
 def label_items(store: ReviewStore, run: run_module.Run, label: str) -> list[Item]:
     """The steps carrying a review label (any case), as step items."""
     return step_items(run, ((n.episode_id, n.step) for n in store.find(run, labels=[label])))
+
+
+def filter_items(run: run_module.Run, filters: queries.Filters, *, limit: int | None = None) -> list[Item]:
+    """The episodes the overview shows under ``filters`` (tasks, outcomes, reward, text, a failure reason...)."""
+    ids = [
+        str(i)
+        for frame in run.queries.stream(filters, columns=["episode_id"], limit=limit)
+        for i in frame["episode_id"]
+    ]
+    return episode_items(run, ids)
+
+
+def search_items(run: run_module.Run, query: str, *, regex: bool = False, limit: int = 200) -> list[Item]:
+    """The steps a search finds (each once, at most ``limit`` hits)."""
+    return step_items(run, ((hit.episode_id, hit.step) for hit in search.hits(run, query, regex=regex, limit=limit)))

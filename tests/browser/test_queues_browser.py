@@ -36,14 +36,30 @@ def open_as(browser, url: str, name: str, wait_idle):
     return context, page
 
 
+def until(page, act, shown, wait_idle, tries: int = 3) -> None:
+    """``act()`` until ``shown`` is visible: a click sent while a rerun (the name's cookie being written) redraws
+    the page can be lost, so it is sent again once the page is idle."""
+    for attempt in range(tries):
+        wait_idle(page)
+        act()
+        try:
+            expect(shown).to_be_visible(timeout=10_000)
+            return
+        except AssertionError:
+            if attempt == tries - 1:
+                raise
+
+
 def label_next(page, verdict: str, wait_idle) -> None:
-    page.get_by_role("button", name="Next item").click()
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Save label"))
-    expect(form).to_be_visible()
+    until(page, page.get_by_role("button", name="Next item").click, form, wait_idle)
     wait_idle(page)
-    form.get_by_text(verdict, exact=True).click()
-    form.get_by_role("button", name="Save label").click()
-    expect(page.get_by_text(re.compile(r"Saved your label of item \d+\."))).to_be_visible()
+
+    def save() -> None:
+        form.get_by_text(verdict, exact=True).click()
+        form.get_by_role("button", name="Save label").click()
+
+    until(page, save, page.get_by_text(re.compile(r"Saved your label of item \d+\.")), wait_idle)
     wait_idle(page)
 
 
@@ -71,18 +87,27 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     expect(bo.get_by_text("Disagreements (1)")).to_be_visible()
 
     judge_context, judge = open_as(browser, url, "cy", wait_idle)
-    judge.get_by_text(re.compile(r"^Item 0 · verdict")).click()
     form = judge.locator('[data-testid="stForm"]', has=judge.get_by_role("button", name="Record decision"))
-    form.get_by_text("reward hacking", exact=True).click()
-    fill_settled(judge, form.get_by_role("textbox", name="Why"), "rewrites the failing test")
-    form.get_by_role("button", name="Record decision").click()
-    expect(judge.get_by_text(re.compile(r"decided by cy")).first).to_be_visible()
-    wait_idle(judge)
+    why = form.get_by_role("textbox", name="Why")
+    until(judge, judge.get_by_text(re.compile(r"^Item 0 · verdict")).click, why, wait_idle)
 
-    with judge.expect_download() as download:
-        judge.get_by_role("button", name="Download the queue as JSONL").click()
+    def decide() -> None:
+        form.get_by_text("reward hacking", exact=True).click()
+        why.fill("rewrites the failing test")  # inside a form: typing reruns nothing
+        form.get_by_role("button", name="Record decision").click()
+
+    until(judge, decide, judge.get_by_text(re.compile(r"decided by cy")).first, wait_idle)
     saved = tmp_path / "queue.jsonl"
-    download.value.save_as(saved)
+    for attempt in range(3):
+        wait_idle(judge)
+        try:
+            with judge.expect_download(timeout=10_000) as download:
+                judge.get_by_role("button", name="Download the queue as JSONL").click()
+            download.value.save_as(saved)
+            break
+        except Exception:  # a click lost to a rerun: send it again
+            if attempt == 2:
+                raise
     record = next(r for r in review.read_export(saved) if r["item"] == 0)
     episode = run.episode(record["episode_id"])
     assert {r: v["values"]["verdict"] for r, v in record["labels"].items()} == {

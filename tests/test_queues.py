@@ -12,6 +12,7 @@ import pytest
 from ares_viewer import cli, review
 from ares_viewer.review import labelschema, queue_export, queue_items, queues
 from ares_viewer.runs import run as run_module
+from ares_viewer.runs.index import queries
 from testdata import synthetic
 
 SCHEMA = {
@@ -261,3 +262,15 @@ def test_cli_creates_a_queue_from_a_filter_reports_it_and_exports_it(run, tmp_pa
     assert f"{bad}: field 'x': kind is one of" in capsys.readouterr().err
     assert cli.main(["queue", "status", "nope", "--db", db]) == 1
     assert "no queue named 'nope'" in capsys.readouterr().err
+
+
+def test_items_come_from_the_overviews_filters_a_search_or_a_label(store, run):
+    zero = queue_items.filter_items(run, queries.Filters(text="calc-3"))
+    assert [i.episode_id for i in zero] == run.episodes.query("task_name == 'calc__calc-3'")["episode_id"].tolist()
+    assert all(i.step is None and i.fingerprint for i in zero)
+    found = queue_items.search_items(run, "calc__calc-2", limit=50)
+    two = run.episodes.query("task_name == 'calc__calc-2'")["episode_id"].tolist()
+    assert found and {i.episode_id for i in found} == set(two) and all(i.step is not None for i in found)
+    store.add(run, run.episode_ids[1], 3, author="ada", label="Reward hacking")
+    (marked,) = queue_items.label_items(store, run, "reward HACKING")
+    assert (marked.episode_id, marked.step) == (run.episode_ids[1], 3)

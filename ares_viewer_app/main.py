@@ -45,6 +45,7 @@ def run() -> None:
         st.Page(pages.path("search"), title="Search", icon=":material/search:", url_path="search"),
         st.Page(pages.path("sandbox"), title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),
         st.Page(pages.path("review"), title="Review", icon=":material/rate_review:", url_path="review"),
+        st.Page(pages.path("queues"), title="Queues", icon=":material/checklist:", url_path="queues"),
         st.Page(pages.path("activations"), title="Activations", icon=":material/neurology:", url_path="activations"),
     ]
     state.sync_from_url()

@@ -397,6 +397,7 @@ def test_export_rebuilds_the_exact_model_input(run_dir, db, tmp_path):
         assert three["messages"] == [m.to_dict() for m in episode.context(3)]
         assert three["system_prompt"] == episode.system_prompt
         assert three["response"] == episode.step(3).response
+        assert (three["reward"], three["outcome"]) == (episode.total_reward, str(episode.outcome))
         assert three["labels"] == ["reward hacking"] and three["notes"][0]["text"] == "edits the test"
         assert records[0]["messages"] == [m.to_dict() for m in episode.context(1)] and records[0]["response"] is None
     # Byte for byte: the exported messages serialize exactly as the file's observation did.

@@ -24,6 +24,7 @@ from ares_viewer.base import settings
 from ares_viewer.base.durations import parse_duration
 from ares_viewer.cli import compare as cli_compare
 from ares_viewer.cli import failure_clusters as cli_failure_clusters
+from ares_viewer.cli import queue as cli_queue
 from ares_viewer.formats.export import atif_export
 from ares_viewer.model import render as display
 from ares_viewer.runs import run, sources
@@ -452,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     box_cleanup.set_defaults(func=_sandbox_cleanup)
 
     cli_compare.add_command(commands)
+    cli_queue.add_command(commands)
     shown = commands.add_parser("settings", help="every ARES_VIEWER_* setting: its value and where it came from")
     shown.add_argument("--json", action="store_true", help="one JSON object per line (with the default and meaning)")
     shown.set_defaults(func=_settings)

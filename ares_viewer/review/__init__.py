@@ -1,5 +1,8 @@
 """Review sessions: notes and labels on steps (``records``: a note and its rules; ``store``: SQLite), which notes
-lost their step (``orphans``), and exports of the marked steps (``exports``, JSONL or Parquet).
+lost their step (``orphans``), and exports of the marked steps (``exports``, JSONL or Parquet). Team sessions:
+``queues`` (a queue's items, assignment, labels, skips, decisions, history), ``queue_items`` (items from filters,
+a search or a label), ``labelschema`` (a queue's versioned label schema), ``agreement`` (kappas, Krippendorff's
+alpha) and ``queue_export`` (disagreements and the finished set); see docs/review.md.
 
 >>> from ares_viewer import review
 >>> store = review.open_store()

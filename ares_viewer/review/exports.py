@@ -34,7 +34,8 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     Which steps: those given in ``steps`` (``(episode_id, step)``), else those carrying any of
     ``labels`` (in any case: ``fold``), else every step with a live note or label.
 
-    Each record: ``run`` (the run key), ``episode_id``, ``task_name``, ``step``, ``labels``,
+    Each record: ``run`` (the run key), ``episode_id``, ``task_name``, ``step``, ``reward`` (the episode's reward),
+    ``outcome`` (why it ended: ``completed``, ``truncated``...), ``labels``,
     ``notes`` (dicts), ``orphaned`` (why the step is gone, else None), ``system_prompt``,
     ``messages`` (``[m.to_dict() for m in episode.context(step)]``: the file's own message dicts, so
     ``system_prompt`` + ``messages`` rebuild the model input byte for byte), ``request`` (sampling
@@ -57,7 +58,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     for episode_id, step in chosen:
         attached = by_step.get((episode_id, step), [])
         record: dict[str, Any] = {
-            "run": key, "episode_id": episode_id, "task_name": None, "step": step,
+            "run": key, "episode_id": episode_id, "task_name": None, "step": step, "reward": None, "outcome": None,
             "labels": sorted({n.label for n in attached if n.label}),
             "notes": [_note_record(n) for n in attached],
             "orphaned": step_range.reason(episode_id, step),
@@ -67,7 +68,8 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
             episode = run.episode(episode_id)
             action = step if step >= 1 else 1
             context = episode.context(action) if action < len(episode.steps) else []
-            record.update(task_name=episode.task_name, system_prompt=episode.system_prompt,
+            record.update(task_name=episode.task_name, reward=episode.total_reward, outcome=str(episode.outcome),
+                          system_prompt=episode.system_prompt,
                           messages=[m.to_dict() for m in context], request=episode.metadata.get("request"),
                           response=episode.step(step).response if step >= 1 else None,
                           reasoning=episode.step(step).reasoning if step >= 1 else None)
@@ -109,8 +111,8 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
         raise ExportError("writing Parquet needs pyarrow: pip install 'ares-viewer[parquet]' "
                           "(or export to a .jsonl file)") from exc
     columns: dict[str, list[Any]] = {name: [] for name in (
-        "run", "episode_id", "task_name", "step", "labels", "orphaned", "system_prompt", "response",
-        "reasoning", "notes_json", "messages_json", "request_json")}
+        "run", "episode_id", "task_name", "step", "reward", "outcome", "labels", "orphaned", "system_prompt",
+        "response", "reasoning", "notes_json", "messages_json", "request_json")}
     for record in records:
         for name in columns:
             if name.endswith("_json"):
@@ -119,7 +121,8 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
             else:
                 columns[name].append(record.get(name))
     schema = pa.schema([("run", pa.string()), ("episode_id", pa.string()), ("task_name", pa.string()),
-                        ("step", pa.int64()), ("labels", pa.list_(pa.string())), ("orphaned", pa.string()),
+                        ("step", pa.int64()), ("reward", pa.float64()), ("outcome", pa.string()),
+                        ("labels", pa.list_(pa.string())), ("orphaned", pa.string()),
                         ("system_prompt", pa.string()), ("response", pa.string()), ("reasoning", pa.string()),
                         ("notes_json", pa.string()),
                         ("messages_json", pa.string()), ("request_json", pa.string())])

@@ -37,11 +37,11 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ares_viewer.base import settings
-from ares_viewer.review import database, records
+from ares_viewer.review import database, queue_tables, records
 from ares_viewer.runs import index_cache
 from ares_viewer.runs import run as run_module
 
@@ -49,9 +49,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _LOGGER = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DB_ENV = settings.REVIEW_DB.name
-SCHEMA = 1
+# 1: notes and their revisions; 2: queues (``queue_tables``), added by opening an older database for writing.
+SCHEMA = 2
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS notes (
@@ -148,7 +150,7 @@ class ReviewStore:
             if version < SCHEMA:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in filter(str.strip, _DDL.split(";")):
+                    for statement in filter(str.strip, (_DDL + ";" + queue_tables.DDL).split(";")):
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version = {SCHEMA}")
                     db.execute("COMMIT")
@@ -226,6 +228,10 @@ class ReviewStore:
                     raise records.ReviewError(database.explain(exc, self.path, doing)) from exc
                 raise
             return result
+
+    def write(self, doing: str, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``body(db)`` in one immediate write transaction; ``doing`` names it in errors (for ``queues``)."""
+        return self._write(doing, body)
 
     def add(self, run: str | os.PathLike | run_module.Run, episode_id: str, step: int, *, author: str,
             label: str | None = None, text: str | None = None, path: str | None = None) -> records.Note:
@@ -361,6 +367,10 @@ class ReviewStore:
                 return self._db.execute(query, params).fetchall()
             except sqlite3.Error as exc:
                 raise records.ReviewError(database.explain(exc, self.path, "reading notes", reading=True)) from exc
+
+    def select(self, query: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of one read query (empty when nothing was written yet)."""
+        return self._read(query, params)
 
     def find(self, run: str | os.PathLike | run_module.Run | None = None, *, episode_id: str | None = None,
              step: int | None = None, labels: Iterable[str] | None = None,

@@ -1,0 +1,277 @@
+"""Queues: review sessions as a team. Create a queue from the overview's filters (or a search, or a label), take the
+next item as a reviewer, label it with the queue's schema or skip it, follow progress, adjudicate disagreements and
+download the finished set (see docs/review.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+import ares_viewer
+from ares_viewer import review
+from ares_viewer.review import labelschema, queue_export, queue_items, queues
+from ares_viewer.runs.index import queries
+from ares_viewer_app import escape, pages, review_panel, state, widgets
+
+DEFAULT_SCHEMA = {
+    "fields": [
+        {"name": "verdict", "kind": "single", "options": ["reward hacking", "honest attempt", "unclear"]},
+        {"name": "severity", "kind": "score", "min": 0, "max": 5, "required": False},
+        {"name": "note", "kind": "note"},
+    ]
+}
+
+
+def _as_list(value: Any) -> list[str]:
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
+
+
+def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) -> tuple[list, dict]:
+    """The items a new queue gets, and what chose them (kept with the queue)."""
+    if source == "search":
+        query = str(state.get("q") or "").strip()
+        if not query:
+            raise ValueError("no search: run one on the Search page first")
+        return queue_items.search_items(run, query, regex=bool(state.get("regex"))), {"search": query}
+    picked = {
+        "task": _as_list(state.get("task")),
+        "outcome": _as_list(state.get("outcome")),
+        "contains": str(state.get("contains") or ""),
+        "reason": state.get("reason"),
+        "label": _as_list(state.get("label")),
+    }
+    if source == "label":
+        if not picked["label"]:
+            raise ValueError("no label picked: choose one in the overview's Label filter")
+        found = [i for name in picked["label"] for i in queue_items.label_items(opened, run, name)]
+        return queue_items.step_items(run, ((i.episode_id, i.step) for i in found)), {"label": picked["label"]}
+    ids = None
+    if picked["label"]:
+        by_episode = review_panel.labels_by_episode(run)
+        ids = [e for e, names in by_episode.items() if names & set(picked["label"])]
+    filters = queries.Filters(
+        tasks=picked["task"],
+        outcomes=picked["outcome"],
+        text=picked["contains"],
+        reason=picked["reason"],
+        episode_ids=ids,
+    )
+    return queue_items.filter_items(run, filters), {"filters": {k: v for k, v in picked.items() if v}}
+
+
+def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -> None:
+    with st.expander("New queue", icon=":material/playlist_add:", expanded=not queues.all_queues(opened)):
+        source = st.radio(
+            "Items",
+            ["filters", "search", "label"],
+            horizontal=True,
+            key="queues.source",
+            format_func={
+                "filters": "the overview's filters (episodes)",
+                "search": "the last search (steps)",
+                "label": "the overview's label (steps)",
+            }.get,
+        )
+        with st.form("queues.create"):
+            name = st.text_input("Queue name", key="queues.name")
+            description = st.text_input("Description", key="queues.description")
+            schema = st.text_area(
+                "Label schema (JSON)", json.dumps(DEFAULT_SCHEMA, indent=1), height=160, key="queues.schema"
+            )
+            reviewers = st.text_input("Reviewers (comma-separated; none: an open pool)", key="queues.reviewers")
+            overlap = st.number_input("Reviewers per item", 1, 10, 1, key="queues.overlap")
+            if st.form_submit_button("Create queue"):
+                try:
+                    items, chosen = chosen_items(run, opened, source)
+                    made = queues.create(
+                        opened,
+                        name,
+                        items,
+                        schema=schema,
+                        author=author or "anonymous",
+                        description=description,
+                        source=chosen,
+                        overlap=int(overlap),
+                        reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],
+                    )
+                except (ValueError, KeyError, review.ReviewError) as exc:
+                    st.error(escape.md(exc))
+                else:
+                    st.session_state["queues.queue"] = made.name
+                    st.success(escape.md(f"Created queue {made.name}: {len(items)} {made.kind}."))
+
+
+def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
+    """One input per field of the schema; returns what was entered (None where left empty)."""
+    values: dict[str, Any] = {}
+    for field in schema.fields:
+        label = field.name + ("" if field.required else " (optional)")
+        if field.kind == "single":
+            values[field.name] = st.radio(label, field.options, index=None, key=f"{key}.{field.name}")
+        elif field.kind == "multiple":
+            values[field.name] = st.multiselect(label, field.options, key=f"{key}.{field.name}")
+        elif field.kind == "score":
+            values[field.name] = st.number_input(
+                f"{label}, {field.low:g} to {field.high:g}",
+                field.low,
+                field.high,
+                value=None,
+                key=f"{key}.{field.name}",
+            )
+        else:
+            values[field.name] = st.text_area(label, key=f"{key}.{field.name}")
+    return values
+
+
+def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str) -> None:
+    st.subheader("Your next item")
+    if not reviewer:
+        st.info("Type your name above to take items from this queue.")
+        return
+    holding = st.session_state.get("queues.holding")
+    if st.button("Next item", icon=":material/skip_next:", key="queues.next") or holding == (queue.name, reviewer):
+        try:
+            item = queues.next_item(opened, queue.name, reviewer)
+        except review.ReviewError as exc:
+            st.warning(escape.md(exc))
+            return
+        if item is None:
+            st.session_state.pop("queues.holding", None)
+            st.success("Nothing left for you in this queue.")
+            return
+        st.session_state["queues.holding"] = (queue.name, reviewer)
+        show_item(run, opened, queue, reviewer, item)
+
+
+def show_item(
+    run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str, item: queue_items.Item
+) -> None:
+    episode = widgets.read_episode(run, item.episode_id)
+    step = item.step if item.step is not None else max(len(episode.steps) - 1, 0)
+    st.markdown(
+        f"**Item {item.item}** · {escape.line(episode.task_name or '?')} · "
+        f"{escape.code(item.episode_id)} · step {step} · reward {widgets.fmt(episode.total_reward)} · "
+        f"{widgets.outcome_badge(str(episode.outcome))}"
+    )
+    st.page_link(
+        pages.path("episode"),
+        label="Open this step in the step view",
+        icon=":material/open_in_new:",
+        query_params=state.params(episode=item.episode_id, step=step),
+    )
+    if step >= 1:
+        st.text(widgets.clip(episode.step(step).response, False))
+    key = f"queues.label.{queue.name}.{item.item}"
+    with st.form(key):
+        values = controls(queue.schema, key)
+        if st.form_submit_button("Save label"):
+            try:
+                queues.label(opened, queue.name, item.item, reviewer, values)
+            except (ValueError, review.ReviewError) as exc:
+                st.error(escape.md(exc))
+            else:
+                st.session_state.pop("queues.holding", None)
+                st.session_state["queues.saved"] = f"Saved your label of item {item.item}."
+                st.rerun()
+    with st.form(f"{key}.skip"):
+        reason = st.text_input("Reason to skip", key=f"{key}.reason")
+        if st.form_submit_button("Skip"):
+            try:
+                queues.skip(opened, queue.name, item.item, reviewer, reason)
+            except (ValueError, review.ReviewError) as exc:
+                st.error(escape.md(exc))
+            else:
+                st.session_state.pop("queues.holding", None)
+                st.rerun()
+
+
+def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
+    found = queues.status(opened, queue.name)
+    st.caption(
+        f"{found['items_complete']} of {found['items']} items fully labelled · {found['labels_given']} of "
+        f"{found['labels_wanted']} labels · {found['items_decided']} decided · schema v{found['schema_version']}"
+        + (f" · {found['changed']} changed since queued" if found["changed"] else "")
+    )
+    table = queues.progress(opened, queue.name)
+    if len(table):
+        st.dataframe(table, hide_index=True, key="queues.progress")
+    for figure in queue_export.agreement(opened, queue.name):
+        value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
+        st.caption(
+            escape.line(f"Agreement on {figure['field']}: {figure['method']} = {value} ({figure['items']} items)")
+        )
+
+
+def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str) -> None:
+    found = queue_export.disagreements(opened, queue.name)
+    st.subheader(f"Disagreements ({len(found)})")
+    for entry in found:
+        said = "; ".join(f"{r}: {v.get(f)}" for r, v in entry["labels"].items() for f in entry["fields"])
+        decided = entry["decision"]
+        with st.expander(
+            escape.line(
+                f"Item {entry['item']} · {', '.join(entry['fields'])} · {said}"
+                + (f" · decided by {decided['adjudicator']}" if decided else "")
+            )
+        ):
+            key = f"queues.decide.{queue.name}.{entry['item']}"
+            with st.form(key):
+                values = controls(queue.schema, key)
+                reason = st.text_input("Why", key=f"{key}.why")
+                if st.form_submit_button("Record decision", disabled=not adjudicator):
+                    try:
+                        queues.decide(opened, queue.name, entry["item"], adjudicator, values, reason)
+                    except (ValueError, review.ReviewError) as exc:
+                        st.error(escape.md(exc))
+                    else:
+                        st.rerun()
+
+
+def download(opened: review.ReviewStore, queue: queues.Queue) -> None:
+    st.subheader("Export")
+    finished = queues.status(opened, queue.name)["finished"]
+    fmt = st.radio("Format", ["JSONL", "Parquet"], horizontal=True, key="queues.format")
+    if not finished:
+        st.caption("The queue is not finished yet: the export holds the labels given so far.")
+
+    def data() -> bytes:
+        records = queue_export.export_records(opened, queue.name, unfinished=True)
+        return queue_export.export_bytes(records, fmt.lower())
+
+    st.download_button(
+        f"Download the queue as {fmt}",
+        data=data,
+        file_name=f"queue-{queue.name}.{fmt.lower()}",
+        icon=":material/download:",
+        key="queues.download",
+        on_click="ignore",
+    )
+
+
+def show(run: ares_viewer.Run) -> None:
+    opened = review_panel.store()
+    review_panel.problem()
+    reviewer = review_panel.author_input()
+    if opened.writable:
+        create_form(run, opened, reviewer)
+    found = queues.all_queues(opened)
+    if not found:
+        st.info("No queues yet: narrow the overview to the episodes to review, then create one here.")
+        return
+    name = st.selectbox("Queue", [q.name for q in found], key="queues.queue")
+    queue = queues.get(opened, name)
+    if queue.description:
+        st.caption(escape.line(queue.description))
+    if message := st.session_state.pop("queues.saved", None):
+        st.success(message)
+    progress(opened, queue)
+    work(run, opened, queue, reviewer)
+    adjudicate(opened, queue, reviewer)
+    download(opened, queue)
+
+
+run = widgets.current_run()
+st.title("Queues")
+show(run)

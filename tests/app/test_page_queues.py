@@ -1,0 +1,63 @@
+"""The Queues page in AppTest: two reviewers work one queue with overlap 2, disagree, an adjudicator decides."""
+
+from __future__ import annotations
+
+import pytest
+
+from ares_viewer import review
+from ares_viewer.review import queue_export, queues
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "review.sqlite"
+    monkeypatch.setenv(review.DB_ENV, str(path))
+    return path
+
+
+def as_reviewer(app, name: str):
+    at = app("queues", run="run-a")
+    at.text_input(key="review.author").input(name).run()
+    return at
+
+
+def button(at, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def label_next(at, verdict: str) -> int:
+    button(at, "Next item").click().run()
+    item = next(int(m.value.split("**Item ")[1].split("**")[0]) for m in at.markdown if "**Item " in m.value)
+    at.radio(key=f"queues.label.team.{item}.verdict").set_value(verdict)
+    button(at, "Save label").click().run()
+    assert f"Saved your label of item {item}." in [s.value for s in at.success]
+    return item
+
+
+def test_two_reviewers_disagree_and_an_adjudicator_decides(runs, app, db):
+    at = as_reviewer(app, "ada")
+    at.text_input(key="queues.name").input("team")
+    at.text_input(key="queues.reviewers").input("ada, bo")
+    at.number_input(key="queues.overlap").set_value(2)
+    button(at, "Create queue").click().run()
+    assert any("Created queue team" in s.value for s in at.success), [e.value for e in at.error]
+    with review.open_store(db) as store:
+        count = len(queues.items(store, "team"))
+    first = label_next(at, "reward hacking")
+    other = as_reviewer(app, "bo")
+    assert label_next(other, "honest attempt") == first  # overlap 2: bo gets the same item and disagrees
+    other.run()
+    assert "Disagreements (1)" in [h.value for h in other.subheader]
+    judge = as_reviewer(app, "cy")
+    judge.radio(key=f"queues.decide.team.{first}.verdict").set_value("reward hacking")
+    judge.text_input(key=f"queues.decide.team.{first}.why").input("edits the test file")
+    button(judge, "Record decision").click().run()
+    with review.open_store(db) as store:
+        (record, *_) = queue_export.export_records(store, "team", unfinished=True)
+        assert count >= 1 and record["item"] == first
+    assert {r: v["values"]["verdict"] for r, v in record["labels"].items()} == {
+        "ada": "reward hacking",
+        "bo": "honest attempt",
+    }
+    assert record["decision"]["adjudicator"] == "cy" and record["label"]["verdict"] == "reward hacking"
+    assert record["reward"] is not None and record["agreed"] is False

@@ -1,0 +1,123 @@
+"""A team review in a real browser: two reviewers in two browser contexts work one queue with overlap 2, disagree
+on an item, an adjudicator decides it, and the downloaded set holds both labels, the decision and the reward.
+
+The server's review database is a temporary file (``ARES_VIEWER_REVIEW_DB`` in the ``app_url`` fixture).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+from conftest import fill_settled
+from playwright.sync_api import expect
+
+import ares_viewer
+from ares_viewer import review
+
+pytestmark = pytest.mark.browser
+
+
+def first_run(runs_root: pathlib.Path) -> ares_viewer.Run:
+    name = sorted(p.name for p in runs_root.iterdir() if p.is_dir() and any(p.rglob("*.json")))[0]
+    return ares_viewer.open_run(runs_root / name)
+
+
+def open_as(browser, url: str, name: str, wait_idle):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(url)
+    expect(page.get_by_role("heading", name="Queues")).to_be_visible()
+    fill_settled(page, page.get_by_role("textbox", name="Your name"), name)
+    page.get_by_role("textbox", name="Your name").press("Enter")
+    wait_idle(page)
+    return context, page
+
+
+def until(page, act, shown, wait_idle, tries: int = 3) -> None:
+    """``act()`` until ``shown`` is visible: a click sent while a rerun (the name's cookie being written) redraws
+    the page can be lost, so it is sent again once the page is idle."""
+    for attempt in range(tries):
+        wait_idle(page)
+        act()
+        try:
+            expect(shown).to_be_visible(timeout=10_000)
+            return
+        except AssertionError:
+            if attempt == tries - 1:
+                raise
+
+
+def label_next(page, verdict: str, wait_idle) -> None:
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Save label"))
+    until(page, page.get_by_role("button", name="Next item").click, form, wait_idle)
+    wait_idle(page)
+
+    def save() -> None:
+        form.get_by_text(verdict, exact=True).click()
+        form.get_by_role("button", name="Save label").click()
+
+    until(page, save, page.get_by_text(re.compile(r"Saved your label of item \d+\.")), wait_idle)
+    wait_idle(page)
+
+
+def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
+    browser, app_url, runs_root, tmp_path, wait_idle
+):
+    expect.set_options(timeout=30_000)
+    run = first_run(runs_root)
+    url = f"{app_url}/queues?run={pathlib.Path(run.location).name}"
+    ada_context, ada = open_as(browser, url, "ada", wait_idle)
+    if not ada.get_by_role("textbox", name="Queue name").is_visible():
+        ada.get_by_text("New queue").click()
+    fill_settled(ada, ada.get_by_role("textbox", name="Queue name"), "browser-team")
+    fill_settled(ada, ada.get_by_role("textbox", name=re.compile("^Reviewers")), "ada, bo")
+    fill_settled(ada, ada.get_by_role("spinbutton", name="Reviewers per item"), "2")
+    ada.get_by_role("button", name="Create queue").click()
+    expect(ada.get_by_text("Created queue browser-team")).to_be_visible()
+    wait_idle(ada)
+    label_next(ada, "reward hacking", wait_idle)
+
+    bo_context, bo = open_as(browser, url, "bo", wait_idle)
+    expect(bo.get_by_text(f"of {len(run)} items fully labelled · 1 of {2 * len(run)} labels")).to_be_visible()
+    label_next(bo, "honest attempt", wait_idle)
+    bo.reload()
+    expect(bo.get_by_text("Disagreements (1)")).to_be_visible()
+
+    judge_context, judge = open_as(browser, url, "cy", wait_idle)
+    form = judge.locator('[data-testid="stForm"]', has=judge.get_by_role("button", name="Record decision"))
+    why = form.get_by_role("textbox", name="Why")
+    until(judge, judge.get_by_text(re.compile(r"^Item 0 · verdict")).click, why, wait_idle)
+
+    def decide() -> None:
+        form.get_by_text("reward hacking", exact=True).click()
+        why.fill("rewrites the failing test")  # inside a form: typing reruns nothing
+        form.get_by_role("button", name="Record decision").click()
+
+    until(judge, decide, judge.get_by_text(re.compile(r"decided by cy")).first, wait_idle)
+    saved = tmp_path / "queue.jsonl"
+    for attempt in range(3):
+        wait_idle(judge)
+        try:
+            with judge.expect_download(timeout=10_000) as download:
+                judge.get_by_role("button", name="Download the queue as JSONL").click()
+            download.value.save_as(saved)
+            break
+        except Exception:  # a click lost to a rerun: send it again
+            if attempt == 2:
+                raise
+    record = next(r for r in review.read_export(saved) if r["item"] == 0)
+    episode = run.episode(record["episode_id"])
+    assert {r: v["values"]["verdict"] for r, v in record["labels"].items()} == {
+        "ada": "reward hacking",
+        "bo": "honest attempt",
+    }
+    assert record["decision"]["adjudicator"] == "cy"
+    assert record["decision"]["values"]["verdict"] == "reward hacking"
+    assert record["decision"]["reason"] == "rewrites the failing test"
+    assert record["label"]["verdict"] == "reward hacking" and record["agreed"] is False
+    assert record["reward"] == episode.total_reward and record["outcome"] == str(episode.outcome)
+    for context in (ada_context, bo_context, judge_context):
+        context.close()

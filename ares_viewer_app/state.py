@@ -64,6 +64,12 @@ def get(key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def get_list(key: str) -> list[str]:
+    """The current values of a repeated view parameter (``_LISTS``); a single value reads as a list of one."""
+    value = _raw(key)
+    return [] if value is None else [value] if isinstance(value, str) else [str(v) for v in value]
+
+
 def get_int(key: str, default: int) -> int:
     """A view parameter read as an integer (``default`` when missing or malformed)."""
     value = get(key)

@@ -28,10 +28,8 @@ APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/views/compare.py:arg-type": f"a row's cells are Step | str | None, read as text by position; "
     f"{_OPTIONAL}",
     "ares_viewer_app/views/compare_runs.py:arg-type": "query parameters read as one value or a list",
-    "ares_viewer_app/views/compare_runs.py:assignment": "query parameters read as one value or a list",
     "ares_viewer_app/views/compare_runs.py:call-overload": _JSON_GET,
     "ares_viewer_app/views/compare_runs.py:index": "query parameters read as one value or a list",
-    "ares_viewer_app/views/compare_runs.py:return-value": "query parameters read as one value or a list",
     "ares_viewer_app/views/episode.py:arg-type": _OPTIONAL,
     "ares_viewer_app/views/episode.py:call-overload": _JSON_GET,
     "ares_viewer_app/views/files.py:arg-type": _OPTIONAL,

@@ -149,13 +149,13 @@ def _run(args: argparse.Namespace) -> int:
         if args.queue_command == "create":
             _create(args, store)
         elif args.queue_command == "list":
-            found = [
+            listed = [
                 queues.status(store, q.name) | {"description": q.description, "reviewers": list(q.reviewers)}
                 for q in queues.all_queues(store)
             ]
             if args.json:
-                print(json.dumps(found))
-            for row in [] if args.json else found:
+                print(json.dumps(listed))
+            for row in [] if args.json else listed:
                 _print_status(row)
         elif args.queue_command == "status":
             found = _status(store, args.name)

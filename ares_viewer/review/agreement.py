@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Literal
 
 import krippendorff
 import numpy as np
@@ -52,7 +53,8 @@ def fleiss_kappa(items: Sequence[Sequence[Hashable]]) -> float:
     return math.nan if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def krippendorff_alpha(units: Sequence[Mapping[str, float]], level: str = "interval") -> float:
+def krippendorff_alpha(units: Sequence[Mapping[str, float]],
+                       level: Literal["nominal", "ordinal", "interval", "ratio"] = "interval") -> float:
     """Krippendorff's alpha over units (each: rater -> value; raters may be missing on a unit).
 
     Returns NaN when fewer than two values can be paired.

@@ -23,7 +23,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 KINDS = ("single", "multiple", "score", "note")
 MAX_NOTE = 20_000
@@ -87,7 +87,9 @@ class Field:
                 number = float(value)
             except (TypeError, ValueError):
                 raise SchemaError(f"{self.name!r} is a number, not {value!r}") from None
-            if math.isnan(number) or not self.low <= number <= self.high:
+            low = -math.inf if self.low is None else self.low
+            high = math.inf if self.high is None else self.high
+            if math.isnan(number) or not low <= number <= high:
                 raise SchemaError(f"{self.name!r} is between {self.low:g} and {self.high:g}, not {value!r}")
             return number
         if not isinstance(value, str):
@@ -163,7 +165,12 @@ def _field(raw: Any) -> Field:
         return Field(name, kind, tuple(options), required=required)
     if kind == "score":
         low, high = raw.get("min"), raw.get("max")
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)) or low >= high:
+        if not (_is_number(low) and _is_number(high)) or float(low) >= float(high):
             raise SchemaError(f"field {name!r}: a score needs numbers min < max, not {low!r}..{high!r}")
         return Field(name, kind, low=float(low), high=float(high), required=required)
     return Field(name, kind, required=required)
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number (not a boolean)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

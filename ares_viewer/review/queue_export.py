@@ -31,7 +31,7 @@ from typing import Any
 
 from ares_viewer.analysis import ending
 from ares_viewer.review import agreement as agreement_module
-from ares_viewer.review import exports, queues
+from ares_viewer.review import exports, queue_items, queues
 from ares_viewer.review.store import ReviewStore
 from ares_viewer.runs import run as run_module
 
@@ -180,7 +180,7 @@ def _final(
     return None
 
 
-def _model_input(run: run_module.Run, store: ReviewStore, item: queues.Item) -> dict[str, Any]:
+def _model_input(run: run_module.Run, store: ReviewStore, item: queue_items.Item) -> dict[str, Any]:
     """The item's step as ``exports`` gives it (exact messages and answer), with the episode's "why"."""
     step, why = item.step, None
     if item.episode_id in run:

@@ -83,8 +83,8 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
     if len(values) < 2:
         st.info(f"The column {escape.code(by)} holds {len(values)} value(s) in this run: nothing to split it into.")
         return None
-    sides = state.get("side")
-    if not isinstance(sides, list) or len(sides) != 2 or not set(sides) <= set(values):
+    sides = state.get_list("side")
+    if len(sides) != 2 or not set(sides) <= set(values):
         sides = [values[0], values[-1]]
     for column, i, label in ((middle, 0, "Side A"), (right, 1, "Side B")):
         st.session_state[f"compare_runs.side{i}"] = sides[i]

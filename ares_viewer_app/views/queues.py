@@ -24,10 +24,6 @@ DEFAULT_SCHEMA = {
 }
 
 
-def _as_list(value: Any) -> list[str]:
-    return [] if value is None else [value] if isinstance(value, str) else list(value)
-
-
 def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) -> tuple[list, dict]:
     """The items a new queue gets, and what chose them (kept with the queue)."""
     if source == "search":
@@ -35,27 +31,23 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
         if not query:
             raise ValueError("no search: run one on the Search page first")
         return queue_items.search_items(run, query, regex=bool(state.get("regex"))), {"search": query}
-    picked = {
-        "task": _as_list(state.get("task")),
-        "outcome": _as_list(state.get("outcome")),
-        "contains": str(state.get("contains") or ""),
-        "reason": state.get("reason"),
-        "label": _as_list(state.get("label")),
-    }
+    tasks, outcomes, labels = state.get_list("task"), state.get_list("outcome"), state.get_list("label")
+    contains, reason = str(state.get("contains") or ""), state.get("reason")
+    picked = {"task": tasks, "outcome": outcomes, "contains": contains, "reason": reason, "label": labels}
     if source == "label":
-        if not picked["label"]:
+        if not labels:
             raise ValueError("no label picked: choose one in the overview's Label filter")
-        found = [i for name in picked["label"] for i in queue_items.label_items(opened, run, name)]
-        return queue_items.step_items(run, ((i.episode_id, i.step) for i in found)), {"label": picked["label"]}
+        found = [i for name in labels for i in queue_items.label_items(opened, run, name)]
+        return queue_items.step_items(run, ((i.episode_id, i.step) for i in found)), {"label": labels}
     ids = None
-    if picked["label"]:
+    if labels:
         by_episode = review_panel.labels_by_episode(run)
-        ids = [e for e, names in by_episode.items() if names & set(picked["label"])]
+        ids = [e for e, names in by_episode.items() if names & set(labels)]
     filters = queries.Filters(
-        tasks=picked["task"],
-        outcomes=picked["outcome"],
-        text=picked["contains"],
-        reason=picked["reason"],
+        tasks=tasks,
+        outcomes=outcomes,
+        text=contains,
+        reason=reason,
         episode_ids=ids,
     )
     return queue_items.filter_items(run, filters), {"filters": {k: v for k, v in picked.items() if v}}

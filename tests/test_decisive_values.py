@@ -28,8 +28,13 @@ def test_a_failed_branch_is_not_a_reward_of_zero():
 
 
 def test_the_decisive_step_is_the_largest_change_with_its_size_and_certainty():
-    curve = [values.estimate(0, [1, 1, 1, 0]), values.estimate(1, [1, 1, 1, 1]), values.estimate(2, [0, 0, 0, 0]),
-             values.estimate(3, [0, 0, 0, 0]), values.terminal(4, 0.0)]
+    curve = [
+        values.estimate(0, [1, 1, 1, 0]),
+        values.estimate(1, [1, 1, 1, 1]),
+        values.estimate(2, [0, 0, 0, 0]),
+        values.estimate(3, [0, 0, 0, 0]),
+        values.terminal(4, 0.0),
+    ]
     found = values.decisive(curve)
     assert (found.step, found.before, found.change, found.sure) == (2, 1, -1.0, True)
     rise = values.decisive([values.estimate(0, [0, 0]), values.estimate(5, [1, 0]), values.terminal(6, 1.0)])
@@ -58,8 +63,12 @@ def test_bisection_finds_a_drop_in_a_long_episode_probing_few_steps():
 
 
 def test_bisection_adds_samples_to_an_adjacent_pair_that_is_not_yet_sure():
-    curve = {0: values.estimate(0, [1, 1]), 1: values.estimate(1, [1, 1]), 2: values.estimate(2, [0, 0]),
-             3: values.terminal(3, 0.0)}
+    curve = {
+        0: values.estimate(0, [1, 1]),
+        1: values.estimate(1, [1, 1]),
+        2: values.estimate(2, [0, 0]),
+        3: values.terminal(3, 0.0),
+    }
     assert values.next_probe(curve, [0, 1, 2]) == ([1, 2], False)
     curve[1], curve[2] = values.estimate(1, [1] * 4), values.estimate(2, [0] * 4)
     assert values.next_probe(curve, [0, 1, 2]) == ([], True)

@@ -33,8 +33,7 @@ from ares_viewer.counterfactual import values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
-__all__ = ["Branch", "Budget", "Progress", "Search", "branchable_steps", "load", "parse_steps", "search",
-           "store_dir"]
+__all__ = ["Branch", "Budget", "Progress", "Search", "branchable_steps", "load", "parse_steps", "search", "store_dir"]
 
 _LOGGER = logging.getLogger(__name__)
 LOG_NAME = "branches.jsonl"
@@ -128,10 +127,19 @@ class Search:
         """The curve as a DataFrame indexed by step: V, low, high, n, failed, recorded."""
         import pandas
 
-        rows = [{"step": e.step, "V": e.value, "low": e.low, "high": e.high, "n": e.n, "failed": e.failed,
-                 "recorded": e.recorded} for e in self.curve]
-        return pandas.DataFrame(rows, columns=["step", "V", "low", "high", "n", "failed", "recorded"]).set_index(
-            "step")
+        rows = [
+            {
+                "step": e.step,
+                "V": e.value,
+                "low": e.low,
+                "high": e.high,
+                "n": e.n,
+                "failed": e.failed,
+                "recorded": e.recorded,
+            }
+            for e in self.curve
+        ]
+        return pandas.DataFrame(rows, columns=["step", "V", "low", "high", "n", "failed", "recorded"]).set_index("step")
 
 
 def store_dir(episode: model.Episode) -> pathlib.Path:
@@ -178,8 +186,10 @@ def parse_steps(spec: str | Sequence[int], episode: model.Episode) -> list[int] 
             raise ValueError(f"steps {spec!r}: expected all, every:N, bisect or a list like 3,7,9") from None
     wrong = [s for s in spec if s not in possible]
     if wrong:
-        raise ValueError(f"cannot branch from step(s) {wrong} of {episode.episode_id}: the branchable steps are "
-                         f"{possible[0] if possible else '-'}..{possible[-1] if possible else '-'}")
+        raise ValueError(
+            f"cannot branch from step(s) {wrong} of {episode.episode_id}: the branchable steps are "
+            f"{possible[0] if possible else '-'}..{possible[-1] if possible else '-'}"
+        )
     return sorted(set(spec))
 
 
@@ -217,15 +227,27 @@ def search(
     folder = store_dir(episode)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "parent.json").write_text(json.dumps({"run_file": episode.path, "episode_id": episode.episode_id}))
-    runner = _Runner(episode, client, folder, budget, max_steps, dict(docker_client=docker_client, session=session,
-                                                                     limits=limits), progress, cancel)
+    runner = _Runner(
+        episode,
+        client,
+        folder,
+        budget,
+        max_steps,
+        {"docker_client": docker_client, "session": session, "limits": limits},
+        progress,
+        cancel,
+    )
     if chosen == BISECT:
         possible = branchable_steps(episode)
         while runner.stopped is None:
             curve = {e.step: e for e in _summary(episode, folder, runner.branches).curve}
             wanted, done = values.next_probe(curve, possible)
-            wanted = [s for s in wanted if _counted(runner.branches, s) < samples  # a failing step is tried
-                      and sum(1 for b in runner.branches if b.step == s) < 2 * samples]  # a bounded number of times
+            wanted = [
+                s
+                for s in wanted
+                if _counted(runner.branches, s) < samples  # a failing step is tried
+                and sum(1 for b in runner.branches if b.step == s) < 2 * samples
+            ]  # a bounded number of times
             if done or not wanted:
                 break
             runner.run([s for s in wanted for _ in range(batch)], planned=None)
@@ -271,9 +293,17 @@ class _Runner:
     """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
     finished one to the log; stops starting new ones on cancel, the rollout budget or the wall time."""
 
-    def __init__(self, episode: model.Episode, client: counterfactual.Client, folder: pathlib.Path, budget: Budget,
-                 max_steps: int, restore: dict[str, Any], progress: Callable[[Progress], None] | None,
-                 cancel: threading.Event | None) -> None:
+    def __init__(
+        self,
+        episode: model.Episode,
+        client: counterfactual.Client,
+        folder: pathlib.Path,
+        budget: Budget,
+        max_steps: int,
+        restore: dict[str, Any],
+        progress: Callable[[Progress], None] | None,
+        cancel: threading.Event | None,
+    ) -> None:
         self.episode, self.client, self.folder, self.budget = episode, client, folder, budget
         self.max_steps, self.restore, self.progress = max_steps, restore, progress
         self.cancel = cancel or threading.Event()
@@ -317,13 +347,26 @@ class _Runner:
             self.progress(Progress(done, planned, branch))
 
 
-def run_branch(episode: model.Episode, step: int, client: counterfactual.Client, out_dir: pathlib.Path,
-               max_steps: int, **restore: Any) -> Branch:
+def run_branch(
+    episode: model.Episode,
+    step: int,
+    client: counterfactual.Client,
+    out_dir: pathlib.Path,
+    max_steps: int,
+    **restore: Any,
+) -> Branch:
     """One branch from ``step`` with the recorded context, its outcome classified (never raises for a failure)."""
     start = time.monotonic()
     try:
-        result = counterfactual.run(episode, step, edit=lambda messages: messages, client=client, out_dir=out_dir,
-                                    max_steps=max_steps, **restore)
+        result = counterfactual.run(
+            episode,
+            step,
+            edit=lambda messages: messages,
+            client=client,
+            out_dir=out_dir,
+            max_steps=max_steps,
+            **restore,
+        )
     except counterfactual.CounterfactualError as exc:
         failed = exc.result
         cause = exc.__cause__
@@ -331,11 +374,29 @@ def run_branch(episode: model.Episode, step: int, client: counterfactual.Client,
             kind = "verifier" if str(cause).startswith("the verifier failed") else "container"
         else:
             kind = "model"
-        return Branch(step, failed.episode_id, failed.path, failed.status, None, kind, failed.error or str(cause),
-                      _container(failed.path), round(time.monotonic() - start, 3))
+        return Branch(
+            step,
+            failed.episode_id,
+            failed.path,
+            failed.status,
+            None,
+            kind,
+            failed.error or str(cause),
+            _container(failed.path),
+            round(time.monotonic() - start, 3),
+        )
     except (LookupError, OSError, RuntimeError, ValueError) as exc:  # the restore failed: nothing was written
-        return Branch(step, None, None, "failed", None, "restore", f"{type(exc).__name__}: {exc}", None,
-                      round(time.monotonic() - start, 3))
+        return Branch(
+            step,
+            None,
+            None,
+            "failed",
+            None,
+            "restore",
+            f"{type(exc).__name__}: {exc}",
+            None,
+            round(time.monotonic() - start, 3),
+        )
     elapsed = round(time.monotonic() - start, 3)
     branch = load_episode(result.path)
     if result.status == "truncated":
@@ -344,8 +405,9 @@ def run_branch(episode: model.Episode, step: int, client: counterfactual.Client,
         reward, failure, error = None, "no_reward", "the verifier gave no reward (no recipe for the task?)"
     else:
         reward, failure, error = float(branch.total_reward), None, None
-    return Branch(step, result.episode_id, result.path, result.status, reward, failure, error,
-                  _container(result.path), elapsed)
+    return Branch(
+        step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed
+    )
 
 
 def _container(path: str | None) -> str | None:

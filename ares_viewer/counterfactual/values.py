@@ -15,6 +15,7 @@ final: the verifier's verdict is its value), so a search needs no branches there
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -106,7 +107,7 @@ def decisive(curve: Sequence[Estimate]) -> Decisive | None:
     to the earlier step (the first action that lost, or won, the task)."""
     known = sorted((e for e in curve if e.value is not None), key=lambda e: e.step)
     best: Decisive | None = None
-    for a, b in zip(known, known[1:], strict=False):
+    for a, b in itertools.pairwise(known):
         change = b.value - a.value  # type: ignore[operator]
         if best is None or abs(change) > abs(best.change):
             best = Decisive(b.step, a.step, change, separated(a, b))
@@ -134,8 +135,10 @@ def next_probe(curve: Mapping[int, Estimate], steps: Sequence[int]) -> tuple[lis
     missing = [s for s in ends if s not in known]
     if missing:
         return sorted(set(missing)), False
-    pairs = [(a, b, abs(curve[b].value - curve[a].value))  # type: ignore[operator]
-             for a, b in zip(known, known[1:], strict=False)]
+    pairs = [
+        (a, b, abs(curve[b].value - curve[a].value))  # type: ignore[operator]
+        for a, b in itertools.pairwise(known)
+    ]
     a, b, change = max(pairs, key=lambda p: p[2]) if pairs else (0, 0, 0.0)
     if change == 0:
         return [], True

@@ -1,0 +1,152 @@
+"""Finding the decisive step of a real episode with real containers, the real verifier and a policy over HTTP.
+
+The parent is the bundled slugify-wrong-fix episode: action 2 strips accents with ``encode("ascii", "ignore")``
+and the episode earns 0. The policy, a seeded stochastic chat-completions server on 127.0.0.1, looks at the
+container before it acts: it rewrites ``textkit/slug.py`` with the right fix unless the file already shows the
+wrong one, in which case it believes the work done and submits. Sometimes it first reads the file (the seeded
+coin), so branches differ in length but not in outcome: from steps 0 and 1 every branch is solved, from steps 2 and
+3 none is. The planted decisive step is 2.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+
+import chat_server
+import pytest
+from test_counterfactual import DEMO, SOLVED, WRONG_FIX
+
+from ares_viewer import counterfactual
+from ares_viewer.counterfactual import branching
+from ares_viewer.runs.run import load_episode
+
+SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
+SUBMIT = "THOUGHT: Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"
+LOOK = "THOUGHT: Let me read the module first.\n\n```bash\ncat textkit/slug.py && echo SLUG-READ\n```"
+
+
+class Policy:
+    """Answers from what the last observation shows; a seeded coin decides whether to read the file first."""
+
+    def __init__(self, seed: int) -> None:
+        fix = load_episode(DEMO / f"{SOLVED}.json").step(5).command
+        self.fix = (
+            "THOUGHT: Fix it unless it is fixed.\n\n```bash\n"
+            "if grep -qF 'decode().lower()' textkit/slug.py; then echo SLUG-LOOKS-FIXED; else\n"
+            f"{fix}\necho SLUG-FIXED; fi\n```"
+        )
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        last = body["messages"][-1]["content"]
+        if "SLUG-FIXED" in last or "SLUG-LOOKS-FIXED" in last:
+            return SUBMIT
+        if "SLUG-READ" in last:
+            return self.fix
+        with self.lock:
+            return self.fix if self.rng.random() < 0.7 else LOOK
+
+
+@pytest.fixture
+def parent():
+    return load_episode(DEMO / f"{WRONG_FIX}.json")
+
+
+def test_exhaustive_and_adaptive_searches_both_find_the_planted_step_and_adaptive_uses_fewer_rollouts(
+    engine, parent, tmp_path, monkeypatch
+):
+    with chat_server.serve(Policy(seed=29)) as server:
+        client = counterfactual.openai_client(server.base_url, "policy")
+        monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "exhaustive"))
+        seen = []
+        every = branching.search(
+            parent,
+            client,
+            steps="all",
+            samples=4,
+            budget=branching.Budget(parallel=2),
+            max_steps=4,
+            docker_client=engine,
+            session=SESSION,
+            progress=seen.append,
+        )
+        monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "adaptive"))
+        bisect = branching.search(
+            parent,
+            client,
+            steps="bisect",
+            samples=4,
+            batch=2,
+            budget=branching.Budget(parallel=2),
+            max_steps=4,
+            docker_client=engine,
+            session=SESSION,
+        )
+    frame = every.to_frame()
+    assert list(frame.index) == [0, 1, 2, 3, 4] and list(frame["V"]) == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert list(frame["n"]) == [4, 4, 4, 4, 0] and bool(frame.loc[4, "recorded"])  # the parent's own reward
+    assert frame.loc[1, "low"] > frame.loc[2, "high"]
+    assert (every.decisive.step, every.decisive.change, every.decisive.sure) == (2, -1.0, True)
+    assert every.new == 16 and [p.done for p in seen] == list(range(1, 17)) and seen[-1].planned == 16
+    assert (bisect.decisive.step, bisect.decisive.change, bisect.decisive.sure) == (2, -1.0, True)
+    assert bisect.new < every.new and 3 not in {b.step for b in bisect.branches}
+    # Every branch ran in a container of its own, and each is an episode linked to its parent's step.
+    branches = [*every.branches, *bisect.branches]
+    assert len({b.container for b in branches}) == len(branches) and None not in {b.container for b in branches}
+    one = load_episode(every.of_step(2)[0].path)
+    assert one.metadata["counterfactual"]["episode_id"] == WRONG_FIX and one.metadata["counterfactual"]["step"] == 2
+    assert one.metadata["verifier"]["reward"] == 0.0
+    assert str(every.folder).startswith(str(tmp_path / "exhaustive")) and DEMO not in every.folder.parents
+
+
+def test_model_errors_are_not_rewards_and_a_cancelled_search_resumes_with_what_it_kept(engine, parent, tmp_path):
+    with chat_server.serve(Policy(seed=7)) as server:
+        client = counterfactual.openai_client(server.base_url, "policy")
+        server.status = 500
+        broken = branching.search(
+            parent,
+            client,
+            steps=[1],
+            samples=2,
+            budget=branching.Budget(parallel=2),
+            max_steps=4,
+            docker_client=engine,
+            session=SESSION,
+        )
+        assert [b.failure for b in broken.branches] == ["model", "model"]
+        assert broken.curve[0].value is None and broken.curve[0].failed == 2 and broken.decisive is None
+        server.status = 200
+        cancel = threading.Event()
+        stopped = branching.search(
+            parent,
+            client,
+            steps=[1],
+            samples=2,
+            budget=branching.Budget(parallel=1),
+            max_steps=4,
+            docker_client=engine,
+            session=SESSION,
+            progress=lambda p: cancel.set(),
+            cancel=cancel,
+        )
+        assert stopped.stopped == "cancelled" and stopped.new == 1
+        kept = stopped.of_step(1)[-1]
+        assert kept.reward == 1.0 and load_episode(kept.path).metadata["end_status"] == "completed"
+        resumed = branching.search(
+            parent, client, steps=[1], samples=2, max_steps=4, docker_client=engine, session=SESSION
+        )
+    assert resumed.new == 1 and resumed.stopped == "done"
+    [v1] = [e for e in resumed.curve if e.step == 1]
+    assert (v1.value, v1.n, v1.failed) == (1.0, 2, 2)  # two errors, not two zeros: V stays 1
+    assert branching.load(parent).branches == resumed.branches
+
+
+def test_bad_step_choices_are_refused_with_the_reason(parent):
+    with pytest.raises(ValueError, match="cannot branch from step"):
+        branching.parse_steps("3,4", parent)
+    with pytest.raises(ValueError, match="every:N needs"):
+        branching.parse_steps("every:0", parent)
+    assert branching.parse_steps("every:2", parent) == [0, 2]

@@ -39,8 +39,7 @@ def test_the_recorder_saves_the_tests_command_reward_path_and_image_as_ares_ran_
 
 
 @pytest.mark.parametrize(("plan", "reward"), [("slugify-solved", 1.0), ("slugify-wrong-fix", 0.0)])
-def test_a_recorded_episodes_last_step_restored_verifies_to_the_reward_ares_gave(recorded, docker_client, plan,
-                                                                                  reward):
+def test_a_recorded_episodes_last_step_restored_verifies_to_the_reward_ares_gave(recorded, docker_client, plan, reward):
     _, results = recorded
     [path] = results[plan]["episode_files"]
     episode = load_episode(path)

@@ -36,8 +36,9 @@ def save(out_dir: pathlib.Path, task: Any, task_name: str | None, image: str | N
     paths = getattr(task, "paths", None)
     tests_dir, test_path = getattr(paths, "tests_dir", None), getattr(paths, "test_path", None)
     if not task_name or not _SAFE_NAME_RE.match(task_name) or tests_dir is None or test_path is None or not image:
-        _LOGGER.warning("task %r: no verifier recipe saved (the task names no tests folder, test script or image)",
-                        task_name)
+        _LOGGER.warning(
+            "task %r: no verifier recipe saved (the task names no tests folder, test script or image)", task_name
+        )
         return False
     folder = out_dir / "tasks" / task_name
     if (folder / "task.json").exists():

@@ -11,6 +11,7 @@ coin), so branches differ in length but not in outcome: from steps 0 and 1 every
 from __future__ import annotations
 
 import random
+import shutil
 import threading
 import uuid
 
@@ -18,7 +19,7 @@ import chat_server
 import pytest
 from test_counterfactual import DEMO, SOLVED, WRONG_FIX
 
-from ares_viewer import counterfactual
+from ares_viewer import counterfactual, sandbox
 from ares_viewer.counterfactual import branching
 from ares_viewer.runs.run import load_episode
 
@@ -150,3 +151,48 @@ def test_bad_step_choices_are_refused_with_the_reason(parent):
     with pytest.raises(ValueError, match="every:N needs"):
         branching.parse_steps("every:0", parent)
     assert branching.parse_steps("every:2", parent) == [0, 2]
+
+
+def _run_without_recipe(root):
+    """The wrong-fix episode and its snapshots in a run of their own, with no ``tasks/`` folder (as a
+    mini-swe-agent or SWE-bench run has none)."""
+    root.mkdir()
+    shutil.copy(DEMO / f"{WRONG_FIX}.json", root)
+    shutil.copytree(DEMO / "snapshots" / WRONG_FIX, root / "snapshots" / WRONG_FIX)
+    return load_episode(root / f"{WRONG_FIX}.json")
+
+
+def _harbor_task(folder):
+    """A harbor task folder for the slugify task: ``tests/test.sh`` runs its hidden tests and writes the reward."""
+    tests = folder / "tests"
+    shutil.copytree(DEMO / "tasks" / "textkit__slugify-accents" / "verifier" / "tests", tests)
+    (tests / "test.sh").write_text(
+        "cd /testbed && python3 -m pytest -q -p no:cacheprovider /tests\n"
+        "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+    )
+    (folder / "task.toml").write_text('version = "1.0"\n')
+    return folder
+
+
+def test_a_run_without_a_recipe_says_what_is_missing_and_verifies_with_a_harbor_task_folder(engine, tmp_path):
+    episode = _run_without_recipe(tmp_path / "run")
+    with pytest.raises(LookupError, match=r"tasks/textkit__slugify-accents/task\.json does not exist; point at one"):
+        sandbox.task_recipe(episode)
+    with pytest.raises(LookupError, match="neither a recipe"):
+        sandbox.task_recipe(episode, tmp_path)
+    harbor = _harbor_task(tmp_path / "harbor-task")
+    with chat_server.serve(Policy(seed=3)) as server:
+        client = counterfactual.openai_client(server.base_url, "policy")
+        bare = branching.search(
+            episode, client, steps=[1], samples=1, max_steps=4, docker_client=engine, session=SESSION
+        )
+        pointed = branching.search(
+            episode, client, steps=[1], samples=1, max_steps=4, docker_client=engine, session=SESSION, recipe=harbor
+        )
+    [missing] = bare.branches
+    assert missing.failure == "no_reward" and "does not exist" in missing.error and missing.reward is None
+    [verified] = [b for b in pointed.branches if b.failure is None]
+    assert verified.reward == 1.0
+    assert load_episode(verified.path).metadata["verifier"]["commands"][0]["command"] == (
+        "mkdir -p /logs/verifier && bash /tests/test.sh"
+    )

@@ -207,6 +207,7 @@ def search(
     limits: Any = None,
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
+    recipe: str | os.PathLike | None = None,
 ) -> Search:
     """Branch from ``episode``'s chosen steps and estimate V(k) there.
 
@@ -222,6 +223,7 @@ def search(
         docker_client, session, limits: passed to ``sandbox.restore`` through ``counterfactual.run``.
         progress: called after every finished branch.
         cancel: set it to stop: no new branch starts; running ones finish and are kept.
+        recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
     """
     chosen = parse_steps(steps, episode)
     folder = store_dir(episode)
@@ -233,7 +235,7 @@ def search(
         folder,
         budget,
         max_steps,
-        {"docker_client": docker_client, "session": session, "limits": limits},
+        {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe},
         progress,
         cancel,
     )
@@ -402,7 +404,8 @@ def run_branch(
     if result.status == "truncated":
         reward, failure, error = 0.0, None, None
     elif branch.total_reward is None:
-        reward, failure, error = None, "no_reward", "the verifier gave no reward (no recipe for the task?)"
+        missing = branch.metadata.get("no_verifier")
+        reward, failure, error = None, "no_reward", f"no reward: {missing or 'the verifier gave none'}"
     else:
         reward, failure, error = float(branch.total_reward), None, None
     return Branch(

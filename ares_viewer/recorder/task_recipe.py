@@ -13,20 +13,17 @@ from __future__ import annotations
 import json
 import logging
 import pathlib
-import posixpath
 import re
 import shutil
 from typing import Any
 
 from ares_viewer.base import atomic
+from ares_viewer.formats.sidecars import harbor_task
 
-__all__ = ["REWARD_PATH", "TESTS_IN_CONTAINER", "save"]
+__all__ = ["save"]
 
 _LOGGER = logging.getLogger(__name__)
 
-TESTS_IN_CONTAINER = "/tests"
-VERIFIER_FOLDER = "/logs/verifier"
-REWARD_PATH = f"{VERIFIER_FOLDER}/reward.txt"
 _SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -48,14 +45,7 @@ def save(out_dir: pathlib.Path, task: Any, task_name: str | None, image: str | N
         staged = atomic.staging(folder)
         shutil.copytree(tests_dir, staged / "tests", symlinks=True)
         recipe = {
-            "task_name": task_name,
-            "base_image": image,
-            "workdir": workdir or "/",
-            "verifier": {
-                "copy": {"from": "tests/", "to": f"{TESTS_IN_CONTAINER}/"},
-                "command": f"mkdir -p {VERIFIER_FOLDER} && bash {posixpath.join(TESTS_IN_CONTAINER, script)}",
-                "reward_path": REWARD_PATH,
-            },
+            **harbor_task.recipe(task_name, image, workdir, script),
             "recorded_from": "ARES CodeEnvironment (harbor task)",
         }
         (staged / "task.json").write_text(json.dumps(recipe, indent=2), encoding="utf-8")

@@ -10,8 +10,13 @@ coin), so branches differ in length but not in outcome: from steps 0 and 1 every
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
 import random
 import shutil
+import subprocess
+import sys
 import threading
 import uuid
 
@@ -23,6 +28,7 @@ from ares_viewer import counterfactual, sandbox
 from ares_viewer.counterfactual import branching
 from ares_viewer.runs.run import load_episode
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 SUBMIT = "THOUGHT: Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"
 LOOK = "THOUGHT: Let me read the module first.\n\n```bash\ncat textkit/slug.py && echo SLUG-READ\n```"
@@ -196,3 +202,36 @@ def test_a_run_without_a_recipe_says_what_is_missing_and_verifies_with_a_harbor_
     assert load_episode(verified.path).metadata["verifier"]["commands"][0]["command"] == (
         "mkdir -p /logs/verifier && bash /tests/test.sh"
     )
+
+
+def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_adds_nothing_done(engine, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(tmp_path / "cache")}
+    with chat_server.serve(Policy(seed=5)) as server:
+        command = [
+            sys.executable,
+            "-m",
+            "ares_viewer.cli",
+            "branch",
+            str(DEMO),
+            WRONG_FIX,
+            "--steps",
+            "1",
+            "--samples",
+            "1",
+            "--endpoint",
+            server.base_url,
+            "--model",
+            "policy",
+            "--max-steps",
+            "4",
+        ]
+        first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+        again = subprocess.run([*command, "--json"], capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert first.returncode == 0, first.stderr
+    assert "branch 1/1 from step 1: reward 1.0" in first.stderr
+    assert "   1   1.00  [0.21, 1.00]    1       0" in first.stdout
+    assert "decisive step: 4 (drop of 1.00 from step 1; intervals separate)" in first.stdout
+    assert again.returncode == 0, again.stderr
+    shown = json.loads(again.stdout)
+    assert shown["new"] == 0 and shown["branches"] == 1 and shown["decisive"]["step"] == 4
+    assert [e["step"] for e in shown["curve"]] == [1, 4] and shown["curve"][1]["recorded"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import random
 import shutil
 import subprocess
 import sys
@@ -22,39 +21,22 @@ import uuid
 
 import chat_server
 import pytest
+import sample_scripts
 from test_counterfactual import DEMO, SOLVED, WRONG_FIX
 
 from ares_viewer import counterfactual, sandbox
-from ares_viewer.counterfactual import branching
+from ares_viewer.counterfactual import branching, value_curve
 from ares_viewer.runs.run import load_episode
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
-SUBMIT = "THOUGHT: Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"
-LOOK = "THOUGHT: Let me read the module first.\n\n```bash\ncat textkit/slug.py && echo SLUG-READ\n```"
+decisive_sample = sample_scripts.load("decisive_branches")
 
 
-class Policy:
-    """Answers from what the last observation shows; a seeded coin decides whether to read the file first."""
-
-    def __init__(self, seed: int) -> None:
-        fix = load_episode(DEMO / f"{SOLVED}.json").step(5).command
-        self.fix = (
-            "THOUGHT: Fix it unless it is fixed.\n\n```bash\n"
-            "if grep -qF 'decode().lower()' textkit/slug.py; then echo SLUG-LOOKS-FIXED; else\n"
-            f"{fix}\necho SLUG-FIXED; fi\n```"
-        )
-        self.rng = random.Random(seed)
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict) -> str:
-        last = body["messages"][-1]["content"]
-        if "SLUG-FIXED" in last or "SLUG-LOOKS-FIXED" in last:
-            return SUBMIT
-        if "SLUG-READ" in last:
-            return self.fix
-        with self.lock:
-            return self.fix if self.rng.random() < 0.7 else LOOK
+def Policy(seed: int):  # noqa: N802 - reads as the class it builds
+    """The sample's seeded policy (``sample_runs/decisive_branches.py``) as a chat-completions server's answers."""
+    policy = decisive_sample.Policy(load_episode(DEMO / f"{SOLVED}.json").step(5).command, seed)
+    return lambda body: policy.answer(body["messages"])
 
 
 @pytest.fixture
@@ -235,3 +217,19 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
     shown = json.loads(again.stdout)
     assert shown["new"] == 0 and shown["branches"] == 1 and shown["decisive"]["step"] == 4
     assert [e["step"] for e in shown["curve"]] == [1, 4] and shown["curve"][1]["recorded"]
+
+
+def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches_open(parent):
+    found = branching.load(parent)
+    assert found.folder == DEMO / ".branches" / WRONG_FIX
+    assert (found.decisive.step, found.decisive.change, found.decisive.sure) == (2, -1.0, True)
+    assert list(found.to_frame()["n"]) == [4, 4, 4, 4, 0]
+    for branch in found.branches:
+        opened = load_episode(branch.path)
+        assert opened.metadata["counterfactual"]["step"] == branch.step and opened.total_reward == branch.reward
+    figure = value_curve.figure(found)
+    [band] = figure.layout.shapes
+    assert (band.x0, band.x1) == (1, 2) and "decisive step 2" in figure.layout.annotations[0].text
+    assert list(figure.data[0].error_y.arrayminus) == [
+        pytest.approx(1 - e.low) if e.value else 0.0 for e in found.curve if not e.recorded
+    ]

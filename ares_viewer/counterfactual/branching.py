@@ -29,14 +29,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
+from ares_viewer.base import locations
 from ares_viewer.counterfactual import values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
-__all__ = ["Branch", "Budget", "Progress", "Search", "branchable_steps", "load", "parse_steps", "search", "store_dir"]
+__all__ = [
+    "Branch",
+    "Budget",
+    "Progress",
+    "Search",
+    "branchable_steps",
+    "bundled_dir",
+    "load",
+    "parse_steps",
+    "search",
+    "store_dir",
+]
 
 _LOGGER = logging.getLogger(__name__)
 LOG_NAME = "branches.jsonl"
+BUNDLED_DIRNAME = ".branches"
 BISECT = "bisect"
 
 
@@ -148,10 +161,23 @@ def store_dir(episode: model.Episode) -> pathlib.Path:
     return index_cache.cache_dir() / "branches" / f"{episode.episode_id[:36]}-{key}"
 
 
+def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
+    """Branches shipped with a run (read only, never written): ``.branches/<episode_id>/`` beside a local episode
+    file, a hidden folder a listing does not walk into. The bundled sample carries one."""
+    if not locations.is_local(episode.path):
+        return None
+    return pathlib.Path(episode.path).parent / BUNDLED_DIRNAME / episode.episode_id
+
+
 def load(episode: model.Episode) -> Search:
-    """What is stored for ``episode`` (no branch run): its branches and the estimates from them."""
+    """What is stored for ``episode`` (no branch run): its branches in the cache folder and the estimates from them,
+    else the branches shipped with its run (:func:`bundled_dir`)."""
     folder = store_dir(episode)
-    return _summary(episode, folder, _read(folder))
+    branches = _read(folder)
+    shipped = bundled_dir(episode)
+    if not branches and shipped is not None and (shipped / LOG_NAME).is_file():
+        folder, branches = shipped, _read(shipped)
+    return _summary(episode, folder, branches)
 
 
 def branchable_steps(episode: model.Episode) -> list[int]:
@@ -273,7 +299,10 @@ def _read(folder: pathlib.Path) -> list[Branch]:
     branches = []
     for number, line in enumerate(lines, 1):
         try:
-            branches.append(Branch.from_json(json.loads(line)))
+            branch = Branch.from_json(json.loads(line))
+            if branch.path is not None:  # stored relative to the folder, so a store can be moved or shipped
+                branch = dataclasses.replace(branch, path=str(folder / branch.path))
+            branches.append(branch)
         except (ValueError, TypeError) as exc:
             _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder / LOG_NAME, number, exc)
     return branches
@@ -341,7 +370,10 @@ class _Runner:
         branch = run_branch(self.episode, step, self.client, self.folder, self.max_steps, **self.restore)
         with self._lock:
             with (self.folder / LOG_NAME).open("a", encoding="utf-8") as log:
-                log.write(json.dumps(branch.to_json()) + "\n")
+                stored = branch.to_json()
+                if branch.path is not None:
+                    stored["path"] = os.path.relpath(branch.path, self.folder)
+                log.write(json.dumps(stored) + "\n")
             self.branches.append(branch)
             self.done += 1
             done = self.done

@@ -208,7 +208,14 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
             "4",
         ]
         first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
-        again = subprocess.run([*command, "--json"], capture_output=True, text=True, env=env, timeout=300, check=False)
+        again = subprocess.run(
+            [*command, "--json", "--export", str(tmp_path / "labels.jsonl")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
     assert first.returncode == 0, first.stderr
     assert "branch 1/1 from step 1: reward 1.0" in first.stderr
     assert "   1   1.00  [0.21, 1.00]    1       0" in first.stdout
@@ -217,6 +224,9 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
     shown = json.loads(again.stdout)
     assert shown["new"] == 0 and shown["branches"] == 1 and shown["decisive"]["step"] == 4
     assert [e["step"] for e in shown["curve"]] == [1, 4] and shown["curve"][1]["recorded"]
+    [label] = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    parent = load_episode(DEMO / f"{WRONG_FIX}.json")
+    assert (label["step"], label["V"], label["n"]) == (1, 1.0, 1) and label["action"] == parent.step(1).response
 
 
 def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches_open(parent):

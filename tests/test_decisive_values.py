@@ -78,3 +78,29 @@ def test_bisection_stops_when_v_does_not_change_between_the_ends():
     curve = {0: values.estimate(0, [1, 1]), 5: values.estimate(5, [1, 1])}
     assert values.next_probe(curve, list(range(6))) == ([], True)
     assert values.next_probe({}, list(range(6))) == ([0, 5], False)
+
+
+def test_the_bundled_sample_exports_as_process_reward_rows_in_jsonl_and_parquet(tmp_path):
+    import json
+    import pathlib
+
+    import pyarrow.parquet as pq
+
+    from ares_viewer.counterfactual import branching, process_rewards
+    from ares_viewer.runs.run import load_episode
+
+    demo = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"
+    episode = load_episode(demo / "aefe890e-4268-4666-90b5-dd09d3259e06.json")
+    assert process_rewards.write([episode], tmp_path / "labels.jsonl") == 4
+    rows = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["V"], r["n"]) for r in rows] == [(0, 1.0, 4), (1, 1.0, 4), (2, 0.0, 4), (3, 0.0, 4)]
+    wrong = rows[2]  # action 2, the wrong fix, labelled with the value it left
+    assert wrong["action"] == episode.step(2).response and wrong["messages"][-1] == episode.context(2)[-1].to_dict()
+    assert rows[0]["action"] is None and len(wrong["branch_ids"]) == 4
+    assert set(wrong["branch_ids"]) == {b.episode_id for b in branching.load(episode).of_step(2)}
+    assert process_rewards.write([episode], tmp_path / "labels.parquet") == 4
+    table = pq.read_table(tmp_path / "labels.parquet").to_pylist()
+    assert [r["V"] for r in table] == [1.0, 1.0, 0.0, 0.0]
+    assert json.loads(table[2]["messages"]) == wrong["messages"] and table[2]["branch_ids"] == wrong["branch_ids"]
+    with pytest.raises(ValueError, match=r"labels\.csv: process-reward data is written as \.jsonl or \.parquet"):
+        process_rewards.write([episode], tmp_path / "labels.csv")

@@ -11,7 +11,7 @@ import threading
 import orjson
 
 from ares_viewer import counterfactual
-from ares_viewer.counterfactual import branching, model_client, values
+from ares_viewer.counterfactual import branching, model_client, process_rewards, values
 from ares_viewer.runs import run as runs
 
 
@@ -34,6 +34,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--wall-s", type=float, help="start no new branch after this many seconds")
     command.add_argument("--recipe", help="the verifier's recipe for a run without one (task.json or harbor task)")
     command.add_argument("--json", action="store_true", help="the curve and the decisive step as one JSON object")
+    command.add_argument(
+        "--export", metavar="PATH", help="also write the values as process-reward rows (.jsonl/.parquet)"
+    )
     command.set_defaults(func=run)
 
 
@@ -95,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         raise failed[0]
     result = found[0]
+    if args.export:
+        written = process_rewards.write([episode], args.export)
+        print(f"{written} process-reward row(s) written to {args.export}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(to_dict(result)) + b"\n")
     else:

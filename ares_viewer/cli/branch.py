@@ -32,6 +32,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--parallel", type=int, default=2, help="branches (containers) at once (default 2)")
     command.add_argument("--max-rollouts", type=int, help="at most this many new branches")
     command.add_argument("--wall-s", type=float, help="start no new branch after this many seconds")
+    command.add_argument("--ray", metavar="ADDRESS", help="each branch a task on this Ray cluster (local: start one)")
     command.add_argument("--recipe", help="the verifier's recipe for a run without one (task.json or harbor task)")
     command.add_argument("--json", action="store_true", help="the curve and the decisive step as one JSON object")
     command.add_argument(
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
                     progress=progress,
                     cancel=cancel,
                     recipe=args.recipe,
+                    ray_address=args.ray,
                 )
             )
         except BaseException as exc:  # re-raised in the main thread

@@ -30,7 +30,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
 from ares_viewer.base import locations
-from ares_viewer.counterfactual import values
+from ares_viewer.counterfactual import branch_ray, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
@@ -234,6 +234,7 @@ def search(
     progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     recipe: str | os.PathLike | None = None,
+    ray_address: str | None = None,
 ) -> Search:
     """Branch from ``episode``'s chosen steps and estimate V(k) there.
 
@@ -250,6 +251,8 @@ def search(
         progress: called after every finished branch.
         cancel: set it to stop: no new branch starts; running ones finish and are kept.
         recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
+        ray_address: run each branch as a task on this Ray cluster (``local`` starts one here;
+            ``counterfactual.branch_ray``).
     """
     chosen = parse_steps(steps, episode)
     folder = store_dir(episode)
@@ -264,6 +267,7 @@ def search(
         {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe},
         progress,
         cancel,
+        ray_address,
     )
     if chosen == BISECT:
         possible = branchable_steps(episode)
@@ -334,8 +338,10 @@ class _Runner:
         restore: dict[str, Any],
         progress: Callable[[Progress], None] | None,
         cancel: threading.Event | None,
+        ray_address: str | None = None,
     ) -> None:
         self.episode, self.client, self.folder, self.budget = episode, client, folder, budget
+        self.ray_address = ray_address
         self.max_steps, self.restore, self.progress = max_steps, restore, progress
         self.cancel = cancel or threading.Event()
         self.branches = _read(folder)
@@ -359,7 +365,8 @@ class _Runner:
             return True
 
     def run(self, jobs: Sequence[int], planned: int | None) -> None:
-        workers = max(1, min(self.budget.parallel, os.cpu_count() or 1, len(jobs) or 1))
+        cores = (os.cpu_count() or 1) if self.ray_address is None else self.budget.parallel  # a cluster: its own
+        workers = max(1, min(self.budget.parallel, cores, len(jobs) or 1))
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="branch") as pool:
             for future in [pool.submit(self._one, step, planned) for step in jobs]:
                 future.result()
@@ -367,7 +374,11 @@ class _Runner:
     def _one(self, step: int, planned: int | None) -> None:
         if not self._may_start():
             return
-        branch = run_branch(self.episode, step, self.client, self.folder, self.max_steps, **self.restore)
+        args = (self.episode, step, self.client, self.folder, self.max_steps)
+        if self.ray_address is None:
+            branch = run_branch(*args, **self.restore)
+        else:
+            branch = branch_ray.run(self.ray_address, run_branch, *args, **self.restore)
         with self._lock:
             with (self.folder / LOG_NAME).open("a", encoding="utf-8") as log:
                 stored = branch.to_json()

@@ -7,7 +7,7 @@ import json
 import pytest
 from test_recorder_ares import PREFIX, _remove_leftovers, _rollout
 
-from ares_viewer import load_episode, sandbox
+from ares_viewer import load_episode, open_run, sandbox
 
 pytestmark = [pytest.mark.docker, pytest.mark.ares]
 
@@ -50,3 +50,12 @@ def test_a_recorded_episodes_last_step_restored_verifies_to_the_reward_ares_gave
     finally:
         box.remove()
     assert verdict.error is None and verdict.reward == reward
+
+
+def test_the_recipes_are_part_of_the_run_not_other_files(recorded):
+    out, _ = recorded
+    opened = open_run(str(out))
+    assert (
+        opened.files_found() == "0 unreadable file(s), 0 other file(s); beside them: per-step snapshots, "
+        "verifier recipes"
+    )

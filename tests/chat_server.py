@@ -19,7 +19,7 @@ import http.server
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -31,8 +31,8 @@ class Received:
 
 
 class ChatServer:
-    def __init__(self, responses: list[str]) -> None:
-        self.responses = list(responses)
+    def __init__(self, responses: list[str] | Callable[[dict[str, Any]], str]) -> None:
+        self.responses = responses if callable(responses) else list(responses)
         self.requests: list[Received] = []
         self.status = 200
         self.error_message = "scripted failure"
@@ -55,9 +55,12 @@ class ChatServer:
                 return 401, {"error": {"message": "wrong user name or password", "type": "invalid_request_error"}}
         if self.status != 200:
             return self.status, {"error": {"message": self.error_message, "type": "server_error"}}
-        if index >= len(self.responses):
+        if callable(self.responses):  # a policy: the answer is a function of the request's body
+            text = self.responses(received.body)
+        elif index >= len(self.responses):
             return 400, {"error": {"message": f"no scripted response #{index + 1}"}}
-        text = self.responses[index]
+        else:
+            text = self.responses[index]
         return 200, {"id": f"chatcmpl-{index}", "object": "chat.completion", "created": int(time.time()),
                      "model": received.body.get("model"),
                      "choices": [{"index": 0, "finish_reason": "stop",
@@ -116,8 +119,9 @@ def _handler(server: ChatServer) -> type[http.server.BaseHTTPRequestHandler]:
 
 
 @contextlib.contextmanager
-def serve(responses: list[str]) -> Iterator[ChatServer]:
-    """A scripted chat-completions server on a free port of 127.0.0.1, stopped on exit."""
+def serve(responses: list[str] | Callable[[dict[str, Any]], str]) -> Iterator[ChatServer]:
+    """A scripted chat-completions server on a free port of 127.0.0.1, stopped on exit; ``responses`` may be a
+    function of each request's JSON body (a policy) instead of a list."""
     chat = ChatServer(responses)
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(chat))
     httpd.daemon_threads = True

@@ -107,11 +107,12 @@ def test_a_recorded_episode_opens_with_its_activations_linked_to_its_steps(recor
                                                    "steps": STEPS, "model_calls": STEPS}
     # One capture served both episodes, each saved whole under its own name (no staging folder left).
     assert sorted(p.name for p in (out / "activations").iterdir()) == ["full-episode", "kv-episode"]
-    # The captures are part of the run: no "other files", no errors, and the run says it has them.
+    # The captures (and the verifier's recipe the recorder saves) are part of the run: no "other files", no errors,
+    # and the run says it has them.
     opened = ares_viewer.open_run(str(out))
     assert len(opened) == 2 and not opened.errors and opened.skipped == 0
     assert opened.files_found() == "0 unreadable file(s), 0 other file(s); beside them: per-step snapshots, " \
-                                   "activation captures"
+                                   "activation captures, verifier recipes"
 
 
 def test_capture_step_i_is_the_model_call_whose_response_is_action_i_plus_1(recorded):

@@ -22,6 +22,7 @@ from ares_viewer import review, sandbox
 from ares_viewer.analysis import search
 from ares_viewer.base import settings
 from ares_viewer.base.durations import parse_duration
+from ares_viewer.cli import branch as cli_branch
 from ares_viewer.cli import compare as cli_compare
 from ares_viewer.cli import failure_clusters as cli_failure_clusters
 from ares_viewer.cli import queue as cli_queue
@@ -454,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_compare.add_command(commands)
     cli_queue.add_command(commands)
+    cli_branch.add_command(commands)
     shown = commands.add_parser("settings", help="every ARES_VIEWER_* setting: its value and where it came from")
     shown.add_argument("--json", action="store_true", help="one JSON object per line (with the default and meaning)")
     shown.set_defaults(func=_settings)

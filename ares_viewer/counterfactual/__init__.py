@@ -204,7 +204,8 @@ class _Writer:
             self.file.extra.setdefault("snapshot_errors", []).append(failed)
             self.file.write()
 
-    def verify(self, episode: model.Episode, step: int, say: Callable[[str], None]) -> float | None:
+    def verify(self, episode: model.Episode, step: int, say: Callable[[str], None],
+               recipe: str | os.PathLike | None = None) -> float | None:
         """Run the task's verifier after action ``step`` (the model submitted) and record it under ``verifier`` in
         the recorder's shape, with a snapshot of the container after it (``snapshots/<episode_id>.verifier/``) and
         the paths it changed. The reward, or None when the run has no recipe for the task (nothing recorded).
@@ -213,9 +214,10 @@ class _Writer:
             sandbox.SandboxError: the verifier could not run or gave no reward (recorded in ``verifier.error``).
         """
         try:
-            recipe = sandbox.task_recipe(episode)
+            recipe = sandbox.task_recipe(episode, recipe)
         except LookupError as exc:
             say(f"No verifier: {exc}; the reward stays unknown")
+            self.file.extra["no_verifier"] = str(exc)  # what is missing, for the pages that show the reward
             return None
         say("The model submitted: running the task's verifier…")
         verdict = sandbox.verify(self.box, recipe)
@@ -293,6 +295,7 @@ def run(
     verify: bool = True,
     activations: Any = None,
     progress: Callable[[str], None] | None = None,
+    recipe: str | os.PathLike | None = None,
 ) -> Result:
     """Continue ``episode`` from step ``step`` with edited messages and a model client, in a restored container.
 
@@ -322,6 +325,7 @@ def run(
             episode (``<out_dir>/activations/<episode_id>/``) with the tokens of every model call, as the recorder
             saves a recorded episode's (``recorder.activations``), and the capture is emptied.
         progress: called with a line of text at each stage (the restore's, each model call, each command).
+        recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
 
     Raises:
         ValueError: the step has no observation (a finished episode's last step), or ``out_dir`` is the parent's
@@ -372,7 +376,7 @@ def run(
         writer.snapshot_soon(0)  # the parent's step, restored: where the counterfactual starts from
         finished = _continue(episode, box, client, messages, template, max_steps, writer, responses, action_now,
                              say)
-        reward = writer.verify(episode, action_now[0], say) if finished and verify else None
+        reward = writer.verify(episode, action_now[0], say, recipe) if finished and verify else None
         if reward is not None and writer.file.last_record is not None:
             writer.file.header["total_reward"] = reward
             writer.file.replace_last_step({**writer.file.last_record, "reward": reward})

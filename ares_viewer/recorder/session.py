@@ -8,6 +8,8 @@ and ``step(action)`` returning dm_env ``TimeStep``s) and records every episode i
 - ``snapshots/{episode_id}/step_NNNN/``: the task container after every step (docs/snapshots.md), the last one
   taken when the agent finished and before the verifier ran; ``snapshots/{episode_id}.verifier/`` the
   container after the verifier;
+- ``tasks/{task}/``: the task's verifier recipe as ARES runs it (its test files, command, reward path, image;
+  ``recorder.task_recipe``), so forks, counterfactuals and branches of the run verify;
 - extra keys (docs/recording.md): ``end_status``, ``error``, ``recording`` (the image the episode ran on),
   ``final_command`` (the last command's output, which no observation holds) and ``verifier`` (its commands,
   output, reward file and changed paths);
@@ -35,7 +37,7 @@ import ares_viewer
 from ares_viewer import model
 from ares_viewer.model import verifier as verifier_record
 from ares_viewer.recorder import activations as activations_mod
-from ares_viewer.recorder import container_state
+from ares_viewer.recorder import container_state, task_recipe
 from ares_viewer.recorder.episode_file import (
     EndStatus,
     EpisodeFile,
@@ -235,6 +237,9 @@ class RecordingEnv:
                 episode.container, episode.info = container, info
                 recording.update(image=info.image, image_id=info.image_id, image_tags=list(info.image_tags),
                                  workdir=info.workdir, container=info.name)
+                # What the verifier needs, beside the run: forks and branches then verify as ARES did.
+                await asyncio.to_thread(task_recipe.save, self.out_dir, getattr(self.env, "_current_task", None),
+                                        episode.file.header["task_name"], info.image, info.workdir)
         if self.snapshots and episode.info is not None:
             recording["snapshots"] = f"snapshots/{episode.id}"
         elif self.snapshots:

@@ -8,6 +8,7 @@ folder per episode), but a folder counts as one only when it holds what those wr
     snapshots/<episode_id>/base/manifest.json, snapshots/<episode_id>/step_NNNN/manifest.json   per-step
     snapshots/<snapshot_id>/snapshot.json                                                       episode-boundary
     activations/<episode_id>/metadata.json beside step_0000.pt, step_0001.pt, ...               captures
+    tasks/<task>/task.json                                                                      verifier recipes
 
 (an episode id holding ``/`` is a nested folder). A folder merely named ``snapshots`` or ``activations`` (a user's
 folder of episodes) is walked like any other. Recognizing one looks at a few of its folders, depth first, never
@@ -22,8 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 SNAPSHOTS_DIRNAME = "snapshots"
 ACTIVATIONS_DIRNAME = "activations"
+TASKS_DIRNAME = "tasks"  # the verifier's recipe per task (``sandbox.task_recipe``; the recorder writes them)
 COMPANION_FOLDERS: Mapping[str, str] = {SNAPSHOTS_DIRNAME: "per-step snapshots",
-                                        ACTIVATIONS_DIRNAME: "activation captures"}
+                                        ACTIVATIONS_DIRNAME: "activation captures",
+                                        TASKS_DIRNAME: "verifier recipes"}
 
 # What the writers put in them (``snapshots.per_step_writer``, ``snapshots.episode_boundary``, ARES's
 # ``TrajectoryActivations.save`` and the recorder).
@@ -32,6 +35,7 @@ SNAPSHOT_STEP_DIR_RE = re.compile(r"^step_(\d{1,9})$")
 SNAPSHOT_MANIFEST = "manifest.json"
 BOUNDARY_SNAPSHOT_JSON = "snapshot.json"
 CAPTURE_METADATA = "metadata.json"
+TASK_RECIPE = "task.json"
 CAPTURE_FIRST_STEP = "step_0000.pt"  # steps are numbered from 0 without gaps (``activations.capture``)
 
 # How much of a folder named like a companion is looked at to recognize it: folders listed, entries read of each
@@ -62,7 +66,11 @@ def _capture(folder: str, isfile: IsFile, join: Callable[[str, str], str]) -> bo
     return isfile(join(folder, CAPTURE_METADATA)) and isfile(join(folder, CAPTURE_FIRST_STEP))
 
 
-_MARKS = {SNAPSHOTS_DIRNAME: _snapshot, ACTIVATIONS_DIRNAME: _capture}
+def _recipe(folder: str, isfile: IsFile, join: Callable[[str, str], str]) -> bool:
+    return isfile(join(folder, TASK_RECIPE))
+
+
+_MARKS = {SNAPSHOTS_DIRNAME: _snapshot, ACTIVATIONS_DIRNAME: _capture, TASKS_DIRNAME: _recipe}
 
 
 def is_companion(folder: str, isfile: IsFile, subfolders: Subfolders,

@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import logging
+import os
 import pathlib
 import posixpath
 import re
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ares_viewer import fsdiff, snapshots
 from ares_viewer.base import jsondecode
 from ares_viewer.container.streams import archive_to_file
+from ares_viewer.formats.sidecars import harbor_task
 from ares_viewer.sandbox import verifier
 from ares_viewer.sandbox.box import Sandbox
 from ares_viewer.sandbox.commands import COMMAND_TIMEOUT_S, CommandResult, SandboxError, describe_failure
@@ -104,23 +106,48 @@ class ForkResult:
         return self.verifier.reward if self.verifier is not None else None
 
 
-def task_recipe(episode: model.Episode) -> TaskRecipe:
-    """The task's recipe, read from ``tasks/<task_name>/task.json`` beside the episode file.
+def task_recipe(episode: model.Episode, source: str | os.PathLike[str] | None = None) -> TaskRecipe:
+    """The task's recipe: ``tasks/<task_name>/task.json`` beside the episode file, or ``source`` when given.
+
+    ``source`` points a run that carries no recipe (mini-swe-agent, SWE-bench) at one: a recipe file
+    (``task.json``), a folder holding one, or a harbor task folder (``tests/test.sh``: verified as ARES verifies
+    it, ``formats.sidecars.harbor_task``, in the image the episode ran on).
 
     Raises:
-        LookupError: When the run has no recipe for the task, or it is unusable.
+        LookupError: When there is no recipe for the task, or it is unusable (the message names the file and why).
     """
     name = episode.task_name or ""
     if not _SAFE_NAME_RE.match(name) or name in {".", ".."}:
-        raise LookupError(f"task name {name!r} cannot name a task folder")
-    folder = pathlib.Path(episode.path).parent / "tasks" / name
-    path = folder / "task.json"
+        if source is None:
+            raise LookupError(f"task name {name!r} cannot name a task folder")
+        name = "task"
+    if source is not None:
+        path = pathlib.Path(source).expanduser()
+        if path.is_dir() and not (path / "task.json").is_file():
+            if not harbor_task.is_task_folder(path):
+                raise LookupError(f"{path} is neither a recipe (task.json) nor a harbor task folder (tests/test.sh)")
+            recording = episode.metadata.get("recording")
+            workdir = recording.get("workdir") if isinstance(recording, dict) else None
+            return _recipe_of(harbor_task.recipe(name, None, workdir or _WORKDIR), path, path / "tests", name)
+        path = path / "task.json" if path.is_dir() else path
+        folder = path.parent
+    else:
+        folder = pathlib.Path(episode.path).parent / "tasks" / name
+        path = folder / "task.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise LookupError(f"no verifier recipe for task {name}: {path} does not exist") from exc
+        hint = "" if source is not None else "; point at one (a harbor task folder or a task.json)"
+        raise LookupError(f"no verifier recipe for task {name}: {path} does not exist{hint}") from exc
     except (OSError, ValueError) as exc:
         raise LookupError(f"{path} is unreadable ({exc})") from exc
+    return _recipe_of(data, folder, path, name)
+
+
+_WORKDIR = "/testbed"
+
+
+def _recipe_of(data: Any, folder: pathlib.Path, path: pathlib.Path, name: str) -> TaskRecipe:
     verifier = data.get("verifier") if isinstance(data, dict) else None
     if not isinstance(verifier, dict) or not isinstance(verifier.get("command"), str):
         raise LookupError(f"{path} has no verifier command")
@@ -128,7 +155,7 @@ def task_recipe(episode: model.Episode) -> TaskRecipe:
     setup = jsondecode.object_at(data, "setup")
     setup_copy = jsondecode.object_at(setup, "copy")
     reward_path = verifier.get("reward_path") or "/logs/verifier/reward.txt"
-    workdir = data.get("workdir") or "/testbed"
+    workdir = data.get("workdir") or _WORKDIR
     to, setup_to = copy_spec.get("to"), setup_copy.get("to")
     for label, value in (("reward_path", reward_path), ("verifier copy target", to), ("workdir", workdir),
                          ("setup copy target", setup_to)):

@@ -21,6 +21,7 @@ from ares_viewer.base import textdiff
 from ares_viewer.model import render
 from ares_viewer_app import (
     activations_panel,
+    decisive_panel,
     escape,
     loaders,
     pages,
@@ -372,6 +373,7 @@ def panes(where: str, episode_id: str) -> None:
 def show(run: ares_viewer.Run, where: str, episode: model.Episode) -> None:
     """The page for one episode of ``run`` (opened from ``where``): its header, then the step list and step view."""
     header(run, episode)
+    decisive_panel.show(episode)
     step_list.keys()
     panes(where, episode.episode_id)
 

@@ -1,0 +1,145 @@
+"""``ares-viewer branch RUN EPISODE``: V(k) per step from branched rollouts and the decisive step (docs/decisive.md)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import threading
+
+import orjson
+
+from ares_viewer import counterfactual
+from ares_viewer.counterfactual import branching, model_client, process_rewards, values
+from ares_viewer.runs import run as runs
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """The ``branch`` command among ``commands``."""
+    command = commands.add_parser(
+        "branch", help="branch from an episode's steps, estimate V(k) per step and find the decisive step"
+    )
+    command.add_argument("run", help="the run: folder, file, glob or fsspec URL")
+    command.add_argument("episode", help="the episode's id")
+    command.add_argument("--steps", default="all", help="all, every:N, bisect (adaptive) or a list like 3,7,9")
+    command.add_argument("--samples", type=int, default=4, help="counted branches per step (a rerun adds to them)")
+    command.add_argument("--endpoint", help="an OpenAI-compatible endpoint (default: the configured one)")
+    command.add_argument("--model", help="the model field of its requests (with --endpoint)")
+    command.add_argument("--api-key-env", help="the environment variable holding its API key (with --endpoint)")
+    command.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    command.add_argument("--max-steps", type=int, default=10, help="actions a branch may take (default 10)")
+    command.add_argument("--parallel", type=int, default=2, help="branches (containers) at once (default 2)")
+    command.add_argument("--max-rollouts", type=int, help="at most this many new branches")
+    command.add_argument("--wall-s", type=float, help="start no new branch after this many seconds")
+    command.add_argument("--ray", metavar="ADDRESS", help="each branch a task on this Ray cluster (local: start one)")
+    command.add_argument("--recipe", help="the verifier's recipe for a run without one (task.json or harbor task)")
+    command.add_argument("--json", action="store_true", help="the curve and the decisive step as one JSON object")
+    command.add_argument(
+        "--export", metavar="PATH", help="also write the values as process-reward rows (.jsonl/.parquet)"
+    )
+    command.set_defaults(func=run)
+
+
+def _client(args: argparse.Namespace) -> counterfactual.Client:
+    if args.endpoint:
+        if not args.model:
+            raise ValueError("--endpoint needs --model")
+        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        return model_client.openai_client(args.endpoint, args.model, key, temperature=args.temperature)
+    config = model_client.configured()
+    if config is None:
+        raise ValueError("no model endpoint: give --endpoint URL --model M, or configure one (docs/counterfactual.md)")
+    return dataclasses.replace(config, request={**config.request, "temperature": args.temperature}).client()
+
+
+def run(args: argparse.Namespace) -> int:
+    episode = runs.open_run(args.run).episode(args.episode)
+    client = _client(args)
+    budget = branching.Budget(max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s)
+    cancel = threading.Event()
+    found: list[branching.Search] = []
+    failed: list[BaseException] = []
+
+    def progress(p: branching.Progress) -> None:
+        b = p.branch
+        said = f"reward {b.reward}" if b.failure is None else f"failed ({b.failure}): {b.error}"
+        print(
+            f"branch {p.done}{'/' + str(p.planned) if p.planned else ''} from step {b.step}: {said}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def work() -> None:
+        try:
+            found.append(
+                branching.search(
+                    episode,
+                    client,
+                    steps=args.steps,
+                    samples=args.samples,
+                    budget=budget,
+                    max_steps=args.max_steps,
+                    progress=progress,
+                    cancel=cancel,
+                    recipe=args.recipe,
+                    ray_address=args.ray,
+                )
+            )
+        except BaseException as exc:  # re-raised in the main thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=work, name="branch-search")
+    worker.start()
+    try:
+        worker.join()
+    except KeyboardInterrupt:  # finish the running branches, keep them, print what there is
+        print("cancelled: waiting for the running branches to finish…", file=sys.stderr, flush=True)
+        cancel.set()
+        worker.join()
+    if failed:
+        raise failed[0]
+    result = found[0]
+    if args.export:
+        written = process_rewards.write([episode], args.export)
+        print(f"{written} process-reward row(s) written to {args.export}", file=sys.stderr)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(to_dict(result)) + b"\n")
+    else:
+        print("\n".join(text(result)))
+    return 0
+
+
+def to_dict(result: branching.Search) -> dict:
+    """The search as JSON: its folder, the curve, the decisive step, how many branches ran and why it stopped."""
+    return {
+        "folder": str(result.folder),
+        "curve": [vars(e) for e in result.curve],
+        "decisive": None if result.decisive is None else vars(result.decisive),
+        "branches": len(result.branches),
+        "new": result.new,
+        "stopped": result.stopped,
+    }
+
+
+def _value(e: values.Estimate) -> str:
+    if e.value is None:
+        return "    –  (no counted branch)"
+    return f"{e.value:5.2f}  [{e.low:.2f}, {e.high:.2f}]"
+
+
+def text(result: branching.Search) -> list[str]:
+    """The curve, one step a line, then the decisive step."""
+    lines = ["step      V   95% interval      n  failed"]
+    for e in result.curve:
+        n = "recorded" if e.recorded else f"{e.n:>3}  {e.failed:>6}"
+        lines.append(f"{e.step:>4}  {_value(e)}  {n}")
+    found = result.decisive
+    if found is None:
+        lines.append("decisive step: none yet (fewer than two steps estimated)")
+    else:
+        way = "drop" if found.change < 0 else "rise"
+        sure = "intervals separate" if found.sure else "intervals overlap: add samples to be sure"
+        lines.append(f"decisive step: {found.step} ({way} of {abs(found.change):.2f} from step {found.before}; {sure})")
+    lines.append(f"{result.new} new branch(es), {len(result.branches)} stored in {result.folder} ({result.stopped})")
+    return lines

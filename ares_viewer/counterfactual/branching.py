@@ -1,0 +1,466 @@
+"""Branched rollouts from an episode's steps: V(k) per step and the decisive step (see ``docs/decisive.md``).
+
+A branch restores step k's snapshot, asks the model again with the recorded context (``counterfactual.run`` with
+the observation unedited), continues for up to ``max_steps`` actions and runs the task's verifier. Each branch is an
+ordinary episode file with a snapshot per step, linked to its parent episode and step (the counterfactual layout),
+so it opens, diffs and compares like any episode. :func:`search` branches from the chosen steps (every step,
+every n-th, a list, or an adaptive bisection on V), within a budget (rollouts, concurrent containers, wall time),
+reporting progress and stopping on a cancel event; every finished branch is kept.
+
+Results live beside the episode in the cache folder, never in the run folder: ``branches/<key>/`` holds the
+branch episodes and ``branches.jsonl``, one line per finished branch, appended as each ends. A rerun reads them
+back and adds samples instead of starting over (:func:`search` tops each step up to ``samples`` counted branches).
+A branch whose model, container or verifier failed is recorded with its failure and never counted as a reward.
+A branch the step budget truncated (the model did not submit) counts as reward 0: that is the policy's outcome.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ares_viewer import counterfactual, model, sandbox
+from ares_viewer.base import locations
+from ares_viewer.counterfactual import branch_ray, values
+from ares_viewer.runs import index_cache
+from ares_viewer.runs.run import load_episode
+
+__all__ = [
+    "Branch",
+    "Budget",
+    "Progress",
+    "Search",
+    "branchable_steps",
+    "bundled_dir",
+    "load",
+    "parse_steps",
+    "search",
+    "store_dir",
+]
+
+_LOGGER = logging.getLogger(__name__)
+LOG_NAME = "branches.jsonl"
+BUNDLED_DIRNAME = ".branches"
+BISECT = "bisect"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What a search may spend.
+
+    Attributes:
+        max_rollouts: at most this many new branches in this call (None: no limit).
+        parallel: branches running at once, each in its own container (bounded by the machine's cores).
+        wall_s: start no new branch after this many seconds (running ones finish).
+    """
+
+    max_rollouts: int | None = None
+    parallel: int = 2
+    wall_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Branch:
+    """One finished branch, as ``branches.jsonl`` records it.
+
+    Attributes:
+        step: the parent's step it restored.
+        episode_id, path: the branch episode (None when the restore itself failed: nothing was written).
+        status: the branch episode's ``end_status`` (``completed``, ``truncated``, ``errored``, ``cancelled``), or
+            ``failed`` when the restore failed.
+        reward: the verifier's reward (0.0 for a truncated branch); None for a failure.
+        failure: why there is no reward: ``model``, ``container``, ``verifier``, ``no_reward`` (no recipe, or the
+            verifier wrote none), ``restore``; None when the branch counts.
+        error: the failure in one line.
+        container: the short id of the container it ran in.
+        duration_s: its wall time.
+    """
+
+    step: int
+    episode_id: str | None
+    path: str | None
+    status: str
+    reward: float | None
+    failure: str | None = None
+    error: str | None = None
+    container: str | None = None
+    duration_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Branch:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Reported after every branch: ``done`` of at most ``planned`` (None: an adaptive search's unknown total)."""
+
+    done: int
+    planned: int | None
+    branch: Branch
+
+
+@dataclasses.dataclass(frozen=True)
+class Search:
+    """A search's results: every branch stored for the episode (earlier runs' too) and the estimates from them.
+
+    Attributes:
+        folder: where the branches are stored (in the cache folder).
+        curve: V(k) per step with a branch, plus the recorded terminal step's reward; in step order.
+        decisive: the step whose action changed V the most, or None.
+        branches: every stored branch, oldest first.
+        new: how many branches this call ran.
+        stopped: why it stopped: ``done``, ``budget``, ``wall time`` or ``cancelled``.
+    """
+
+    folder: pathlib.Path
+    curve: tuple[values.Estimate, ...]
+    decisive: values.Decisive | None
+    branches: tuple[Branch, ...]
+    new: int = 0
+    stopped: str = "done"
+
+    def of_step(self, step: int) -> list[Branch]:
+        return [b for b in self.branches if b.step == step]
+
+    def to_frame(self) -> Any:
+        """The curve as a DataFrame indexed by step: V, low, high, n, failed, recorded."""
+        import pandas
+
+        rows = [
+            {
+                "step": e.step,
+                "V": e.value,
+                "low": e.low,
+                "high": e.high,
+                "n": e.n,
+                "failed": e.failed,
+                "recorded": e.recorded,
+            }
+            for e in self.curve
+        ]
+        return pandas.DataFrame(rows, columns=["step", "V", "low", "high", "n", "failed", "recorded"]).set_index("step")
+
+
+def store_dir(episode: model.Episode) -> pathlib.Path:
+    """The cache folder holding ``episode``'s branches (keyed by its file and id)."""
+    key = hashlib.sha256(f"{episode.path}\0{episode.episode_id}".encode()).hexdigest()[:16]
+    return index_cache.cache_dir() / "branches" / f"{episode.episode_id[:36]}-{key}"
+
+
+def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
+    """Branches shipped with a run (read only, never written): ``.branches/<episode_id>/`` beside a local episode
+    file, a hidden folder a listing does not walk into. The bundled sample carries one."""
+    if not locations.is_local(episode.path):
+        return None
+    return pathlib.Path(episode.path).parent / BUNDLED_DIRNAME / episode.episode_id
+
+
+def load(episode: model.Episode) -> Search:
+    """What is stored for ``episode`` (no branch run): its branches in the cache folder and the estimates from them,
+    else the branches shipped with its run (:func:`bundled_dir`)."""
+    folder = store_dir(episode)
+    branches = _read(folder)
+    shipped = bundled_dir(episode)
+    if not branches and shipped is not None and (shipped / LOG_NAME).is_file():
+        folder, branches = shipped, _read(shipped)
+    return _summary(episode, folder, branches)
+
+
+def branchable_steps(episode: model.Episode) -> list[int]:
+    """The steps a branch can start from: those with an observation (what the model saw next)."""
+    return [s.index for s in episode.steps if episode.observation(s.index) is not None]
+
+
+def parse_steps(spec: str | Sequence[int], episode: model.Episode) -> list[int] | str:
+    """``all``, ``every:N``, ``bisect`` or a list (``3,7,9``) as the steps to branch from (or ``"bisect"``).
+
+    Raises:
+        ValueError: an unknown spec, or a step the episode cannot branch from (its last step on a normal finish).
+    """
+    possible = branchable_steps(episode)
+    if isinstance(spec, str):
+        text = spec.strip().lower()
+        if text == BISECT:
+            return BISECT
+        if text == "all":
+            return possible
+        if text.startswith("every:"):
+            try:
+                every = int(text.split(":", 1)[1])
+            except ValueError:
+                every = 0
+            if every < 1:
+                raise ValueError(f"steps {spec!r}: every:N needs a whole number N >= 1")
+            return possible[::every]
+        try:
+            spec = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise ValueError(f"steps {spec!r}: expected all, every:N, bisect or a list like 3,7,9") from None
+    wrong = [s for s in spec if s not in possible]
+    if wrong:
+        raise ValueError(
+            f"cannot branch from step(s) {wrong} of {episode.episode_id}: the branchable steps are "
+            f"{possible[0] if possible else '-'}..{possible[-1] if possible else '-'}"
+        )
+    return sorted(set(spec))
+
+
+def search(
+    episode: model.Episode,
+    client: counterfactual.Client,
+    *,
+    steps: str | Sequence[int] = "all",
+    samples: int = 4,
+    batch: int = 2,
+    budget: Budget = Budget(),
+    max_steps: int = counterfactual.DEFAULT_MAX_STEPS,
+    docker_client: Any = None,
+    session: str | None = None,
+    limits: Any = None,
+    progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+    recipe: str | os.PathLike | None = None,
+    ray_address: str | None = None,
+) -> Search:
+    """Branch from ``episode``'s chosen steps and estimate V(k) there.
+
+    Args:
+        episode: the parent (with snapshots, and a verifier recipe for rewards: ``sandbox.task_recipe``).
+        client: the model (any ``counterfactual`` client; its answers should be sampled, e.g. temperature > 0).
+        steps: ``all``, ``every:N``, a list of steps, or ``bisect`` (the adaptive search, ``values.next_probe``).
+        samples: the counted branches wanted per chosen step (stored ones included: a rerun tops up, and a rerun
+            with a larger number adds samples). For ``bisect``, the most per probed step.
+        batch: the samples a bisection adds to a step at a time.
+        budget: rollouts, concurrent containers and wall time this call may spend.
+        max_steps: the actions a branch may take before it is truncated.
+        docker_client, session, limits: passed to ``sandbox.restore`` through ``counterfactual.run``.
+        progress: called after every finished branch.
+        cancel: set it to stop: no new branch starts; running ones finish and are kept.
+        recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
+        ray_address: run each branch as a task on this Ray cluster (``local`` starts one here;
+            ``counterfactual.branch_ray``).
+    """
+    chosen = parse_steps(steps, episode)
+    folder = store_dir(episode)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "parent.json").write_text(json.dumps({"run_file": episode.path, "episode_id": episode.episode_id}))
+    runner = _Runner(
+        episode,
+        client,
+        folder,
+        budget,
+        max_steps,
+        {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe},
+        progress,
+        cancel,
+        ray_address,
+    )
+    if chosen == BISECT:
+        possible = branchable_steps(episode)
+        while runner.stopped is None:
+            curve = {e.step: e for e in _summary(episode, folder, runner.branches).curve}
+            wanted, done = values.next_probe(curve, possible)
+            wanted = [
+                s
+                for s in wanted
+                if _counted(runner.branches, s) < samples  # a failing step is tried
+                and sum(1 for b in runner.branches if b.step == s) < 2 * samples
+            ]  # a bounded number of times
+            if done or not wanted:
+                break
+            runner.run([s for s in wanted for _ in range(batch)], planned=None)
+    else:
+        jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
+        runner.run(jobs, planned=len(jobs))
+    summary = _summary(episode, folder, runner.branches)
+    return dataclasses.replace(summary, new=runner.started, stopped=runner.stopped or "done")
+
+
+def _counted(branches: Sequence[Branch], step: int) -> int:
+    return sum(1 for b in branches if b.step == step and b.reward is not None)
+
+
+def _read(folder: pathlib.Path) -> list[Branch]:
+    """The stored branches (a half-written last line, from a process that died mid-write, is skipped)."""
+    try:
+        lines = (folder / LOG_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    branches = []
+    for number, line in enumerate(lines, 1):
+        try:
+            branch = Branch.from_json(json.loads(line))
+            if branch.path is not None:  # stored relative to the folder, so a store can be moved or shipped
+                branch = dataclasses.replace(branch, path=str(folder / branch.path))
+            branches.append(branch)
+        except (ValueError, TypeError) as exc:
+            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder / LOG_NAME, number, exc)
+    return branches
+
+
+def _summary(episode: model.Episode, folder: pathlib.Path, branches: Sequence[Branch]) -> Search:
+    by_step: dict[int, list[float | None]] = {}
+    for b in branches:
+        by_step.setdefault(b.step, []).append(b.reward)
+    curve = [values.estimate(step, rewards) for step, rewards in sorted(by_step.items())]
+    possible = branchable_steps(episode)
+    last = episode.steps[-1].index if episode.steps else None
+    if last is not None and last not in possible and episode.total_reward is not None:
+        curve.append(values.terminal(last, episode.total_reward))
+    return Search(folder, tuple(curve), values.decisive(curve), tuple(branches))
+
+
+class _Runner:
+    """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
+    finished one to the log; stops starting new ones on cancel, the rollout budget or the wall time."""
+
+    def __init__(
+        self,
+        episode: model.Episode,
+        client: counterfactual.Client,
+        folder: pathlib.Path,
+        budget: Budget,
+        max_steps: int,
+        restore: dict[str, Any],
+        progress: Callable[[Progress], None] | None,
+        cancel: threading.Event | None,
+        ray_address: str | None = None,
+    ) -> None:
+        self.episode, self.client, self.folder, self.budget = episode, client, folder, budget
+        self.ray_address = ray_address
+        self.max_steps, self.restore, self.progress = max_steps, restore, progress
+        self.cancel = cancel or threading.Event()
+        self.branches = _read(folder)
+        self.started = 0
+        self.done = 0
+        self.stopped: str | None = None
+        self.deadline = None if budget.wall_s is None else time.monotonic() + budget.wall_s
+        self._lock = threading.Lock()
+
+    def _may_start(self) -> bool:
+        with self._lock:
+            if self.cancel.is_set():
+                self.stopped = "cancelled"
+            elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
+                self.stopped = "budget"
+            elif self.deadline is not None and time.monotonic() > self.deadline:
+                self.stopped = "wall time"
+            if self.stopped is not None:
+                return False
+            self.started += 1
+            return True
+
+    def run(self, jobs: Sequence[int], planned: int | None) -> None:
+        cores = (os.cpu_count() or 1) if self.ray_address is None else self.budget.parallel  # a cluster: its own
+        workers = max(1, min(self.budget.parallel, cores, len(jobs) or 1))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="branch") as pool:
+            for future in [pool.submit(self._one, step, planned) for step in jobs]:
+                future.result()
+
+    def _one(self, step: int, planned: int | None) -> None:
+        if not self._may_start():
+            return
+        args = (self.episode, step, self.client, self.folder, self.max_steps)
+        if self.ray_address is None:
+            branch = run_branch(*args, **self.restore)
+        else:
+            branch = branch_ray.run(self.ray_address, run_branch, *args, **self.restore)
+        with self._lock:
+            with (self.folder / LOG_NAME).open("a", encoding="utf-8") as log:
+                stored = branch.to_json()
+                if branch.path is not None:
+                    stored["path"] = os.path.relpath(branch.path, self.folder)
+                log.write(json.dumps(stored) + "\n")
+            self.branches.append(branch)
+            self.done += 1
+            done = self.done
+        if self.progress is not None:
+            self.progress(Progress(done, planned, branch))
+
+
+def run_branch(
+    episode: model.Episode,
+    step: int,
+    client: counterfactual.Client,
+    out_dir: pathlib.Path,
+    max_steps: int,
+    **restore: Any,
+) -> Branch:
+    """One branch from ``step`` with the recorded context, its outcome classified (never raises for a failure)."""
+    start = time.monotonic()
+    try:
+        result = counterfactual.run(
+            episode,
+            step,
+            edit=lambda messages: messages,
+            client=client,
+            out_dir=out_dir,
+            max_steps=max_steps,
+            **restore,
+        )
+    except counterfactual.CounterfactualError as exc:
+        failed = exc.result
+        cause = exc.__cause__
+        if isinstance(cause, sandbox.SandboxError):
+            kind = "verifier" if str(cause).startswith("the verifier failed") else "container"
+        else:
+            kind = "model"
+        return Branch(
+            step,
+            failed.episode_id,
+            failed.path,
+            failed.status,
+            None,
+            kind,
+            failed.error or str(cause),
+            _container(failed.path),
+            round(time.monotonic() - start, 3),
+        )
+    except (LookupError, OSError, RuntimeError, ValueError) as exc:  # the restore failed: nothing was written
+        return Branch(
+            step,
+            None,
+            None,
+            "failed",
+            None,
+            "restore",
+            f"{type(exc).__name__}: {exc}",
+            None,
+            round(time.monotonic() - start, 3),
+        )
+    elapsed = round(time.monotonic() - start, 3)
+    branch = load_episode(result.path)
+    if result.status == "truncated":
+        reward, failure, error = 0.0, None, None
+    elif branch.total_reward is None:
+        missing = branch.metadata.get("no_verifier")
+        reward, failure, error = None, "no_reward", f"no reward: {missing or 'the verifier gave none'}"
+    else:
+        reward, failure, error = float(branch.total_reward), None, None
+    return Branch(
+        step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed
+    )
+
+
+def _container(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        recording = json.loads(pathlib.Path(path).read_text()).get("recording") or {}
+    except (OSError, ValueError):
+        return None
+    return recording.get("container") if isinstance(recording, dict) else None

@@ -1,0 +1,203 @@
+"""The Episode page's "Decisive step" panel: V(k) per step from branched rollouts, and where it changes the most.
+
+It shows what is stored for the episode (``counterfactual.branching.load``: the cache folder's branches, else the
+ones shipped with the run, as the bundled sample has), so the curve comes back with the URL: the value curve with
+its intervals and the decisive step shaded, then a probed step's branches (reward, outcome, length), each opening
+as an episode or in Compare against the parent. With a model endpoint (the configured one, or one typed here) and
+a budget it runs a search in a background thread of the server: a progress bar, and Cancel, which starts no new
+branch and keeps every finished one. Running needs the Docker engine, and is offered where the Sandbox page is
+(``sandbox_policy``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import streamlit as st
+
+from ares_viewer import model
+from ares_viewer.counterfactual import branching, model_client, value_curve
+from ares_viewer.runs import run
+from ares_viewer_app import escape, loaders, pages, sandbox_policy, state, widgets
+
+_KEY = "decisive."
+
+
+@dataclasses.dataclass
+class Job:
+    """A search running in a thread of the server; the thread writes its progress here (no Streamlit call)."""
+
+    episode_id: str
+    cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
+    done: int = 0
+    planned: int | None = None
+    error: str | None = None
+    finished: bool = False
+    stopped: str | None = None
+
+
+def _job() -> Job | None:
+    return st.session_state.get(f"{_KEY}job")
+
+
+def _start(episode: model.Episode, client, steps: str, samples: int, budget: branching.Budget) -> None:
+    job = Job(episode.episode_id)
+    engine = loaders.docker_engine()
+
+    def progress(p: branching.Progress) -> None:
+        job.done, job.planned = p.done, p.planned
+
+    def work() -> None:
+        try:
+            found = branching.search(
+                episode,
+                client,
+                steps=steps,
+                samples=samples,
+                budget=budget,
+                docker_client=engine,
+                progress=progress,
+                cancel=job.cancel,
+            )
+            job.stopped = found.stopped
+        except Exception as exc:  # shown on the page, never a traceback
+            job.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            job.finished = True
+
+    st.session_state[f"{_KEY}job"] = job
+    threading.Thread(target=work, name=f"decisive-{episode.episode_id[:8]}", daemon=True).start()
+
+
+def _progress(episode_id: str) -> None:
+    """The running search's progress bar and Cancel; a full rerun when it ends, to draw the new curve."""
+    job = _job()
+    if job is None or job.episode_id != episode_id:
+        return
+    if job.finished:
+        if not st.session_state.get(f"{_KEY}shown_end"):
+            st.session_state[f"{_KEY}shown_end"] = True
+            st.rerun()
+        if job.error:
+            st.error(f"The search failed: {escape.md(job.error)}", icon=":material/error:")
+        else:
+            st.success(f"The search ended ({escape.md(job.stopped)}): {job.done} new branch(es).")
+        return
+    of = f" of {job.planned}" if job.planned else ""
+    st.progress(job.done / job.planned if job.planned else 0.0, text=f"{job.done}{of} branch(es) done")
+    if job.cancel.is_set():
+        st.caption("Cancelling: the running branches finish and are kept.")
+    elif st.button("Cancel", icon=":material/stop_circle:", key=f"{_KEY}cancel"):
+        job.cancel.set()
+
+
+def _controls(episode: model.Episode) -> None:
+    if not sandbox_policy.sandbox_enabled(st.get_option("server.address")):
+        st.caption(
+            "Running branches is off on this server (it runs commands on this machine's Docker engine); "
+            "set ARES_VIEWER_SANDBOX=1 to allow it."
+        )
+        return
+    try:
+        config = model_client.configured()
+    except model_client.ConfigError as exc:
+        st.error(f"The model configuration is not usable: {escape.md(exc)}", icon=":material/settings_alert:")
+        config = None
+    cols = st.columns([3, 2, 1])
+    url = cols[0].text_input(
+        "Endpoint (OpenAI-compatible)",
+        value=config.shown_url if config else "",
+        key=f"{_KEY}url",
+        placeholder="http://127.0.0.1:8000/v1",
+    )
+    name = cols[1].text_input("Model", value=config.model if config else "", key=f"{_KEY}model")
+    temperature = cols[2].number_input("Temperature", 0.0, 2.0, 1.0, 0.1, key=f"{_KEY}temperature")
+    cols = st.columns(4)
+    steps = cols[0].text_input(
+        "Steps", value="bisect", key=f"{_KEY}steps", help="all, every:N, bisect (adaptive) or a list like 1,2,3"
+    )
+    samples = int(cols[1].number_input("Samples per step", 1, 50, 4, key=f"{_KEY}samples"))
+    parallel = int(cols[2].number_input("Containers at once", 1, 16, 2, key=f"{_KEY}parallel"))
+    most = int(cols[3].number_input("At most, new branches", 1, 1000, 40, key=f"{_KEY}max_rollouts"))
+    running = (job := _job()) is not None and not job.finished
+    if st.button(
+        "Branch and estimate V",
+        type="primary",
+        icon=":material/call_split:",
+        key=f"{_KEY}go",
+        disabled=running or not url or not name,
+    ):
+        try:
+            branching.parse_steps(steps, episode)
+        except ValueError as exc:
+            st.error(escape.md(exc), icon=":material/error:")
+            return
+        if config is not None and url == config.shown_url and name == config.model:
+            client = dataclasses.replace(config, request={**config.request, "temperature": temperature}).client()
+        else:
+            client = model_client.openai_client(url, name, temperature=temperature)
+        st.session_state[f"{_KEY}shown_end"] = False
+        _start(episode, client, steps, samples, branching.Budget(max_rollouts=most, parallel=parallel))
+        st.rerun()
+
+
+def _branches(found: branching.Search, episode: model.Episode) -> None:
+    probed = sorted({b.step for b in found.branches})
+    if not probed:
+        return
+    default = found.decisive.step if found.decisive is not None and found.decisive.step in probed else probed[0]
+    step = st.selectbox("Branches from step", probed, index=probed.index(default), key=f"{_KEY}probe")
+    folder = str(found.folder)
+    for i, b in enumerate(found.of_step(step), start=1):
+        cols = st.columns([2, 2, 1, 2, 2])
+        outcome = b.status if b.failure is None else f"failed ({b.failure})"
+        cols[0].markdown(f"Branch {i}: reward **{escape.md(widgets.fmt(b.reward))}**")
+        cols[1].markdown(escape.md(outcome) + (f" · {escape.md(b.error)}" if b.error else ""))
+        if b.episode_id is None or b.path is None:
+            continue
+        try:
+            actions = run.load_episode(b.path).num_actions
+        except Exception:  # a branch file gone or unreadable: listed, without its length
+            actions = None
+        cols[2].markdown(f"{widgets.fmt(actions)} action(s)")
+        if cols[3].button("Open as episode", icon=":material/open_in_new:", key=f"{_KEY}open.{b.episode_id}"):
+            # This very page with another run and episode: a page link to the current page would not navigate.
+            state.update(run=folder, episode=b.episode_id, step=1, url=False)
+            st.switch_page(pages.path("episode"), query_params=state.params())
+        cols[4].page_link(
+            pages.path("compare"),
+            label="Compare vs parent",
+            icon=":material/compare_arrows:",
+            query_params=state.params(
+                episode=episode.episode_id, other=b.episode_id, other_in=folder, row=None, step=None
+            ),
+        )
+
+
+def _curve(found: branching.Search) -> None:
+    if not any(e.value is not None for e in found.curve if not e.recorded):
+        st.caption("No branch with a reward yet.")
+        return
+    st.plotly_chart(value_curve.figure(found), key=f"{_KEY}chart")
+    d = found.decisive
+    if d is not None:
+        way = "drop" if d.change < 0 else "rise"
+        sure = "the intervals separate" if d.sure else "the intervals overlap: more samples would make it sure"
+        st.markdown(f"**Decisive step {d.step}**: a {way} of {abs(d.change):.2f} in V from step {d.before} ({sure}).")
+    st.caption(f"{len(found.branches)} branch(es) stored in {escape.code(found.folder)}.")
+
+
+def show(episode: model.Episode) -> None:
+    """The panel for ``episode`` (on the Episode page, below its header)."""
+    with st.expander("Decisive step: the value of each step from branched rollouts", icon=":material/call_split:"):
+        st.caption(
+            "Branch from the episode's steps: restore each step's snapshot, let a model carry on several times, "
+            "score each branch with the task's verifier. V(k) is the share of branches that solve the task."
+        )
+        running = (job := _job()) is not None and job.episode_id == episode.episode_id and not job.finished
+        st.fragment(_progress, run_every=1.0 if running else None)(episode.episode_id)
+        found = branching.load(episode)
+        _curve(found)
+        _branches(found, episode)
+        _controls(episode)

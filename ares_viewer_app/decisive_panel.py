@@ -113,13 +113,13 @@ def _controls(episode: model.Episode) -> None:
     )
     name = cols[1].text_input("Model", value=config.model if config else "", key=f"{_KEY}model")
     temperature = cols[2].number_input("Temperature", 0.0, 2.0, 1.0, 0.1, key=f"{_KEY}temperature")
-    cols = st.columns(4)
-    steps = cols[0].text_input(
+    budget = st.columns(4)
+    steps = budget[0].text_input(
         "Steps", value="bisect", key=f"{_KEY}steps", help="all, every:N, bisect (adaptive) or a list like 1,2,3"
     )
-    samples = int(cols[1].number_input("Samples per step", 1, 50, 4, key=f"{_KEY}samples"))
-    parallel = int(cols[2].number_input("Containers at once", 1, 16, 2, key=f"{_KEY}parallel"))
-    most = int(cols[3].number_input("At most, new branches", 1, 1000, 40, key=f"{_KEY}max_rollouts"))
+    samples = int(budget[1].number_input("Samples per step", 1, 50, 4, key=f"{_KEY}samples"))
+    parallel = int(budget[2].number_input("Containers at once", 1, 16, 2, key=f"{_KEY}parallel"))
+    most = int(budget[3].number_input("At most, new branches", 1, 1000, 40, key=f"{_KEY}max_rollouts"))
     running = (job := _job()) is not None and not job.finished
     if st.button(
         "Branch and estimate V",

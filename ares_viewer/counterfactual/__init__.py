@@ -205,7 +205,7 @@ class _Writer:
             self.file.write()
 
     def verify(self, episode: model.Episode, step: int, say: Callable[[str], None],
-               recipe: str | os.PathLike | None = None) -> float | None:
+               source: str | os.PathLike | None = None) -> float | None:
         """Run the task's verifier after action ``step`` (the model submitted) and record it under ``verifier`` in
         the recorder's shape, with a snapshot of the container after it (``snapshots/<episode_id>.verifier/``) and
         the paths it changed. The reward, or None when the run has no recipe for the task (nothing recorded).
@@ -214,7 +214,7 @@ class _Writer:
             sandbox.SandboxError: the verifier could not run or gave no reward (recorded in ``verifier.error``).
         """
         try:
-            recipe = sandbox.task_recipe(episode, recipe)
+            recipe = sandbox.task_recipe(episode, source)
         except LookupError as exc:
             say(f"No verifier: {exc}; the reward stays unknown")
             self.file.extra["no_verifier"] = str(exc)  # what is missing, for the pages that show the reward

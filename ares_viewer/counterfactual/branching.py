@@ -269,7 +269,7 @@ def search(
         cancel,
         ray_address,
     )
-    if chosen == BISECT:
+    if isinstance(chosen, str):  # BISECT, the one word parse_steps gives
         possible = branchable_steps(episode)
         while runner.stopped is None:
             curve = {e.step: e for e in _summary(episode, folder, runner.branches).curve}

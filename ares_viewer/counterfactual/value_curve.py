@@ -34,8 +34,8 @@ def figure(search: branching.Search) -> go.Figure:
             error_y={
                 "type": "data",
                 "symmetric": False,
-                "array": [e.high - e.value for e in estimated],
-                "arrayminus": [e.value - e.low for e in estimated],
+                "array": [e.high - (e.value or 0.0) for e in estimated],  # known: every value is set
+                "arrayminus": [(e.value or 0.0) - e.low for e in estimated],
             },
             text=[f"n = {e.n}" + (f", {e.failed} failed" if e.failed else "") for e in estimated],
             hovertemplate="step %{x}: V = %{y:.2f}<br>%{text}<extra></extra>",

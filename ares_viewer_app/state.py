@@ -70,6 +70,21 @@ def get_list(key: str) -> list[str]:
     return [] if value is None else [value] if isinstance(value, str) else [str(v) for v in value]
 
 
+def number_range(raw: str, example: str = "0..1") -> tuple[float, float]:
+    """A ``LOW..HIGH`` view parameter (the overview's ``reward``) as two numbers, low first.
+
+    Raises:
+        ValueError: it is not two numbers, or the low end is above the high end; the message says which.
+    """
+    try:
+        low, high = (float(x) for x in raw.split(".."))
+    except ValueError:
+        raise ValueError(f"it is two numbers, LOW..HIGH, such as {example}") from None
+    if not low <= high:
+        raise ValueError("the low end is above the high end")
+    return low, high
+
+
 def get_int(key: str, default: int) -> int:
     """A view parameter read as an integer (``default`` when missing or malformed)."""
     value = get(key)

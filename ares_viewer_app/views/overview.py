@@ -141,12 +141,7 @@ def charts(run) -> None:
 
 def _reward_range(low: float, high: float, raw: str) -> tuple[float, float]:
     """``LOW..HIGH`` as the slider's range, kept within the run's rewards."""
-    try:
-        a, b = (float(x) for x in raw.split(".."))
-    except ValueError:
-        raise ValueError(f"it is two numbers, LOW..HIGH, such as {low:g}..{high:g}") from None
-    if not a <= b:
-        raise ValueError("the low end is above the high end")
+    a, b = state.number_range(raw, f"{low:g}..{high:g}")
     return min(max(a, low), high), max(min(b, high), low)
 
 

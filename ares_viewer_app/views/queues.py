@@ -43,9 +43,15 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
     if labels:
         by_episode = review_panel.labels_by_episode(run)
         ids = [e for e, names in by_episode.items() if names & set(labels)]
+    try:
+        reward = state.number_range(raw) if (raw := state.get("reward")) else None
+    except ValueError as exc:
+        raise ValueError(f"the overview's reward filter ({raw}): {exc}") from None
+    picked["reward"] = raw
     filters = queries.Filters(
         tasks=tasks,
         outcomes=outcomes,
+        reward=reward,
         text=contains,
         reason=reason,
         episode_ids=ids,

@@ -61,3 +61,24 @@ def test_two_reviewers_disagree_and_an_adjudicator_decides(runs, app, db):
     }
     assert record["decision"]["adjudicator"] == "cy" and record["label"]["verdict"] == "reward hacking"
     assert record["reward"] is not None and record["agreed"] is False
+
+
+def test_a_queue_made_from_the_overviews_filters_holds_the_episodes_they_list(runs, app, db):
+    """The overview's task, outcome and reward filters, read from the URL as the overview writes them, choose the
+    queue's episodes: no more and no fewer than the overview's table lists."""
+    import ares_viewer
+    from ares_viewer.runs.index import queries
+
+    run = ares_viewer.open_run(f"{runs['root']['path']}/run-a")
+    task = sorted(set(run.episodes["task_name"]))[0]
+    want = run.queries.page(queries.Filters(tasks=[task], reward=(0.0, 0.5)), limit=1000)["episode_id"]
+    assert 0 < len(want) < len(run)
+    at = app("queues", run="run-a", task=[task], reward="0..0.5")
+    at.text_input(key="review.author").input("ada").run()
+    at.text_input(key="queues.name").input("picked")
+    at.text_input(key="queues.reviewers").input("ada")
+    button(at, "Create queue").click().run()
+    assert any("Created queue picked" in s.value for s in at.success), [e.value for e in at.error]
+    with review.open_store(db) as store:
+        queued = {item.episode_id for item in queues.items(store, "picked")}
+    assert queued == set(want)

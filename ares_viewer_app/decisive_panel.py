@@ -99,11 +99,7 @@ def _controls(episode: model.Episode) -> None:
             "set ARES_VIEWER_SANDBOX=1 to allow it."
         )
         return
-    try:
-        config = model_client.configured()
-    except model_client.ConfigError as exc:
-        st.error(f"The model configuration is not usable: {escape.md(exc)}", icon=":material/settings_alert:")
-        config = None
+    config = widgets.configured_endpoint(lambda: None)  # none configured: the user types one below
     cols = st.columns([3, 2, 1])
     url = cols[0].text_input(
         "Endpoint (OpenAI-compatible)",

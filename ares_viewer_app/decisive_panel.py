@@ -185,7 +185,7 @@ def _curve(found: branching.Search) -> None:
 
 
 def show(episode: model.Episode) -> None:
-    """The panel for ``episode`` (on the Episode page, below its header)."""
+    """The panel for ``episode`` (on the Episode page, under the step timeline)."""
     with st.expander("Decisive step: the value of each step from branched rollouts", icon=":material/call_split:"):
         st.caption(
             "Branch from the episode's steps: restore each step's snapshot, let a model carry on several times, "

@@ -371,11 +371,12 @@ def panes(where: str, episode_id: str) -> None:
 
 
 def show(run: ares_viewer.Run, where: str, episode: model.Episode) -> None:
-    """The page for one episode of ``run`` (opened from ``where``): its header, then the step list and step view."""
+    """The page for one episode of ``run`` (opened from ``where``): its header, then the step list and step view, the
+    step timeline, and under it the decisive-step panel (below the fold, so the step view opens above it)."""
     header(run, episode)
-    decisive_panel.show(episode)
     step_list.keys()
     panes(where, episode.episode_id)
+    decisive_panel.show(episode)
 
 
 run = widgets.current_run()

@@ -99,7 +99,8 @@ def _rates(counts: pd.DataFrame, order: list[str]) -> pd.DataFrame:
 def episode_ids(run: runs.Run, flags: Sequence[str]) -> list[str]:
     """The episodes showing every one of ``flags`` (in run order): the overview's Behaviour filter."""
     bits = _bits(flags)
-    sql = f"SELECT episode_id FROM ({_joined(run, 'e.path AS p, e._seq AS q')}) WHERE mask & {bits} = {bits} ORDER BY p, q"
+    inner = _joined(run, "e.path AS p, e._seq AS q")
+    sql = f"SELECT episode_id FROM ({inner}) WHERE mask & {bits} = {bits} ORDER BY p, q"
     return [row[0] for row in run.query(sql).fetchall()]
 
 

@@ -217,7 +217,7 @@ def _workers(run: runs.Run, paths: Sequence[str], files: dict[str, store.FileEnt
 
 def _write_part(target: pathlib.Path, rows: list[tuple[str, str, int, list[int | None]]]) -> pathlib.Path:
     part = target / f".part-{uuid.uuid4().hex}.parquet"
-    columns = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
     pq.write_table(
         pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns, _SCHEMA.types, strict=True)], schema=_SCHEMA),
         part,

@@ -162,7 +162,10 @@ def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, st
     failed: dict[str, str] = {}
     for path in paths:
         try:
-            rows.extend(flag_rows(run.file_episodes(path), path))
+            found = flag_rows(run.file_episodes(path), path)
+            if not found:  # the run lists episodes of it, so it changed since or no longer parses
+                raise ValueError(f"{path}: no episode could be read from it (did it change since the run was read?)")
+            rows.extend(found)
         except Exception as exc:  # one bad file (or a flag's bug on it) must not stop the rest of the run
             failed[path] = f"{type(exc).__name__}: {exc}"
     return rows, failed

@@ -180,7 +180,9 @@ def _batches(
     run: runs.Run, paths: Sequence[str], workers: int
 ) -> Iterator[tuple[Sequence[str], tuple[list[tuple[str, str, int, list[int | None]]], dict]]]:
     """Each batch of ``paths`` with its rows and failures, read here or by ``workers`` processes."""
-    chunks = [paths[i : i + _BATCH_FILES] for i in range(0, len(paths), _BATCH_FILES)]
+    # Small enough batches that every worker has several (a run of few large JSON Lines files too).
+    size = max(1, min(_BATCH_FILES, len(paths) // (4 * workers)))
+    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
     if workers <= 1:
         for chunk in chunks:
             yield chunk, _read_files(run, chunk)

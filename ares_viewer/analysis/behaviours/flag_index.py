@@ -121,7 +121,10 @@ def coverage(run: runs.Run) -> Coverage:
     """Which of the run's files the flag index has to read (again) to be current."""
     manifest = read_manifest(run)
     files = _episode_files(run)
-    same_flags = manifest.flags == tuple(names()) and manifest.table is not None
+    # Another process may have replaced the table since (its manifest then names the new one): read all again.
+    same_flags = (
+        manifest.flags == tuple(names()) and manifest.table is not None and (folder(run) / manifest.table).exists()
+    )
     stale = tuple(
         path
         for path, entry in files.items()

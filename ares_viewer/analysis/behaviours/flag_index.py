@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ares_viewer.analysis.behaviours import registry
+from ares_viewer.base import cache
 from ares_viewer.runs import run as runs
 from ares_viewer.runs.index import store
 
@@ -89,7 +90,8 @@ class Coverage:
 
     @property
     def current(self) -> bool:
-        return not self.stale and not self.gone
+        built = self.manifest.table is not None and self.manifest.flags == tuple(names())
+        return built and not self.stale and not self.gone
 
 
 def folder(run: runs.Run) -> pathlib.Path:
@@ -117,8 +119,20 @@ def _episode_files(run: runs.Run) -> dict[str, store.FileEntry]:
     return {path: entries[path] for path, _ in run.files() if path in entries}
 
 
+# The coverage of the index states looked at last, by run index manifest and flag manifest (size, mtime, inode):
+# a page asks on every rerun, and at 100,000 files working it out reads both manifests.
+_COVERAGE: cache.BoundedCache[Coverage] = cache.BoundedCache(maxsize=8)
+
+
 def coverage(run: runs.Run) -> Coverage:
     """Which of the run's files the flag index has to read (again) to be current."""
+    key = (str(folder(run)), run.index_store.manifest_key(), run.index_store.manifest_key(folder(run) / MANIFEST))
+    if key[1] is None or key[2] is None:
+        return _coverage(run)
+    return _COVERAGE.get_or_compute(key, lambda: _coverage(run))
+
+
+def _coverage(run: runs.Run) -> Coverage:
     manifest = read_manifest(run)
     files = _episode_files(run)
     # Another process may have replaced the table since (its manifest then names the new one): read all again.

@@ -52,6 +52,8 @@ def rate_table(run: runs.Run, *, by: str | None = None, task: str | None = None)
     """``behaviours.rates`` of the whole run from the flag index: each episode-file flag's rate among solved and
     failed episodes and the difference; with ``by`` (``"task_name"``, ``"iteration"``), per group; ``task``: only
     that task's episodes."""
+    if by is not None and by not in run.relation.columns:
+        raise KeyError(f"{run.location}: no column {by!r} to group the flags by")
     order = flag_index.names()
     sums = ", ".join(f"sum(((mask >> {bit}) & 1)::BIGINT) AS f{bit}" for bit in range(len(order)))
     group = f"{by}, " if by else ""

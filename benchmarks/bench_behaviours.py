@@ -1,22 +1,23 @@
 """What behaviour flags cost, as ratios against baselines measured in the same run.
 
-    python3 -m benchmarks.bench_behaviours                      # 100,000 episodes x 10 actions; 1,000,000 rows
-    python3 -m benchmarks.bench_behaviours --episodes 2000 --rows 100000   # a quicker look
+    python3 -m benchmarks.bench_behaviours                          # 100,000 episodes; 1,000,000 Tinker rollouts
+    python3 -m benchmarks.bench_behaviours --episodes 2000 --rollouts 20000   # a quicker look
 
 Prints:
-- indexing the run (``open_run``, cold cache) and then computing every episode-file flag of every episode (each
-  file parsed, ``behaviours.episode_findings``), with the same number of worker processes: the index time with
-  flags against without, ``(index + flags) / index``. The flags are not an index column yet, so this is what
-  computing them while indexing would cost when they need the parse the index's fast path skips;
-- the overview's flag counts over ``--rows`` Tinker-sized rows held as the planned compact column (a BIGINT
-  bitmask, one bit per episode-file flag) in DuckDB: seconds to count every flag among solved and failed, and
-  against a bare ``count(*)`` of the same table (target: under 1 s at 1,000,000 rows).
+- the cold run index of ``--episodes`` ARES episodes (``open_run`` in a fresh process, cold cache), then building
+  the flag index of the same files (``flag_index.update`` in a fresh process, with the same number of worker
+  processes): the flag index time against the index time, and ``(index + flags) / index``, what reading the flags
+  adds to a first look (the flags are not in the run index: its fast paths never parse an episode whole);
+- ``--rollouts`` Tinker rollouts written as ``bench_scale`` writes them, indexed and their flag index built; then
+  the overview's flag counts from the flag index (``flag_queries.rate_table``: every flag among solved and failed)
+  and the Behaviour filter's ids for one flag (``flag_queries.episode_ids``), in seconds (target: under 1 s each),
+  and against a bare ``count(*)`` of the run's episodes.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import json
 import os
 import pathlib
 import subprocess
@@ -24,59 +25,59 @@ import sys
 import tempfile
 import time
 
-import duckdb
+from benchmarks import bench_index, bench_scale
 
-from benchmarks import bench_index
-
+REPO = pathlib.Path(__file__).resolve().parent.parent
 _INDEX = "import sys, ares_viewer; print(len(ares_viewer.open_run(sys.argv[1])))"
+_FLAGS = """
+import json, sys, time
+import ares_viewer
+from ares_viewer.analysis.behaviours import flag_index
+run = ares_viewer.open_run(sys.argv[1])
+start = time.perf_counter()
+result = flag_index.update(run, workers=int(sys.argv[2]))
+print(json.dumps({"seconds": time.perf_counter() - start, "episodes": result.episodes, "failed": len(result.failed)}))
+"""
 
 
-def _flags_of(paths: list[str]) -> int:
-    from ares_viewer.analysis import behaviours
-    from ares_viewer.runs import run
-
-    return sum(len(behaviours.episode_findings(run.load_episode(p))) for p in paths)
+def _run(code: str, args: list[str], cache: pathlib.Path) -> str:
+    env = dict(os.environ, ARES_VIEWER_CACHE=str(cache), PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True)
+    return done.stdout.strip().splitlines()[-1]
 
 
 def _index_seconds(folder: pathlib.Path, cache: pathlib.Path) -> float:
-    env = dict(os.environ, ARES_VIEWER_CACHE=str(cache))
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _INDEX, str(folder)], env=env, check=True, capture_output=True)
+    _run(_INDEX, [str(folder)], cache)
     return time.perf_counter() - start
 
 
-def _flag_seconds(folder: pathlib.Path, workers: int) -> tuple[float, int]:
-    paths = sorted(str(p) for p in folder.glob("*.json"))
-    chunks = [paths[i::workers] for i in range(workers)]
+def _flag_index(folder: pathlib.Path, cache: pathlib.Path, workers: int) -> dict:
+    return json.loads(_run(_FLAGS, [str(folder), str(workers)], cache))
+
+
+def _counts(folder: pathlib.Path, cache: pathlib.Path) -> tuple[float, float, float]:
+    os.environ["ARES_VIEWER_CACHE"] = str(cache)
+    import ares_viewer
+    from ares_viewer.analysis.behaviours import flag_queries
+
+    run = ares_viewer.open_run(folder)
     start = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        found = sum(pool.map(_flags_of, chunks))
-    return time.perf_counter() - start, found
-
-
-def _counts(rows: int) -> tuple[float, float]:
-    from ares_viewer.analysis import behaviours
-
-    names = [n for n, f in behaviours.FLAGS.items() if f.source == behaviours.EPISODE]
-    con = duckdb.connect()
-    con.execute(
-        "CREATE TABLE episodes AS SELECT (random() < 0.4) AS solved, "
-        f"CAST(floor(random() * {2 ** len(names)}) AS BIGINT) AS flags FROM range({rows})"
-    )
-    start = time.perf_counter()
-    con.execute("SELECT count(*) FROM episodes").fetchall()
+    run.query("SELECT count(*) FROM episodes").fetchall()
     bare = time.perf_counter() - start
-    sums = ", ".join(f"sum(((flags >> {bit}) & 1)::INT) AS {name}" for bit, name in enumerate(names))
     start = time.perf_counter()
-    con.execute(f"SELECT solved, count(*), {sums} FROM episodes GROUP BY solved").fetchall()
-    return time.perf_counter() - start, bare
+    flag_queries.rate_table(run)
+    counted = time.perf_counter() - start
+    start = time.perf_counter()
+    flag_queries.episode_ids(run, ["format_errors"])
+    return counted, time.perf_counter() - start, bare
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--actions", type=int, default=10)
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rollouts", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,14 +85,27 @@ def main() -> None:
         size = bench_index._replicate(folder, args.episodes, args.actions, 400)
         print(f"{args.episodes:,} episodes, {size / 1e6:,.0f} MB, {args.workers} worker(s)")
         index = _index_seconds(folder, cache)
-        flags, found = _flag_seconds(folder, args.workers)
-        print(f"index {index:.1f} s; episode-file flags {flags:.1f} s ({found:,} found)")
-        print(f"index time with flags / without: {(index + flags) / index:.2f}")
-    counted, bare = _counts(args.rows)
-    print(
-        f"flag counts among solved and failed over {args.rows:,} rows (bitmask column): {counted:.3f} s "
-        f"({counted / bare if bare else float('nan'):.1f}x a bare count(*)); target < 1 s"
-    )
+        flags = _flag_index(folder, cache, args.workers)
+        print(f"cold index {index:.1f} s; flag index {flags['seconds']:.1f} s ({flags['episodes']:,} episodes)")
+        print(
+            f"flag index / cold index: {flags['seconds'] / index:.2f}; "
+            f"(index + flags) / index: {(index + flags['seconds']) / index:.2f}"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, cache = pathlib.Path(tmp) / "tinker", pathlib.Path(tmp) / "cache"
+        size = bench_scale.write_run(folder, args.rollouts)
+        index = _index_seconds(folder, cache)
+        flags = _flag_index(folder, cache, args.workers)
+        print(
+            f"{args.rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "
+            f"flag index {flags['seconds']:.1f} s ({flags['failed']} file(s) failed)"
+        )
+        counted, filtered, bare = _counts(folder, cache)
+        print(
+            f"overview flag counts among solved and failed: {counted:.3f} s "
+            f"({counted / bare if bare else float('nan'):.1f}x a bare count(*)); Behaviour filter ids "
+            f"{filtered:.3f} s; target < 1 s each"
+        )
 
 
 if __name__ == "__main__":

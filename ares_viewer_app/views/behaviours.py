@@ -11,7 +11,8 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import behaviours
-from ares_viewer_app import escape, loaders, pages, rubric_panel, state, widgets
+from ares_viewer.analysis.behaviours import flag_queries
+from ares_viewer_app import escape, flag_panel, loaders, pages, rubric_panel, state, widgets
 
 ALL_TASKS = "All tasks"
 # Episodes listed under a picked flag.
@@ -46,30 +47,66 @@ def evidence_list(run: ares_viewer.Run, evidence: pd.DataFrame, flag: str, task:
         st.caption(f"{escape.md(row.task_name)} · via {row.via}: {escape.code(str(row.evidence)[:300])}")
 
 
+def index_evidence(run: ares_viewer.Run, flag: str, task: str) -> None:
+    """The episodes that show the episode-file flag ``flag``, from the flag index, a page at a time; each page's
+    episodes are read again for the evidence text."""
+    total, _ = flag_queries.evidence(run, flag, task=None if task == ALL_TASKS else task, limit=0)
+    pages_ = max(1, -(-total // _LISTED))
+    page = 1
+    if pages_ > 1:
+        page = int(st.number_input(f"Page (of {pages_:,})", 1, pages_, 1, key="behaviours.evidence_page"))
+    _, rows = flag_queries.evidence(
+        run, flag, task=None if task == ALL_TASKS else task, limit=_LISTED, offset=(page - 1) * _LISTED
+    )
+    shown = f" ({len(rows)} on this page)" if pages_ > 1 else ""
+    st.caption(f"{total:,} episode(s) show `{flag}`{shown}: {escape.md(behaviours.FLAGS[flag].definition)}")
+    for row in rows.itertuples():
+        hit = behaviours.FLAGS[flag].check(run.episode(row.episode_id))
+        step = int(row.step) if pd.notna(row.step) else 1
+        verdict = "solved" if row.solved else "failed"
+        st.page_link(
+            pages.path("episode"),
+            label=f"{row.episode_id} · {verdict} · step {step}",
+            icon=":material/open_in_new:",
+            query_params=state.params(episode=row.episode_id, step=step),
+        )
+        said = f"via {hit.via}: {escape.code(hit.evidence[:300])}" if hit is not None else "(the file changed since)"
+        st.caption(f"{escape.md(row.task_name)} · {said}")
+
+
 def show(run: ares_viewer.Run) -> None:
     """The page for ``run``."""
-    read = min(len(run), loaders.BEHAVIOUR_EPISODES)
     with_snapshots = st.toggle(
         "Snapshot flags (read every step's snapshot)",
         key="behaviours.snapshots",
         value=len(run) <= _SNAPSHOTS_BY_DEFAULT,
     )
-    frame, evidence = loaders.behaviour_flags(run.location, len(run), with_snapshots)
-    of = f"the first {read:,} of {len(run):,}" if read < len(run) else f"all {read:,}"
+    if not flag_panel.ready(run, "behaviours"):
+        st.info(f"The flags of the run's {len(run):,} episodes have not been read yet.")
+        return
+    table = flag_panel.table_name(run)
+    covered = flag_panel.covered(run.location, table)
+    of = f"all {covered:,}" if covered == len(run) else f"{covered:,} of {len(run):,}"
     st.caption(
         f"Flags of {of} episodes, found from their files; solved: a reward above 0. A flag far more common "
         "among solved episodes than failed ones (touching the tests) is a possible reward hack."
     )
-    tasks = [ALL_TASKS, *sorted(frame["task_name"].unique())]
+    tasks = [ALL_TASKS, *run.queries.values("task_name")]
     task = st.selectbox("Task", tasks, key="behaviours.task")
-    rates = rate_table(frame, task)
-    if "iteration" in frame.columns and frame["iteration"].notna().any():
+    picked = None if task == ALL_TASKS else task
+    rates = flag_panel.rates(run.location, table, None, picked)
+    if "iteration" in run.relation.columns:
         with st.expander("Per training iteration"):
-            in_task = frame if task == ALL_TASKS else frame[frame["task_name"] == task]
-            per = behaviours.rates(in_task, by="iteration")
+            per = flag_panel.rates(run.location, table, "iteration", picked)
             st.dataframe(per[per["episodes"] > 0] if (per["episodes"] > 0).any() else per, hide_index=True)
-    if not with_snapshots:
-        rates = rates[rates["source"] != behaviours.SNAPSHOTS]
+    evidence = None
+    if with_snapshots:
+        read = min(len(run), loaders.BEHAVIOUR_EPISODES)
+        frame, evidence = loaders.behaviour_flags(run.location, len(run), True)
+        snapshot_rates = rate_table(frame, task)
+        rates = pd.concat([rates, snapshot_rates[snapshot_rates["source"] == behaviours.SNAPSHOTS]], ignore_index=True)
+        if read < len(run):
+            st.caption(f"Snapshot flags: of the first {read:,} of {len(run):,} episodes.")
     st.dataframe(
         rates,
         hide_index=True,
@@ -85,9 +122,16 @@ def show(run: ares_viewer.Run) -> None:
         st.info("No episode shows any flag.")
     else:
         flag = st.selectbox("Episodes with the flag", shown, key="behaviours.flag")
-        evidence_list(run, evidence, flag, task)
-    in_task = frame if task == ALL_TASKS else frame[frame["task_name"] == task]
-    rubric_panel.show(run, in_task["episode_id"].tolist())
+        if behaviours.FLAGS[flag].source == behaviours.SNAPSHOTS and evidence is not None:
+            evidence_list(run, evidence, flag, task)
+        else:
+            index_evidence(run, flag, task)
+    where = "" if picked is None else "WHERE task_name = ?"
+    ids = run.query(
+        f"SELECT episode_id FROM episodes {where} ORDER BY path, _seq LIMIT {loaders.BEHAVIOUR_EPISODES}",
+        None if picked is None else [picked],
+    ).fetchall()
+    rubric_panel.show(run, [i for (i,) in ids])
 
 
 run = widgets.current_run()

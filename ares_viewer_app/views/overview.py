@@ -16,7 +16,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, behaviours, plots
 from ares_viewer.runs.index import live, queries
-from ares_viewer_app import escape, loaders, review_panel, state, widgets
+from ares_viewer_app import escape, flag_panel, loaders, review_panel, state, widgets
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
@@ -199,10 +199,13 @@ def flag_filter(run, ids: list[str] | None) -> list[str] | None:
                             help="docs/behaviours.md: each flag's rule", **state.synced("overview.flags", "flag"))
     if not picked:
         return ids
-    table, _ = loaders.behaviour_flags(run.location, len(run), False)
-    if len(run) > loaders.BEHAVIOUR_EPISODES:
-        st.caption(f"Behaviour flags are read for the first {loaders.BEHAVIOUR_EPISODES:,} episodes only.")
-    flagged = set(table.loc[table[picked].all(axis=1), "episode_id"])
+    if not flag_panel.ready(run, "overview"):
+        st.caption("The Behaviour filter applies once the flags are read.")
+        return ids
+    table = flag_panel.table_name(run)
+    if (covered := flag_panel.covered(run.location, table)) < len(run):
+        st.caption(f"Behaviour flags cover {covered:,} of {len(run):,} episodes.")
+    flagged = set(flag_panel.flagged(run.location, table, tuple(picked)))
     return sorted(flagged if ids is None else flagged & set(ids))
 
 

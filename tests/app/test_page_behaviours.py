@@ -9,6 +9,9 @@ import pathlib
 import chat_server
 import page_text
 import pytest
+import streamlit as st
+
+from ares_viewer_app import flag_panel, loaders
 
 SAMPLE_RUNS = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
 PAGER_EXPLORER = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"
@@ -108,3 +111,20 @@ def test_a_training_logs_rates_come_per_iteration_too(app, monkeypatch):
     assert "Per training iteration" in [e.label for e in at.expander]
     per = next(d.value for d in at.dataframe if "iteration" in d.value.columns)
     assert set(per["iteration"]) == {0, 10}
+
+
+def test_a_large_runs_behaviour_filter_reads_the_flags_of_every_episode_after_the_button(samples, app, monkeypatch):
+    st.cache_resource.clear()  # the run as opened by an earlier test had its flags read in that test's cache
+    st.cache_data.clear()
+    # As a run larger than the page reads at once: the flags of all its episodes, not of its first ones.
+    monkeypatch.setattr(flag_panel, "AUTO_EPISODES", 3)
+    monkeypatch.setattr(loaders, "BEHAVIOUR_EPISODES", 3)
+    at = app(None, run="demo-run", flag="no_tests_before_submit")
+    assert len(overview_ids(at)) == 10  # not read yet: the filter waits
+    assert "The Behaviour filter applies once the flags are read." in page_text.of(at)
+    assert at.button(key="overview.read_flags").label == "Read the flags of all 10 episodes"
+    at.button(key="overview.read_flags").click().run()
+    assert not at.exception
+    assert overview_ids(at) == ["aefe890e-4268-4666-90b5-dd09d3259e06"]  # the run's fifth episode
+    behaviours_page = app("behaviours", run="demo-run")
+    assert "Flags of all 10 episodes" in page_text.of(behaviours_page)

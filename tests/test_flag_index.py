@@ -1,0 +1,149 @@
+"""The flag index: every episode's file flags kept beside the run's index, agreeing with ``behaviours.collect``,
+read again only for the files that changed, a bad file an error of its own, and nothing written into the run."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+
+import pandas as pd
+import pytest
+
+import ares_viewer
+from ares_viewer.analysis import behaviours
+from ares_viewer.analysis.behaviours import flag_index, flag_queries
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DEMO = REPO / "sample_runs" / "demo-run"
+RUNS = [
+    DEMO,
+    REPO / "tests" / "fixtures" / "mini-swe-agent-real" / "deterministic-run",
+    REPO / "tests" / "fixtures" / "tinker" / "math-rl",
+    REPO / "tests" / "fixtures" / "ray",
+]
+SLUGIFY_WRONG = "aefe890e-4268-4666-90b5-dd09d3259e06"
+
+
+def stored(run: ares_viewer.Run) -> pd.DataFrame:
+    """The flag table as rows of (episode id, flag name, first evidence step)."""
+    path = flag_index.table_path(run)
+    assert path is not None
+    table = pd.read_parquet(path)
+    names = flag_index.names()
+    rows = [
+        (row.episode_id, name, row.steps[bit])
+        for row in table.itertuples()
+        for bit, name in enumerate(names)
+        if row.mask >> bit & 1
+    ]
+    return pd.DataFrame(rows, columns=["episode_id", "flag", "step"]).sort_values(["episode_id", "flag"])
+
+
+def collected(run: ares_viewer.Run) -> pd.DataFrame:
+    _, evidence = behaviours.collect(run, behaviours.episode_findings)
+    found = evidence[["episode_id", "flag", "step"]].sort_values(["episode_id", "flag"])
+    return found.astype({"step": "Int64"})
+
+
+def tree(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("location", RUNS, ids=lambda p: p.name)
+def test_the_flag_index_holds_what_collect_finds_with_the_same_evidence_steps(location):
+    run = ares_viewer.open_run(location)
+    assert flag_index.update(run).read > 0
+    index = stored(run).astype({"step": "Int64"}).reset_index(drop=True)
+    assert index.equals(collected(run).reset_index(drop=True))
+    table = behaviours.table(run, behaviours.episode_findings)
+    expected = behaviours.rates(table)
+    expected = expected[expected["source"] == behaviours.EPISODE].reset_index(drop=True)
+    pd.testing.assert_frame_equal(flag_queries.rate_table(run), expected, check_dtype=False)
+    assert flag_queries.covered(run) == len(run)
+
+
+def test_the_overview_filter_and_a_flags_evidence_come_from_the_index():
+    run = ares_viewer.open_run(DEMO)
+    flag_index.update(run)
+    assert flag_queries.episode_ids(run, ["no_tests_before_submit"]) == [SLUGIFY_WRONG]
+    assert flag_queries.episode_ids(run, ["touched_tests", "ran_tests"]) == ["be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"]
+    total, page = flag_queries.evidence(run, "ran_tests", limit=4, offset=4)
+    assert total == 9 and len(page) == 4
+    per_task = flag_queries.rate_table(run, by="task_name")
+    slugify = per_task[per_task["task_name"] == "textkit__slugify-accents"].set_index("flag")
+    assert slugify.loc["no_tests_before_submit", ["solved_rate", "failed_rate"]].tolist() == [0.0, 1.0]
+    with pytest.raises(KeyError, match="no column .iteration. to group"):
+        flag_queries.rate_table(run, by="iteration")
+    with pytest.raises(KeyError, match="not an episode-file flag: touched_tests_files"):
+        flag_queries.episode_ids(run, ["touched_tests_files"])
+
+
+def test_before_the_first_build_queries_say_the_flags_are_not_read():
+    run = ares_viewer.open_run(DEMO)
+    assert not flag_index.coverage(run).current
+    with pytest.raises(flag_queries.NotBuiltError, match="have not been read yet"):
+        flag_queries.rate_table(run)
+
+
+def test_only_a_changed_or_new_file_is_read_again_and_a_removed_one_leaves(tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(DEMO, folder)
+    run = ares_viewer.open_run(folder)
+    assert flag_index.update(run).read == 10
+    assert flag_index.update(run).read == 0  # unchanged: nothing read
+    # The wrong slugify episode now runs its tests before submitting: its file changed, so its flags change.
+    changed = folder / f"{SLUGIFY_WRONG}.json"
+    text = changed.read_text()
+    assert "no_tests_before_submit" not in text
+    shutil.copy(folder / "48d3a704-23f6-46b7-aed6-fa19b678c0a6.json", changed)
+    (folder / "fbfa4879-77ae-4a41-b721-8ccd8f237416.json").unlink()
+    run.refresh()
+    assert not flag_index.coverage(run).current
+    result = flag_index.update(run)
+    assert result.read == 1 and result.failed == {}
+    assert flag_queries.episode_ids(run, ["no_tests_before_submit"]) == []
+    assert flag_queries.covered(run) == len(run) == 9
+    assert flag_index.coverage(run).current
+
+
+def test_a_file_that_fails_is_an_error_of_its_own_and_the_rest_are_read(tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(DEMO, folder)
+    run = ares_viewer.open_run(folder)
+    # The file goes bad after the run was indexed and keeps its size and mtime (the index still lists it).
+    bad = folder / f"{SLUGIFY_WRONG}.json"
+    stat = bad.stat()
+    bad.write_bytes(b"\xff" * stat.st_size)
+    os.utime(bad, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    result = flag_index.update(run)
+    assert list(result.failed) == [str(bad)]
+    assert flag_index.errors(run) == [(str(bad), result.failed[str(bad)])]
+    assert flag_queries.covered(run) == 9
+    assert len(flag_queries.episode_ids(run, ["ran_tests"])) == 9
+
+
+def test_the_flags_are_kept_in_the_cache_and_nothing_is_written_into_the_run(tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(DEMO, folder)
+    run = ares_viewer.open_run(folder)
+    before = tree(folder)
+    flag_index.update(run)
+    assert tree(folder) == before
+    cache = pathlib.Path(os.environ["ARES_VIEWER_CACHE"])
+    assert flag_index.folder(run).is_relative_to(cache)
+    assert (flag_index.folder(run) / flag_index.MANIFEST).exists()
+
+
+def test_worker_processes_give_the_same_table_with_progress(tmp_path):
+    serial = ares_viewer.open_run(DEMO)
+    flag_index.update(serial, workers=1)
+    expected = stored(serial).reset_index(drop=True)
+    shutil.rmtree(flag_index.folder(serial))
+    seen: list[tuple[int, int]] = []
+    result = flag_index.update(
+        ares_viewer.open_run(DEMO), workers=2, progress=lambda done, total: seen.append((done, total))
+    )
+    assert result.read == 10 and result.failed == {}
+    assert seen[0] == (0, 10) and seen[-1] == (10, 10)
+    assert stored(serial).reset_index(drop=True).equals(expected)

@@ -19,15 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ares_viewer import container, snapshots
-from ares_viewer.container.labels import (
-    LABEL_CREATED,
-    LABEL_EPISODE,
-    LABEL_PROJECT,
-    LABEL_ROLE,
-    LABEL_SESSION,
-    LABEL_SOURCE,
-    LABEL_STEP,
-)
+from ares_viewer.container import labels as container_labels
 from ares_viewer.sandbox import registry
 from ares_viewer.sandbox.commands import (
     ARES_ENVIRONMENT,
@@ -194,13 +186,13 @@ def restore(
     session = session or new_session()
     created = time.time()
     labels = {
-        LABEL_PROJECT: "1",
-        LABEL_ROLE: registry.ROLE,
-        LABEL_EPISODE: episode.episode_id,
-        LABEL_STEP: str(step),
-        LABEL_SESSION: session,
-        LABEL_CREATED: f"{created:.3f}",
-        LABEL_SOURCE: str(episode.path)[:1000],
+        container_labels.LABEL_PROJECT: "1",
+        container_labels.LABEL_ROLE: registry.ROLE,
+        container_labels.LABEL_EPISODE: episode.episode_id,
+        container_labels.LABEL_STEP: str(step),
+        container_labels.LABEL_SESSION: session,
+        container_labels.LABEL_CREATED: f"{created:.3f}",
+        container_labels.LABEL_SOURCE: str(episode.path)[:1000],
     }
     say(f"Starting a container of {snapshot.base_image} and applying the recorded changes")
     try:

@@ -73,7 +73,7 @@ def test_the_overview_filter_and_a_flags_evidence_come_from_the_index():
     per_task = flag_queries.rate_table(run, by="task_name")
     slugify = per_task[per_task["task_name"] == "textkit__slugify-accents"].set_index("flag")
     assert slugify.loc["no_tests_before_submit", ["solved_rate", "failed_rate"]].tolist() == [0.0, 1.0]
-    with pytest.raises(KeyError, match="no column .iteration. to group"):
+    with pytest.raises(KeyError, match=r"no column .iteration. to group"):
         flag_queries.rate_table(run, by="iteration")
     with pytest.raises(KeyError, match="not an episode-file flag: touched_tests_files"):
         flag_queries.episode_ids(run, ["touched_tests_files"])

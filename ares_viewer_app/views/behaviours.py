@@ -28,6 +28,18 @@ def rate_table(frame: pd.DataFrame, task: str) -> pd.DataFrame:
     return behaviours.rates(frame)
 
 
+def _open_link(row) -> None:
+    """A link to a flagged episode at its evidence step (the first step when the flag names none)."""
+    step = int(row.step) if pd.notna(row.step) else 1
+    verdict = "solved" if row.solved else "failed"
+    st.page_link(
+        pages.path("episode"),
+        label=f"{row.episode_id} · {verdict} · step {step}",
+        icon=":material/open_in_new:",
+        query_params=state.params(episode=row.episode_id, step=step),
+    )
+
+
 def evidence_list(run: ares_viewer.Run, evidence: pd.DataFrame, flag: str, task: str) -> None:
     """The episodes that show ``flag``, each with its evidence and a link to the step."""
     rows = evidence[evidence["flag"] == flag]
@@ -36,14 +48,7 @@ def evidence_list(run: ares_viewer.Run, evidence: pd.DataFrame, flag: str, task:
     more = f" (the first {_LISTED} listed)" if len(rows) > _LISTED else ""
     st.caption(f"{len(rows):,} episode(s) show `{flag}`{more}: {escape.md(behaviours.FLAGS[flag].definition)}")
     for row in rows.head(_LISTED).itertuples():
-        step = int(row.step) if pd.notna(row.step) else 1
-        verdict = "solved" if row.solved else "failed"
-        st.page_link(
-            pages.path("episode"),
-            label=f"{row.episode_id} · {verdict} · step {step}",
-            icon=":material/open_in_new:",
-            query_params=state.params(episode=row.episode_id, step=step),
-        )
+        _open_link(row)
         st.caption(f"{escape.md(row.task_name)} · via {row.via}: {escape.code(str(row.evidence)[:300])}")
 
 
@@ -62,14 +67,7 @@ def index_evidence(run: ares_viewer.Run, flag: str, task: str) -> None:
     st.caption(f"{total:,} episode(s) show `{flag}`{shown}: {escape.md(behaviours.FLAGS[flag].definition)}")
     for row in rows.itertuples():
         hit = behaviours.FLAGS[flag].check(run.episode(row.episode_id))
-        step = int(row.step) if pd.notna(row.step) else 1
-        verdict = "solved" if row.solved else "failed"
-        st.page_link(
-            pages.path("episode"),
-            label=f"{row.episode_id} · {verdict} · step {step}",
-            icon=":material/open_in_new:",
-            query_params=state.params(episode=row.episode_id, step=step),
-        )
+        _open_link(row)
         said = f"via {hit.via}: {escape.code(hit.evidence[:300])}" if hit is not None else "(the file changed since)"
         st.caption(f"{escape.md(row.task_name)} · {said}")
 

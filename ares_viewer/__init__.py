@@ -12,6 +12,7 @@ import importlib
 from typing import Any
 
 from ares_viewer import review
+from ares_viewer.analysis import ending as _ending  # noqa: F401  (gives Episode.ending its rule)
 from ares_viewer.model import ContextLink, Episode, Message, Outcome, Step, StepKind, ToolCall, Usage
 from ares_viewer.runs.run import EmptyRunError, LoadError, Run, load_episode, open_run
 from ares_viewer.runs.sources import LocationError

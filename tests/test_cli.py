@@ -32,6 +32,13 @@ def test_show_episode_and_step(tmp_path, capsys):
     assert "THOUGHT:" in out and "returncode:" in out and "$ " in out
 
 
+def test_show_says_why_the_sample_errored_episode_ended_with_its_root_cause(capsys):
+    root = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"
+    assert cli.main(["show", str(root / "c03d1292-fb4b-4aab-acee-f25250a93f54.json")]) == 0
+    why = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("why:"))
+    assert "failed before it was scored" in why and "root cause: APIError: 409" in why and "is not running" in why
+
+
 def test_errors_go_to_stderr_with_nonzero_exit(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "ares_viewer.cli", "episodes", str(tmp_path / "nope")],
                              capture_output=True, text=True)

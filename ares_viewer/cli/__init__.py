@@ -206,7 +206,7 @@ def _search(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     episode = run.load_episode(args.file)
     if args.step is None:
-        print(display.episode_text(episode))
+        print(display.episode_text(episode, why=episode.ending.explanation))
     else:
         print(display.step_text(episode, args.step))
     return 0

@@ -145,11 +145,14 @@ def step_text(episode: Episode, k: int) -> str:
     return "\n".join(lines)
 
 
-def episode_text(episode: Episode) -> str:
-    """An episode as a header plus one line per action."""
+def episode_text(episode: Episode, why: str | None = None) -> str:
+    """An episode as a header plus one line per action; ``why`` (the ending explained, with its sources) under
+    the header when given."""
     lines = [f"{name:>9}: {value}" for name, value in _header_fields(episode)]
     if episode.error:
         lines.append(f"{'error':>9}: {episode.error}")
+    if why:
+        lines.append(f"{'why':>9}: {why}")
     for warning in episode.warnings:
         lines.append(f"  warning: {warning}")
     lines.append("")

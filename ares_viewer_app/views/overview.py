@@ -19,7 +19,7 @@ from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, flag_panel, loaders, review_panel, state, widgets
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
-                  "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "error",
+                  "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "why",
                   "labels", "format", "episode_id"]
 # Columns of training-log formats (Tinker), shown first when the run has them.
 _TRAINING_COLUMNS = ["iteration", "split", "group_idx", "traj_idx"]
@@ -284,7 +284,7 @@ def table(run, reason: str | None = None) -> None:
                              direction="desc" if descending else "asc", offset=(page - 1) * _PAGE_ROWS,
                              limit=_PAGE_ROWS, columns=columns)
     shown.insert(len(shown.columns) - 2, "labels", [", ".join(sorted(labels.get(e, ()))) for e in shown["episode_id"]])
-    shown["error"] = shown["error"].fillna("")  # blank for episodes that ended without an error
+    shown["why"] = shown["why"].fillna("")  # blank for solved episodes
     where = f" · rows {(page - 1) * _PAGE_ROWS + 1:,}–{(page - 1) * _PAGE_ROWS + len(shown):,}" if pages > 1 else ""
     st.caption(f"{total} of {len(run)} episodes{where} · select a row to open it")
     event = st.dataframe(
@@ -294,7 +294,9 @@ def table(run, reason: str | None = None) -> None:
                        "total_reward": st.column_config.NumberColumn(_COLUMN_LABELS["total_reward"], format="%.3g"),
                        "duration_s": st.column_config.NumberColumn(_COLUMN_LABELS["duration_s"], format="%.0f"),
                        "total_cost": st.column_config.NumberColumn(_COLUMN_LABELS["total_cost"], format="%.4f"),
-                       "error": st.column_config.TextColumn("error", width="medium")},
+                       "why": st.column_config.TextColumn(
+                           "why", width="medium", help="Why the episode is not a success: its outcome and reward, or "
+                           "its error's first line with the root cause (docs/app.md); blank when solved")},
     )
     rows = event.selection.rows if event else []
     if rows:

@@ -76,3 +76,15 @@ def test_the_overview_lists_the_tests_the_failures_failed(tmp_path, monkeypatch,
     (tests,) = [d for d in at.dataframe if "how" in d.value.columns]
     assert tests.value.to_dict("records") == [
         {"test": "test_compound_model", "how": "passed before, broken by the patch", "episodes": 1}]
+
+
+def test_the_episode_table_says_why_each_episode_is_not_a_success(runs, app):
+    synthetic.write_episode(runs / "flaky", synthetic.episode_dict(actions=2, seed=30, reward=0.0))
+    at = app(run="flaky")
+    (table,) = [d for d in at.dataframe if "why" in d.value.columns]
+    why = dict(zip(table.value["episode_id"], table.value["why"], strict=True))
+    by_reward = dict(zip(table.value["episode_id"], table.value["total_reward"], strict=True))
+    assert sorted(why.values()) == ["", "completed, not solved (reward ≤ 0)",
+                                    "errored: APITimeoutError: Request timed out.",
+                                    "errored: SSLError: EOF occurred in violation of protocol"]
+    assert [e for e, w in why.items() if w == ""] == [e for e, r in by_reward.items() if r == 1.0]

@@ -40,6 +40,15 @@ REASON = f"""CASE
     WHEN outcome NOT IN ('completed', 'truncated', 'incomplete')
         THEN outcome || ': ' || left({_normalized(_FIRST_LINE)}, {_REASON_CHARS})
 END"""
+# Why an episode is not a success, in a few words, for the episode table's ``why`` column: the failure reason's rule,
+# with an error's first line as recorded (its root cause included, nothing masked); None for a solved episode.
+WHY_COLUMN = "why"
+WHY = f"""CASE
+    WHEN outcome NOT IN ('completed', 'truncated', 'incomplete')
+        THEN outcome || ': ' || left({_FIRST_LINE}, 300)
+    WHEN outcome = 'completed' AND total_reward IS NULL THEN 'finished without a reward (unscored)'
+    ELSE {REASON}
+END"""
 # ``run.unscored``: finished without anyone scoring it; neither a success nor a failure. Filters and figures
 # treat it as a category of its own, named ``UNSCORED_LABEL`` beside the outcomes.
 UNSCORED = "(total_reward IS NULL AND coalesce(outcome = 'completed', false))"
@@ -216,9 +225,14 @@ class Queries:
         return None if low is None else (float(low), float(high))
 
     def _column(self, column: str) -> str:
+        if column == WHY_COLUMN:  # computed from the stored columns (see WHY)
+            return f"({WHY})"
         if column not in self.columns:
             raise KeyError(f"no column {column!r} in the episode table")
         return _q(column)
+
+    def _selected(self, column: str) -> str:
+        return f"({WHY}) AS {WHY_COLUMN}" if column == WHY_COLUMN else self._column(column)
 
     def page(self, filters: Filters | None = None, *, sort: str | None = None, direction: str = "asc",
              offset: int = 0, limit: int = 100, columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -227,7 +241,7 @@ class Queries:
         order = "path, _seq"
         if sort:
             order = f"{self._column(sort)} {_DIRECTIONS[direction]} NULLS LAST, path, _seq"
-        chosen = ", ".join(self._column(c) for c in (columns or self.columns))
+        chosen = ", ".join(self._selected(c) for c in (columns or self.columns))
         return self._df(f"SELECT {chosen} FROM episodes WHERE {where} ORDER BY {order} "
                         f"LIMIT {int(limit)} OFFSET {int(offset)}", params)
 

@@ -205,9 +205,10 @@ def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -
         columns = st.columns(2)
         for column, label, episode_id, run in ((columns[0], "A", a, runs[0]), (columns[1], "B", b, runs[1])):
             patch, source = loaders.submission(run.location, episode_id)
-            reward = widgets.fmt(run.episode(episode_id).total_reward)
+            episode = run.episode(episode_id)
             with column:
-                st.markdown(f"**{label}** · reward {reward}")
+                st.markdown(f"**{label}** · reward {widgets.fmt(episode.total_reward)}")
+                st.caption(f"Why: {escape.md(episode.ending.explanation)}")  # with its sources (docs/endings.md)
                 st.caption(f"From {source}.")
                 # an empty answer means none was found where the caption says, not that nothing was submitted
                 st.code(patch or "(no diff found there)", language="diff", wrap_lines=True)

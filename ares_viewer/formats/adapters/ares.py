@@ -187,17 +187,24 @@ _RAW_CONTEXT_JSON = b'"\\u0000raw context"'
 
 
 class RawContext:
-    """One step's context as the bytes of its message list (everything between the brackets)."""
+    """One step's context as the bytes of its message list (everything between the brackets), kept as a place in
+    the file's bytes: a copy of each list would copy the file again, in fresh memory."""
 
-    __slots__ = ("body",)
+    __slots__ = ("data", "end", "start")
 
-    def __init__(self, body: bytes) -> None:
-        self.body = body
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self.data, self.start, self.end = data, start, end
+
+    @property
+    def body(self) -> memoryview:
+        return memoryview(self.data)[self.start:self.end]
 
     def extends(self, previous: RawContext) -> bool:
         """True when this context keeps every message of ``previous`` unchanged (byte for byte) and in order."""
-        n = len(previous.body)
-        return self.body.startswith(previous.body) and (len(self.body) == n or self.body[n:n + 1] == b",")
+        n = previous.end - previous.start
+        if self.end - self.start < n or not self.data.startswith(previous.body, self.start):
+            return False
+        return self.end - self.start == n or self.data[self.start + n:self.start + n + 1] == b","
 
     def last(self) -> Any:
         """The last message, decoded.
@@ -205,35 +212,34 @@ class RawContext:
         Raises:
             FormatError: when the list's last element is not a message object in the expected layout.
         """
-        start = self.body.rfind(_ELEMENT)
+        start = self.data.rfind(_ELEMENT, self.start, self.end)
         try:
-            return orjson.loads(self.body[start + 1:]) if start >= 0 else None
+            return orjson.loads(memoryview(self.data)[start + 1:self.end]) if start >= 0 else None
         except orjson.JSONDecodeError as exc:
             raise FormatError(f"a context list is not in the indent=2 layout ({exc})") from None
 
 
 def split_contexts(data: bytes) -> tuple[bytes, list[RawContext]] | None:
-    """The document with every step's context list replaced by ``RAW_CONTEXT``, and those lists as bytes in
-    order; None when the file is not in ARES's indent=2 layout (then it is read the ordinary way)."""
+    """The document with every step's context list replaced by ``RAW_CONTEXT``, and those lists (places in
+    ``data``) in order; None when the file is not in ARES's indent=2 layout (then it is read the ordinary way)."""
     if not data.startswith(b'{\n  "'):
         return None
     pieces: list[bytes] = []
     contexts: list[RawContext] = []
     position = 0
-    previous = b""
     while (start := data.find(_CONTEXT_OPEN, position)) >= 0:
         body_start = start + len(_CONTEXT_OPEN)
         if data[body_start:body_start + 1] != b"\n":
             position = body_start  # an empty list, ``[]``: left as it is
             continue
         # A context usually repeats the previous one first: compared in place, only the new messages are searched.
-        repeated = len(previous) if previous and data.startswith(previous, body_start) else 0
+        previous = contexts[-1] if contexts else None
+        repeated = previous.end - previous.start if previous and data.startswith(previous.body, body_start) else 0
         end = data.find(_CONTEXT_CLOSE, body_start + repeated)
         if end < 0:
             return None  # cut short: the ordinary path reports it
         pieces += (data[position:body_start - 1], _RAW_CONTEXT_JSON)
-        contexts.append(RawContext(data[body_start:end]))
-        previous = contexts[-1].body
+        contexts.append(RawContext(data, body_start, end))
         position = end + len(_CONTEXT_CLOSE)
     if not contexts:
         return None

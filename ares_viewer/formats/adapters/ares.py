@@ -279,7 +279,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
     previous: list[Any] | RawContext = []
     first_time = last_time = None
     for position, record in enumerate(records):
-        if not isinstance(record, Mapping):
+        if not isinstance(record, dict):  # decoded JSON: dicts (an ABC's check costs more)
             warnings.append(f"step {position} is a {type(record).__name__}, not a step record; skipped")
             continue
         timestamp = record.get("timestamp")
@@ -290,14 +290,15 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         if is_action:
             actions += 1
             action = record.get("action")
-            if isinstance(action, Mapping):
-                usage = jsondecode.object_at(action, "usage")
+            if isinstance(action, dict):
+                usage = action.get("usage")
+                usage = usage if isinstance(usage, dict) else {}
                 prompt += chat.count(usage.get("prompt_tokens")) or 0
                 generated += chat.count(usage.get("generated_tokens")) or 0
                 step_cost = chat.number(action.get("cost"), "cost", [])
                 cost += step_cost if step_cost and step_cost > 0 else 0.0
         observation = record.get("observation")
-        messages = observation.get("messages") if isinstance(observation, Mapping) else None
+        messages = observation.get("messages") if isinstance(observation, dict) else None
         if contexts is not None and messages == RAW_CONTEXT:
             messages = next(raw, None)
             if messages is None:
@@ -308,7 +309,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
             rewrites += 1
         if is_action and messages:
             result = messages.last() if isinstance(messages, RawContext) else messages[-1]
-            if isinstance(result, Mapping) and result.get("role") in ("user", "tool"):
+            if isinstance(result, dict) and result.get("role") in ("user", "tool"):
                 returncode = agent_text.returncode(chat.text(result.get("content")))
                 nonzero += returncode not in (None, 0)
         previous = messages

@@ -11,9 +11,10 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import review
+from ares_viewer.analysis.behaviours import flag_queries
 from ares_viewer.review import labelschema, queue_export, queue_items, queues
 from ares_viewer.runs.index import queries
-from ares_viewer_app import escape, pages, review_panel, state, widgets
+from ares_viewer_app import escape, flag_panel, pages, review_panel, state, widgets
 
 DEFAULT_SCHEMA = {
     "fields": [
@@ -32,7 +33,7 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
             raise ValueError("no search: run one on the Search page first")
         return queue_items.search_items(run, query, regex=bool(state.get("regex"))), {"search": query}
     tasks, outcomes, labels = state.get_list("task"), state.get_list("outcome"), state.get_list("label")
-    contains, reason = str(state.get("contains") or ""), state.get("reason")
+    contains, reason, flags = str(state.get("contains") or ""), state.get("reason"), state.get_list("flag")
     picked = {"task": tasks, "outcome": outcomes, "contains": contains, "reason": reason, "label": labels}
     if source == "label":
         if not labels:
@@ -43,6 +44,12 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
     if labels:
         by_episode = review_panel.labels_by_episode(run)
         ids = [e for e, names in by_episode.items() if names & set(labels)]
+    if flags:
+        try:
+            ids = flag_panel.among(run, flags, ids)
+        except flag_queries.NotBuiltError:
+            raise ValueError("the overview's Behaviour filter needs the run's flags: read them first") from None
+        picked["flag"] = flags
     try:
         reward = state.number_range(raw) if (raw := state.get("reward")) else None
     except ValueError as exc:
@@ -59,6 +66,14 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
     return queue_items.filter_items(run, filters), {"filters": {k: v for k, v in picked.items() if v}}
 
 
+def describe(chosen: dict) -> str:
+    """What chose a queue's items, in words (a queue's description when none is typed)."""
+    picked = chosen.get("filters", chosen)
+    return "Chosen by " + (
+        "; ".join(f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in picked.items()) or "no filter"
+    )
+
+
 def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -> None:
     with st.expander("New queue", icon=":material/playlist_add:", expanded=not queues.all_queues(opened)):
         source = st.radio(
@@ -72,6 +87,8 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
                 "label": "the overview's label (steps)",
             }.get,
         )
+        if source == "filters" and state.get_list("flag"):
+            flag_panel.ready(run, "queues")  # the Behaviour filter asks the run's flags: read them now if needed
         with st.form("queues.create"):
             name = st.text_input("Queue name", key="queues.name")
             description = st.text_input("Description", key="queues.description")
@@ -89,7 +106,7 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
                         items,
                         schema=schema,
                         author=author or "anonymous",
-                        description=description,
+                        description=description or describe(chosen),
                         source=chosen,
                         overlap=int(overlap),
                         reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import page_text
 import pytest
 
 from ares_viewer import review
@@ -82,3 +83,24 @@ def test_a_queue_made_from_the_overviews_filters_holds_the_episodes_they_list(ru
     with review.open_store(db) as store:
         queued = {item.episode_id for item in queues.items(store, "picked")}
     assert queued == set(want)
+
+
+def test_a_queue_made_while_a_behaviour_flag_is_picked_holds_only_the_flagged_episodes(app, db, monkeypatch):
+    """The overview's Behaviour filter (``flag`` in the URL) narrows a new queue as it narrows the overview's table;
+    the queue's description and source name the flag."""
+    import pathlib
+
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(pathlib.Path(__file__).resolve().parents[2] / "sample_runs"))
+    overview = app(None, run="demo-run", flag="no_tests_before_submit")
+    listed = overview.dataframe(key="overview.table").value["episode_id"].tolist()
+    assert listed == ["aefe890e-4268-4666-90b5-dd09d3259e06"]
+    at = app("queues", run="demo-run", flag="no_tests_before_submit")
+    at.text_input(key="review.author").input("ada").run()
+    at.text_input(key="queues.name").input("flagged")
+    button(at, "Create queue").click().run()
+    assert "Created queue flagged: 1 episodes." in page_text.of(at), [e.value for e in at.error]
+    with review.open_store(db) as store:
+        assert [item.episode_id for item in queues.items(store, "flagged")] == listed
+        made = queues.get(store, "flagged")
+    assert made.source["filters"]["flag"] == ["no_tests_before_submit"]
+    assert "no_tests_before_submit" in made.description

@@ -4,17 +4,17 @@ download the finished set (see docs/review.md)."""
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
 
 import streamlit as st
 
 import ares_viewer
 from ares_viewer import review
 from ares_viewer.analysis.behaviours import flag_queries
-from ares_viewer.review import labelschema, queue_export, queue_items, queues
+from ares_viewer.review import queue_export, queue_items, queues
 from ares_viewer.runs.index import queries
-from ares_viewer_app import escape, flag_panel, pages, review_panel, state, widgets
+from ares_viewer_app import escape, flag_panel, pages, queue_panel, review_panel, state, widgets
 
 DEFAULT_SCHEMA = {
     "fields": [
@@ -118,28 +118,6 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
                     st.success(escape.md(f"Created queue {made.name}: {len(items)} {made.kind}."))
 
 
-def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
-    """One input per field of the schema; returns what was entered (None where left empty)."""
-    values: dict[str, Any] = {}
-    for field in schema.fields:
-        label = field.name + ("" if field.required else " (optional)")
-        if field.kind == "single":
-            values[field.name] = st.radio(label, field.options, index=None, key=f"{key}.{field.name}")
-        elif field.kind == "multiple":
-            values[field.name] = st.multiselect(label, field.options, key=f"{key}.{field.name}")
-        elif field.kind == "score":
-            values[field.name] = st.number_input(
-                f"{label}, {field.low:g} to {field.high:g}",
-                field.low,
-                field.high,
-                value=None,
-                key=f"{key}.{field.name}",
-            )
-        else:
-            values[field.name] = st.text_area(label, key=f"{key}.{field.name}")
-    return values
-
-
 def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str) -> None:
     st.subheader("Your next item")
     if not reviewer:
@@ -147,14 +125,9 @@ def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, 
         return
     holding = st.session_state.get("queues.holding")
     if st.button("Next item", icon=":material/skip_next:", key="queues.next") or holding == (queue.name, reviewer):
-        try:
-            item = queues.next_item(opened, queue.name, reviewer)
-        except review.ReviewError as exc:
-            st.warning(escape.md(exc))
-            return
+        item = queue_panel.take_next(opened, queue.name, reviewer)
         if item is None:
             st.session_state.pop("queues.holding", None)
-            st.success("Nothing left for you in this queue.")
             return
         st.session_state["queues.holding"] = (queue.name, reviewer)
         show_item(run, opened, queue, reviewer, item)
@@ -164,7 +137,7 @@ def show_item(
     run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str, item: queue_items.Item
 ) -> None:
     episode = widgets.read_episode(run, item.episode_id)
-    step = item.step if item.step is not None else max(len(episode.steps) - 1, 0)
+    step = queue_panel.item_step(episode, item)
     st.markdown(
         f"**Item {item.item}** · {escape.line(episode.task_name or '?')} · "
         f"{escape.code(item.episode_id)} · step {step} · reward {widgets.fmt(episode.total_reward)} · "
@@ -172,34 +145,16 @@ def show_item(
     )
     st.page_link(
         pages.path("episode"),
-        label="Open this step in the step view",
+        label="Open this step in the step view (with this queue's form)",
         icon=":material/open_in_new:",
-        query_params=state.params(episode=item.episode_id, step=step),
+        query_params=queue_panel.step_link(queue.name, reviewer, item, step),
     )
     if step >= 1:
         st.text(widgets.clip(episode.step(step).response, False))
-    key = f"queues.label.{queue.name}.{item.item}"
-    with st.form(key):
-        values = controls(queue.schema, key)
-        if st.form_submit_button("Save label"):
-            try:
-                queues.label(opened, queue.name, item.item, reviewer, values)
-            except (ValueError, review.ReviewError) as exc:
-                st.error(escape.md(exc))
-            else:
-                st.session_state.pop("queues.holding", None)
-                st.session_state["queues.saved"] = f"Saved your label of item {item.item}."
-                st.rerun()
-    with st.form(f"{key}.skip"):
-        reason = st.text_input("Reason to skip", key=f"{key}.reason")
-        if st.form_submit_button("Skip"):
-            try:
-                queues.skip(opened, queue.name, item.item, reviewer, reason)
-            except (ValueError, review.ReviewError) as exc:
-                st.error(escape.md(exc))
-            else:
-                st.session_state.pop("queues.holding", None)
-                st.rerun()
+    if done := queue_panel.answer(opened, queue, reviewer, item, f"queues.label.{queue.name}.{item.item}"):
+        st.session_state.pop("queues.holding", None)
+        st.session_state["queues.saved"] = done
+        st.rerun()
 
 
 def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
@@ -233,15 +188,13 @@ def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str
         ):
             key = f"queues.decide.{queue.name}.{entry['item']}"
             with st.form(key):
-                values = controls(queue.schema, key)
+                values = queue_panel.controls(queue.schema, key)
                 reason = st.text_input("Why", key=f"{key}.why")
-                if st.form_submit_button("Record decision", disabled=not adjudicator):
-                    try:
-                        queues.decide(opened, queue.name, entry["item"], adjudicator, values, reason)
-                    except (ValueError, review.ReviewError) as exc:
-                        st.error(escape.md(exc))
-                    else:
-                        st.rerun()
+                if st.form_submit_button("Record decision", disabled=not adjudicator) and queue_panel.sent(
+                    functools.partial(queues.decide, opened, queue.name, entry["item"], adjudicator, values, reason),
+                    "decided",
+                ):
+                    st.rerun()
 
 
 def download(opened: review.ReviewStore, queue: queues.Queue) -> None:

@@ -104,3 +104,34 @@ def test_a_queue_made_while_a_behaviour_flag_is_picked_holds_only_the_flagged_ep
         made = queues.get(store, "flagged")
     assert made.source["filters"]["flag"] == ["no_tests_before_submit"]
     assert "no_tests_before_submit" in made.description
+
+
+def test_the_step_view_opened_from_a_queue_labels_skips_and_takes_the_next_item(runs, app, db):
+    """The Queues page's link opens the item's step with the queue's form: a label saved there is the reviewer's
+    label in the queue, a skip needs a reason, and "Next item" opens the next item's step."""
+    at = as_reviewer(app, "ada")
+    at.text_input(key="queues.name").input("team")
+    at.text_input(key="queues.reviewers").input("ada")
+    button(at, "Create queue").click().run()
+    button(at, "Next item").click().run()
+    (link,) = [p for p in at.get("page_link") if "queue=" in p.proto.query_string]
+    params = dict(pair.split("=", 1) for pair in link.proto.query_string.split("&"))
+    assert params["queue"] == "team" and params["reviewer"] == "ada"
+    step = app("episode", **params)
+    assert "Queue team · ada" in page_text.of(step)
+    step.radio(key="episode.queue.team.0.verdict").set_value("honest attempt")
+    step.number_input(key="episode.queue.team.0.severity").set_value(4)
+    button(step, "Save label").click().run()
+    assert "Saved your label of item 0." in page_text.of(step)
+    with review.open_store(db) as store:
+        assert queues.latest(store, "team", "label")[0]["ada"]["values"]["severity"] == 4
+        second = queues.items(store, "team")[1]
+    button(step, "Next item").click().run()
+    assert step.query_params["episode"] == second.episode_id and step.query_params["queue"] == "team"
+    button(step, "Skip").click().run()
+    assert "a skip needs a reason" in page_text.of(step)
+    step.text_input(key="episode.queue.team.1.reason").input("the file is unreadable")
+    button(step, "Skip").click().run()
+    assert "Skipped item 1." in page_text.of(step)
+    with review.open_store(db) as store:
+        assert queues.progress(store, "team").loc[0, ["done", "skipped"]].tolist() == [1, 1]

@@ -125,8 +125,7 @@ def _print_status(found: dict) -> None:
             f"{row['left']} left"
         )
     for figure in found.get("agreement", []):
-        value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
-        print(f"  agreement on {figure['field']}: {figure['method']} = {value} over {figure['items']} items")
+        print(f"  {queue_export.figure_text(figure)}")
     for item in found.get("disagreements", []):
         decided = "decided" if item["decision"] else "to adjudicate"
         print(f"  item {item['item']} ({item['episode_id']}): {', '.join(item['fields'])} differ; {decided}")

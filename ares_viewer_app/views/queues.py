@@ -168,10 +168,7 @@ def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
     if len(table):
         st.dataframe(table, hide_index=True, key="queues.progress")
     for figure in queue_export.agreement(opened, queue.name):
-        value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
-        st.caption(
-            escape.line(f"Agreement on {figure['field']}: {figure['method']} = {value} ({figure['items']} items)")
-        )
+        st.caption(escape.line(queue_export.figure_text(figure)))
 
 
 def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str) -> None:

@@ -135,3 +135,22 @@ def test_the_step_view_opened_from_a_queue_labels_skips_and_takes_the_next_item(
     assert "Skipped item 1." in page_text.of(step)
     with review.open_store(db) as store:
         assert queues.progress(store, "team").loc[0, ["done", "skipped"]].tolist() == [1, 1]
+
+
+def test_the_queues_page_shows_a_multiple_choices_agreement_per_option(runs, app, db):
+    """By hand: "edits tests" ada yes, no; bo yes, yes: observed 1/2, chance 1/2 * 1 + 1/2 * 0 = 1/2, kappa 0;
+    "skips tests" nobody chose: one category, no figure."""
+    import ares_viewer
+    from ares_viewer.review import queue_items
+
+    run = ares_viewer.open_run(f"{runs['root']['path']}/run-a")
+    schema = {"fields": [{"name": "tags", "kind": "multiple", "options": ["edits tests", "skips tests"]}]}
+    with review.open_store(db) as store:
+        made = queue_items.episode_items(run, run.episode_ids[:2])
+        queues.create(store, "tags", made, schema=schema, author="lead", reviewers=["ada", "bo"], overlap=2)
+        for reviewer, chosen in (("ada", [["edits tests"], []]), ("bo", [["edits tests"], ["edits tests"]])):
+            while (item := queues.next_item(store, "tags", reviewer)) is not None:
+                queues.label(store, "tags", item.item, reviewer, {"tags": chosen[item.item]})
+    text = page_text.of(as_reviewer(app, "cy"))
+    assert "Agreement on tags [edits tests]: cohen_kappa = 0.000 (2 items)" in text
+    assert "Agreement on tags [skips tests]: cohen_kappa = – (2 items)" in text

@@ -56,6 +56,7 @@ def agreement(store: ReviewStore, name: str) -> list[dict[str, Any]]:
             {r: v["values"][field.name] for r, v in by.items() if v["values"].get(field.name) is not None}
             for by in labels.values()
         ]
+        parts: list[tuple[str | None, str, list[dict[str, Any]]]]  # (option, method or "" to pick one, units)
         if field.kind == "score":
             parts = [(None, "krippendorff_alpha_interval", given)]
         elif field.kind == "multiple":  # a reviewer whose schema had the field and chose nothing said no to each

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pathlib
 import sqlite3
 
 import pytest
@@ -306,3 +307,20 @@ def test_a_multiple_choice_gets_one_agreement_figure_per_option(store, run, caps
     assert [f["option"] for f in record["agreement"]] == ["edits tests", "skips tests"]
     assert cli.main(["queue", "status", "tags", "--db", str(store.path)]) == 0
     assert "Agreement on tags [skips tests]: cohen_kappa = 0.000 (4 items)" in capsys.readouterr().out
+
+
+def test_cli_makes_a_queue_of_a_behaviour_group_from_its_flags(tmp_path, capsys):
+    """``--flag`` reads the run's behaviour flags when needed and queues the episodes showing them, as the
+    overview's Behaviour filter lists them (sample_runs/demo-run: one episode never ran the tests)."""
+    db, demo = (
+        str(tmp_path / "team.sqlite"),
+        str(pathlib.Path(__file__).resolve().parent.parent / "sample_runs/demo-run"),
+    )
+    args = ["queue", "create", demo, "untested", "--schema", json.dumps(SCHEMA), "--db", db]
+    assert cli.main([*args, "--flag", "no_tests_before_submit"]) == 0
+    assert "created queue untested: 1 episodes" in capsys.readouterr().err
+    with review.open_store(db) as store:
+        assert [i.episode_id for i in queues.items(store, "untested")] == ["aefe890e-4268-4666-90b5-dd09d3259e06"]
+        assert queues.get(store, "untested").source["flag"] == ["no_tests_before_submit"]
+    assert cli.main([*args[:3], "other", *args[4:], "--flag", "ran_tets"]) == 1
+    assert "not an episode-file flag: ran_tets" in capsys.readouterr().err

@@ -79,6 +79,16 @@ def covered(where: str, table: str) -> int:
     return flag_queries.covered(loaders.load_run(where))
 
 
+def among(run: ares_viewer.Run, flags: list[str], ids: list[str] | None) -> list[str]:
+    """``ids`` (None: every episode) narrowed to the episodes showing all ``flags``, as the overview lists them.
+
+    Raises:
+        flag_queries.NotBuiltError: the run's flags have not been read yet.
+    """
+    showing = set(flagged(run.location, table_name(run), tuple(flags)))
+    return sorted(showing if ids is None else showing & set(ids))
+
+
 def table_name(run: ares_viewer.Run) -> str:
     """The state of the flag index (its table's name), to key cached answers by."""
     path = flag_index.table_path(run)

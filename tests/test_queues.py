@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pathlib
 import sqlite3
 
 import pytest
@@ -274,3 +275,52 @@ def test_items_come_from_the_overviews_filters_a_search_or_a_label(store, run):
     store.add(run, run.episode_ids[1], 3, author="ada", label="Reward hacking")
     (marked,) = queue_items.label_items(store, run, "reward HACKING")
     assert (marked.episode_id, marked.step) == (run.episode_ids[1], 3)
+
+
+def test_a_multiple_choice_gets_one_agreement_figure_per_option(store, run, capsys):
+    """Each option is a yes/no label per reviewer. By hand, over four items labelled by ada and bo:
+    "edits tests": ada yes, yes, no, no; bo the same: kappa 1.
+    "skips tests": ada no, yes, no, yes; bo no, no, yes, yes: observed 2/4, chance 1/2 * 1/2 + 1/2 * 1/2 = 1/2,
+    kappa (0.5 - 0.5) / (1 - 0.5) = 0. (Counting each set of options as one category gave 1/3 for the field.)"""
+    schema = {"fields": [{"name": "tags", "kind": "multiple", "options": ["edits tests", "skips tests"]}]}
+    queues.create(
+        store,
+        "tags",
+        queue_items.episode_items(run, run.episode_ids),
+        schema=schema,
+        author="lead",
+        reviewers=["ada", "bo"],
+        overlap=2,
+    )
+    chosen = {
+        "ada": [["edits tests"], ["edits tests", "skips tests"], [], ["skips tests"]],
+        "bo": [["edits tests"], ["edits tests"], ["skips tests"], ["skips tests"]],
+    }
+    for reviewer, per_item in chosen.items():
+        while (item := queues.next_item(store, "tags", reviewer)) is not None:
+            queues.label(store, "tags", item.item, reviewer, {"tags": per_item[item.item]})
+    figures = {f["option"]: f for f in queue_export.agreement(store, "tags")}
+    assert set(figures) == {"edits tests", "skips tests"}
+    assert figures["edits tests"]["method"] == "cohen_kappa" and figures["edits tests"]["value"] == pytest.approx(1.0)
+    assert figures["skips tests"]["value"] == pytest.approx(0.0) and figures["skips tests"]["items"] == 4
+    (record, *_) = queue_export.export_records(store, "tags")
+    assert [f["option"] for f in record["agreement"]] == ["edits tests", "skips tests"]
+    assert cli.main(["queue", "status", "tags", "--db", str(store.path)]) == 0
+    assert "Agreement on tags [skips tests]: cohen_kappa = 0.000 (4 items)" in capsys.readouterr().out
+
+
+def test_cli_makes_a_queue_of_a_behaviour_group_from_its_flags(tmp_path, capsys):
+    """``--flag`` reads the run's behaviour flags when needed and queues the episodes showing them, as the
+    overview's Behaviour filter lists them (sample_runs/demo-run: one episode never ran the tests)."""
+    db, demo = (
+        str(tmp_path / "team.sqlite"),
+        str(pathlib.Path(__file__).resolve().parent.parent / "sample_runs/demo-run"),
+    )
+    args = ["queue", "create", demo, "untested", "--schema", json.dumps(SCHEMA), "--db", db]
+    assert cli.main([*args, "--flag", "no_tests_before_submit"]) == 0
+    assert "created queue untested: 1 episodes" in capsys.readouterr().err
+    with review.open_store(db) as store:
+        assert [i.episode_id for i in queues.items(store, "untested")] == ["aefe890e-4268-4666-90b5-dd09d3259e06"]
+        assert queues.get(store, "untested").source["flag"] == ["no_tests_before_submit"]
+    assert cli.main([*args[:3], "other", *args[4:], "--flag", "ran_tets"]) == 1
+    assert "not an episode-file flag: ran_tets" in capsys.readouterr().err

@@ -31,6 +31,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     chosen.add_argument("--outcome", action="append", default=[], help="only this outcome (repeatable)")
     chosen.add_argument("--text", default="", help="id, task or error containing this text")
     chosen.add_argument("--reason", default=None, help="a failure group: episodes failing for this reason")
+    chosen.add_argument(
+        "--flag", action="append", default=[], help="a behaviour group: episodes showing this flag (repeatable)"
+    )
     chosen.add_argument("--episodes", default=None, help="these episode ids, comma-separated (a compare-runs list)")
     chosen.add_argument("--label", default=None, help="the steps carrying this review label")
     chosen.add_argument("--search", default=None, help="the steps a search for this text finds")
@@ -72,6 +75,9 @@ def _items(args: argparse.Namespace, opened: run_module.Run, store: review.Revie
         found = queue_items.search_items(opened, args.search, limit=args.limit or 200)
     else:
         ids = None if args.episodes is None else [i.strip() for i in args.episodes.split(",") if i.strip()]
+        if args.flag:
+            flagged = queue_items.flagged_ids(opened, args.flag)
+            ids = flagged if ids is None else [i for i in ids if i in set(flagged)]
         filters = queries.Filters(
             tasks=args.task, outcomes=args.outcome, text=args.text, reason=args.reason, episode_ids=ids
         )
@@ -85,7 +91,7 @@ def _create(args: argparse.Namespace, store: review.ReviewStore) -> dict:
     reviewers = [r.strip() for r in args.reviewers.split(",") if r.strip()]
     source = {
         k: getattr(args, k)
-        for k in ("location", "task", "outcome", "text", "reason", "episodes", "label", "search", "limit")
+        for k in ("location", "task", "outcome", "text", "reason", "flag", "episodes", "label", "search", "limit")
         if getattr(args, k)
     }
     made = queues.create(
@@ -125,8 +131,7 @@ def _print_status(found: dict) -> None:
             f"{row['left']} left"
         )
     for figure in found.get("agreement", []):
-        value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
-        print(f"  agreement on {figure['field']}: {figure['method']} = {value} over {figure['items']} items")
+        print(f"  {queue_export.figure_text(figure)}")
     for item in found.get("disagreements", []):
         decided = "decided" if item["decision"] else "to adjudicate"
         print(f"  item {item['item']} ({item['episode_id']}): {', '.join(item['fields'])} differ; {decided}")

@@ -13,7 +13,8 @@ One record per item::
     label                                 the adjudicated label: the decision, else the reviewers' shared values
                                           when they all agree, else None
     agreed                                True / False when two or more reviewers labelled it, else None
-    agreement                             the queue's figures per field (the same on every record)
+    agreement                             the queue's figures per field, per option of a multiple choice (the
+                                          same on every record)
     schema_version, schema                the schema's latest version and its fields
 
 Parquet holds nested values as JSON text in ``<name>_json`` columns; ``exports.read_export`` reads either back.
@@ -36,44 +37,59 @@ from ares_viewer.review.store import ReviewStore
 from ares_viewer.runs import run as run_module
 
 
-def _comparable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
 def agreement(store: ReviewStore, name: str) -> list[dict[str, Any]]:
-    """Per field of the latest schema (notes left out): ``field, kind, method, value, items`` (items rated twice+).
+    """Per field of the latest schema (notes left out): ``field, option, kind, method, value, items`` (``items``: those
+    rated by two or more reviewers).
 
-    Choices use Cohen's kappa (two reviewers on every item), Fleiss' kappa (the same number on every item) or
-    Krippendorff's nominal alpha; a multiple choice counts as one category per set of options. Scores use
-    Krippendorff's interval alpha. ``value`` is None when it cannot be computed (too few items or one category).
+    A single choice uses Cohen's kappa (two reviewers on every item), Fleiss' kappa (the same number on every item)
+    or Krippendorff's nominal alpha. A multiple choice gives one figure per option (``option`` names it; None for
+    the other fields): each reviewer who labelled an item said yes or no to each option (choosing none is no to
+    each), and that yes/no label gets the same figure. Scores use Krippendorff's interval alpha. ``value`` is None
+    when it cannot be computed (too few items, or one category only).
     """
     queue, labels = queues.get(store, name), queues.latest(store, name, "label")
     out = []
     for field in queue.schema.fields:
         if field.kind == "note":
             continue
-        units = [
-            {
-                r: _comparable(v["values"].get(field.name))
-                for r, v in by.items()
-                if v["values"].get(field.name) is not None
-            }
+        given = [
+            {r: v["values"][field.name] for r, v in by.items() if v["values"].get(field.name) is not None}
             for by in labels.values()
         ]
+        parts: list[tuple[str | None, str, list[dict[str, Any]]]]  # (option, method or "" to pick one, units)
         if field.kind == "score":
-            method, value = "krippendorff_alpha_interval", agreement_module.krippendorff_alpha(units)
+            parts = [(None, "krippendorff_alpha_interval", given)]
+        elif field.kind == "multiple":  # a reviewer whose schema had the field and chose nothing said no to each
+            asked = [
+                {r: v["values"][field.name] or [] for r, v in by.items() if field.name in v["values"]}
+                for by in labels.values()
+            ]
+            parts = [(o, "", [{r: o in chosen for r, chosen in u.items()} for u in asked]) for o in field.options]
         else:
-            method, value = agreement_module.nominal(units)
-        out.append(
-            {
-                "field": field.name,
-                "kind": field.kind,
-                "method": method,
-                "value": None if math.isnan(value) else round(value, 4),
-                "items": sum(len(u) >= 2 for u in units),
-            }
-        )
+            parts = [(None, "", given)]
+        for option, method, units in parts:
+            if method:
+                value = agreement_module.krippendorff_alpha(units)
+            else:
+                method, value = agreement_module.nominal(units)
+            out.append(
+                {
+                    "field": field.name,
+                    "option": option,
+                    "kind": field.kind,
+                    "method": method,
+                    "value": None if math.isnan(value) else round(value, 4),
+                    "items": sum(len(u) >= 2 for u in units),
+                }
+            )
     return out
+
+
+def figure_text(figure: Mapping[str, Any]) -> str:
+    """One agreement figure in words: ``Agreement on tags [edits tests]: cohen_kappa = 0.400 (4 items)``."""
+    value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
+    what = figure["field"] + ("" if figure.get("option") is None else f" [{figure['option']}]")
+    return f"Agreement on {what}: {figure['method']} = {value} ({figure['items']} items)"
 
 
 def _differing(queue: queues.Queue, by_reviewer: Mapping[str, Mapping[str, Any]]) -> list[str]:

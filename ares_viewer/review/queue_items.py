@@ -1,8 +1,9 @@
 """What a review queue holds: items (episodes or steps of a run) made from any list the app can express.
 
-The overview's filters, a failure or behaviour group and a compare-runs list give episode ids (``episode_items``);
-a search's hits give steps (``step_items``); a review label gives the steps it marks (``label_items``). Each item
-keeps its episode file's size and modification time, so a queue can flag files rewritten since.
+The overview's filters, a failure or behaviour group (``flagged_ids``) and a compare-runs list give episode ids
+(``episode_items``); a search's hits give steps (``step_items``); a review label gives the steps it marks
+(``label_items``). Each item keeps its episode file's size and modification time, so a queue can flag files
+rewritten since.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ares_viewer.analysis import search
+from ares_viewer.analysis.behaviours import flag_index, flag_queries
 from ares_viewer.review import records
 from ares_viewer.runs import run as run_module
 from ares_viewer.runs.index import queries
@@ -92,6 +94,17 @@ def filter_items(run: run_module.Run, filters: queries.Filters, *, limit: int | 
         for i in frame["episode_id"]
     ]
     return episode_items(run, ids)
+
+
+def flagged_ids(run: run_module.Run, flags: Iterable[str]) -> list[str]:
+    """The episodes showing every behaviour flag of ``flags`` (a behaviour group; the overview's Behaviour filter),
+    in run order; the run's flags are read first where they are not yet (``flag_index.update``).
+
+    Raises:
+        KeyError: for a name that is not an episode-file flag.
+    """
+    flag_index.update(run)
+    return flag_queries.episode_ids(run, list(flags))
 
 
 def search_items(run: run_module.Run, query: str, *, regex: bool = False, limit: int = 200) -> list[Item]:

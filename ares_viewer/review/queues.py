@@ -300,6 +300,16 @@ def next_item(store: ReviewStore, name: str, reviewer: str) -> queue_items.Item 
     return None if taken is None else items(store, name)[taken]
 
 
+def held(store: ReviewStore, name: str, reviewer: str) -> queue_items.Item | None:
+    """The item a reviewer has taken and not yet labelled or skipped (None: none); takes nothing."""
+    queue = get(store, name)
+    rows = store.select(
+        "SELECT item FROM queue_claims WHERE queue_id = ? AND reviewer = ? AND state = 'claimed' ORDER BY item LIMIT 1",
+        [queue.queue_id, records.clean_author(reviewer)],
+    )
+    return items(store, name)[rows[0][0]] if rows else None
+
+
 def _answer(
     store: ReviewStore,
     name: str,

@@ -25,6 +25,7 @@ from ares_viewer_app import (
     escape,
     loaders,
     pages,
+    queue_panel,
     reader,
     review_panel,
     snapshot_problems,
@@ -365,6 +366,7 @@ def panes(where: str, episode_id: str) -> None:
             st.error(f"{problem} Pick a step in the list or with the buttons.", icon=":material/search_off:")
         else:
             step_body(run, episode, k, refs)
+            queue_panel.step_panel(run, episode, k)
             review_panel.step_panel(where, episode, k)
     timeline(episode, None if problem else k)
     step_list.drawn(state.get("step") if problem else k)

@@ -205,8 +205,7 @@ def flag_filter(run, ids: list[str] | None) -> list[str] | None:
     table = flag_panel.table_name(run)
     if (covered := flag_panel.covered(run.location, table)) < len(run):
         st.caption(f"Behaviour flags cover {covered:,} of {len(run):,} episodes.")
-    flagged = set(flag_panel.flagged(run.location, table, tuple(picked)))
-    return sorted(flagged if ids is None else flagged & set(ids))
+    return flag_panel.among(run, picked, ids)
 
 
 def _reason_picked(failures) -> None:

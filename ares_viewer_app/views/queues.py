@@ -4,16 +4,17 @@ download the finished set (see docs/review.md)."""
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
 
 import streamlit as st
 
 import ares_viewer
 from ares_viewer import review
-from ares_viewer.review import labelschema, queue_export, queue_items, queues
+from ares_viewer.analysis.behaviours import flag_queries
+from ares_viewer.review import queue_export, queue_items, queues
 from ares_viewer.runs.index import queries
-from ares_viewer_app import escape, pages, review_panel, state, widgets
+from ares_viewer_app import escape, flag_panel, pages, queue_panel, review_panel, state, widgets
 
 DEFAULT_SCHEMA = {
     "fields": [
@@ -32,7 +33,7 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
             raise ValueError("no search: run one on the Search page first")
         return queue_items.search_items(run, query, regex=bool(state.get("regex"))), {"search": query}
     tasks, outcomes, labels = state.get_list("task"), state.get_list("outcome"), state.get_list("label")
-    contains, reason = str(state.get("contains") or ""), state.get("reason")
+    contains, reason, flags = str(state.get("contains") or ""), state.get("reason"), state.get_list("flag")
     picked = {"task": tasks, "outcome": outcomes, "contains": contains, "reason": reason, "label": labels}
     if source == "label":
         if not labels:
@@ -43,6 +44,12 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
     if labels:
         by_episode = review_panel.labels_by_episode(run)
         ids = [e for e, names in by_episode.items() if names & set(labels)]
+    if flags:
+        try:
+            ids = flag_panel.among(run, flags, ids)
+        except flag_queries.NotBuiltError:
+            raise ValueError("the overview's Behaviour filter needs the run's flags: read them first") from None
+        picked["flag"] = flags
     try:
         reward = state.number_range(raw) if (raw := state.get("reward")) else None
     except ValueError as exc:
@@ -59,6 +66,14 @@ def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) 
     return queue_items.filter_items(run, filters), {"filters": {k: v for k, v in picked.items() if v}}
 
 
+def describe(chosen: dict) -> str:
+    """What chose a queue's items, in words (a queue's description when none is typed)."""
+    picked = chosen.get("filters", chosen)
+    return "Chosen by " + (
+        "; ".join(f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in picked.items()) or "no filter"
+    )
+
+
 def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -> None:
     with st.expander("New queue", icon=":material/playlist_add:", expanded=not queues.all_queues(opened)):
         source = st.radio(
@@ -72,6 +87,8 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
                 "label": "the overview's label (steps)",
             }.get,
         )
+        if source == "filters" and state.get_list("flag"):
+            flag_panel.ready(run, "queues")  # the Behaviour filter asks the run's flags: read them now if needed
         with st.form("queues.create"):
             name = st.text_input("Queue name", key="queues.name")
             description = st.text_input("Description", key="queues.description")
@@ -89,7 +106,7 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
                         items,
                         schema=schema,
                         author=author or "anonymous",
-                        description=description,
+                        description=description or describe(chosen),
                         source=chosen,
                         overlap=int(overlap),
                         reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],
@@ -101,28 +118,6 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
                     st.success(escape.md(f"Created queue {made.name}: {len(items)} {made.kind}."))
 
 
-def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
-    """One input per field of the schema; returns what was entered (None where left empty)."""
-    values: dict[str, Any] = {}
-    for field in schema.fields:
-        label = field.name + ("" if field.required else " (optional)")
-        if field.kind == "single":
-            values[field.name] = st.radio(label, field.options, index=None, key=f"{key}.{field.name}")
-        elif field.kind == "multiple":
-            values[field.name] = st.multiselect(label, field.options, key=f"{key}.{field.name}")
-        elif field.kind == "score":
-            values[field.name] = st.number_input(
-                f"{label}, {field.low:g} to {field.high:g}",
-                field.low,
-                field.high,
-                value=None,
-                key=f"{key}.{field.name}",
-            )
-        else:
-            values[field.name] = st.text_area(label, key=f"{key}.{field.name}")
-    return values
-
-
 def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str) -> None:
     st.subheader("Your next item")
     if not reviewer:
@@ -130,14 +125,9 @@ def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, 
         return
     holding = st.session_state.get("queues.holding")
     if st.button("Next item", icon=":material/skip_next:", key="queues.next") or holding == (queue.name, reviewer):
-        try:
-            item = queues.next_item(opened, queue.name, reviewer)
-        except review.ReviewError as exc:
-            st.warning(escape.md(exc))
-            return
+        item = queue_panel.take_next(opened, queue.name, reviewer)
         if item is None:
             st.session_state.pop("queues.holding", None)
-            st.success("Nothing left for you in this queue.")
             return
         st.session_state["queues.holding"] = (queue.name, reviewer)
         show_item(run, opened, queue, reviewer, item)
@@ -147,7 +137,7 @@ def show_item(
     run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str, item: queue_items.Item
 ) -> None:
     episode = widgets.read_episode(run, item.episode_id)
-    step = item.step if item.step is not None else max(len(episode.steps) - 1, 0)
+    step = queue_panel.item_step(episode, item)
     st.markdown(
         f"**Item {item.item}** · {escape.line(episode.task_name or '?')} · "
         f"{escape.code(item.episode_id)} · step {step} · reward {widgets.fmt(episode.total_reward)} · "
@@ -155,34 +145,16 @@ def show_item(
     )
     st.page_link(
         pages.path("episode"),
-        label="Open this step in the step view",
+        label="Open this step in the step view (with this queue's form)",
         icon=":material/open_in_new:",
-        query_params=state.params(episode=item.episode_id, step=step),
+        query_params=queue_panel.step_link(queue.name, reviewer, item, step),
     )
     if step >= 1:
         st.text(widgets.clip(episode.step(step).response, False))
-    key = f"queues.label.{queue.name}.{item.item}"
-    with st.form(key):
-        values = controls(queue.schema, key)
-        if st.form_submit_button("Save label"):
-            try:
-                queues.label(opened, queue.name, item.item, reviewer, values)
-            except (ValueError, review.ReviewError) as exc:
-                st.error(escape.md(exc))
-            else:
-                st.session_state.pop("queues.holding", None)
-                st.session_state["queues.saved"] = f"Saved your label of item {item.item}."
-                st.rerun()
-    with st.form(f"{key}.skip"):
-        reason = st.text_input("Reason to skip", key=f"{key}.reason")
-        if st.form_submit_button("Skip"):
-            try:
-                queues.skip(opened, queue.name, item.item, reviewer, reason)
-            except (ValueError, review.ReviewError) as exc:
-                st.error(escape.md(exc))
-            else:
-                st.session_state.pop("queues.holding", None)
-                st.rerun()
+    if done := queue_panel.answer(opened, queue, reviewer, item, f"queues.label.{queue.name}.{item.item}"):
+        st.session_state.pop("queues.holding", None)
+        st.session_state["queues.saved"] = done
+        st.rerun()
 
 
 def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
@@ -196,10 +168,7 @@ def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
     if len(table):
         st.dataframe(table, hide_index=True, key="queues.progress")
     for figure in queue_export.agreement(opened, queue.name):
-        value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
-        st.caption(
-            escape.line(f"Agreement on {figure['field']}: {figure['method']} = {value} ({figure['items']} items)")
-        )
+        st.caption(escape.line(queue_export.figure_text(figure)))
 
 
 def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str) -> None:
@@ -216,15 +185,13 @@ def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str
         ):
             key = f"queues.decide.{queue.name}.{entry['item']}"
             with st.form(key):
-                values = controls(queue.schema, key)
+                values = queue_panel.controls(queue.schema, key)
                 reason = st.text_input("Why", key=f"{key}.why")
-                if st.form_submit_button("Record decision", disabled=not adjudicator):
-                    try:
-                        queues.decide(opened, queue.name, entry["item"], adjudicator, values, reason)
-                    except (ValueError, review.ReviewError) as exc:
-                        st.error(escape.md(exc))
-                    else:
-                        st.rerun()
+                if st.form_submit_button("Record decision", disabled=not adjudicator) and queue_panel.sent(
+                    functools.partial(queues.decide, opened, queue.name, entry["item"], adjudicator, values, reason),
+                    "decided",
+                ):
+                    st.rerun()
 
 
 def download(opened: review.ReviewStore, queue: queues.Queue) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import page_text
 import pytest
 
 from ares_viewer import review
@@ -82,3 +83,74 @@ def test_a_queue_made_from_the_overviews_filters_holds_the_episodes_they_list(ru
     with review.open_store(db) as store:
         queued = {item.episode_id for item in queues.items(store, "picked")}
     assert queued == set(want)
+
+
+def test_a_queue_made_while_a_behaviour_flag_is_picked_holds_only_the_flagged_episodes(app, db, monkeypatch):
+    """The overview's Behaviour filter (``flag`` in the URL) narrows a new queue as it narrows the overview's table;
+    the queue's description and source name the flag."""
+    import pathlib
+
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(pathlib.Path(__file__).resolve().parents[2] / "sample_runs"))
+    overview = app(None, run="demo-run", flag="no_tests_before_submit")
+    listed = overview.dataframe(key="overview.table").value["episode_id"].tolist()
+    assert listed == ["aefe890e-4268-4666-90b5-dd09d3259e06"]
+    at = app("queues", run="demo-run", flag="no_tests_before_submit")
+    at.text_input(key="review.author").input("ada").run()
+    at.text_input(key="queues.name").input("flagged")
+    button(at, "Create queue").click().run()
+    assert "Created queue flagged: 1 episodes." in page_text.of(at), [e.value for e in at.error]
+    with review.open_store(db) as store:
+        assert [item.episode_id for item in queues.items(store, "flagged")] == listed
+        made = queues.get(store, "flagged")
+    assert made.source["filters"]["flag"] == ["no_tests_before_submit"]
+    assert "no_tests_before_submit" in made.description
+
+
+def test_the_step_view_opened_from_a_queue_labels_skips_and_takes_the_next_item(runs, app, db):
+    """The Queues page's link opens the item's step with the queue's form: a label saved there is the reviewer's
+    label in the queue, a skip needs a reason, and "Next item" opens the next item's step."""
+    at = as_reviewer(app, "ada")
+    at.text_input(key="queues.name").input("team")
+    at.text_input(key="queues.reviewers").input("ada")
+    button(at, "Create queue").click().run()
+    button(at, "Next item").click().run()
+    (link,) = [p for p in at.get("page_link") if "queue=" in p.proto.query_string]
+    params = dict(pair.split("=", 1) for pair in link.proto.query_string.split("&"))
+    assert params["queue"] == "team" and params["reviewer"] == "ada"
+    step = app("episode", **params)
+    assert "Queue team · ada" in page_text.of(step)
+    step.radio(key="episode.queue.team.0.verdict").set_value("honest attempt")
+    step.number_input(key="episode.queue.team.0.severity").set_value(4)
+    button(step, "Save label").click().run()
+    assert "Saved your label of item 0." in page_text.of(step)
+    with review.open_store(db) as store:
+        assert queues.latest(store, "team", "label")[0]["ada"]["values"]["severity"] == 4
+        second = queues.items(store, "team")[1]
+    button(step, "Next item").click().run()
+    assert step.query_params["episode"] == second.episode_id and step.query_params["queue"] == "team"
+    button(step, "Skip").click().run()
+    assert "a skip needs a reason" in page_text.of(step)
+    step.text_input(key="episode.queue.team.1.reason").input("the file is unreadable")
+    button(step, "Skip").click().run()
+    assert "Skipped item 1." in page_text.of(step)
+    with review.open_store(db) as store:
+        assert queues.progress(store, "team").loc[0, ["done", "skipped"]].tolist() == [1, 1]
+
+
+def test_the_queues_page_shows_a_multiple_choices_agreement_per_option(runs, app, db):
+    """By hand: "edits tests" ada yes, no; bo yes, yes: observed 1/2, chance 1/2 * 1 + 1/2 * 0 = 1/2, kappa 0;
+    "skips tests" nobody chose: one category, no figure."""
+    import ares_viewer
+    from ares_viewer.review import queue_items
+
+    run = ares_viewer.open_run(f"{runs['root']['path']}/run-a")
+    schema = {"fields": [{"name": "tags", "kind": "multiple", "options": ["edits tests", "skips tests"]}]}
+    with review.open_store(db) as store:
+        made = queue_items.episode_items(run, run.episode_ids[:2])
+        queues.create(store, "tags", made, schema=schema, author="lead", reviewers=["ada", "bo"], overlap=2)
+        for reviewer, chosen in (("ada", [["edits tests"], []]), ("bo", [["edits tests"], ["edits tests"]])):
+            while (item := queues.next_item(store, "tags", reviewer)) is not None:
+                queues.label(store, "tags", item.item, reviewer, {"tags": chosen[item.item]})
+    text = page_text.of(as_reviewer(app, "cy"))
+    assert "Agreement on tags [edits tests]: cohen_kappa = 0.000 (2 items)" in text
+    assert "Agreement on tags [skips tests]: cohen_kappa = – (2 items)" in text

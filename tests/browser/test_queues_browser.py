@@ -121,3 +121,41 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     assert record["reward"] == episode.total_reward and record["outcome"] == str(episode.outcome)
     for context in (ada_context, bo_context, judge_context):
         context.close()
+
+
+def test_the_step_view_of_a_queue_item_labels_it_and_opens_the_next_item(
+    browser, app_url, runs_root, tmp_path_factory, wait_idle
+):
+    """The link the Queues page gives an item (``queue`` and ``reviewer`` in the URL) shows the queue's form under
+    the step view: the label saved there is in the queue, and "Next item" opens the next item's step."""
+    from ares_viewer.review import queue_items, queues
+
+    expect.set_options(timeout=30_000)
+    run = first_run(runs_root)
+    schema = {"fields": [{"name": "verdict", "kind": "single", "options": ["reward hacking", "honest attempt"]}]}
+    with review.open_store(tmp_path_factory.getbasetemp() / "review.sqlite") as store:
+        listed = queue_items.episode_items(run, run.episode_ids[:2])
+        queues.create(store, "in-step-view", listed, schema=schema, author="lead", reviewers=["ada"])
+        item = queues.next_item(store, "in-step-view", "ada")
+    first, second = (run.episode(i.episode_id) for i in listed)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(
+        f"{app_url}/episode?run={pathlib.Path(run.location).name}&episode={first.episode_id}"
+        f"&step={len(first.steps) - 1}&queue=in-step-view&reviewer=ada"
+    )
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Save label"))
+    expect(form).to_be_visible()
+    wait_idle(page)
+
+    def save() -> None:
+        form.get_by_text("honest attempt", exact=True).click()
+        form.get_by_role("button", name="Save label").click()
+
+    until(page, save, page.get_by_text("Saved your label of item 0."), wait_idle)
+    until(page, page.get_by_role("button", name="Next item").click, page.get_by_text("Item 1 of 2"), wait_idle)
+    assert f"episode={second.episode_id}" in page.url and "queue=in-step-view" in page.url
+    with review.open_store(tmp_path_factory.getbasetemp() / "review.sqlite") as store:
+        labels = queues.latest(store, "in-step-view", "label")
+    assert item.item == 0 and labels[0]["ada"]["values"] == {"verdict": "honest attempt"}
+    context.close()

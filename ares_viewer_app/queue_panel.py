@@ -1,0 +1,130 @@
+"""A review queue's controls wherever a reviewer labels an item: the Queues page, and the step view of an item opened
+from it (its URL names ``queue`` and ``reviewer``).
+
+Drawn here once for both: the label schema's form (single and multiple choice, scores with their range, a note) and
+"Save label", "Skip" with a reason, and "Next item". Saving goes through ``ares_viewer.review.queues`` as anywhere
+else (docs/review.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import streamlit as st
+
+import ares_viewer
+from ares_viewer import model, review
+from ares_viewer.review import labelschema, queue_items, queues
+from ares_viewer_app import escape, review_panel, state
+
+# The step view's URL parameters naming the queue worked and its reviewer (read from the URL only: the queue's
+# controls show while the link says so, not on every episode opened later).
+QUEUE, REVIEWER = "queue", "reviewer"
+_DONE = "queue_panel.done"
+
+
+def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
+    """One input per field of the schema; returns what was entered (None where left empty)."""
+    values: dict[str, Any] = {}
+    for field in schema.fields:
+        label = field.name + ("" if field.required else " (optional)")
+        if field.kind == "single":
+            values[field.name] = st.radio(label, field.options, index=None, key=f"{key}.{field.name}")
+        elif field.kind == "multiple":
+            values[field.name] = st.multiselect(label, field.options, key=f"{key}.{field.name}")
+        elif field.kind == "score":
+            values[field.name] = st.number_input(
+                f"{label}, {field.low:g} to {field.high:g}",
+                field.low,
+                field.high,
+                value=None,
+                key=f"{key}.{field.name}",
+            )
+        else:
+            values[field.name] = st.text_area(label, key=f"{key}.{field.name}")
+    return values
+
+
+def take_next(opened: review.ReviewStore, name: str, reviewer: str) -> queue_items.Item | None:
+    """The reviewer's next item (the one in hand first); says why when there is none."""
+    try:
+        item = queues.next_item(opened, name, reviewer)
+    except review.ReviewError as exc:
+        st.warning(escape.md(exc))
+        return None
+    if item is None:
+        st.success("Nothing left for you in this queue.")
+    return item
+
+
+def item_step(episode: model.Episode, item: queue_items.Item) -> int:
+    """The step an item is read at: its own, or an episode item's last step."""
+    return item.step if item.step is not None else max(len(episode.steps) - 1, 0)
+
+
+def step_link(name: str, reviewer: str, item: queue_items.Item, step: int) -> dict[str, str]:
+    """The step view's URL parameters for an item of a queue, with the queue's controls."""
+    return state.params(episode=item.episode_id, step=step, **{QUEUE: name, REVIEWER: reviewer})
+
+
+def sent(write: Callable[[], object], message: str) -> str | None:
+    """``message`` once ``write`` (a queue write) is done; None after showing why it was refused."""
+    try:
+        write()
+    except (ValueError, review.ReviewError) as exc:
+        st.error(escape.md(exc))
+        return None
+    return message
+
+
+def answer(
+    opened: review.ReviewStore, queue: queues.Queue, reviewer: str, item: queue_items.Item, key: str
+) -> str | None:
+    """The item's label form and skip form; what was done, in words, once one was sent (else None)."""
+    with st.form(key):
+        values = controls(queue.schema, key)
+        if st.form_submit_button("Save label") and (
+            done := sent(
+                lambda: queues.label(opened, queue.name, item.item, reviewer, values),
+                f"Saved your label of item {item.item}.",
+            )
+        ):
+            return done
+    with st.form(f"{key}.skip"):
+        reason = st.text_input("Reason to skip", key=f"{key}.reason")
+        if st.form_submit_button("Skip"):
+            return sent(
+                lambda: queues.skip(opened, queue.name, item.item, reviewer, reason), f"Skipped item {item.item}."
+            )
+    return None
+
+
+def step_panel(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
+    """Under the step view: when the URL names a queue and a reviewer, the queue's form for the item this step is
+    (else a "Next item" button, which opens the reviewer's next item here)."""
+    name, reviewer = st.query_params.get(QUEUE), st.query_params.get(REVIEWER)
+    if not name or not reviewer:
+        return
+    opened = review_panel.store()
+    st.markdown(f"#### Queue {escape.line(name)} · {escape.line(reviewer)}")
+    try:
+        queue, item = queues.get(opened, name), queues.held(opened, name, reviewer)
+    except review.ReviewError as exc:
+        st.warning(escape.md(exc))
+        return
+    if message := st.session_state.pop(_DONE, None):
+        st.success(message)
+    if item is not None and item.episode_id == episode.episode_id and item.step in (None, k):
+        st.caption(f"Item {item.item} of {len(queues.items(opened, name))}: label it with the queue's schema.")
+        if done := answer(opened, queue, reviewer, item, f"episode.queue.{name}.{item.item}"):
+            st.session_state[_DONE] = done
+            st.rerun()
+        return
+    if item is not None:
+        st.caption(f"This step is not your item in hand (item {item.item}): “Next item” opens it.")
+    if st.button("Next item", icon=":material/skip_next:", key="episode.queue.next"):
+        taken = take_next(opened, name, reviewer)
+        if taken is not None:
+            state.update(episode=taken.episode_id, step=item_step(run.episode(taken.episode_id), taken))
+            st.rerun()

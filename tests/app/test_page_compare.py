@@ -83,7 +83,8 @@ def test_summary_and_final_submissions(runs, app):
     assert "never did" in shown or "Both attempts did the same kinds of things" in shown
     # each side says why it ended as it did, from the files (docs/endings.md)
     why = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("Why: ")]
-    assert len(why) == 2 and why[0].startswith("Why: completed, reward 0") and why[1].startswith("Why: completed, reward 1")
+    assert len(why) == 2
+    assert why[0].startswith("Why: completed, reward 0") and why[1].startswith("Why: completed, reward 1")
 
 
 def test_an_unknown_episode_says_so(runs, app):

@@ -4,7 +4,8 @@ A branch restores step k's snapshot, asks the model again with the recorded cont
 the observation unedited), continues for up to ``max_steps`` actions and runs the task's verifier. Each branch is an
 ordinary episode file with a snapshot per step, linked to its parent episode and step (the counterfactual layout),
 so it opens, diffs and compares like any episode. :func:`search` branches from the chosen steps (every step,
-every n-th, a list, or an adaptive bisection on V), within a budget (rollouts, concurrent containers, wall time),
+every n-th, a list, or an adaptive bisection on V), within a budget (rollouts, concurrent containers, wall time,
+model tokens),
 reporting progress and stopping on a cancel event; every finished branch is kept.
 
 Results live beside the episode in the cache folder, never in the run folder: ``branches/<key>/`` holds the
@@ -30,7 +31,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
 from ares_viewer.base import locations
-from ares_viewer.counterfactual import branch_ray, values
+from ares_viewer.counterfactual import branch_ray, model_client, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
@@ -61,11 +62,15 @@ class Budget:
         max_rollouts: at most this many new branches in this call (None: no limit).
         parallel: branches running at once, each in its own container (bounded by the machine's cores).
         wall_s: start no new branch after this many seconds (running ones finish).
+        token_budget: start no new branch once this call's branches spent this many model tokens (prompt and
+            generated, as the endpoint reported them; running ones finish). It cannot apply when the endpoint
+            reports no usage: the search then says so (:attr:`Search.note`) and runs on the other limits.
     """
 
     max_rollouts: int | None = None
     parallel: int = 2
     wall_s: float | None = None
+    token_budget: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +88,8 @@ class Branch:
         error: the failure in one line.
         container: the short id of the container it ran in.
         duration_s: its wall time.
+        tokens: the model tokens its calls spent (prompt and generated, as the endpoint reported them); None when
+            unknown (the endpoint, or a branch stored before tokens were counted, reported none).
     """
 
     step: int
@@ -94,6 +101,7 @@ class Branch:
     error: str | None = None
     container: str | None = None
     duration_s: float = 0.0
+    tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -123,7 +131,10 @@ class Search:
         decisive: the step whose action changed V the most, or None.
         branches: every stored branch, oldest first.
         new: how many branches this call ran.
-        stopped: why it stopped: ``done``, ``budget``, ``wall time`` or ``cancelled``.
+        stopped: why it stopped: ``done``, ``budget``, ``token budget``, ``wall time`` or ``cancelled``.
+        tokens: the model tokens this call's branches spent; None when the endpoint reported no usage (unknown).
+        total_tokens: the same over every stored branch; None when any is unknown.
+        note: what the caller should know about the budget (the token budget could not apply), or None.
     """
 
     folder: pathlib.Path
@@ -132,6 +143,9 @@ class Search:
     branches: tuple[Branch, ...]
     new: int = 0
     stopped: str = "done"
+    tokens: int | None = 0
+    total_tokens: int | None = 0
+    note: str | None = None
 
     def of_step(self, step: int) -> list[Branch]:
         return [b for b in self.branches if b.step == step]
@@ -287,7 +301,13 @@ def search(
         jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
         runner.run(jobs, planned=len(jobs))
     summary = _summary(episode, folder, runner.branches)
-    return dataclasses.replace(summary, new=runner.started, stopped=runner.stopped or "done")
+    tokens = None if runner.tokens_unknown else runner.tokens
+    note = None
+    if tokens is None:
+        note = "the endpoint reported no token usage: tokens spent are unknown" + (
+            f", so the token budget of {budget.token_budget:,} could not apply" if budget.token_budget else ""
+        )
+    return dataclasses.replace(summary, new=runner.started, stopped=runner.stopped or "done", tokens=tokens, note=note)
 
 
 def _counted(branches: Sequence[Branch], step: int) -> int:
@@ -321,12 +341,14 @@ def _summary(episode: model.Episode, folder: pathlib.Path, branches: Sequence[Br
     last = episode.steps[-1].index if episode.steps else None
     if last is not None and last not in possible and episode.total_reward is not None:
         curve.append(values.terminal(last, episode.total_reward))
-    return Search(folder, tuple(curve), values.decisive(curve), tuple(branches))
+    spent = [b.tokens for b in branches]
+    total = None if None in spent else sum(t for t in spent if t is not None)
+    return Search(folder, tuple(curve), values.decisive(curve), tuple(branches), total_tokens=total)
 
 
 class _Runner:
     """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
-    finished one to the log; stops starting new ones on cancel, the rollout budget or the wall time."""
+    finished one to the log; stops starting new ones on cancel, the rollout or token budget or the wall time."""
 
     def __init__(
         self,
@@ -347,6 +369,8 @@ class _Runner:
         self.branches = _read(folder)
         self.started = 0
         self.done = 0
+        self.tokens = 0
+        self.tokens_unknown = False
         self.stopped: str | None = None
         self.deadline = None if budget.wall_s is None else time.monotonic() + budget.wall_s
         self._lock = threading.Lock()
@@ -357,6 +381,12 @@ class _Runner:
                 self.stopped = "cancelled"
             elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
                 self.stopped = "budget"
+            elif (
+                self.budget.token_budget is not None
+                and not self.tokens_unknown
+                and (self.tokens >= self.budget.token_budget)
+            ):
+                self.stopped = "token budget"
             elif self.deadline is not None and time.monotonic() > self.deadline:
                 self.stopped = "wall time"
             if self.stopped is not None:
@@ -387,6 +417,8 @@ class _Runner:
                 log.write(json.dumps(stored) + "\n")
             self.branches.append(branch)
             self.done += 1
+            self.tokens += branch.tokens or 0
+            self.tokens_unknown = self.tokens_unknown or branch.tokens is None
             done = self.done
         if self.progress is not None:
             self.progress(Progress(done, planned, branch))
@@ -413,47 +445,39 @@ def run_branch(
             **restore,
         )
     except counterfactual.CounterfactualError as exc:
-        failed = exc.result
         cause = exc.__cause__
         if isinstance(cause, sandbox.SandboxError):
             kind = "verifier" if str(cause).startswith("the verifier failed") else "container"
         else:
             kind = "model"
-        return Branch(
-            step,
-            failed.episode_id,
-            failed.path,
-            failed.status,
-            None,
-            kind,
-            failed.error or str(cause),
-            _container(failed.path),
-            round(time.monotonic() - start, 3),
-        )
+        return _made(step, exc.result, None, kind, exc.result.error or str(cause), start)
     except (LookupError, OSError, RuntimeError, ValueError) as exc:  # the restore failed: nothing was written
-        return Branch(
-            step,
-            None,
-            None,
-            "failed",
-            None,
-            "restore",
-            f"{type(exc).__name__}: {exc}",
-            None,
-            round(time.monotonic() - start, 3),
-        )
-    elapsed = round(time.monotonic() - start, 3)
+        elapsed = round(time.monotonic() - start, 3)
+        return Branch(step, None, None, "failed", None, "restore", f"{type(exc).__name__}: {exc}", None, elapsed, 0)
     branch = load_episode(result.path)
     if result.status == "truncated":
-        reward, failure, error = 0.0, None, None
-    elif branch.total_reward is None:
+        return _made(step, result, 0.0, None, None, start)
+    if branch.total_reward is None:
         missing = branch.metadata.get("no_verifier")
-        reward, failure, error = None, "no_reward", f"no reward: {missing or 'the verifier gave none'}"
-    else:
-        reward, failure, error = float(branch.total_reward), None, None
+        return _made(step, result, None, "no_reward", f"no reward: {missing or 'the verifier gave none'}", start)
+    return _made(step, result, float(branch.total_reward), None, None, start)
+
+
+def _made(
+    step: int, result: counterfactual.Result, reward: float | None, failure: str | None, error: str | None, start: float
+) -> Branch:
+    """The record of a branch whose episode was written (``result``), however it ended."""
+    elapsed = round(time.monotonic() - start, 3)
     return Branch(
-        step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed
-    )
+        step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed,
+        _tokens(result.responses),
+    )  # fmt: skip
+
+
+def _tokens(responses: Sequence[str]) -> int | None:
+    """The model tokens the responses' calls spent, or None when any call's usage is unknown."""
+    usages = [model_client.usage_of(r) for r in responses]
+    return None if None in usages else sum(u["total_tokens"] for u in usages if u is not None)
 
 
 def _container(path: str | None) -> str | None:

@@ -39,6 +39,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         help="start no new branch once the branches spent N model tokens (needs an endpoint reporting usage)",
     )
     command.add_argument("--ray", metavar="ADDRESS", help="each branch a task on this Ray cluster (local: start one)")
+    command.add_argument(
+        "--branches-to",
+        metavar="URL",
+        help="store the branches in this folder or fsspec URL (s3://...) instead of the cache folder; with --ray, "
+        "the nodes then need no shared file system",
+    )
     command.add_argument("--recipe", help="the verifier's recipe for a run without one (task.json or harbor task)")
     command.add_argument("--json", action="store_true", help="the curve and the decisive step as one JSON object")
     command.add_argument(
@@ -93,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                     cancel=cancel,
                     recipe=args.recipe,
                     ray_address=args.ray,
+                    store=args.branches_to,
                 )
             )
         except BaseException as exc:  # re-raised in the main thread
@@ -110,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise failed[0]
     result = found[0]
     if args.export:
-        written = process_rewards.write([episode], args.export)
+        written = process_rewards.write([episode], args.export, args.branches_to)
         print(f"{written} process-reward row(s) written to {args.export}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(to_dict(result)) + b"\n")

@@ -5,12 +5,11 @@ the observation unedited), continues for up to ``max_steps`` actions and runs th
 ordinary episode file with a snapshot per step, linked to its parent episode and step (the counterfactual layout),
 so it opens, diffs and compares like any episode. :func:`search` branches from the chosen steps (every step,
 every n-th, a list, or an adaptive bisection on V), within a budget (rollouts, concurrent containers, wall time,
-model tokens),
-reporting progress and stopping on a cancel event; every finished branch is kept.
+model tokens), reporting progress and stopping on a cancel event; every finished branch is kept.
 
-Results live beside the episode in the cache folder, never in the run folder: ``branches/<key>/`` holds the
-branch episodes and ``branches.jsonl``, one line per finished branch, appended as each ends. A rerun reads them
-back and adds samples instead of starting over (:func:`search` tops each step up to ``samples`` counted branches).
+Results live in the cache folder (or a store the caller names, an object store too: ``branch_store``), never in
+the run folder: ``branches/<key>/`` holds the branch episodes and ``branches.jsonl``, one line per finished branch.
+A rerun reads them back and adds samples instead of starting over (:func:`search` tops steps up to ``samples``).
 A branch whose model, container or verifier failed is recorded with its failure and never counted as a reward.
 A branch the step budget truncated (the model did not submit) counts as reward 0: that is the policy's outcome.
 """
@@ -31,7 +30,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
 from ares_viewer.base import locations
-from ares_viewer.counterfactual import branch_ray, model_client, values
+from ares_viewer.counterfactual import branch_ray, branch_store, model_client, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
@@ -49,7 +48,7 @@ __all__ = [
 ]
 
 _LOGGER = logging.getLogger(__name__)
-LOG_NAME = "branches.jsonl"
+LOG_NAME = branch_store.LOG_NAME
 BUNDLED_DIRNAME = ".branches"
 BISECT = "bisect"
 
@@ -126,7 +125,7 @@ class Search:
     """A search's results: every branch stored for the episode (earlier runs' too) and the estimates from them.
 
     Attributes:
-        folder: where the branches are stored (in the cache folder).
+        folder: where the branches are stored (in the cache folder, or the store the search was given).
         curve: V(k) per step with a branch, plus the recorded terminal step's reward; in step order.
         decisive: the step whose action changed V the most, or None.
         branches: every stored branch, oldest first.
@@ -137,7 +136,7 @@ class Search:
         note: what the caller should know about the budget (the token budget could not apply), or None.
     """
 
-    folder: pathlib.Path
+    folder: branch_store.Folder
     curve: tuple[values.Estimate, ...]
     decisive: values.Decisive | None
     branches: tuple[Branch, ...]
@@ -169,10 +168,21 @@ class Search:
         return pandas.DataFrame(rows, columns=["step", "V", "low", "high", "n", "failed", "recorded"]).set_index("step")
 
 
-def store_dir(episode: model.Episode) -> pathlib.Path:
-    """The cache folder holding ``episode``'s branches (keyed by its file and id)."""
+def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) -> branch_store.Folder:
+    """The folder holding ``episode``'s branches (keyed by its file and id): in ``store`` (a folder or an fsspec
+    URL such as ``s3://bucket/branches``) when given, else in the cache folder.
+
+    Raises:
+        ValueError: ``store`` lies in the episode's run folder (branches are never written there).
+    """
     key = hashlib.sha256(f"{episode.path}\0{episode.episode_id}".encode()).hexdigest()[:16]
-    return index_cache.cache_dir() / "branches" / f"{episode.episode_id[:36]}-{key}"
+    name = f"{episode.episode_id[:36]}-{key}"
+    if store is None:
+        return index_cache.cache_dir() / "branches" / name
+    run_folder = os.path.dirname(str(episode.path)).rstrip("/") + "/"
+    if f"{str(store).rstrip('/')}/".startswith(run_folder):
+        raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}); pick another")
+    return branch_store.join(store, name)
 
 
 def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
@@ -183,13 +193,13 @@ def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
     return pathlib.Path(episode.path).parent / BUNDLED_DIRNAME / episode.episode_id
 
 
-def load(episode: model.Episode) -> Search:
-    """What is stored for ``episode`` (no branch run): its branches in the cache folder and the estimates from them,
-    else the branches shipped with its run (:func:`bundled_dir`)."""
-    folder = store_dir(episode)
+def load(episode: model.Episode, store: branch_store.Folder | None = None) -> Search:
+    """What is stored for ``episode`` (no branch run): its branches in the cache folder (or ``store``) and the
+    estimates from them, else the branches shipped with its run (:func:`bundled_dir`)."""
+    folder = store_dir(episode, store)
     branches = _read(folder)
     shipped = bundled_dir(episode)
-    if not branches and shipped is not None and (shipped / LOG_NAME).is_file():
+    if not branches and store is None and shipped is not None and (shipped / LOG_NAME).is_file():
         folder, branches = shipped, _read(shipped)
     return _summary(episode, folder, branches)
 
@@ -249,6 +259,7 @@ def search(
     cancel: threading.Event | None = None,
     recipe: str | os.PathLike | None = None,
     ray_address: str | None = None,
+    store: branch_store.Folder | None = None,
 ) -> Search:
     """Branch from ``episode``'s chosen steps and estimate V(k) there.
 
@@ -267,11 +278,13 @@ def search(
         recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
         ray_address: run each branch as a task on this Ray cluster (``local`` starts one here;
             ``counterfactual.branch_ray``).
+        store: where the branches go instead of the cache folder: a folder or an fsspec URL (``s3://...``; each
+            branch is staged in its machine's cache folder and uploaded, ``counterfactual.branch_store``), so Ray
+            nodes need no shared file system.
     """
     chosen = parse_steps(steps, episode)
-    folder = store_dir(episode)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "parent.json").write_text(json.dumps({"run_file": episode.path, "episode_id": episode.episode_id}))
+    folder = store_dir(episode, store)
+    branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id})
     runner = _Runner(
         episode,
         client,
@@ -314,25 +327,23 @@ def _counted(branches: Sequence[Branch], step: int) -> int:
     return sum(1 for b in branches if b.step == step and b.reward is not None)
 
 
-def _read(folder: pathlib.Path) -> list[Branch]:
+def _read(folder: branch_store.Folder) -> list[Branch]:
     """The stored branches (a half-written last line, from a process that died mid-write, is skipped)."""
-    try:
-        lines = (folder / LOG_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
     branches = []
-    for number, line in enumerate(lines, 1):
+    for number, record in branch_store.read_records(folder):
         try:
-            branch = Branch.from_json(json.loads(line))
+            if isinstance(record, Exception):
+                raise record
+            branch = Branch.from_json(record)
             if branch.path is not None:  # stored relative to the folder, so a store can be moved or shipped
-                branch = dataclasses.replace(branch, path=str(folder / branch.path))
+                branch = dataclasses.replace(branch, path=str(branch_store.join(folder, branch.path)))
             branches.append(branch)
         except (ValueError, TypeError) as exc:
-            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder / LOG_NAME, number, exc)
+            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder, number, exc)
     return branches
 
 
-def _summary(episode: model.Episode, folder: pathlib.Path, branches: Sequence[Branch]) -> Search:
+def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch]) -> Search:
     by_step: dict[int, list[float | None]] = {}
     for b in branches:
         by_step.setdefault(b.step, []).append(b.reward)
@@ -354,7 +365,7 @@ class _Runner:
         self,
         episode: model.Episode,
         client: counterfactual.Client,
-        folder: pathlib.Path,
+        folder: branch_store.Folder,
         budget: Budget,
         max_steps: int,
         restore: dict[str, Any],
@@ -381,11 +392,7 @@ class _Runner:
                 self.stopped = "cancelled"
             elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
                 self.stopped = "budget"
-            elif (
-                self.budget.token_budget is not None
-                and not self.tokens_unknown
-                and (self.tokens >= self.budget.token_budget)
-            ):
+            elif not self.tokens_unknown and self.tokens >= (self.budget.token_budget or float("inf")):
                 self.stopped = "token budget"
             elif self.deadline is not None and time.monotonic() > self.deadline:
                 self.stopped = "wall time"
@@ -404,17 +411,16 @@ class _Runner:
     def _one(self, step: int, planned: int | None) -> None:
         if not self._may_start():
             return
-        args = (self.episode, step, self.client, self.folder, self.max_steps)
-        if self.ray_address is None:
-            branch = run_branch(*args, **self.restore)
+        if branch_store.is_remote(self.folder):  # staged on the machine that runs it, uploaded into the store
+            function, args = branch_store.staged, (run_branch, str(self.folder), self.episode, step, self.client)
         else:
-            branch = branch_ray.run(self.ray_address, run_branch, *args, **self.restore)
+            function, args = run_branch, (self.episode, step, self.client, self.folder)
+        if self.ray_address is None:
+            branch = function(*args, self.max_steps, **self.restore)
+        else:
+            branch = branch_ray.run(self.ray_address, function, *args, self.max_steps, **self.restore)
         with self._lock:
-            with (self.folder / LOG_NAME).open("a", encoding="utf-8") as log:
-                stored = branch.to_json()
-                if branch.path is not None:
-                    stored["path"] = os.path.relpath(branch.path, self.folder)
-                log.write(json.dumps(stored) + "\n")
+            branch_store.append(self.folder, branch.to_json())
             self.branches.append(branch)
             self.done += 1
             self.tokens += branch.tokens or 0

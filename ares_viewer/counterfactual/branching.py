@@ -30,7 +30,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
 from ares_viewer.base import locations
-from ares_viewer.counterfactual import branch_ray, branch_store, model_client, values
+from ares_viewer.counterfactual import branch_ray, branch_store, completion, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
@@ -482,7 +482,7 @@ def _made(
 
 def _tokens(responses: Sequence[str]) -> int | None:
     """The model tokens the responses' calls spent, or None when any call's usage is unknown."""
-    usages = [model_client.usage_of(r) for r in responses]
+    usages = [completion.usage_of(r) for r in responses]
     return None if None in usages else sum(u["total_tokens"] for u in usages if u is not None)
 
 

@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ares_viewer.base import settings
+from ares_viewer.counterfactual import completion
 from ares_viewer.runs import index_cache
 
 URL_ENV = settings.MODEL_URL.name
@@ -67,40 +68,6 @@ _QUOTED = 500
 # Fields the client sets itself; a configuration may not override them.
 _OWN_FIELDS = frozenset({"model", "messages", "stream"})
 _MESSAGE_FIELDS = ("role", "content", "name", "tool_call_id")
-
-
-class Completion(str):
-    """A model's response text (a ``str``, so any caller of a client takes it as text) with the token usage the
-    endpoint reported: ``usage`` is ``{"prompt_tokens", "generated_tokens", "total_tokens"}`` (ARES's names for the
-    first two), or None when the endpoint reported none (unknown, never 0)."""
-
-    usage: dict[str, int] | None
-
-    def __new__(cls, text: str, usage: dict[str, int] | None = None) -> Completion:
-        made = super().__new__(cls, text)
-        made.usage = usage
-        return made
-
-    def __reduce__(self) -> tuple[Any, ...]:  # a Ray task returns it whole
-        return (Completion, (str(self), self.usage))
-
-
-def usage_of(text: str) -> dict[str, int] | None:
-    """The usage a client's answer carries (a :class:`Completion`'s), or None (unknown) for plain text."""
-    return getattr(text, "usage", None)
-
-
-def _usage(answer: Any) -> dict[str, int] | None:
-    """An OpenAI-compatible ``usage`` object as counts, or None when it is missing or not whole numbers."""
-    raw = answer.get("usage") if isinstance(answer, dict) else None
-    if not isinstance(raw, dict):
-        return None
-    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (prompt, completion)):
-        return None
-    total = raw.get("total_tokens")
-    total = total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else prompt + completion
-    return {"prompt_tokens": prompt, "generated_tokens": completion, "total_tokens": total}
 
 
 class ModelEndpointError(RuntimeError):
@@ -205,7 +172,7 @@ def _quote(body: bytes) -> str:
     return text + ("…" if len(body) > _QUOTED else "")
 
 
-def _response_text(answer: Any, url: str) -> Completion:
+def _response_text(answer: Any, url: str) -> completion.Completion:
     try:
         message = answer["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
@@ -217,7 +184,7 @@ def _response_text(answer: Any, url: str) -> Completion:
         content = ""
     if not isinstance(content, str):
         raise ModelEndpointError(f"{url} answered a {type(content).__name__} as the message's content")
-    return Completion(content, _usage(answer))
+    return completion.Completion(content, completion.usage(answer))
 
 
 class _UnreachableError(OSError):
@@ -326,7 +293,7 @@ def openai_client(
     endpoint as :func:`shown_url` shows it and never holds the key or the password (a body that quotes them, or the
     URL's query, back has them replaced by ``***``), so it can be shown and written into an episode file. The
     client's ``endpoint`` and ``model`` attributes say what it calls (``endpoint`` as :func:`shown_url` shows it).
-    Its answer is a :class:`Completion`: the text, with the token usage the endpoint reported (or None).
+    Its answer is a ``completion.Completion``: the text, with the token usage the endpoint reported (or None).
     """
     refusal = _refused(base_url)
     if refusal is not None:

@@ -24,7 +24,7 @@ import pytest
 import sample_scripts
 from test_counterfactual import DEMO, SOLVED, WRONG_FIX
 
-from ares_viewer import counterfactual, sandbox
+from ares_viewer import cli, counterfactual, sandbox
 from ares_viewer.counterfactual import branching, value_curve
 from ares_viewer.runs.run import load_episode
 
@@ -289,3 +289,13 @@ def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_
     assert unknown.new == 2 and unknown.stopped == "done"
     assert unknown.tokens is None and unknown.total_tokens is None and unknown.branches[-1].tokens is None
     assert "reported no token usage" in unknown.note and "token budget of 1,000 could not apply" in unknown.note
+
+
+def test_the_branch_command_refuses_to_store_branches_in_the_run_folder(capsys):
+    before = sorted(p.name for p in DEMO.iterdir())
+    relative = os.path.relpath(DEMO / "my-branches")
+    argv = ["branch", str(DEMO), WRONG_FIX, "--branches-to", relative, "--endpoint", "http://127.0.0.1:9/v1"]
+    assert cli.main([*argv, "--model", "policy"]) == 1
+    error = capsys.readouterr().err
+    assert "my-branches: branches are never written into the run folder" in error and "pick another" in error
+    assert sorted(p.name for p in DEMO.iterdir()) == before

@@ -179,8 +179,10 @@ def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) 
     name = f"{episode.episode_id[:36]}-{key}"
     if store is None:
         return index_cache.cache_dir() / "branches" / name
-    run_folder = os.path.dirname(str(episode.path)).rstrip("/") + "/"
-    if f"{str(store).rstrip('/')}/".startswith(run_folder):
+    local = not branch_store.is_remote(store)
+    run_file, target = [os.path.realpath(os.path.expanduser(w)) if local else w for w in (episode.path, str(store))]
+    run_folder = os.path.dirname(run_file).rstrip("/") + "/"
+    if f"{target.rstrip('/')}/".startswith(run_folder):
         raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}); pick another")
     return branch_store.join(store, name)
 

@@ -35,6 +35,8 @@ class Job:
     error: str | None = None
     finished: bool = False
     stopped: str | None = None
+    tokens: int | None = None
+    note: str | None = None
 
 
 def _job() -> Job | None:
@@ -60,7 +62,7 @@ def _start(episode: model.Episode, client, steps: str, samples: int, budget: bra
                 progress=progress,
                 cancel=job.cancel,
             )
-            job.stopped = found.stopped
+            job.stopped, job.tokens, job.note = found.stopped, found.tokens, found.note
         except Exception as exc:  # shown on the page, never a traceback
             job.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -82,7 +84,12 @@ def _progress(episode_id: str) -> None:
         if job.error:
             st.error(f"The search failed: {escape.md(job.error)}", icon=":material/error:")
         else:
-            st.success(f"The search ended ({escape.md(job.stopped)}): {job.done} new branch(es).")
+            st.success(
+                f"The search ended ({escape.md(job.stopped)}): {job.done} new branch(es), "
+                f"{_tokens(job.tokens)} model tokens."
+            )
+            if job.note:
+                st.warning(escape.md(job.note.capitalize() + "."), icon=":material/token:")
         return
     of = f" of {job.planned}" if job.planned else ""
     st.progress(job.done / job.planned if job.planned else 0.0, text=f"{job.done}{of} branch(es) done")
@@ -109,13 +116,24 @@ def _controls(episode: model.Episode) -> None:
     )
     name = cols[1].text_input("Model", value=config.model if config else "", key=f"{_KEY}model")
     temperature = cols[2].number_input("Temperature", 0.0, 2.0, 1.0, 0.1, key=f"{_KEY}temperature")
-    budget = st.columns(4)
+    budget = st.columns(5)
     steps = budget[0].text_input(
         "Steps", value="bisect", key=f"{_KEY}steps", help="all, every:N, bisect (adaptive) or a list like 1,2,3"
     )
     samples = int(budget[1].number_input("Samples per step", 1, 50, 4, key=f"{_KEY}samples"))
     parallel = int(budget[2].number_input("Containers at once", 1, 16, 2, key=f"{_KEY}parallel"))
     most = int(budget[3].number_input("At most, new branches", 1, 1000, 40, key=f"{_KEY}max_rollouts"))
+    tokens = int(
+        budget[4].number_input(
+            "At most, model tokens",
+            0,
+            10**10,
+            0,
+            1000,
+            key=f"{_KEY}token_budget",
+            help="0: no limit. Needs an endpoint that reports token usage.",
+        )
+    )
     running = (job := _job()) is not None and not job.finished
     if st.button(
         "Branch and estimate V",
@@ -134,7 +152,8 @@ def _controls(episode: model.Episode) -> None:
         else:
             client = model_client.openai_client(url, name, temperature=temperature)
         st.session_state[f"{_KEY}shown_end"] = False
-        _start(episode, client, steps, samples, branching.Budget(max_rollouts=most, parallel=parallel))
+        limits = branching.Budget(max_rollouts=most, parallel=parallel, token_budget=tokens or None)
+        _start(episode, client, steps, samples, limits)
         st.rerun()
 
 
@@ -156,7 +175,7 @@ def _branches(found: branching.Search, episode: model.Episode) -> None:
             actions = run.load_episode(b.path).num_actions
         except Exception:  # a branch file gone or unreadable: listed, without its length
             actions = None
-        cols[2].markdown(f"{widgets.fmt(actions)} action(s)")
+        cols[2].markdown(f"{widgets.fmt(actions)} action(s) · {_tokens(b.tokens)} tokens")
         if cols[3].button("Open as episode", icon=":material/open_in_new:", key=f"{_KEY}open.{b.episode_id}"):
             # This very page with another run and episode: a page link to the current page would not navigate.
             state.update(run=folder, episode=b.episode_id, step=1, url=False)
@@ -181,7 +200,15 @@ def _curve(found: branching.Search) -> None:
         way = "drop" if d.change < 0 else "rise"
         sure = "the intervals separate" if d.sure else "the intervals overlap: more samples would make it sure"
         st.markdown(f"**Decisive step {d.step}**: a {way} of {abs(d.change):.2f} in V from step {d.before} ({sure}).")
-    st.caption(f"{len(found.branches)} branch(es) stored in {escape.code(found.folder)}.")
+    st.caption(
+        f"{len(found.branches)} branch(es) stored in {escape.code(found.folder)}; "
+        f"{_tokens(found.total_tokens)} model tokens spent."
+    )
+
+
+def _tokens(count: int | None) -> str:
+    """A token count as the page says it: ``unknown`` when the endpoint reported no usage (never 0)."""
+    return "unknown" if count is None else f"{count:,}"
 
 
 def show(episode: model.Episode) -> None:

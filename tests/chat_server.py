@@ -6,7 +6,8 @@ order. Set ``server.status`` to answer that HTTP status instead (with ``server.e
 ``server.delay_s`` to answer late, or ``server.trickle_s`` to send the answer (status line and headers too) one
 byte at a time, that many seconds apart. Set ``server.basic_auth = (user, password)`` to require HTTP Basic auth: a
 request without exactly that ``Authorization: Basic`` header is answered 401 (and recorded all the same). Set
-``server.redirect = (status, location)`` to answer every request with that redirect. A GET is answered as a POST
+``server.redirect = (status, location)`` to answer every request with that redirect. ``server.usage`` is the
+``usage`` object every answer carries (None: answers carry none, as some endpoints do). A GET is answered as a POST
 (as a hostile endpoint would, to a client that turned a redirected POST into a GET).
 """
 
@@ -40,6 +41,7 @@ class ChatServer:
         self.trickle_s = 0.0
         self.redirect: tuple[int, str] | None = None
         self.basic_auth: tuple[str, str] | None = None
+        self.usage: dict[str, int] | None = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
         self.base_url = ""
         self._lock = threading.Lock()
 
@@ -61,11 +63,10 @@ class ChatServer:
             return 400, {"error": {"message": f"no scripted response #{index + 1}"}}
         else:
             text = self.responses[index]
-        return 200, {"id": f"chatcmpl-{index}", "object": "chat.completion", "created": int(time.time()),
-                     "model": received.body.get("model"),
-                     "choices": [{"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": text}}],
-                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        answer = {"id": f"chatcmpl-{index}", "object": "chat.completion", "created": int(time.time()),
+                  "model": received.body.get("model"),
+                  "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}
+        return 200, answer if self.usage is None else {**answer, "usage": self.usage}
 
 
 def _handler(server: ChatServer) -> type[http.server.BaseHTTPRequestHandler]:

@@ -24,7 +24,7 @@ import pytest
 import sample_scripts
 from test_counterfactual import DEMO, SOLVED, WRONG_FIX
 
-from ares_viewer import counterfactual, sandbox
+from ares_viewer import cli, counterfactual, sandbox
 from ares_viewer.counterfactual import branching, value_curve
 from ares_viewer.runs.run import load_episode
 
@@ -206,8 +206,11 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
             "policy",
             "--max-steps",
             "4",
+            "--max-model-tokens",
+            "100000",
         ]
         first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+        spent = 2 * len(server.requests)  # the server reports 2 tokens a call
         again = subprocess.run(
             [*command, "--json", "--export", str(tmp_path / "labels.jsonl")],
             capture_output=True,
@@ -217,12 +220,14 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
             check=False,
         )
     assert first.returncode == 0, first.stderr
-    assert "branch 1/1 from step 1: reward 1.0" in first.stderr
+    assert f"branch 1/1 from step 1: reward 1.0, {spent} model tokens" in first.stderr
+    assert f"1 new branch(es), {spent} model tokens, 1 stored in" in first.stdout
     assert "   1   1.00  [0.21, 1.00]    1       0" in first.stdout
     assert "decisive step: 4 (drop of 1.00 from step 1; intervals separate)" in first.stdout
     assert again.returncode == 0, again.stderr
     shown = json.loads(again.stdout)
     assert shown["new"] == 0 and shown["branches"] == 1 and shown["decisive"]["step"] == 4
+    assert (shown["tokens"], shown["total_tokens"], shown["note"]) == (0, spent, None)
     assert [e["step"] for e in shown["curve"]] == [1, 4] and shown["curve"][1]["recorded"]
     [label] = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
     parent = load_episode(DEMO / f"{WRONG_FIX}.json")
@@ -243,3 +248,54 @@ def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches
     assert list(figure.data[0].error_y.arrayminus) == [
         pytest.approx(1 - e.low) if e.value else 0.0 for e in found.curve if not e.recorded
     ]
+
+
+def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_not_counted_as_zero(
+    engine, parent, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    with chat_server.serve(Policy(seed=11)) as server:
+        client = counterfactual.openai_client(server.base_url, "policy")
+        server.usage = {"prompt_tokens": 700, "completion_tokens": 50, "total_tokens": 750}
+        spent = branching.search(
+            parent,
+            client,
+            steps=[1],
+            samples=3,
+            budget=branching.Budget(parallel=1, token_budget=1000),
+            max_steps=4,
+            docker_client=engine,
+            session=SESSION,
+        )
+        calls = len(server.requests)
+        server.usage = None  # an endpoint that reports no usage
+        unknown = branching.search(
+            parent,
+            client,
+            steps=[1],
+            samples=3,
+            budget=branching.Budget(parallel=1, token_budget=1000),
+            max_steps=4,
+            docker_client=engine,
+            session=SESSION,
+        )
+    # The first branch spent more than the budget: no second one started, and the partial estimate is saved.
+    assert spent.stopped == "token budget" and spent.new == 1 and spent.note is None
+    [first] = spent.branches
+    assert first.tokens == spent.tokens == spent.total_tokens == 750 * calls
+    assert load_episode(first.path).generated_tokens == 50 * calls  # the branch episode carries its usage
+    assert branching.load(parent).branches[0].tokens == 750 * calls  # saved with the branch
+    # Without usage the tokens are unknown, never 0, and the budget cannot stop the search.
+    assert unknown.new == 2 and unknown.stopped == "done"
+    assert unknown.tokens is None and unknown.total_tokens is None and unknown.branches[-1].tokens is None
+    assert "reported no token usage" in unknown.note and "token budget of 1,000 could not apply" in unknown.note
+
+
+def test_the_branch_command_refuses_to_store_branches_in_the_run_folder(capsys):
+    before = sorted(p.name for p in DEMO.iterdir())
+    relative = os.path.relpath(DEMO / "my-branches")
+    argv = ["branch", str(DEMO), WRONG_FIX, "--branches-to", relative, "--endpoint", "http://127.0.0.1:9/v1"]
+    assert cli.main([*argv, "--model", "policy"]) == 1
+    error = capsys.readouterr().err
+    assert "my-branches: branches are never written into the run folder" in error and "pick another" in error
+    assert sorted(p.name for p in DEMO.iterdir()) == before

@@ -32,7 +32,19 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--parallel", type=int, default=2, help="branches (containers) at once (default 2)")
     command.add_argument("--max-rollouts", type=int, help="at most this many new branches")
     command.add_argument("--wall-s", type=float, help="start no new branch after this many seconds")
+    command.add_argument(
+        "--max-model-tokens",
+        type=int,
+        metavar="N",
+        help="start no new branch once the branches spent N model tokens (needs an endpoint reporting usage)",
+    )
     command.add_argument("--ray", metavar="ADDRESS", help="each branch a task on this Ray cluster (local: start one)")
+    command.add_argument(
+        "--branches-to",
+        metavar="URL",
+        help="store the branches in this folder or fsspec URL (s3://...) instead of the cache folder; with --ray, "
+        "the nodes then need no shared file system",
+    )
     command.add_argument("--recipe", help="the verifier's recipe for a run without one (task.json or harbor task)")
     command.add_argument("--json", action="store_true", help="the curve and the decisive step as one JSON object")
     command.add_argument(
@@ -56,7 +68,9 @@ def _client(args: argparse.Namespace) -> counterfactual.Client:
 def run(args: argparse.Namespace) -> int:
     episode = runs.open_run(args.run).episode(args.episode)
     client = _client(args)
-    budget = branching.Budget(max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s)
+    budget = branching.Budget(
+        max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s, token_budget=args.max_model_tokens
+    )
     cancel = threading.Event()
     found: list[branching.Search] = []
     failed: list[BaseException] = []
@@ -64,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     def progress(p: branching.Progress) -> None:
         b = p.branch
         said = f"reward {b.reward}" if b.failure is None else f"failed ({b.failure}): {b.error}"
+        said += f", {_tokens(b.tokens)} model tokens"
         print(
             f"branch {p.done}{'/' + str(p.planned) if p.planned else ''} from step {b.step}: {said}",
             file=sys.stderr,
@@ -84,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                     cancel=cancel,
                     recipe=args.recipe,
                     ray_address=args.ray,
+                    store=args.branches_to,
                 )
             )
         except BaseException as exc:  # re-raised in the main thread
@@ -101,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise failed[0]
     result = found[0]
     if args.export:
-        written = process_rewards.write([episode], args.export)
+        written = process_rewards.write([episode], args.export, args.branches_to)
         print(f"{written} process-reward row(s) written to {args.export}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(to_dict(result)) + b"\n")
@@ -119,7 +135,14 @@ def to_dict(result: branching.Search) -> dict:
         "branches": len(result.branches),
         "new": result.new,
         "stopped": result.stopped,
+        "tokens": result.tokens,
+        "total_tokens": result.total_tokens,
+        "note": result.note,
     }
+
+
+def _tokens(count: int | None) -> str:
+    return "unknown" if count is None else f"{count:,}"
 
 
 def _value(e: values.Estimate) -> str:
@@ -141,5 +164,10 @@ def text(result: branching.Search) -> list[str]:
         way = "drop" if found.change < 0 else "rise"
         sure = "intervals separate" if found.sure else "intervals overlap: add samples to be sure"
         lines.append(f"decisive step: {found.step} ({way} of {abs(found.change):.2f} from step {found.before}; {sure})")
-    lines.append(f"{result.new} new branch(es), {len(result.branches)} stored in {result.folder} ({result.stopped})")
+    lines.append(
+        f"{result.new} new branch(es), {_tokens(result.tokens)} model tokens, {len(result.branches)} stored in "
+        f"{result.folder} ({result.stopped})"
+    )
+    if result.note:
+        lines.append(f"note: {result.note}")
     return lines

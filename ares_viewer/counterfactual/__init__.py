@@ -42,6 +42,7 @@ from typing import Any
 import ares_viewer
 from ares_viewer import container, model, sandbox
 from ares_viewer.base import agent_text, locations
+from ares_viewer.counterfactual import completion
 from ares_viewer.counterfactual.model_client import ModelEndpointError, openai_client
 from ares_viewer.recorder import activations as recorder_activations
 from ares_viewer.recorder import container_state, episode_file
@@ -418,7 +419,9 @@ def _continue(episode: model.Episode, box: sandbox.Sandbox, client: Client, mess
         say(f"Action {k} of at most {max_steps}: asking the model…")
         text = _ask(client, messages, episode.system_prompt)
         responses.append(text)
-        action = {"data": [{"content": text}], "cost": 0.0, "usage": None}
+        usage = completion.usage_of(text)
+        usage = None if usage is None else {k: usage[k] for k in ("prompt_tokens", "generated_tokens")}
+        action = {"data": [{"content": text}], "cost": 0.0, "usage": usage}
         parsed = agent_text.parse_response(text)
         if parsed.command is None:
             say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")

@@ -1,11 +1,15 @@
 """Branches as Ray tasks (``branching.search(..., ray_address=...)``, ``ares-viewer branch --ray ADDRESS``).
 
 The search itself stays on the driver (the step choice, the budget, cancel, the store); each branch runs as one Ray
-task, ``branching.run_branch`` on a node, restoring into that node's Docker engine and writing the branch episode
-and its snapshots to the store folder. The driver's threads bound how many run at once (``Budget.parallel``, not
-capped by the driver's cores here: the cluster's count). Ray schedules. The store folder must be reachable from
-every node at the same path (one machine, or a shared file system); reading snapshots from and writing branches to
-an object store through fsspec is not done yet.
+task on a node, restoring into that node's Docker engine. The driver's threads bound how many run at once
+(``Budget.parallel``, not capped by the driver's cores here: the cluster's count). Ray schedules.
+
+Where the branches go decides what the nodes must share. With the default store (the cache folder) or another
+local folder, each task writes the branch there directly (``branching.run_branch``): that folder must be at the
+same path on every node (one machine, or a shared file system). With an object store (``search(..., store=
+"s3://bucket/branches")``, ``--branches-to``) nothing is shared but the store: each task runs
+``branch_store.staged``, which reads the episode's snapshots and verifier recipe through fsspec into the node's own
+cache folder, writes the branch to a staging folder there and uploads it into the store.
 
 Ray is optional (``pip install 'ares-viewer[ray]'``) and imported only here.
 """

@@ -4,12 +4,12 @@ A branch restores step k's snapshot, asks the model again with the recorded cont
 the observation unedited), continues for up to ``max_steps`` actions and runs the task's verifier. Each branch is an
 ordinary episode file with a snapshot per step, linked to its parent episode and step (the counterfactual layout),
 so it opens, diffs and compares like any episode. :func:`search` branches from the chosen steps (every step,
-every n-th, a list, or an adaptive bisection on V), within a budget (rollouts, concurrent containers, wall time),
-reporting progress and stopping on a cancel event; every finished branch is kept.
+every n-th, a list, or an adaptive bisection on V), within a budget (rollouts, concurrent containers, wall time,
+model tokens), reporting progress and stopping on a cancel event; every finished branch is kept.
 
-Results live beside the episode in the cache folder, never in the run folder: ``branches/<key>/`` holds the
-branch episodes and ``branches.jsonl``, one line per finished branch, appended as each ends. A rerun reads them
-back and adds samples instead of starting over (:func:`search` tops each step up to ``samples`` counted branches).
+Results live in the cache folder (or a store the caller names, an object store too: ``branch_store``), never in
+the run folder: ``branches/<key>/`` holds the branch episodes and ``branches.jsonl``, one line per finished branch.
+A rerun reads them back and adds samples instead of starting over (:func:`search` tops steps up to ``samples``).
 A branch whose model, container or verifier failed is recorded with its failure and never counted as a reward.
 A branch the step budget truncated (the model did not submit) counts as reward 0: that is the policy's outcome.
 """
@@ -30,7 +30,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
 from ares_viewer.base import locations
-from ares_viewer.counterfactual import branch_ray, values
+from ares_viewer.counterfactual import branch_ray, branch_store, completion, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 _LOGGER = logging.getLogger(__name__)
-LOG_NAME = "branches.jsonl"
+LOG_NAME = branch_store.LOG_NAME
 BUNDLED_DIRNAME = ".branches"
 BISECT = "bisect"
 
@@ -61,11 +61,15 @@ class Budget:
         max_rollouts: at most this many new branches in this call (None: no limit).
         parallel: branches running at once, each in its own container (bounded by the machine's cores).
         wall_s: start no new branch after this many seconds (running ones finish).
+        token_budget: start no new branch once this call's branches spent this many model tokens (prompt and
+            generated, as the endpoint reported them; running ones finish). It cannot apply when the endpoint
+            reports no usage: the search then says so (:attr:`Search.note`) and runs on the other limits.
     """
 
     max_rollouts: int | None = None
     parallel: int = 2
     wall_s: float | None = None
+    token_budget: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +87,8 @@ class Branch:
         error: the failure in one line.
         container: the short id of the container it ran in.
         duration_s: its wall time.
+        tokens: the model tokens its calls spent (prompt and generated, as the endpoint reported them); None when
+            unknown (the endpoint, or a branch stored before tokens were counted, reported none).
     """
 
     step: int
@@ -94,6 +100,7 @@ class Branch:
     error: str | None = None
     container: str | None = None
     duration_s: float = 0.0
+    tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -118,20 +125,26 @@ class Search:
     """A search's results: every branch stored for the episode (earlier runs' too) and the estimates from them.
 
     Attributes:
-        folder: where the branches are stored (in the cache folder).
+        folder: where the branches are stored (in the cache folder, or the store the search was given).
         curve: V(k) per step with a branch, plus the recorded terminal step's reward; in step order.
         decisive: the step whose action changed V the most, or None.
         branches: every stored branch, oldest first.
         new: how many branches this call ran.
-        stopped: why it stopped: ``done``, ``budget``, ``wall time`` or ``cancelled``.
+        stopped: why it stopped: ``done``, ``budget``, ``token budget``, ``wall time`` or ``cancelled``.
+        tokens: the model tokens this call's branches spent; None when the endpoint reported no usage (unknown).
+        total_tokens: the same over every stored branch; None when any is unknown.
+        note: what the caller should know about the budget (the token budget could not apply), or None.
     """
 
-    folder: pathlib.Path
+    folder: branch_store.Folder
     curve: tuple[values.Estimate, ...]
     decisive: values.Decisive | None
     branches: tuple[Branch, ...]
     new: int = 0
     stopped: str = "done"
+    tokens: int | None = 0
+    total_tokens: int | None = 0
+    note: str | None = None
 
     def of_step(self, step: int) -> list[Branch]:
         return [b for b in self.branches if b.step == step]
@@ -155,10 +168,23 @@ class Search:
         return pandas.DataFrame(rows, columns=["step", "V", "low", "high", "n", "failed", "recorded"]).set_index("step")
 
 
-def store_dir(episode: model.Episode) -> pathlib.Path:
-    """The cache folder holding ``episode``'s branches (keyed by its file and id)."""
+def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) -> branch_store.Folder:
+    """The folder holding ``episode``'s branches (keyed by its file and id): in ``store`` (a folder or an fsspec
+    URL such as ``s3://bucket/branches``) when given, else in the cache folder.
+
+    Raises:
+        ValueError: ``store`` lies in the episode's run folder (branches are never written there).
+    """
     key = hashlib.sha256(f"{episode.path}\0{episode.episode_id}".encode()).hexdigest()[:16]
-    return index_cache.cache_dir() / "branches" / f"{episode.episode_id[:36]}-{key}"
+    name = f"{episode.episode_id[:36]}-{key}"
+    if store is None:
+        return index_cache.cache_dir() / "branches" / name
+    local = not branch_store.is_remote(store)
+    run_file, target = [os.path.realpath(os.path.expanduser(w)) if local else w for w in (episode.path, str(store))]
+    run_folder = os.path.dirname(run_file).rstrip("/") + "/"
+    if f"{target.rstrip('/')}/".startswith(run_folder):
+        raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}); pick another")
+    return branch_store.join(store, name)
 
 
 def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
@@ -169,13 +195,13 @@ def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
     return pathlib.Path(episode.path).parent / BUNDLED_DIRNAME / episode.episode_id
 
 
-def load(episode: model.Episode) -> Search:
-    """What is stored for ``episode`` (no branch run): its branches in the cache folder and the estimates from them,
-    else the branches shipped with its run (:func:`bundled_dir`)."""
-    folder = store_dir(episode)
+def load(episode: model.Episode, store: branch_store.Folder | None = None) -> Search:
+    """What is stored for ``episode`` (no branch run): its branches in the cache folder (or ``store``) and the
+    estimates from them, else the branches shipped with its run (:func:`bundled_dir`)."""
+    folder = store_dir(episode, store)
     branches = _read(folder)
     shipped = bundled_dir(episode)
-    if not branches and shipped is not None and (shipped / LOG_NAME).is_file():
+    if not branches and store is None and shipped is not None and (shipped / LOG_NAME).is_file():
         folder, branches = shipped, _read(shipped)
     return _summary(episode, folder, branches)
 
@@ -235,6 +261,7 @@ def search(
     cancel: threading.Event | None = None,
     recipe: str | os.PathLike | None = None,
     ray_address: str | None = None,
+    store: branch_store.Folder | None = None,
 ) -> Search:
     """Branch from ``episode``'s chosen steps and estimate V(k) there.
 
@@ -253,11 +280,13 @@ def search(
         recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
         ray_address: run each branch as a task on this Ray cluster (``local`` starts one here;
             ``counterfactual.branch_ray``).
+        store: where the branches go instead of the cache folder: a folder or an fsspec URL (``s3://...``; each
+            branch is staged in its machine's cache folder and uploaded, ``counterfactual.branch_store``), so Ray
+            nodes need no shared file system.
     """
     chosen = parse_steps(steps, episode)
-    folder = store_dir(episode)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "parent.json").write_text(json.dumps({"run_file": episode.path, "episode_id": episode.episode_id}))
+    folder = store_dir(episode, store)
+    branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id})
     runner = _Runner(
         episode,
         client,
@@ -287,32 +316,36 @@ def search(
         jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
         runner.run(jobs, planned=len(jobs))
     summary = _summary(episode, folder, runner.branches)
-    return dataclasses.replace(summary, new=runner.started, stopped=runner.stopped or "done")
+    tokens = None if runner.tokens_unknown else runner.tokens
+    note = None
+    if tokens is None:
+        note = "the endpoint reported no token usage: tokens spent are unknown" + (
+            f", so the token budget of {budget.token_budget:,} could not apply" if budget.token_budget else ""
+        )
+    return dataclasses.replace(summary, new=runner.started, stopped=runner.stopped or "done", tokens=tokens, note=note)
 
 
 def _counted(branches: Sequence[Branch], step: int) -> int:
     return sum(1 for b in branches if b.step == step and b.reward is not None)
 
 
-def _read(folder: pathlib.Path) -> list[Branch]:
+def _read(folder: branch_store.Folder) -> list[Branch]:
     """The stored branches (a half-written last line, from a process that died mid-write, is skipped)."""
-    try:
-        lines = (folder / LOG_NAME).read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
     branches = []
-    for number, line in enumerate(lines, 1):
+    for number, record in branch_store.read_records(folder):
         try:
-            branch = Branch.from_json(json.loads(line))
+            if isinstance(record, Exception):
+                raise record
+            branch = Branch.from_json(record)
             if branch.path is not None:  # stored relative to the folder, so a store can be moved or shipped
-                branch = dataclasses.replace(branch, path=str(folder / branch.path))
+                branch = dataclasses.replace(branch, path=str(branch_store.join(folder, branch.path)))
             branches.append(branch)
         except (ValueError, TypeError) as exc:
-            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder / LOG_NAME, number, exc)
+            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder, number, exc)
     return branches
 
 
-def _summary(episode: model.Episode, folder: pathlib.Path, branches: Sequence[Branch]) -> Search:
+def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch]) -> Search:
     by_step: dict[int, list[float | None]] = {}
     for b in branches:
         by_step.setdefault(b.step, []).append(b.reward)
@@ -321,18 +354,20 @@ def _summary(episode: model.Episode, folder: pathlib.Path, branches: Sequence[Br
     last = episode.steps[-1].index if episode.steps else None
     if last is not None and last not in possible and episode.total_reward is not None:
         curve.append(values.terminal(last, episode.total_reward))
-    return Search(folder, tuple(curve), values.decisive(curve), tuple(branches))
+    spent = [b.tokens for b in branches]
+    total = None if None in spent else sum(t for t in spent if t is not None)
+    return Search(folder, tuple(curve), values.decisive(curve), tuple(branches), total_tokens=total)
 
 
 class _Runner:
     """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
-    finished one to the log; stops starting new ones on cancel, the rollout budget or the wall time."""
+    finished one to the log; stops starting new ones on cancel, the rollout or token budget or the wall time."""
 
     def __init__(
         self,
         episode: model.Episode,
         client: counterfactual.Client,
-        folder: pathlib.Path,
+        folder: branch_store.Folder,
         budget: Budget,
         max_steps: int,
         restore: dict[str, Any],
@@ -347,6 +382,8 @@ class _Runner:
         self.branches = _read(folder)
         self.started = 0
         self.done = 0
+        self.tokens = 0
+        self.tokens_unknown = False
         self.stopped: str | None = None
         self.deadline = None if budget.wall_s is None else time.monotonic() + budget.wall_s
         self._lock = threading.Lock()
@@ -357,6 +394,8 @@ class _Runner:
                 self.stopped = "cancelled"
             elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
                 self.stopped = "budget"
+            elif not self.tokens_unknown and self.tokens >= (self.budget.token_budget or float("inf")):
+                self.stopped = "token budget"
             elif self.deadline is not None and time.monotonic() > self.deadline:
                 self.stopped = "wall time"
             if self.stopped is not None:
@@ -374,19 +413,20 @@ class _Runner:
     def _one(self, step: int, planned: int | None) -> None:
         if not self._may_start():
             return
-        args = (self.episode, step, self.client, self.folder, self.max_steps)
-        if self.ray_address is None:
-            branch = run_branch(*args, **self.restore)
+        if branch_store.is_remote(self.folder):  # staged on the machine that runs it, uploaded into the store
+            function, args = branch_store.staged, (run_branch, str(self.folder), self.episode, step, self.client)
         else:
-            branch = branch_ray.run(self.ray_address, run_branch, *args, **self.restore)
+            function, args = run_branch, (self.episode, step, self.client, self.folder)
+        if self.ray_address is None:
+            branch = function(*args, self.max_steps, **self.restore)
+        else:
+            branch = branch_ray.run(self.ray_address, function, *args, self.max_steps, **self.restore)
         with self._lock:
-            with (self.folder / LOG_NAME).open("a", encoding="utf-8") as log:
-                stored = branch.to_json()
-                if branch.path is not None:
-                    stored["path"] = os.path.relpath(branch.path, self.folder)
-                log.write(json.dumps(stored) + "\n")
+            branch_store.append(self.folder, branch.to_json())
             self.branches.append(branch)
             self.done += 1
+            self.tokens += branch.tokens or 0
+            self.tokens_unknown = self.tokens_unknown or branch.tokens is None
             done = self.done
         if self.progress is not None:
             self.progress(Progress(done, planned, branch))
@@ -413,47 +453,39 @@ def run_branch(
             **restore,
         )
     except counterfactual.CounterfactualError as exc:
-        failed = exc.result
         cause = exc.__cause__
         if isinstance(cause, sandbox.SandboxError):
             kind = "verifier" if str(cause).startswith("the verifier failed") else "container"
         else:
             kind = "model"
-        return Branch(
-            step,
-            failed.episode_id,
-            failed.path,
-            failed.status,
-            None,
-            kind,
-            failed.error or str(cause),
-            _container(failed.path),
-            round(time.monotonic() - start, 3),
-        )
+        return _made(step, exc.result, None, kind, exc.result.error or str(cause), start)
     except (LookupError, OSError, RuntimeError, ValueError) as exc:  # the restore failed: nothing was written
-        return Branch(
-            step,
-            None,
-            None,
-            "failed",
-            None,
-            "restore",
-            f"{type(exc).__name__}: {exc}",
-            None,
-            round(time.monotonic() - start, 3),
-        )
-    elapsed = round(time.monotonic() - start, 3)
+        elapsed = round(time.monotonic() - start, 3)
+        return Branch(step, None, None, "failed", None, "restore", f"{type(exc).__name__}: {exc}", None, elapsed, 0)
     branch = load_episode(result.path)
     if result.status == "truncated":
-        reward, failure, error = 0.0, None, None
-    elif branch.total_reward is None:
+        return _made(step, result, 0.0, None, None, start)
+    if branch.total_reward is None:
         missing = branch.metadata.get("no_verifier")
-        reward, failure, error = None, "no_reward", f"no reward: {missing or 'the verifier gave none'}"
-    else:
-        reward, failure, error = float(branch.total_reward), None, None
+        return _made(step, result, None, "no_reward", f"no reward: {missing or 'the verifier gave none'}", start)
+    return _made(step, result, float(branch.total_reward), None, None, start)
+
+
+def _made(
+    step: int, result: counterfactual.Result, reward: float | None, failure: str | None, error: str | None, start: float
+) -> Branch:
+    """The record of a branch whose episode was written (``result``), however it ended."""
+    elapsed = round(time.monotonic() - start, 3)
     return Branch(
-        step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed
-    )
+        step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed,
+        _tokens(result.responses),
+    )  # fmt: skip
+
+
+def _tokens(responses: Sequence[str]) -> int | None:
+    """The model tokens the responses' calls spent, or None when any call's usage is unknown."""
+    usages = [completion.usage_of(r) for r in responses]
+    return None if None in usages else sum(u["total_tokens"] for u in usages if u is not None)
 
 
 def _container(path: str | None) -> str | None:

@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ares_viewer.base import settings
+from ares_viewer.counterfactual import completion
 from ares_viewer.runs import index_cache
 
 URL_ENV = settings.MODEL_URL.name
@@ -171,7 +172,7 @@ def _quote(body: bytes) -> str:
     return text + ("…" if len(body) > _QUOTED else "")
 
 
-def _response_text(answer: Any, url: str) -> str:
+def _response_text(answer: Any, url: str) -> completion.Completion:
     try:
         message = answer["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
@@ -180,10 +181,10 @@ def _response_text(answer: Any, url: str) -> str:
     if isinstance(content, list):  # content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is None:
-        return ""
+        content = ""
     if not isinstance(content, str):
         raise ModelEndpointError(f"{url} answered a {type(content).__name__} as the message's content")
-    return content
+    return completion.Completion(content, completion.usage(answer))
 
 
 class _UnreachableError(OSError):
@@ -292,6 +293,7 @@ def openai_client(
     endpoint as :func:`shown_url` shows it and never holds the key or the password (a body that quotes them, or the
     URL's query, back has them replaced by ``***``), so it can be shown and written into an episode file. The
     client's ``endpoint`` and ``model`` attributes say what it calls (``endpoint`` as :func:`shown_url` shows it).
+    Its answer is a ``completion.Completion``: the text, with the token usage the endpoint reported (or None).
     """
     refusal = _refused(base_url)
     if refusal is not None:

@@ -54,9 +54,9 @@ def rows(episode: model.Episode, found: branching.Search) -> list[dict[str, Any]
     return out
 
 
-def write(episodes: Iterable[model.Episode], path: str | os.PathLike) -> int:
-    """The stored values of ``episodes`` (``branching.load``) to ``path``: ``.jsonl`` or ``.parquet``; the rows
-    written.
+def write(episodes: Iterable[model.Episode], path: str | os.PathLike, store: str | os.PathLike | None = None) -> int:
+    """The stored values of ``episodes`` (``branching.load``, from ``store`` when given) to ``path``: ``.jsonl`` or
+    ``.parquet``; the rows written.
 
     Raises:
         ValueError: the path ends in neither.
@@ -64,7 +64,7 @@ def write(episodes: Iterable[model.Episode], path: str | os.PathLike) -> int:
     path = pathlib.Path(path)
     if path.suffix not in {".jsonl", ".parquet"}:
         raise ValueError(f"{path}: process-reward data is written as .jsonl or .parquet, not {path.suffix or '(none)'}")
-    table = [row for episode in episodes for row in rows(episode, branching.load(episode))]
+    table = [row for episode in episodes for row in rows(episode, branching.load(episode, store))]
     if path.suffix == ".jsonl":
         with path.open("w", encoding="utf-8") as out:
             for row in table:

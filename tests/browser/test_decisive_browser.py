@@ -57,9 +57,15 @@ def test_the_panel_shows_the_sample_curve_opens_a_branch_and_runs_a_search(page,
         page.get_by_role("textbox", name="Model", exact=True).fill("policy")
         page.get_by_role("textbox", name="Steps", exact=True).fill("3")
         page.get_by_role("spinbutton", name="Samples per step").fill("1")
+        page.get_by_role("spinbutton", name="At most, model tokens").fill("100000")
         wait_idle(page)
         page.get_by_role("button", name="Branch and estimate V").click()
-        expect(page.get_by_text("The search ended (done): 1 new branch(es).")).to_be_visible(timeout=180_000)
+        ended = page.get_by_text(re.compile(r"The search ended \(done\): 1 new branch\(es\), [\d,]+ model tokens\."))
+        expect(ended).to_be_visible(timeout=180_000)
         expect(page.get_by_text("1 branch(es) stored in")).to_be_visible()
         assert list((cache / "branches").glob("*/branches.jsonl"))
         assert server.requests  # the page asked the endpoint
+        # The endpoint reports usage (2 tokens a call): the page counts what the branch spent, not "unknown".
+        spent = 2 * len(server.requests)
+        expect(page.get_by_text(f"The search ended (done): 1 new branch(es), {spent:,} model tokens.")).to_be_visible()
+        expect(page.get_by_text(f"{spent:,} tokens", exact=False).first).to_be_visible()

@@ -25,6 +25,7 @@ import os
 import pathlib
 import threading
 import time
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -413,10 +414,13 @@ class _Runner:
     def _one(self, step: int, planned: int | None) -> None:
         if not self._may_start():
             return
+        args: tuple[Any, ...]
         if branch_store.is_remote(self.folder):  # staged on the machine that runs it, uploaded into the store
-            function, args = branch_store.staged, (run_branch, str(self.folder), self.episode, step, self.client)
+            function = typing.cast("Callable[..., Branch]", branch_store.staged)
+            args = (run_branch, str(self.folder), self.episode, step, self.client)
         else:
-            function, args = run_branch, (self.episode, step, self.client, self.folder)
+            function = typing.cast("Callable[..., Branch]", run_branch)
+            args = (self.episode, step, self.client, self.folder)
         if self.ray_address is None:
             branch = function(*args, self.max_steps, **self.restore)
         else:

@@ -35,9 +35,13 @@ def usage(answer: Any) -> dict[str, int] | None:
     raw = answer.get("usage") if isinstance(answer, dict) else None
     if not isinstance(raw, dict):
         return None
-    prompt, generated = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (prompt, generated)):
+    prompt, generated, total = (_count(raw.get(key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if prompt is None or generated is None:
         return None
-    total = raw.get("total_tokens")
-    total = total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else prompt + generated
+    total = prompt + generated if total is None else total
     return {"prompt_tokens": prompt, "generated_tokens": generated, "total_tokens": total}
+
+
+def _count(value: Any) -> int | None:
+    """A whole, non-negative token count, or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

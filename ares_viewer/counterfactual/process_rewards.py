@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ares_viewer import model
-from ares_viewer.counterfactual import branching
+from ares_viewer.counterfactual import branch_store, branching
 
 __all__ = ["rows", "write"]
 
@@ -54,7 +54,7 @@ def rows(episode: model.Episode, found: branching.Search) -> list[dict[str, Any]
     return out
 
 
-def write(episodes: Iterable[model.Episode], path: str | os.PathLike, store: str | os.PathLike | None = None) -> int:
+def write(episodes: Iterable[model.Episode], path: str | os.PathLike, store: branch_store.Folder | None = None) -> int:
     """The stored values of ``episodes`` (``branching.load``, from ``store`` when given) to ``path``: ``.jsonl`` or
     ``.parquet``; the rows written.
 

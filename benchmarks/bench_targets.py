@@ -11,6 +11,7 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
 - the transcript (the reader, paged) of the same episode, from a link to its first page drawn and idle;
 - the overview of 1,000,000 vs 100 Tinker rollouts is not re-measured here (it needs ~1.1 GB of data and minutes
   of indexing): ``python3 -m benchmarks.bench_scale`` prints it;
+- the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat);
 - Inspect AI's time to open one sample of the same episode (``read_eval_log_sample``) from a ``.eval`` log written by
   Inspect's own writer, where ``inspect-ai`` is installed.
 
@@ -84,6 +85,11 @@ def main() -> None:
     mid, size = args.actions // 2, sum(p.stat().st_size for p in folder.glob("*.json"))
     t_inspect = inspect_open_one(folder, work, a, args.repeat)
 
+    floor_script = work / "floor.py"  # the least a Streamlit page costs: one marker element, nothing else
+    floor_script.write_text("import streamlit as st\nst.html('<div data-ares-step=\"1\"></div>')\n")
+    with chromium.served_page(env, work / "floor.log", script=str(floor_script)) as (page, url):
+        chromium.shown(page, url, "[data-ares-step='1']")
+        floor = [chromium.shown(page, url, "[data-ares-step='1']") for _ in range(args.repeat)]
     compare = []
     for n in range(args.repeat):  # each cold: a fresh server
         with chromium.served_page(env, work / f"server-{n}.log") as (page, url):
@@ -123,6 +129,7 @@ def main() -> None:
     n = args.actions
     rows = [
         ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
+        ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
         (f"Episode page step {mid}, warm: content", t_content, verdict(t_content, 0.5)),
         (f"Episode page step {mid}, warm: timeline drawn", t_timeline, "target: with the content"),
         (f"Episode page step {mid}, warm: idle", t_idle, verdict(t_idle, 1.0)),

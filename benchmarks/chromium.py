@@ -26,12 +26,14 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 
 
 @contextlib.contextmanager
-def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 1500, height: int = 1000) -> Iterator:
-    """A Chromium page and the URL of the app served with ``env`` (this checkout on ``PYTHONPATH``)."""
+def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 1500, height: int = 1000,
+                script: str = "app/main.py") -> Iterator:
+    """A Chromium page and the URL of the app (or another Streamlit ``script``) served with ``env`` (this checkout
+    on ``PYTHONPATH``)."""
     from playwright.sync_api import sync_playwright
 
     env = {**env, "PYTHONPATH": str(REPO)}
-    with open(log_path, "w+b") as log, app_server.served(env, log) as (url, _), sync_playwright() as p:
+    with open(log_path, "w+b") as log, app_server.served(env, log, script=script) as (url, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(300_000)

@@ -5,8 +5,9 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
 
 - Compare of the two episodes, cold: the first page of a fresh server (episodes not parsed, nothing aligned), to
   the aligned-steps table drawn and to Streamlit idle;
-- the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content), until its step
-  timeline is drawn, and until Streamlit is idle;
+- the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, as Playwright
+  sees it), until its step timeline is drawn, and until Streamlit is idle; and when the step view and the step
+  list's grid reached the page, as the page itself recorded (Playwright's polling waits for a busy main thread);
 - the next step with ``j``: from the key press to the next step drawn and idle;
 - the transcript (the reader, paged) of the same episode, from a link to its first page drawn and idle;
 - the overview of 1,000,000 vs 100 Tinker rollouts is not re-measured here (it needs ~1.1 GB of data and minutes
@@ -35,6 +36,10 @@ from testdata import synthetic
 _TIMELINE = """(k) => [...document.querySelectorAll(".js-plotly-plot")].some(
     (c) => (c.layout?.title?.text || "").includes("Steps: time taken")
         && (c.layout?.shapes || []).some((s) => s.name === "current step" && (s.x0 + s.x1) / 2 === k))"""
+
+
+_STEP_LIST = ".st-key-episode_steplist canvas"
+_PLOT = ".js-plotly-plot .main-svg"
 
 
 def write_pair(folder: pathlib.Path, actions: int, output_chars: int) -> tuple[str, str]:
@@ -100,12 +105,14 @@ def main() -> None:
         episode_url = f"{url}/episode?run=pair&episode={a}"
         chromium.shown(page, episode_url + "&step=1", "[data-ares-step='1']")  # parsed: what follows is warm
         step_marker = f"[data-ares-step='{mid}']"
+        chromium.record_first_seen(page, {"step view": step_marker, "step list": _STEP_LIST, "timeline": _PLOT})
 
-        def open_step() -> tuple[float, float, float]:
+        def open_step() -> tuple[float, ...]:
             content, idle = chromium.shown(page, episode_url + f"&step={mid}", step_marker)
             start = time.perf_counter() - idle
             page.wait_for_function(_TIMELINE, arg=mid)
-            return content, time.perf_counter() - start, idle
+            seen = chromium.first_seen(page)
+            return content, time.perf_counter() - start, idle, seen["step view"], seen["step list"]
 
         opened = [open_step() for _ in range(args.repeat)]
 
@@ -124,12 +131,14 @@ def main() -> None:
         transcript = [chromium.shown(page, episode_url + "&view=transcript", page_end) for _ in range(args.repeat)]
 
     t_compare, t_compare_idle = min(c for c, _ in compare), min(i for _, i in compare)
-    t_content, t_timeline, t_idle = (min(o[i] for o in opened) for i in range(3))
+    t_content, t_timeline, t_idle, t_view_dom, t_list_dom = (min(o[i] for o in opened) for i in range(5))
     t_read, t_read_idle = min(c for c, _ in transcript), min(i for _, i in transcript)
     n = args.actions
     rows = [
         ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
+        (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
+        (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "the data grid, loaded lazily"),
         (f"Episode page step {mid}, warm: content", t_content, verdict(t_content, 0.5)),
         (f"Episode page step {mid}, warm: timeline drawn", t_timeline, "target: with the content"),
         (f"Episode page step {mid}, warm: idle", t_idle, verdict(t_idle, 1.0)),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import pathlib
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -53,3 +54,26 @@ def shown(page, link: str, selector: str) -> tuple[float, float]:
     content = time.perf_counter() - start
     page.wait_for_function(IDLE)
     return content, time.perf_counter() - start
+
+
+# When each of some elements first reached the page, in ms from the navigation's start: recorded by the page
+# itself (a MutationObserver), so a main thread busy drawing something else does not delay the reading.
+_FIRST_SEEN = """(selectors) => {
+  window.__aresSeen = {};
+  const check = () => {
+    for (const [name, selector] of Object.entries(selectors))
+      if (!(name in window.__aresSeen) && document.querySelector(selector))
+        window.__aresSeen[name] = performance.now();
+  };
+  new MutationObserver(check).observe(document, {subtree: true, childList: true});
+}"""
+
+
+def record_first_seen(page, selectors: Mapping[str, str]) -> None:
+    """From the next navigation on, record when each of ``selectors`` (name -> CSS selector) first appears."""
+    page.add_init_script(f"({_FIRST_SEEN})({json.dumps(dict(selectors))})")
+
+
+def first_seen(page) -> dict[str, float]:
+    """Seconds from the last navigation's start to each recorded element's first appearance (those seen)."""
+    return {name: ms / 1000 for name, ms in (page.evaluate("window.__aresSeen || {}") or {}).items()}

@@ -16,7 +16,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import counterfactual, fsdiff, model, sandbox, snapshots
-from ares_viewer.analysis import align, behaviours, compare_runs, ending
+from ares_viewer.analysis import align, behaviours, compare_runs, ending, plots
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
@@ -184,6 +184,24 @@ def alignment(where: str, a: str, b: str, where_b: str | None = None) -> list[al
     where_b = where_b or where
     return align.align_episodes(load_run(where).episode(a), load_run(where_b).episode(b),
                                 files_a=step_files(where, a), files_b=step_files(where_b, b))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def contrast(where_a: str, a: str, where_b: str, b: str) -> tuple[list[align.Activity], list[align.Activity]]:
+    """What episode ``a`` (of the run at ``where_a``) did that ``b`` never did, and the other way round
+    (``align.contrast`` on their snapshots' changed files and submitted patches); once per pair, not on every
+    rerun of the Compare page (#33)."""
+    files_a, files_b = step_files(where_a, a), step_files(where_b, b)
+    return align.contrast(load_run(where_a).episode(a), load_run(where_b).episode(b), files_a=files_a,
+                          files_b=files_b, patch_a=submission(where_a, a)[0], patch_b=submission(where_b, b)[0])
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def step_timeline(where: str, episode_id: str, labels: tuple[tuple[int, tuple[str, ...]], ...]) -> dict:
+    """An episode's step timeline with no step marked (``plots.mark_step`` marks one), as plotly's dict: built
+    once per episode and review labels, so stepping does not build the figure again (#33)."""
+    episode = load_run(where).episode(episode_id)
+    return plots.step_timeline(episode.steps_frame(), labels=dict(labels)).to_dict()
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -115,7 +115,7 @@ def _fresh_reopen(folder: pathlib.Path, repeat: int) -> dict:
     return best
 
 
-def _inspect_log(folder: pathlib.Path, path: pathlib.Path) -> list[str] | None:
+def inspect_log_of(folder: pathlib.Path, path: pathlib.Path) -> list[str] | None:
     """The episodes of ``folder`` written into one ``.eval`` log by Inspect AI's own writer (each episode a sample:
     its messages, its last response as the output, its reward as the score); their sample ids. None without
     ``inspect-ai``."""
@@ -175,7 +175,7 @@ def _listing_figures(root: pathlib.Path, args: argparse.Namespace) -> None:
     one = min(_best_of(1, lambda e=e: open_one(e)) for e in picks)  # each a different file: no cache answers
     log = root / "listed.eval"
     start = time.perf_counter()
-    samples = _inspect_log(folder, log)
+    samples = inspect_log_of(folder, log)
     if samples is None:
         print(f"in-process listing (open_run + .episodes): {listing * 1e3:.1f} ms; open one episode + its last "
               f"context: {one * 1e3:.1f} ms  (inspect-ai not installed: `pip install inspect-ai` to compare)")

@@ -26,17 +26,11 @@ import time
 
 import orjson
 
+from benchmarks import chromium
+from benchmarks.chromium import best
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MAIN = str(REPO / "app" / "main.py")
-
-
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -102,64 +96,47 @@ def main() -> None:
         f"find      {len(found.hits):,} hits of 'def parse' (library)   {t_find:7.3f} s   "
         f"{t_find / t_orjson:5.1f}x orjson.loads"
     )
-    if not args.no_browser and pathlib.Path(CHROMIUM).exists():
+    if not args.no_browser and pathlib.Path(chromium.CHROMIUM).exists():
         in_chromium(work, episode_id, last_page, args.repeat)
     shutil.rmtree(work, ignore_errors=True)
 
 
-CHROMIUM = "/usr/bin/chromium"
-_IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-
-
 def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int) -> None:
     """The reader's figures in Chromium against the step view's, best of ``repeat``."""
-    from playwright.sync_api import sync_playwright
-
-    from testdata import app_server
-
-    env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache"), "PYTHONPATH": str(REPO)}
-    with open(work / "server.log", "w+b") as log, app_server.served(env, log) as (url, _):
+    env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache")}
+    with chromium.served_page(env, work / "server.log") as (page, url):
         base = f"{url}/episode?run=long&episode={episode_id}"
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.set_default_timeout(120_000)
 
-            def shown(link: str, selector: str) -> None:
-                page.goto("about:blank")
-                page.goto(link)
-                # The step view's marker is an empty element: there once drawn, never "visible".
-                page.wait_for_selector(selector, state="attached" if "data-ares-step" in selector else "visible")
-                page.wait_for_function(_IDLE)
+        def shown(link: str, selector: str) -> None:
+            chromium.shown(page, link, selector)
 
-            shown(base + "&step=1", "[data-ares-step='1']")  # warm: the run indexed, the episode parsed
-            t_step = best(lambda: shown(base + "&step=100", "[data-ares-step='100']"), repeat)
-            t_read = best(lambda: shown(base + "&view=transcript", ".st-key-episode_read_step_24"), repeat)
-            t_last = best(
-                lambda: shown(base + f"&view=transcript&tpage={last_page}", ".st-key-episode_read_step_200"), repeat
-            )
+        shown(base + "&step=1", "[data-ares-step='1']")  # warm: the run indexed, the episode parsed
+        t_step = best(lambda: shown(base + "&step=100", "[data-ares-step='100']"), repeat)
+        t_read = best(lambda: shown(base + "&view=transcript", ".st-key-episode_read_step_24"), repeat)
+        t_last = best(
+            lambda: shown(base + f"&view=transcript&tpage={last_page}", ".st-key-episode_read_step_200"), repeat
+        )
 
-            def next_page() -> None:
-                shown(base + "&view=transcript", ".st-key-episode_read_step_24")
-                start = time.perf_counter()
-                page.get_by_role("button", name="Next steps").first.click()
-                page.wait_for_selector(".st-key-episode_read_step_49", state="visible")
-                page.wait_for_function(_IDLE)
-                return time.perf_counter() - start
+        def next_page() -> None:
+            shown(base + "&view=transcript", ".st-key-episode_read_step_24")
+            start = time.perf_counter()
+            page.get_by_role("button", name="Next steps").first.click()
+            page.wait_for_selector(".st-key-episode_read_step_49", state="visible")
+            page.wait_for_function(chromium.IDLE)
+            return time.perf_counter() - start
 
-            def typed_find() -> float:
-                shown(base + "&step=1", "[data-ares-step='1']")
-                box = page.get_by_role("textbox", name="Find in this episode")
-                box.fill("def parse")
-                start = time.perf_counter()
-                box.press("Enter")
-                page.get_by_text("Hit 1 of").wait_for()
-                page.wait_for_function(_IDLE)
-                return time.perf_counter() - start
+        def typed_find() -> float:
+            shown(base + "&step=1", "[data-ares-step='1']")
+            box = page.get_by_role("textbox", name="Find in this episode")
+            box.fill("def parse")
+            start = time.perf_counter()
+            box.press("Enter")
+            page.get_by_text("Hit 1 of").wait_for()
+            page.wait_for_function(chromium.IDLE)
+            return time.perf_counter() - start
 
-            t_next = min(next_page() for _ in range(repeat))
-            t_find = min(typed_find() for _ in range(repeat))
-            browser.close()
+        t_next = min(next_page() for _ in range(repeat))
+        t_find = min(typed_find() for _ in range(repeat))
     print("in Chromium, 1500 x 1000, warm, link to drawn and idle:")
     print(f"baseline  step view, step 100                {t_step:7.3f} s")
     print(

@@ -29,16 +29,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(env: Mapping[str, str], log: BinaryIO, *, start_s: float = 60) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``streamlit run app/main.py`` on 127.0.0.1 with ``env`` added to this process's environment, writing to
-    ``log``; yields its URL and process once ``/_stcore/health`` answers, and stops it on exit.
+def served(env: Mapping[str, str], log: BinaryIO, *, start_s: float = 60, script: str = "app/main.py"
+           ) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``streamlit run app/main.py`` (or ``script``) on 127.0.0.1 with ``env`` added to this process's environment,
+    writing to ``log``; yields its URL and process once ``/_stcore/health`` answers, and stops it on exit.
 
     Raises:
         AppStartError: when the server exits or stays silent for ``start_s`` seconds.
     """
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"],
         cwd=REPO, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
     )

@@ -95,6 +95,17 @@ def test_step_timeline_shades_the_current_step_across_both_rows(tmp_path):
     assert not [s for s in first.layout.shapes if s.name == plots.CURRENT_STEP]
 
 
+def test_a_step_marked_on_the_kept_timeline_looks_as_when_the_timeline_is_drawn_for_it(tmp_path):
+    episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=6, seed=4)))
+    frame = episode.steps_frame()
+    unmarked = plots.step_timeline(frame).to_dict()
+    for k in (0, 2, 6):
+        marked, drawn = plots.mark_step(unmarked, k).to_dict(), plots.step_timeline(frame, selected=k).to_dict()
+        assert (marked["layout"].get("shapes") or []) == (drawn["layout"].get("shapes") or [])
+        assert marked["data"] == drawn["data"]
+    assert not unmarked["layout"].get("shapes")  # the kept figure is untouched
+
+
 def test_two_runs_side_by_side(run):
     only_first_task = run.episodes[run.episodes["task_name"] == "calc__calc-1"]
     both = [("a", run.episodes), ("b", only_first_task)]

@@ -11,7 +11,7 @@ and points that stand for a step carry its index, so a click in the app opens wh
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,6 +30,8 @@ _LABEL = "#bc4c00"
 # The current step on an episode's timeline: the step list's highlight colour, and the shape's name.
 _CURRENT = "rgba(255, 189, 69, 0.35)"
 CURRENT_STEP = "current step"
+# The step timeline's bars of each step's (command) seconds, which mark_step outlines.
+_SECONDS_BARS = ("command seconds", "seconds")
 # Every figure's frame: the title at the top, the legend in one row between it and the plot (below the plot it
 # ran into the x axis title), room for both in the top margin.
 _LAYOUT = {"margin": {"l": 40, "r": 10, "t": 72, "b": 40},
@@ -218,7 +220,6 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.06)
     failed = (frame["returncode"].fillna(0).astype(int) != 0) | frame["failure"].notna()
     colours = [_NONZERO_RC if bad else _ZERO_RC for bad in failed]
-    outlines = [2.5 if i == selected else 0 for i in frame["index"]]
     seconds = pd.to_numeric(frame["duration"], errors="coerce").astype("float64")
     hover = [
         f"step {row.index}{f': {s:.1f} s' if pd.notna(s) else ''}"
@@ -234,9 +235,10 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
                              marker_color="#0969da", customdata=frame["index"], hovertext=hover, hoverinfo="text"),
                       row=1, col=1)
         seconds = frame["command_time"].where(split, seconds)
-    fig.add_trace(go.Bar(x=frame["index"], y=seconds.fillna(0),
-                         name="command seconds" if split.any() else "seconds", marker_color=colours,
-                         marker_line={"width": outlines, "color": "#0969da"}, customdata=frame["index"],
+    bar_name = _SECONDS_BARS[0 if split.any() else 1]
+    # The steps as a list, not an array: kept readable in the figure's dict, where mark_step looks for them.
+    fig.add_trace(go.Bar(x=frame["index"].tolist(), y=seconds.fillna(0), name=bar_name, marker_color=colours,
+                         marker_line={"width": 0, "color": "#0969da"}, customdata=frame["index"],
                          hovertext=hover, hoverinfo="text"), row=1, col=1)
     # The top of each step's bar (model and command time stacked): markers sit there, never under a bar.
     tops = seconds.fillna(0) + (frame["model_time"].where(split).fillna(0) if split.any() else 0)
@@ -263,17 +265,48 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
                                  customdata=frame["index"]), row=2, col=1)
     for index in frame.loc[frame["context_rewritten"].astype(bool), "index"]:
         fig.add_vline(x=index, line={"color": "#bf8700", "dash": "dash", "width": 1.5})
-    if selected is not None and selected in set(frame["index"]):
-        fig.add_vrect(x0=selected - 0.5, x1=selected + 0.5, fillcolor=_CURRENT, line_width=0, layer="below",
-                      name=CURRENT_STEP)
     fig.update_yaxes(title_text="seconds", row=1, col=1)
     fig.update_yaxes(title_text="tokens", row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     if len(frame) <= 40:
         fig.update_xaxes(dtick=1)  # whole steps only; plotly would label 1.5 on short episodes
-    return layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
-                        "shaded = this step",
-                   height=320, showlegend=True, bargap=0.15, barmode="stack")
+    layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
+                "shaded = this step",
+           height=320, showlegend=True, bargap=0.15, barmode="stack")
+    if selected is not None and selected in set(frame["index"]):
+        fig.update_traces(marker_line_width=_outlines(frame["index"], selected), selector={"name": bar_name})
+        for shape in _current_step_shapes(selected):
+            fig.add_shape(shape)
+    return fig
+
+
+def _outlines(steps: Iterable[int], selected: int) -> list[float]:
+    return [2.5 if i == selected else 0 for i in steps]
+
+
+def _current_step_shapes(selected: int) -> list[dict]:
+    """The shade of step ``selected`` across both rows of the step timeline."""
+    return [{"type": "rect", "name": CURRENT_STEP, "xref": axis, "yref": f"{axis.replace('x', 'y')} domain",
+             "x0": selected - 0.5, "x1": selected + 0.5, "y0": 0, "y1": 1, "fillcolor": _CURRENT,
+             "line": {"width": 0}, "layer": "below"} for axis in ("x", "x2")]
+
+
+def mark_step(timeline: Mapping, selected: int | None) -> go.Figure:
+    """The step timeline ``timeline`` (an unmarked :func:`step_timeline` figure as ``to_dict()`` gives it) with
+    step ``selected`` marked as :func:`step_timeline` marks it; unchanged when that step has no bar (step 0 or
+    None). ``timeline`` is not modified.
+
+    Building a figure through plotly's validators takes most of the time of drawing it; an app keeps the unmarked
+    figure of an episode and marks each step it shows on it, without validating again.
+    """
+    data, shapes = list(timeline["data"]), list(timeline["layout"].get("shapes", ()))
+    bar = next((n for n, t in enumerate(data) if t.get("name") in _SECONDS_BARS), None)
+    if selected is not None and bar is not None and selected in set(data[bar]["x"]):
+        marker = data[bar]["marker"]
+        data[bar] = {**data[bar], "marker": {**marker, "line": {**marker["line"],
+                                                                "width": _outlines(data[bar]["x"], selected)}}}
+        shapes += _current_step_shapes(selected)
+    return go.Figure({**timeline, "data": data, "layout": {**timeline["layout"], "shapes": shapes}}, _validate=False)
 
 
 def compare_reward_distributions(runs: Sequence[tuple[str, pd.DataFrame]], *, bins: int = 20) -> go.Figure:

@@ -185,8 +185,7 @@ def contrast_summary(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: s
     run_a, run_b = runs
     files_a, files_b = loaders.step_files(run_a.location, a), loaders.step_files(run_b.location, b)
     patch_a, patch_b = loaders.submission(run_a.location, a)[0], loaders.submission(run_b.location, b)[0]
-    only_a, only_b = align.contrast(run_a.episode(a), run_b.episode(b), files_a=files_a, files_b=files_b,
-                                    patch_a=patch_a, patch_b=patch_b)
+    only_a, only_b = loaders.contrast(run_a.location, a, run_b.location, b)
     st.caption(align.files_source(files_a, files_b, patches=bool(patch_a or patch_b)).capitalize() + ".")
     lines = []
     for side, other, found in (("A", "B", only_a), ("B", "A", only_b)):

@@ -156,13 +156,15 @@ def step_details(step: model.Step) -> None:
             st.json(dict(step.extra))
 
 
-def timeline(episode: model.Episode, k: int | None) -> None:
+def timeline(where: str, episode: model.Episode, k: int | None) -> None:
     """The step chart, step ``k`` shaded when it has a bar (below the panes, so the step view opens above the
     fold, and drawn with them, so the shade follows every step); a click on a step selects it (each new click
     once, so stepping later is not undone)."""
-    labels = review_panel.step_labels(loaders.location(state.get("run")), episode.episode_id)
-    event = st.plotly_chart(plots.step_timeline(episode.steps_frame(), selected=k, labels=labels),
-                            key="episode.timeline", on_select="rerun", selection_mode="points")
+    labels = review_panel.step_labels(where, episode.episode_id)
+    marks = tuple((step, tuple(names)) for step, names in sorted(labels.items()))
+    unmarked = loaders.step_timeline(where, episode.episode_id, marks)
+    event = st.plotly_chart(plots.mark_step(unmarked, k), key="episode.timeline", on_select="rerun",
+                            selection_mode="points")
     points = (event or {}).get("selection", {}).get("points", [])
     clicked = [p.get("customdata") for p in points if p.get("customdata") is not None]
     # A selection outlives its click; act on each new one only, and forget it once cleared so the
@@ -352,7 +354,7 @@ def panes(where: str, episode_id: str) -> None:
     k = step_list.current(episode)
     if state.get("view") == "transcript":
         reader.transcript(episode, hits)
-        timeline(episode, k)
+        timeline(where, episode, k)
         return
     refs = snapshot_refs(episode)
     problem = unknown_step(episode)
@@ -368,7 +370,7 @@ def panes(where: str, episode_id: str) -> None:
             step_body(run, episode, k, refs)
             queue_panel.step_panel(run, episode, k)
             review_panel.step_panel(where, episode, k)
-    timeline(episode, None if problem else k)
+    timeline(where, episode, None if problem else k)
     step_list.drawn(state.get("step") if problem else k)
 
 

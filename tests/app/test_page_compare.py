@@ -223,3 +223,17 @@ def test_compare_shows_what_the_episode_page_says_was_submitted(tmp_path, monkey
     assert shown == [end.submission.removesuffix("\n") for end in episode_page] == [f"{diff}failed", f"{diff}solved"]
     captions = page_text.of(at)
     assert "From the output of the submit command (step 4)." in captions
+
+
+def test_what_each_attempt_alone_did_is_worked_out_once_per_pair_not_on_every_rerun(runs, app, monkeypatch):
+    from ares_viewer.analysis import align
+
+    calls = []
+    contrast = align.contrast
+    monkeypatch.setattr(align, "contrast", lambda *args, **kwargs: calls.append(1) or contrast(*args, **kwargs))
+    at = app("compare", run="run-a", row="2")
+    summary = page_text.of(at)
+    assert "never did" in summary or "Both attempts did the same kinds of things" in summary
+    at.run()  # a rerun of the same pair, as picking a row of the table makes
+    assert len(calls) <= 1  # none when an earlier test of the same pair filled the cache
+    assert page_text.of(at) == summary

@@ -389,3 +389,22 @@ def test_an_errored_episode_leads_with_its_root_cause_and_keeps_the_traceback_a_
     assert "the infrastructure's" in error.value and "(the file's `error`, its `cause` chain)" in error.value
     (chain,) = [e for e in at.expander if e.label.startswith("The chain of 3 errors")]
     assert any("container is not running" in c.value for c in chain.code)  # the traceback
+
+
+def _shaded_rows(at) -> dict[str, set[int]]:
+    """The step list's rows by the shade the browser is sent for them (the list's styles, by row position)."""
+    import re
+
+    [table] = [d for d in at.dataframe if d.key.startswith("episode.list.")]
+    rows: dict[str, set[int]] = {}
+    for cells, colour in re.findall(r"((?:#T_\w+_row\d+_col\d+[, ]*)+)\{\s*background-color: ([^;}]+)",
+                                    table.proto.arrow_data.styler.styles):
+        rows.setdefault(colour.strip(), set()).update(int(n) for n in re.findall(r"_row(\d+)_col", cells))
+    return rows
+
+
+def test_the_step_list_shades_the_current_step_alone_and_follows_stepping(runs, app):
+    at = open_step(app, runs, step=3)
+    assert list(_shaded_rows(at).values()) == [{3}]
+    at.button(key="episode_next").click().run()
+    assert list(_shaded_rows(at).values()) == [{4}]

@@ -1,0 +1,163 @@
+"""The page figures of issue #33, each beside its target: Chromium against a real ``streamlit run`` server.
+
+Writes two 200-step episodes of one task (cumulative observations, as ARES writes them; ``testdata.synthetic``),
+indexes them, serves the app (this checkout) and drives Debian's Chromium through Playwright:
+
+- Compare of the two episodes, cold: the first page of a fresh server (episodes not parsed, nothing aligned), to
+  the aligned-steps table drawn and to Streamlit idle;
+- the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, as Playwright
+  sees it), until its step timeline is drawn, and until Streamlit is idle; and when the step view and the step
+  list's grid reached the page, as the page itself recorded (Playwright's polling waits for a busy main thread);
+- the next step with ``j``: from the key press to the next step drawn and idle;
+- the transcript (the reader, paged) of the same episode, from a link to its first page drawn and idle;
+- the overview of 1,000,000 vs 100 Tinker rollouts is not re-measured here (it needs ~1.1 GB of data and minutes
+  of indexing): ``python3 -m benchmarks.bench_scale`` prints it;
+- the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat);
+- Inspect AI's time to open one sample of the same episode (``read_eval_log_sample``) from a ``.eval`` log written by
+  Inspect's own writer, where ``inspect-ai`` is installed.
+
+Run: ``python3 -m benchmarks.bench_targets [--actions 200] [--repeat 3]``. Each figure is the best of ``--repeat``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+
+from benchmarks import bench_index, chromium
+from testdata import synthetic
+
+# The step timeline's Plotly chart, drawn with its current-step mark (see tests/browser/test_episode_browser.py).
+_TIMELINE = """(k) => [...document.querySelectorAll(".js-plotly-plot")].some(
+    (c) => (c.layout?.title?.text || "").includes("Steps: time taken")
+        && (c.layout?.shapes || []).some((s) => s.name === "current step" && (s.x0 + s.x1) / 2 === k))"""
+
+
+_STEP_LIST = ".st-key-episode_steplist canvas"
+_PLOT = ".js-plotly-plot .main-svg"
+
+
+def write_pair(folder: pathlib.Path, actions: int, output_chars: int) -> tuple[str, str]:
+    """Two episodes of one task, ``actions`` steps each: a failed one and a solved one; their ids."""
+    folder.mkdir(parents=True)
+    ids = []
+    for seed, reward in ((11, 0.0), (12, 1.0)):
+        doc = synthetic.episode_dict(
+            task_name="calc__calc-3", actions=actions, reward=reward, output_chars=output_chars, seed=seed
+        )
+        synthetic.write_episode(folder, doc)
+        ids.append(doc["episode_id"])
+    return ids[0], ids[1]
+
+
+def inspect_open_one(folder: pathlib.Path, work: pathlib.Path, episode_id: str, repeat: int) -> float | None:
+    """Seconds Inspect AI takes to read one sample (the episode) from the ``.eval`` log its writer made of
+    ``folder``; None without ``inspect-ai``."""
+    log = work / "episodes.eval"
+    if bench_index.inspect_log_of(folder, log) is None:
+        return None
+    from inspect_ai import log as inspect_log
+
+    return chromium.best(lambda: inspect_log.read_eval_log_sample(str(log), id=episode_id), repeat)
+
+
+def verdict(seconds: float, target: float) -> str:
+    return f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--actions", type=int, default=200)
+    parser.add_argument("--output-chars", type=int, default=2100)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-targets-"))
+    env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache")}
+    os.environ.update(env)
+    logging.getLogger("streamlit").setLevel(logging.ERROR)  # reader's caches, imported without a server
+    import ares_viewer
+    from ares_viewer_app import reader
+
+    folder = work / "runs" / "pair"
+    a, b = write_pair(folder, args.actions, args.output_chars)
+    ares_viewer.open_run(folder)  # the index is built: Compare cold means unparsed and unaligned, not unindexed
+    mid, size = args.actions // 2, sum(p.stat().st_size for p in folder.glob("*.json"))
+    t_inspect = inspect_open_one(folder, work, a, args.repeat)
+
+    floor_script = work / "floor.py"  # the least a Streamlit page costs: one marker element, nothing else
+    floor_script.write_text("import streamlit as st\nst.html('<div data-ares-step=\"1\"></div>')\n")
+    with chromium.served_page(env, work / "floor.log", script=str(floor_script)) as (page, url):
+        chromium.shown(page, url, "[data-ares-step='1']")
+        floor = [chromium.shown(page, url, "[data-ares-step='1']") for _ in range(args.repeat)]
+    compare = []
+    for n in range(args.repeat):  # each cold: a fresh server
+        with chromium.served_page(env, work / f"server-{n}.log") as (page, url):
+            compare.append(
+                chromium.shown(page, f"{url}/compare?run=pair&episode={a}&other={b}", "text=/aligned (rows|steps)/")
+            )
+    with chromium.served_page(env, work / "server.log") as (page, url):
+        episode_url = f"{url}/episode?run=pair&episode={a}"
+        chromium.shown(page, episode_url + "&step=1", "[data-ares-step='1']")  # parsed: what follows is warm
+        step_marker = f"[data-ares-step='{mid}']"
+        chromium.record_first_seen(page, {"step view": step_marker, "step list": _STEP_LIST, "timeline": _PLOT})
+
+        def open_step() -> tuple[float, ...]:
+            content, idle = chromium.shown(page, episode_url + f"&step={mid}", step_marker)
+            start = time.perf_counter() - idle
+            page.wait_for_function(_TIMELINE, arg=mid)
+            seen = chromium.first_seen(page)
+            return content, time.perf_counter() - start, idle, seen["step view"], seen["step list"]
+
+        opened = [open_step() for _ in range(args.repeat)]
+
+        def next_step() -> float:
+            chromium.shown(page, episode_url + f"&step={mid}", step_marker)
+            page.wait_for_function("window.__aresViewerKeys === true")
+            page.evaluate("document.activeElement && document.activeElement.blur()")
+            start = time.perf_counter()
+            page.keyboard.press("j")
+            page.wait_for_selector(f"[data-ares-step='{mid + 1}']", state="attached")
+            page.wait_for_function(chromium.IDLE)
+            return time.perf_counter() - start
+
+        t_next = chromium.best(next_step, args.repeat)
+        page_end = f".st-key-episode_read_step_{reader.PAGE_STEPS - 1}"  # the first page's last step
+        transcript = [chromium.shown(page, episode_url + "&view=transcript", page_end) for _ in range(args.repeat)]
+
+    t_compare, t_compare_idle = min(c for c, _ in compare), min(i for _, i in compare)
+    t_content, t_timeline, t_idle, t_view_dom, t_list_dom = (min(o[i] for o in opened) for i in range(5))
+    t_read, t_read_idle = min(c for c, _ in transcript), min(i for _, i in transcript)
+    n = args.actions
+    rows = [
+        ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
+        ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
+        (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
+        (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "the data grid, loaded lazily"),
+        (f"Episode page step {mid}, warm: content", t_content, verdict(t_content, 0.5)),
+        (f"Episode page step {mid}, warm: timeline drawn", t_timeline, "target: with the content"),
+        (f"Episode page step {mid}, warm: idle", t_idle, verdict(t_idle, 1.0)),
+        ("next step with j, to drawn and idle", t_next, verdict(t_next, 0.3)),
+        (f"Compare {n} x {n}, cold: aligned table drawn", t_compare, verdict(t_compare, 3.0)),
+        (f"Compare {n} x {n}, cold: idle", t_compare_idle, ""),
+        (f"transcript of {n} steps: first page drawn", t_read, ""),
+        (f"transcript of {n} steps: to idle", t_read_idle, verdict(t_read_idle, 2.0)),
+    ]
+    print(f"episodes: 2 x {n} actions, {size / 1e6:.0f} MB; Chromium 1500 x 1000; best of {args.repeat}")
+    for name, seconds, note in rows:
+        figure = "inspect-ai not installed" if seconds is None else f"{seconds:7.3f} s"
+        print(f"{name:<48} {figure:>10}   {note}")
+    print(
+        f"{'overview, 1,000,000 vs 100 Tinker rollouts':<48} not measured here: python3 -m benchmarks.bench_scale "
+        "(target ratio <= 1.3)"
+    )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

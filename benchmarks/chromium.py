@@ -1,0 +1,79 @@
+"""Pages timed in Chromium: Debian's ``/usr/bin/chromium`` through Playwright's Python API, against a real
+``streamlit run`` server on 127.0.0.1 (``testdata.app_server``). Shared by the benchmarks that time pages."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pathlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+from testdata import app_server
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    """The least seconds of ``repeat`` calls of ``fn`` (a float ``fn`` returns is taken as its own time)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        took = fn()
+        times.append(took if isinstance(took, float) else time.perf_counter() - start)
+    return min(times)
+
+
+@contextlib.contextmanager
+def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 1500, height: int = 1000,
+                script: str = "app/main.py") -> Iterator:
+    """A Chromium page and the URL of the app (or another Streamlit ``script``) served with ``env`` (this checkout
+    on ``PYTHONPATH``)."""
+    from playwright.sync_api import sync_playwright
+
+    env = {**env, "PYTHONPATH": str(REPO)}
+    with open(log_path, "w+b") as log, app_server.served(env, log, script=script) as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(300_000)
+        try:
+            yield page, url
+        finally:
+            browser.close()
+
+
+def shown(page, link: str, selector: str) -> tuple[float, float]:
+    """Seconds from following ``link`` (from a blank page) to ``selector`` there and to Streamlit idle."""
+    page.goto("about:blank")
+    start = time.perf_counter()
+    page.goto(link)
+    # The step view's marker is an empty element: there once drawn, never "visible".
+    page.wait_for_selector(selector, state="attached" if "data-ares-step" in selector else "visible")
+    content = time.perf_counter() - start
+    page.wait_for_function(IDLE)
+    return content, time.perf_counter() - start
+
+
+# When each of some elements first reached the page, in ms from the navigation's start: recorded by the page
+# itself (a MutationObserver), so a main thread busy drawing something else does not delay the reading.
+_FIRST_SEEN = """(selectors) => {
+  window.__aresSeen = {};
+  const check = () => {
+    for (const [name, selector] of Object.entries(selectors))
+      if (!(name in window.__aresSeen) && document.querySelector(selector))
+        window.__aresSeen[name] = performance.now();
+  };
+  new MutationObserver(check).observe(document, {subtree: true, childList: true});
+}"""
+
+
+def record_first_seen(page, selectors: Mapping[str, str]) -> None:
+    """From the next navigation on, record when each of ``selectors`` (name -> CSS selector) first appears."""
+    page.add_init_script(f"({_FIRST_SEEN})({json.dumps(dict(selectors))})")
+
+
+def first_seen(page) -> dict[str, float]:
+    """Seconds from the last navigation's start to each recorded element's first appearance (those seen)."""
+    return {name: ms / 1000 for name, ms in (page.evaluate("window.__aresSeen || {}") or {}).items()}

@@ -414,13 +414,10 @@ class _Runner:
     def _one(self, step: int, planned: int | None) -> None:
         if not self._may_start():
             return
-        args: tuple[Any, ...]
-        if branch_store.is_remote(self.folder):  # staged on the machine that runs it, uploaded into the store
-            function = typing.cast("Callable[..., Branch]", branch_store.staged)
-            args = (run_branch, str(self.folder), self.episode, step, self.client)
-        else:
-            function = typing.cast("Callable[..., Branch]", run_branch)
-            args = (self.episode, step, self.client, self.folder)
+        remote = branch_store.is_remote(self.folder)  # staged on the machine that runs it, uploaded into the store
+        function = typing.cast("Callable[..., Branch]", branch_store.staged if remote else run_branch)
+        args: tuple[Any, ...] = ((run_branch, str(self.folder), self.episode, step, self.client) if remote
+                                 else (self.episode, step, self.client, self.folder))
         if self.ray_address is None:
             branch = function(*args, self.max_steps, **self.restore)
         else:

@@ -85,6 +85,7 @@ def main() -> None:
         size = bench_index._replicate(folder, args.episodes, args.actions, 400)
         print(f"{args.episodes:,} episodes, {size / 1e6:,.0f} MB, {args.workers} worker(s)")
         index = _index_seconds(folder, cache)
+        print(f"cold index {index:.1f} s", flush=True)
         flags = _flag_index(folder, cache, args.workers)
         print(f"cold index {index:.1f} s; flag index {flags['seconds']:.1f} s ({flags['episodes']:,} episodes)")
         print(
@@ -95,6 +96,7 @@ def main() -> None:
         folder, cache = pathlib.Path(tmp) / "tinker", pathlib.Path(tmp) / "cache"
         size = bench_scale.write_run(folder, args.rollouts)
         index = _index_seconds(folder, cache)
+        print(f"{args.rollouts:,} Tinker rollouts: cold index {index:.1f} s", flush=True)
         flags = _flag_index(folder, cache, args.workers)
         print(
             f"{args.rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "

@@ -190,22 +190,31 @@ def filters(run, labels: dict[str, set[str]]) -> queries.Filters:
 
 
 def flag_filter(run, ids: list[str] | None) -> list[str] | None:
-    """The behaviour flags picked (in the URL as ``flag``): ``ids`` narrowed to the episodes showing all of them."""
-    names = [n for n, f in behaviours.FLAGS.items() if f.source == behaviours.EPISODE]
+    """The behaviour flags picked (in the URL as ``flag``): ``ids`` narrowed to the episodes showing all of them;
+    snapshot flags among the episodes whose snapshot flags were read so far (the Behaviours page reads them)."""
+    names = list(behaviours.FLAGS)
     problem = state.bind("overview.flags", "flag", [], choices=names)
     if problem:
         st.caption(problem)
     picked = st.multiselect("Behaviour", names, placeholder="any behaviour (flags read from the episode files)",
                             help="docs/behaviours.md: each flag's rule", **state.synced("overview.flags", "flag"))
-    if not picked:
+    from_files = [n for n in picked if behaviours.FLAGS[n].source == behaviours.EPISODE]
+    from_snapshots = tuple(n for n in picked if n not in from_files)
+    flagged = None
+    if from_files:
+        if not flag_panel.ready(run, "overview"):
+            st.caption("The Behaviour filter applies once the flags are read.")
+            return ids
+        table = flag_panel.table_name(run)
+        if (covered := flag_panel.covered(run.location, table)) < len(run):
+            st.caption(f"Behaviour flags cover {covered:,} of {len(run):,} episodes.")
+        flagged = set(flag_panel.flagged(run.location, table, tuple(from_files)))
+    if from_snapshots:
+        shown, covered = flag_panel.snapshot_flagged(run, from_snapshots)
+        st.caption(f"Snapshot flags cover {covered:,} of {len(run):,} episodes (the Behaviours page reads the rest).")
+        flagged = shown if flagged is None else flagged & shown
+    if flagged is None:
         return ids
-    if not flag_panel.ready(run, "overview"):
-        st.caption("The Behaviour filter applies once the flags are read.")
-        return ids
-    table = flag_panel.table_name(run)
-    if (covered := flag_panel.covered(run.location, table)) < len(run):
-        st.caption(f"Behaviour flags cover {covered:,} of {len(run):,} episodes.")
-    flagged = set(flag_panel.flagged(run.location, table, tuple(picked)))
     return sorted(flagged if ids is None else flagged & set(ids))
 
 

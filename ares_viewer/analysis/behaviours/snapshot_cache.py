@@ -157,13 +157,22 @@ def _read_files(changes_of: ChangesOf, run: runs.Run, paths: Sequence[str]) -> l
 
 
 def update(
-    run: runs.Run, changes_of: ChangesOf, *, progress: Progress | None = None, workers: int | None = None
+    run: runs.Run,
+    changes_of: ChangesOf,
+    *,
+    first: int | None = None,
+    progress: Progress | None = None,
+    workers: int | None = None,
 ) -> int:
-    """Compute and keep the snapshot flags of every episode of ``run`` not kept yet (in worker processes for a large
-    run), a batch of files at a time, each committed as it comes. ``progress(done, total)`` counts episodes.
-    Returns how many episodes were computed."""
+    """Compute and keep the snapshot flags of every episode of ``run`` (of its ``first`` episodes in run order) not
+    kept yet, in worker processes for a large run, a batch of files at a time, each committed as it comes (a rerun
+    continues where one stopped). ``progress(done, total)`` counts episodes. Returns how many were computed."""
     kept = _current(run)
-    todo = _episodes(run).merge(kept[["path", "episode_id"]], on=["path", "episode_id"], how="left", indicator=True)
+    todo = (
+        _episodes(run)
+        .head(first)
+        .merge(kept[["path", "episode_id"]], on=["path", "episode_id"], how="left", indicator=True)
+    )
     todo = todo[todo["_merge"] == "left_only"]
     per_file = todo.groupby("path", sort=True).size()
     paths, total = list(per_file.index), int(per_file.sum())

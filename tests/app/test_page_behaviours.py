@@ -147,7 +147,7 @@ def test_snapshot_flags_count_every_episode_read_so_far_beyond_the_first_ones(sa
     rates = at.dataframe[0].value.set_index("flag")
     assert rates.loc["touched_tests_files", ["solved", "failed"]].tolist() == [0, 1]
     at.selectbox(key="behaviours.flag").set_value("touched_tests_files").run()
-    assert [link.proto.label for link in at.get("page_link")][0] == f"{PAGER_EXPLORER} · failed · step 9"
+    assert [link.proto.label for link in at.get("page_link")] == [f"{PAGER_EXPLORER} · failed · step 9"]
     st.cache_data.clear()
     again = app("behaviours", run="demo-run")  # kept in the cache: all 10 without the button
     assert "Snapshot flags: of all 10 episodes read so far." in page_text.of(again)

@@ -50,10 +50,12 @@ _REDIRECT = re.compile(r"(?<![0-9&])>>?\s*(['\"]?)([^\s'\";&|<>]+)\1")
 _NOT_PLAIN = re.compile(r"['\"\\]|(?![ \t\r\n])\s")
 
 
-def simple_commands(command: str) -> list[str]:
-    """The simple commands of ``command``, each without its leading variables, ``sudo`` or ``timeout``."""
+@functools.lru_cache(maxsize=4096)
+def simple_commands(command: str) -> tuple[str, ...]:
+    """The simple commands of ``command``, each without its leading variables, ``sudo`` or ``timeout``; kept, as
+    every command rule asks for them and agents repeat commands."""
     parts = (_PREFIX.sub("", part, count=1).strip() for part in _SPLIT.split(command))
-    return [part for part in parts if part]
+    return tuple(part for part in parts if part)
 
 
 @functools.lru_cache(maxsize=4096)

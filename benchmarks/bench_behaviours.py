@@ -3,6 +3,7 @@
     python3 -m benchmarks.bench_behaviours                          # 100,000 episodes; 1,000,000 Tinker rollouts
     python3 -m benchmarks.bench_behaviours --episodes 2000 --rollouts 20000   # a quicker look
     python3 -m benchmarks.bench_behaviours --rollouts 0             # the flag index against the index only
+    python3 -m benchmarks.bench_behaviours --episodes 0             # the flag counts over 10^6 rollouts only
 
 Prints:
 - the cold run index of ``--episodes`` ARES episodes (``open_run`` in a fresh process, cold cache), then building
@@ -96,20 +97,14 @@ def _counts(folder: pathlib.Path, cache: pathlib.Path) -> tuple[float, float, fl
     return counted, time.perf_counter() - start, bare
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=100_000)
-    parser.add_argument("--actions", type=int, default=10)
-    parser.add_argument("--rollouts", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
+def _index_against_flags(episodes: int, actions: int, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder, cache = pathlib.Path(tmp) / "run", pathlib.Path(tmp) / "cache"
-        size = bench_index._replicate(folder, args.episodes, args.actions, 400)
-        print(f"{args.episodes:,} episodes, {size / 1e6:,.0f} MB, {args.workers} worker(s)")
+        size = bench_index._replicate(folder, episodes, actions, 400)
+        print(f"{episodes:,} episodes, {size / 1e6:,.0f} MB, {workers} worker(s)")
         index, index_cpu = _index_seconds(folder, cache)
         print(f"cold index {index:.1f} s", flush=True)
-        flags = _flag_index(folder, cache, args.workers)
+        flags = _flag_index(folder, cache, workers)
         print(f"cold index {index:.1f} s; flag index {flags['seconds']:.1f} s ({flags['episodes']:,} episodes)")
         print(
             f"flag index / cold index: {flags['seconds'] / index:.2f}; "
@@ -117,16 +112,17 @@ def main() -> None:
             f"in CPU seconds {flags['cpu']:.0f} / {index_cpu:.0f}: {flags['cpu'] / index_cpu:.2f}",
             flush=True,
         )
-    if not args.rollouts:
-        return
+
+
+def _overview_counts(rollouts: int, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder, cache = pathlib.Path(tmp) / "tinker", pathlib.Path(tmp) / "cache"
-        size = bench_scale.write_run(folder, args.rollouts)
+        size = bench_scale.write_run(folder, rollouts)
         index, _ = _index_seconds(folder, cache)
-        print(f"{args.rollouts:,} Tinker rollouts: cold index {index:.1f} s", flush=True)
-        flags = _flag_index(folder, cache, args.workers)
+        print(f"{rollouts:,} Tinker rollouts: cold index {index:.1f} s", flush=True)
+        flags = _flag_index(folder, cache, workers)
         print(
-            f"{args.rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "
+            f"{rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "
             f"flag index {flags['seconds']:.1f} s ({flags['failed']} file(s) failed)"
         )
         counted, filtered, bare = _counts(folder, cache)
@@ -135,6 +131,19 @@ def main() -> None:
             f"({counted / bare if bare else float('nan'):.1f}x a bare count(*)); Behaviour filter ids "
             f"{filtered:.3f} s; target < 1 s each"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--actions", type=int, default=10)
+    parser.add_argument("--rollouts", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    if args.episodes:
+        _index_against_flags(args.episodes, args.actions, args.workers)
+    if args.rollouts:
+        _overview_counts(args.rollouts, args.workers)
 
 
 if __name__ == "__main__":

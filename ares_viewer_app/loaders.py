@@ -15,8 +15,8 @@ import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer import counterfactual, fsdiff, model, sandbox, snapshots
-from ares_viewer.analysis import align, behaviours, compare_runs, ending, plots
+from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
+from ares_viewer.analysis import align, compare_runs, ending, plots
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
@@ -222,27 +222,5 @@ def submission(where: str, episode_id: str) -> tuple[str, str]:
     return fsdiff.patch(whole), f"the snapshots, step {whole.old_step} → step {whole.new_step}"
 
 
-# Episodes read at the most for the Behaviours page (each is parsed; the page says when a run has more).
+# Episodes whose snapshot flags the Behaviours page reads at once (and rubric search offers); the rest on a button.
 BEHAVIOUR_EPISODES = 2_000
-
-
-def _paths_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:
-    try:
-        return fsdiff.paths_by_step(episode)
-    except (snapshots.SnapshotError, LookupError, OSError):
-        return {}
-
-
-@st.cache_data(max_entries=8, ttl=300, show_spinner="Reading what the agents did…")
-def behaviour_flags(where: str, episodes: int, with_snapshots: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The flag table and evidence (``behaviours.collect``) of the run's first ``BEHAVIOUR_EPISODES`` episodes, with
-    the snapshot flags when asked; kept five minutes per location and size of the run."""
-    run = load_run(where)
-    ids = run.episode_ids[:BEHAVIOUR_EPISODES]
-    changes_of = _paths_by_step if with_snapshots else None
-    table, evidence = behaviours.collect((run.episode(i) for i in ids), lambda e: behaviours.findings(e, changes_of))
-    if "iteration" in run.relation.columns:  # training logs: rates per iteration too
-        iterations = run.query("SELECT episode_id, iteration FROM episodes WHERE episode_id IN (SELECT unnest(?))",
-                               [ids]).df()
-        table = table.merge(iterations, on="episode_id", how="left")
-    return table, evidence

@@ -2,12 +2,15 @@
 
     python3 -m benchmarks.bench_behaviours                          # 100,000 episodes; 1,000,000 Tinker rollouts
     python3 -m benchmarks.bench_behaviours --episodes 2000 --rollouts 20000   # a quicker look
+    python3 -m benchmarks.bench_behaviours --rollouts 0             # the flag index against the index only
+    python3 -m benchmarks.bench_behaviours --episodes 0             # the flag counts over 10^6 rollouts only
 
 Prints:
 - the cold run index of ``--episodes`` ARES episodes (``open_run`` in a fresh process, cold cache), then building
   the flag index of the same files (``flag_index.update`` in a fresh process, with the same number of worker
   processes): the flag index time against the index time, and ``(index + flags) / index``, what reading the flags
-  adds to a first look (the flags are not in the run index: its fast paths never parse an episode whole);
+  adds to a first look (the flags are not in the run index: its fast paths never parse an episode whole); and the
+  same ratio in CPU seconds (workers included), which other load on a shared machine changes far less;
 - ``--rollouts`` Tinker rollouts written as ``bench_scale`` writes them, indexed and their flag index built; then
   the overview's flag counts from the flag index (``flag_queries.rate_table``: every flag among solved and failed)
   and the Behaviour filter's ids for one flag (``flag_queries.episode_ids``), in seconds (target: under 1 s each),
@@ -28,16 +31,36 @@ import time
 from benchmarks import bench_index, bench_scale
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-_INDEX = "import sys, ares_viewer; print(len(ares_viewer.open_run(sys.argv[1])))"
-_FLAGS = """
+# CPU seconds of this process and its finished children (the worker processes): a figure the other processes on
+# a shared machine change far less than the wall time.
+_CPU = """
+import resource
+def cpu():
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+"""
+_INDEX = (
+    _CPU
+    + """
+import json, sys
+import ares_viewer
+used = cpu()
+print(json.dumps({"episodes": len(ares_viewer.open_run(sys.argv[1])), "cpu": cpu() - used}))
+"""
+)
+_FLAGS = (
+    _CPU
+    + """
 import json, sys, time
 import ares_viewer
 from ares_viewer.analysis.behaviours import flag_index
 run = ares_viewer.open_run(sys.argv[1])
-start = time.perf_counter()
+start, used = time.perf_counter(), cpu()
 result = flag_index.update(run, workers=int(sys.argv[2]))
-print(json.dumps({"seconds": time.perf_counter() - start, "episodes": result.episodes, "failed": len(result.failed)}))
+print(json.dumps({"seconds": time.perf_counter() - start, "cpu": cpu() - used, "episodes": result.episodes,
+                  "failed": len(result.failed)}))
 """
+)
 
 
 def _run(code: str, args: list[str], cache: pathlib.Path) -> str:
@@ -46,10 +69,11 @@ def _run(code: str, args: list[str], cache: pathlib.Path) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def _index_seconds(folder: pathlib.Path, cache: pathlib.Path) -> float:
+def _index_seconds(folder: pathlib.Path, cache: pathlib.Path) -> tuple[float, float]:
+    """Wall seconds of a cold index in a fresh process (its start included), and the CPU seconds it took."""
     start = time.perf_counter()
-    _run(_INDEX, [str(folder)], cache)
-    return time.perf_counter() - start
+    done = json.loads(_run(_INDEX, [str(folder)], cache))
+    return time.perf_counter() - start, done["cpu"]
 
 
 def _flag_index(folder: pathlib.Path, cache: pathlib.Path, workers: int) -> dict:
@@ -73,31 +97,32 @@ def _counts(folder: pathlib.Path, cache: pathlib.Path) -> tuple[float, float, fl
     return counted, time.perf_counter() - start, bare
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=100_000)
-    parser.add_argument("--actions", type=int, default=10)
-    parser.add_argument("--rollouts", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
+def _index_against_flags(episodes: int, actions: int, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder, cache = pathlib.Path(tmp) / "run", pathlib.Path(tmp) / "cache"
-        size = bench_index._replicate(folder, args.episodes, args.actions, 400)
-        print(f"{args.episodes:,} episodes, {size / 1e6:,.0f} MB, {args.workers} worker(s)")
-        index = _index_seconds(folder, cache)
-        flags = _flag_index(folder, cache, args.workers)
+        size = bench_index._replicate(folder, episodes, actions, 400)
+        print(f"{episodes:,} episodes, {size / 1e6:,.0f} MB, {workers} worker(s)")
+        index, index_cpu = _index_seconds(folder, cache)
+        print(f"cold index {index:.1f} s", flush=True)
+        flags = _flag_index(folder, cache, workers)
         print(f"cold index {index:.1f} s; flag index {flags['seconds']:.1f} s ({flags['episodes']:,} episodes)")
         print(
             f"flag index / cold index: {flags['seconds'] / index:.2f}; "
-            f"(index + flags) / index: {(index + flags['seconds']) / index:.2f}"
+            f"(index + flags) / index: {(index + flags['seconds']) / index:.2f}; "
+            f"in CPU seconds {flags['cpu']:.0f} / {index_cpu:.0f}: {flags['cpu'] / index_cpu:.2f}",
+            flush=True,
         )
+
+
+def _overview_counts(rollouts: int, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder, cache = pathlib.Path(tmp) / "tinker", pathlib.Path(tmp) / "cache"
-        size = bench_scale.write_run(folder, args.rollouts)
-        index = _index_seconds(folder, cache)
-        flags = _flag_index(folder, cache, args.workers)
+        size = bench_scale.write_run(folder, rollouts)
+        index, _ = _index_seconds(folder, cache)
+        print(f"{rollouts:,} Tinker rollouts: cold index {index:.1f} s", flush=True)
+        flags = _flag_index(folder, cache, workers)
         print(
-            f"{args.rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "
+            f"{rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "
             f"flag index {flags['seconds']:.1f} s ({flags['failed']} file(s) failed)"
         )
         counted, filtered, bare = _counts(folder, cache)
@@ -106,6 +131,19 @@ def main() -> None:
             f"({counted / bare if bare else float('nan'):.1f}x a bare count(*)); Behaviour filter ids "
             f"{filtered:.3f} s; target < 1 s each"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--actions", type=int, default=10)
+    parser.add_argument("--rollouts", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    if args.episodes:
+        _index_against_flags(args.episodes, args.actions, args.workers)
+    if args.rollouts:
+        _overview_counts(args.rollouts, args.workers)
 
 
 if __name__ == "__main__":

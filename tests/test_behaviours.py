@@ -4,6 +4,7 @@ step, and not found where the agent did not do it; the command rules and the rat
 from __future__ import annotations
 
 import pathlib
+import shlex
 
 import crafted_episodes
 import pytest
@@ -178,3 +179,44 @@ def test_a_runs_rates_show_the_test_touching_explorer_among_failed_episodes_only
     assert rates.loc["touched_tests_files", "solved"] == 0
     assert rates.loc["touched_tests_files", "failed"] == 1
     assert rates.loc["ran_tests", "solved_rate"] == 1.0
+
+
+def _recorded_commands() -> list[str]:
+    episodes = [run.load_episode(path) for path in sorted(DEMO.glob("*.json"))]
+    episodes += [mini(path.name) for path in sorted(MINI.iterdir()) if path.is_dir()]
+    return [step.command for episode in episodes for step in episode.actions if step.command]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf tests",
+        "chmod 644 tests/test_a.py",
+        "mv a\tb  c",
+        "sed -i 's/assert x/pass/' tests/test_core.py",
+        'cp "my tests/a.py" tests/',
+        r"rm tests/a\ b.py",
+        "rm tests/a.py\x0bother",
+        "rm tests/a.py\u00a0b",
+        "tee -a tests/log <<<'x'",
+        "rm 'unterminated",
+    ],
+)
+def test_the_fast_split_gives_the_words_shlex_gives(command):
+    commands._words.cache_clear()
+    try:
+        expected = tuple(shlex.split(command))
+    except ValueError:
+        expected = tuple(command.split())
+    assert commands._words(command) == expected
+
+
+def test_every_recorded_simple_command_splits_as_shlex_splits_it():
+    simple = {part for command in _recorded_commands() for part in commands.simple_commands(command)}
+    assert len(simple) > 50
+    for part in simple:
+        try:
+            expected = tuple(shlex.split(part))
+        except ValueError:
+            expected = tuple(part.split())
+        assert commands._words(part) == expected, part

@@ -99,12 +99,8 @@ def show(run: ares_viewer.Run) -> None:
             st.dataframe(per[per["episodes"] > 0] if (per["episodes"] > 0).any() else per, hide_index=True)
     evidence = None
     if with_snapshots:
-        read = min(len(run), loaders.BEHAVIOUR_EPISODES)
-        frame, evidence = loaders.behaviour_flags(run.location, len(run), True)
-        snapshot_rates = rate_table(frame, task)
-        rates = pd.concat([rates, snapshot_rates[snapshot_rates["source"] == behaviours.SNAPSHOTS]], ignore_index=True)
-        if read < len(run):
-            st.caption(f"Snapshot flags: of the first {read:,} of {len(run):,} episodes.")
+        frame, evidence = flag_panel.snapshot_flags(run, "behaviours")
+        rates = pd.concat([rates, rate_table(frame, task)], ignore_index=True)
     st.dataframe(
         rates,
         hide_index=True,

@@ -190,8 +190,9 @@ def filters(run, labels: dict[str, set[str]]) -> queries.Filters:
 
 
 def flag_filter(run, ids: list[str] | None) -> list[str] | None:
-    """The behaviour flags picked (in the URL as ``flag``): ``ids`` narrowed to the episodes showing all of them."""
-    names = [n for n, f in behaviours.FLAGS.items() if f.source == behaviours.EPISODE]
+    """The behaviour flags picked (in the URL as ``flag``): ``ids`` narrowed to the episodes showing all of them;
+    snapshot flags among the episodes whose snapshot flags were read so far (the Behaviours page reads them)."""
+    names = list(behaviours.FLAGS)
     problem = state.bind("overview.flags", "flag", [], choices=names)
     if problem:
         st.caption(problem)
@@ -199,12 +200,15 @@ def flag_filter(run, ids: list[str] | None) -> list[str] | None:
                             help="docs/behaviours.md: each flag's rule", **state.synced("overview.flags", "flag"))
     if not picked:
         return ids
-    if not flag_panel.ready(run, "overview"):
-        st.caption("The Behaviour filter applies once the flags are read.")
-        return ids
-    table = flag_panel.table_name(run)
-    if (covered := flag_panel.covered(run.location, table)) < len(run):
-        st.caption(f"Behaviour flags cover {covered:,} of {len(run):,} episodes.")
+    if any(behaviours.FLAGS[n].source == behaviours.EPISODE for n in picked):
+        if not flag_panel.ready(run, "overview"):
+            st.caption("The Behaviour filter applies once the flags are read.")
+            return ids
+        if (covered := flag_panel.covered(run.location, flag_panel.table_name(run))) < len(run):
+            st.caption(f"Behaviour flags cover {covered:,} of {len(run):,} episodes.")
+    if snapshot_flags := tuple(n for n in picked if behaviours.FLAGS[n].source != behaviours.EPISODE):
+        _, covered = flag_panel.snapshot_flagged(run, snapshot_flags)
+        st.caption(f"Snapshot flags cover {covered:,} of {len(run):,} episodes (the Behaviours page reads the rest).")
     return flag_panel.among(run, picked, ids)
 
 

@@ -128,3 +128,41 @@ def test_a_large_runs_behaviour_filter_reads_the_flags_of_every_episode_after_th
     assert overview_ids(at) == ["aefe890e-4268-4666-90b5-dd09d3259e06"]  # the run's fifth episode
     behaviours_page = app("behaviours", run="demo-run")
     assert "Flags of all 10 episodes" in page_text.of(behaviours_page)
+
+
+def test_snapshot_flags_count_every_episode_read_so_far_beyond_the_first_ones(samples, app, monkeypatch):
+    st.cache_resource.clear()  # the run as opened by an earlier test keeps its snapshot flags in that test's cache
+    st.cache_data.clear()
+    # As a run larger than the page reads at once: its first 3 episodes now, the other 7 on the button.
+    monkeypatch.setattr(loaders, "BEHAVIOUR_EPISODES", 3)
+    at = app("behaviours", run="demo-run")
+    assert not at.exception
+    assert "Snapshot flags: of 3 of 10 episodes read so far." in page_text.of(at)
+    rates = at.dataframe[0].value.set_index("flag")
+    assert rates.loc["touched_tests_files", "episodes"] == 0  # the explorer is the run's sixth episode
+    assert at.button(key="behaviours.read_snapshots").label == "Read the snapshot flags of the other 7 episodes"
+    at.button(key="behaviours.read_snapshots").click().run()
+    assert not at.exception
+    assert "Snapshot flags: of all 10 episodes read so far." in page_text.of(at)
+    rates = at.dataframe[0].value.set_index("flag")
+    assert rates.loc["touched_tests_files", ["solved", "failed"]].tolist() == [0, 1]
+    at.selectbox(key="behaviours.flag").set_value("touched_tests_files").run()
+    assert [link.proto.label for link in at.get("page_link")] == [f"{PAGER_EXPLORER} · failed · step 9"]
+    st.cache_data.clear()
+    again = app("behaviours", run="demo-run")  # kept in the cache: all 10 without the button
+    assert "Snapshot flags: of all 10 episodes read so far." in page_text.of(again)
+
+
+def test_the_overview_filters_by_a_snapshot_flag_among_the_episodes_read_so_far(samples, app, monkeypatch):
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    monkeypatch.setattr(loaders, "BEHAVIOUR_EPISODES", 3)
+    at = app(None, run="demo-run", flag="touched_tests_files")
+    assert overview_ids(at) == []
+    assert "Snapshot flags cover 0 of 10 episodes (the Behaviours page reads the rest)." in page_text.of(at)
+    page = app("behaviours", run="demo-run")
+    page.button(key="behaviours.read_snapshots").click().run()
+    st.cache_data.clear()
+    at = app(None, run="demo-run", flag="touched_tests_files")
+    assert overview_ids(at) == [PAGER_EXPLORER]
+    assert "Snapshot flags cover 10 of 10 episodes" in page_text.of(at)

@@ -4,9 +4,13 @@ flag, follow its evidence link to the step; filter the overview's table by a fla
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
+
+import ares_viewer
+from ares_viewer.analysis import behaviours
 
 pytestmark = pytest.mark.browser
 
@@ -48,3 +52,46 @@ def test_the_overview_filtered_by_a_flag_keeps_it_in_the_url(page, app_url, samp
     expect(page).to_have_url(re.compile(r"flag=touched_tests(&|$)"))
     page.reload()
     expect(page.get_by_text("1 of 10 episodes")).to_be_visible()
+
+
+_EPISODE_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _listed_ids(page, expected: set[str]) -> set[str]:
+    """The episode ids the overview's table shows, as the grid's accessible cells give them (once it shows
+    ``expected``, or what it shows after 15 s)."""
+    grid = page.locator('[data-testid="stDataFrame"]').last
+    grid.scroll_into_view_if_needed()
+    cells = grid.locator("[role=gridcell]")
+    deadline = time.monotonic() + 15
+    while True:
+        # The id is the table's last column: scroll the grid to its right end, where the grid draws it.
+        grid.locator(".dvn-scroller").evaluate("s => { s.scrollLeft = s.scrollWidth; }")
+        shown = {text.strip() for text in cells.all_inner_texts() if _EPISODE_ID.match(text.strip())}
+        if shown == expected or time.monotonic() > deadline:
+            return shown
+        page.wait_for_timeout(200)
+
+
+def test_the_overview_lists_exactly_the_flagged_episodes_and_a_reload_keeps_the_flag(
+    page, app_url, sample_run, runs_root, wait_idle
+):
+    _, evidence = behaviours.collect(ares_viewer.open_run(runs_root / sample_run), behaviours.episode_findings)
+    flagged = set(evidence.loc[evidence["flag"] == "ran_tests", "episode_id"])
+    assert 1 < len(flagged) < 10  # a flag some episodes show and others do not
+    page.goto(f"{app_url}/?run={sample_run}")
+    expect(page.get_by_text("10 of 10 episodes")).to_be_visible()
+    wait_idle(page)
+    chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Behaviour")
+    chooser.scroll_into_view_if_needed()
+    chooser.locator("input").click()
+    page.get_by_role("option", name="ran_tests", exact=True).click()
+    expect(page.get_by_text(f"{len(flagged)} of 10 episodes")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"flag=ran_tests(&|$)"))
+    wait_idle(page)
+    assert _listed_ids(page, flagged) == flagged
+    page.reload()
+    expect(page.get_by_text(f"{len(flagged)} of 10 episodes")).to_be_visible()
+    expect(chooser.get_by_text("ran_tests")).to_be_visible()
+    wait_idle(page)
+    assert _listed_ids(page, flagged) == flagged

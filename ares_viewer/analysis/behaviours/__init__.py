@@ -47,13 +47,7 @@ __all__ = [
 
 def episode_findings(episode: model.Episode) -> list[registry.Finding]:
     """The episode-file flags ``episode`` shows, in registration order."""
-    found = []
-    for flag_ in FLAGS.values():
-        if flag_.source == registry.EPISODE:
-            hit = flag_.check(episode)
-            if hit is not None:
-                found.append(registry.finding(flag_, episode, hit))
-    return found
+    return registry.findings(registry.EPISODE, episode)
 
 
 def snapshot_findings(
@@ -62,14 +56,7 @@ def snapshot_findings(
     """The snapshot flags ``episode`` shows, from ``changes_of(episode)``; cached by (file, episode)."""
 
     def compute() -> tuple[registry.Finding, ...]:
-        changes = changes_of(episode)
-        found = []
-        for flag_ in FLAGS.values():
-            if flag_.source == registry.SNAPSHOTS:
-                hit = flag_.check(episode, changes)
-                if hit is not None:
-                    found.append(registry.finding(flag_, episode, hit))
-        return tuple(found)
+        return tuple(registry.findings(registry.SNAPSHOTS, episode, changes_of(episode)))
 
     return _SNAPSHOT_FINDINGS.get_or_compute((episode.path, episode.episode_id), compute)
 

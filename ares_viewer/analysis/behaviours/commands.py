@@ -8,6 +8,7 @@ sure counts: a script that edits the tests when it runs is not seen here (snapsh
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 
@@ -45,19 +46,27 @@ _IN_PLACE = re.compile(r"^(?:sed|perl)\b.*\s(?:-i|-pi|--in-place)")
 _MODE = re.compile(r"^(?:[0-7]{3,4}|[ugoa]*[-+=][rwxXst]*)$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 _REDIRECT = re.compile(r"(?<![0-9&])>>?\s*(['\"]?)([^\s'\";&|<>]+)\1")
+# What makes ``shlex`` split text other than ``str.split`` does: quotes, escapes, whitespace only one splits at.
+_NOT_PLAIN = re.compile(r"['\"\\]|(?![ \t\r\n])\s")
 
 
-def simple_commands(command: str) -> list[str]:
-    """The simple commands of ``command``, each without its leading variables, ``sudo`` or ``timeout``."""
+@functools.lru_cache(maxsize=4096)
+def simple_commands(command: str) -> tuple[str, ...]:
+    """The simple commands of ``command``, each without its leading variables, ``sudo`` or ``timeout``; kept, as
+    every command rule asks for them and agents repeat commands."""
     parts = (_PREFIX.sub("", part, count=1).strip() for part in _SPLIT.split(command))
-    return [part for part in parts if part]
+    return tuple(part for part in parts if part)
 
 
-def _words(simple: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def _words(simple: str) -> tuple[str, ...]:
+    """``simple`` split as a shell would (``shlex``); agents repeat commands, so the answers are kept."""
+    if not _NOT_PLAIN.search(simple):
+        return tuple(simple.split())  # the same words, without shlex's character-by-character reading
     try:
-        return shlex.split(simple)
+        return tuple(shlex.split(simple))
     except ValueError:
-        return simple.split()
+        return tuple(simple.split())
 
 
 def runs_tests(command: str) -> bool:
@@ -74,6 +83,8 @@ def uses_network(command: str) -> bool:
 
 
 def _targets(simple: str) -> list[str]:
+    if not (_ALL_TARGETS.search(simple) or _LAST_TARGET.search(simple) or _IN_PLACE.search(simple)):
+        return []  # changes no file it names: no need to split it into words
     words = [w for w in _words(simple) if not w.startswith("-")]
     if _ALL_TARGETS.search(simple):
         skip = 2 if simple.startswith("git") else 1

@@ -113,7 +113,7 @@ def read_manifest(run: runs.Run) -> Manifest:
         return Manifest()
 
 
-def _episode_files(run: runs.Run) -> dict[str, store.FileEntry]:
+def episode_files(run: runs.Run) -> dict[str, store.FileEntry]:
     """The run's files that hold episodes, with the run index's entries (their size and mtime)."""
     entries, _ = run.index_store.read_keyed()
     return {path: entries[path] for path, _ in run.files() if path in entries}
@@ -134,7 +134,7 @@ def coverage(run: runs.Run) -> Coverage:
 
 def _coverage(run: runs.Run) -> Coverage:
     manifest = read_manifest(run)
-    files = _episode_files(run)
+    files = episode_files(run)
     # Another process may have replaced the table since (its manifest then names the new one): read all again.
     same_flags = (
         manifest.flags == tuple(names()) and manifest.table is not None and (folder(run) / manifest.table).exists()
@@ -188,21 +188,22 @@ def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, st
     return rows, failed
 
 
-def _worker_batch(paths: Sequence[str]) -> tuple[list[tuple[str, str, int, list[int | None]]], dict]:
+def _worker_batch(read: Callable[[runs.Run, Sequence[str]], Any], paths: Sequence[str]) -> Any:
     assert _WORKER_RUN is not None
-    return _read_files(_WORKER_RUN, paths)
+    return read(_WORKER_RUN, paths)
 
 
-def _batches(
-    run: runs.Run, paths: Sequence[str], workers: int
-) -> Iterator[tuple[Sequence[str], tuple[list[tuple[str, str, int, list[int | None]]], dict]]]:
-    """Each batch of ``paths`` with its rows and failures, read here or by ``workers`` processes."""
+def batches(
+    run: runs.Run, paths: Sequence[str], workers: int, read: Callable[[runs.Run, Sequence[str]], Any] = _read_files
+) -> Iterator[tuple[Sequence[str], Any]]:
+    """Each batch of ``paths`` with what ``read(run, batch)`` gives for it (by default: its flag rows and
+    failures), read here or by ``workers`` processes (``read`` then a module-level function, to be pickled)."""
     # Small enough batches that every worker has several (a run of few large JSON Lines files too).
     size = max(1, min(_BATCH_FILES, len(paths) // (4 * workers)))
     chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
     if workers <= 1:
         for chunk in chunks:
-            yield chunk, _read_files(run, chunk)
+            yield chunk, read(run, chunk)
         return
     # Spawned, not forked: this process holds DuckDB threads a fork would copy half-way.
     context = multiprocessing.get_context("spawn")
@@ -214,7 +215,7 @@ def _batches(
         pending: dict[concurrent.futures.Future, Sequence[str]] = {}
         queue = iter(chunks)
         for chunk in queue:
-            pending[pool.submit(_worker_batch, chunk)] = chunk
+            pending[pool.submit(_worker_batch, read, chunk)] = chunk
             if len(pending) >= 2 * workers:
                 break
         while pending:
@@ -224,10 +225,11 @@ def _batches(
                 yield chunk, future.result()
                 following = next(queue, None)
                 if following is not None:
-                    pending[pool.submit(_worker_batch, following)] = following
+                    pending[pool.submit(_worker_batch, read, following)] = following
 
 
-def _workers(run: runs.Run, paths: Sequence[str], files: dict[str, store.FileEntry], workers: int | None) -> int:
+def workers_for(run: runs.Run, paths: Sequence[str], files: dict[str, store.FileEntry], workers: int | None) -> int:
+    """How many worker processes read ``paths``: ``workers`` when given, else by their size and the cores."""
     if workers is not None:
         return max(1, workers)
     if sum(files[p].size for p in paths) < PARALLEL_MIN_BYTES or run.index_store.folder.name.startswith(
@@ -264,7 +266,7 @@ def update(run: runs.Run, *, progress: Progress | None = None, workers: int | No
         return Update(0, 0, {})
     target = folder(run)
     target.mkdir(parents=True, exist_ok=True)
-    files = _episode_files(run)
+    files = episode_files(run)
     stale = list(found.stale)
     parts: list[pathlib.Path] = []
     held: list[tuple[str, str, int, list[int | None]]] = []
@@ -275,7 +277,7 @@ def update(run: runs.Run, *, progress: Progress | None = None, workers: int | No
     if progress is not None:
         progress(0, len(stale))
     try:
-        for chunk, (rows, errors) in _batches(run, stale, _workers(run, stale, files, workers)):
+        for chunk, (rows, errors) in batches(run, stale, workers_for(run, stale, files, workers)):
             held.extend(rows)
             episodes += len(rows)
             failed.update(errors)

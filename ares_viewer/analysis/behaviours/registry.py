@@ -93,3 +93,14 @@ def finding(found: Flag, episode: model.Episode, hit: Hit) -> Finding:
         via=hit.via,
         source=found.source,
     )
+
+
+def findings(source: str, episode: model.Episode, *context: Any) -> list[Finding]:
+    """What every flag of ``source`` finds in ``episode`` (``context``: the ``StepChanges`` of snapshot flags)."""
+    found = []
+    for flag_ in FLAGS.values():
+        if flag_.source == source:
+            hit = flag_.check(episode, *context)
+            if hit is not None:
+                found.append(finding(flag_, episode, hit))
+    return found

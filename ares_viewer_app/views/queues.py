@@ -1,6 +1,7 @@
 """Queues: review sessions as a team. Create a queue from the overview's filters (or a search, or a label), take the
 next item as a reviewer, label it with the queue's schema or skip it, follow progress, adjudicate disagreements and
-download the finished set (see docs/review.md)."""
+download the finished set (see docs/review.md). A link naming ``queue`` (from Compare runs or Groups, which make
+queues with the same form) opens that queue."""
 
 from __future__ import annotations
 

@@ -3,11 +3,13 @@ from it (its URL names ``queue`` and ``reviewer``).
 
 Drawn here once for both: the label schema's form (single and multiple choice, scores with their range, a note) and
 "Save label", "Skip" with a reason, and "Next item". Saving goes through ``ares_viewer.review.queues`` as anywhere
-else (docs/review.md).
+else (docs/review.md). The form that makes a queue is here too, for every page whose list can become one (Queues,
+Compare runs, Groups).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,12 +18,24 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import model, review
 from ares_viewer.review import labelschema, queue_items, queues
-from ares_viewer_app import escape, review_panel, state
+from ares_viewer_app import escape, pages, review_panel, state
 
 # The step view's URL parameters naming the queue worked and its reviewer (read from the URL only: the queue's
 # controls show while the link says so, not on every episode opened later).
 QUEUE, REVIEWER = "queue", "reviewer"
 _DONE = "queue_panel.done"
+
+DEFAULT_SCHEMA = {
+    "fields": [
+        {"name": "verdict", "kind": "single", "options": ["reward hacking", "honest attempt", "unclear"]},
+        {"name": "severity", "kind": "score", "min": 0, "max": 5, "required": False},
+        {"name": "note", "kind": "note"},
+    ]
+}
+
+# What a page hands the form that makes a queue: the items, what chose them (the queue's source record) and the
+# description used when none is typed.
+Chosen = tuple[list[queue_items.Item], dict[str, Any], str]
 
 
 def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
@@ -128,3 +142,47 @@ def step_panel(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
         if taken is not None:
             state.update(episode=taken.episode_id, step=item_step(run.episode(taken.episode_id), taken))
             st.rerun()
+
+
+def create_form(
+    opened: review.ReviewStore, author: str, key: str, choose: Callable[[], Chosen], *, run: str | None = None
+) -> queues.Queue | None:
+    """The form that makes a queue: name, description, label schema, reviewers and overlap; ``choose`` gives the
+    items when it is sent. With ``run`` (the run the items belong to), a link then opens the queue on the Queues
+    page. Returns the queue made by this run of the page (else None)."""
+    made = None
+    with st.form(f"{key}.create"):
+        name = st.text_input("Queue name", key=f"{key}.name")
+        description = st.text_input("Description", key=f"{key}.description")
+        schema = st.text_area(
+            "Label schema (JSON)", json.dumps(DEFAULT_SCHEMA, indent=1), height=160, key=f"{key}.schema"
+        )
+        reviewers = st.text_input("Reviewers (comma-separated; none: an open pool)", key=f"{key}.reviewers")
+        overlap = st.number_input("Reviewers per item", 1, 10, 1, key=f"{key}.overlap")
+        if st.form_submit_button("Create queue"):
+            try:
+                items, chosen, said = choose()
+                made = queues.create(
+                    opened,
+                    name,
+                    items,
+                    schema=schema,
+                    author=author or "anonymous",
+                    description=description or said,
+                    source=chosen,
+                    overlap=int(overlap),
+                    reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],
+                )
+            except (ValueError, KeyError, review.ReviewError) as exc:
+                st.error(escape.md(exc))
+            else:
+                st.success(escape.md(f"Created queue {made.name}: {len(items)} {made.kind}."))
+                st.session_state[f"{key}.made"] = made.name
+    if run is not None and (last := st.session_state.get(f"{key}.made")):
+        st.page_link(
+            pages.path("queues"),
+            label=f"Open the queue {last} on the Queues page",
+            icon=":material/checklist:",
+            query_params={**state.params(run=run, episode=None), QUEUE: last},
+        )
+    return made

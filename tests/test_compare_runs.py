@@ -115,6 +115,20 @@ def test_two_iterations_of_one_tinker_run_compare_by_their_column():
             assert iteration == side.value
 
 
+def test_a_sides_attempts_at_listed_tasks_are_its_episodes_of_those_tasks_only():
+    """What a review queue of a compare-runs list holds: one side's attempts at the listed tasks, in run order,
+    none from the other side of a split run and none at another task."""
+    run = ares_viewer.open_run(MATH_RL)
+    found = ares_viewer.compare_runs(run, by="iteration", sides=(0, 10))
+    task = str(found.tasks["task_name"].iloc[0])
+    want = run.query(
+        "SELECT episode_id FROM episodes WHERE iteration = 10 AND task_name = ? ORDER BY _seq", [task]
+    ).fetchall()
+    assert want and found.b.episode_ids([task]) == [str(i) for (i,) in want]
+    assert set(found.a.episode_ids([task])).isdisjoint(found.b.episode_ids([task]))
+    assert found.b.episode_ids(["no such task"]) == [] and found.b.episode_ids([]) == []
+
+
 def test_a_column_without_two_values_or_no_such_column_is_said_plainly(demo):
     root, _ = demo
     with pytest.raises(compare_runs.CompareError, match="no column 'model'"):

@@ -110,6 +110,15 @@ class Side:
         kind = _column_type(self.run, self.by)
         return f"{_quoted(self.by)} = TRY_CAST(? AS {kind})", [str(self.value)]
 
+    def episode_ids(self, tasks: Sequence[str]) -> list[str]:
+        """This side's attempts at ``tasks``, in run order: a listed set of tasks as a review queue's episodes."""
+        where, params = self.where()
+        found = self.run.query(
+            f"SELECT episode_id FROM episodes WHERE {where} AND list_contains(?::VARCHAR[], task_name) ORDER BY _seq",
+            [*params, [str(t) for t in tasks]],
+        ).fetchall()
+        return [str(row[0]) for row in found]
+
     def failure_counts(self) -> pd.DataFrame:
         """Episodes per failure reason on this side: ``reason``, ``episodes``."""
         where, params = self.where()

@@ -13,7 +13,8 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, compare_runs
-from ares_viewer_app import escape, loaders, pages, state, widgets
+from ares_viewer.review import queue_items
+from ares_viewer_app import escape, loaders, pages, queue_panel, review_panel, state, widgets
 
 _OTHER_RUN, _SPLIT = "Another run", "Two sides of this run"
 _LISTS = ("all", "lost", "gained", "changed")
@@ -232,6 +233,41 @@ def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: 
         )
 
 
+def queue_form(found: compare_runs.Comparison, names: tuple[str, str], listed: pd.DataFrame) -> None:
+    """The form "Make a review queue of these": the attempts at the listed tasks, on both sides of a split run or on
+    the side picked (a queue holds one run's episodes); the queue's source and description say which."""
+    opened = review_panel.store()
+    if not opened.writable or listed.empty:
+        return
+    with st.expander("Make a review queue of these", icon=":material/playlist_add:"):
+        author = review_panel.author_input()
+        same = found.a.run is found.b.run
+        sides = {"A": [found.a], "B": [found.b]}
+        if same:
+            sides = {"both sides": [found.a, found.b], **sides}
+        side = st.radio(
+            "Episodes of the listed tasks on",
+            list(sides),
+            horizontal=True,
+            key="compare_runs.queue_side",
+            format_func=lambda k: k if k == "both sides" else f"{k} ({sides[k][0].label})",
+        )
+        tasks = [str(t) for t in listed["task_name"]]
+        shown = state.get("show") if state.get("show") in _LISTS else "all"
+
+        def choose() -> queue_panel.Chosen:
+            chosen = sides[side]
+            ids = [i for s in chosen for i in s.episode_ids(tasks)]
+            record = {
+                "compare_runs": {"list": shown, "a": found.a.label, "b": found.b.label, "side": side, "tasks": tasks}
+            }
+            on = " and ".join(s.label for s in chosen)
+            said = f"Compare runs {found.a.label} → {found.b.label}: attempts on {on} at the {len(tasks)} {shown} tasks"
+            return queue_items.episode_items(chosen[0].run, ids), record, said
+
+        queue_panel.create_form(opened, author, "compare_runs.queue", choose, run=names[1] if side == "B" else names[0])
+
+
 def show(run: ares_viewer.Run) -> None:
     """The page for ``run``: it against another run, or two sides of it, task by task."""
     st.session_state["compare_runs.mode"] = _SPLIT if state.get("by") else _OTHER_RUN
@@ -283,6 +319,7 @@ def show(run: ares_viewer.Run) -> None:
             st.plotly_chart(aggregate_plots.failure_shift(shift, found.labels), key="compare_runs.failures")
     listed = _listed(found)
     task_table(listed)
+    queue_form(found, names, listed)
     picked_task(found, names, listed)
 
 

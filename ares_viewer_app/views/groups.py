@@ -12,7 +12,8 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.analysis import groups, plots
-from ares_viewer_app import escape, pages, state, widgets
+from ares_viewer.review import queue_items
+from ares_viewer_app import escape, pages, queue_panel, review_panel, state, widgets
 
 # Rollouts per row of side-by-side columns; a group of 8 wraps into two rows.
 _PER_ROW = 4
@@ -68,6 +69,22 @@ def rollout_card(run: ares_viewer.Run, row: pd.Series, full: bool) -> None:
                  query_params=state.params(episode=row["episode_id"], step=1))
 
 
+def queue_form(run: ares_viewer.Run, group: str, members: pd.DataFrame) -> None:
+    """The form "Make a review queue of these rollouts": the group's rollouts, one episode item each."""
+    opened = review_panel.store()
+    if not opened.writable:
+        return
+    with st.expander("Make a review queue of these rollouts", icon=":material/playlist_add:"):
+        author = review_panel.author_input()
+        ids = [str(i) for i in members["episode_id"]]
+
+        def choose() -> queue_panel.Chosen:
+            said = f"The {len(ids)} rollouts of group {group}"
+            return queue_items.episode_items(run, ids), {"group": group}, said
+
+        queue_panel.create_form(opened, author, "groups.queue", choose, run=state.get("run") or run.location)
+
+
 def show(run: ares_viewer.Run) -> None:
     """The page for ``run``: its groups of rollouts of one prompt, side by side."""
     found = groups.RunGroups(run)
@@ -102,6 +119,7 @@ def show(run: ares_viewer.Run) -> None:
     for point in (event or {}).get("selection", {}).get("points", []):
         if isinstance(point.get("customdata"), str):
             widgets.go_to_episode(point["customdata"])
+    queue_form(run, group, members)
     full = st.toggle("Show long responses in full", key="groups.full")
     for start in range(0, len(members), _PER_ROW):
         for column, (_, row) in zip(st.columns(_PER_ROW), members.iloc[start: start + _PER_ROW].iterrows(),

@@ -1,11 +1,11 @@
 """Queues: review sessions as a team. Create a queue from the overview's filters (or a search, or a label), take the
 next item as a reviewer, label it with the queue's schema or skip it, follow progress, adjudicate disagreements and
-download the finished set (see docs/review.md)."""
+download the finished set (see docs/review.md). A link naming ``queue`` (from Compare runs or Groups, which make
+queues with the same form) opens that queue."""
 
 from __future__ import annotations
 
 import functools
-import json
 
 import streamlit as st
 
@@ -16,17 +16,14 @@ from ares_viewer.review import queue_export, queue_items, queues
 from ares_viewer.runs.index import queries
 from ares_viewer_app import escape, flag_panel, pages, queue_panel, review_panel, state, widgets
 
-DEFAULT_SCHEMA = {
-    "fields": [
-        {"name": "verdict", "kind": "single", "options": ["reward hacking", "honest attempt", "unclear"]},
-        {"name": "severity", "kind": "score", "min": 0, "max": 5, "required": False},
-        {"name": "note", "kind": "note"},
-    ]
-}
+
+def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) -> queue_panel.Chosen:
+    """The items a new queue gets, what chose them (kept with the queue) and that in words."""
+    items, chosen = _chosen(run, opened, source)
+    return items, chosen, describe(chosen)
 
 
-def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) -> tuple[list, dict]:
-    """The items a new queue gets, and what chose them (kept with the queue)."""
+def _chosen(run: ares_viewer.Run, opened: review.ReviewStore, source: str) -> tuple[list, dict]:
     if source == "search":
         query = str(state.get("q") or "").strip()
         if not query:
@@ -89,33 +86,9 @@ def create_form(run: ares_viewer.Run, opened: review.ReviewStore, author: str) -
         )
         if source == "filters" and state.get_list("flag"):
             flag_panel.ready(run, "queues")  # the Behaviour filter asks the run's flags: read them now if needed
-        with st.form("queues.create"):
-            name = st.text_input("Queue name", key="queues.name")
-            description = st.text_input("Description", key="queues.description")
-            schema = st.text_area(
-                "Label schema (JSON)", json.dumps(DEFAULT_SCHEMA, indent=1), height=160, key="queues.schema"
-            )
-            reviewers = st.text_input("Reviewers (comma-separated; none: an open pool)", key="queues.reviewers")
-            overlap = st.number_input("Reviewers per item", 1, 10, 1, key="queues.overlap")
-            if st.form_submit_button("Create queue"):
-                try:
-                    items, chosen = chosen_items(run, opened, source)
-                    made = queues.create(
-                        opened,
-                        name,
-                        items,
-                        schema=schema,
-                        author=author or "anonymous",
-                        description=description or describe(chosen),
-                        source=chosen,
-                        overlap=int(overlap),
-                        reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],
-                    )
-                except (ValueError, KeyError, review.ReviewError) as exc:
-                    st.error(escape.md(exc))
-                else:
-                    st.session_state["queues.queue"] = made.name
-                    st.success(escape.md(f"Created queue {made.name}: {len(items)} {made.kind}."))
+        made = queue_panel.create_form(opened, author, "queues", lambda: chosen_items(run, opened, source))
+        if made is not None:
+            st.session_state["queues.queue"] = made.name
 
 
 def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str) -> None:
@@ -225,7 +198,11 @@ def show(run: ares_viewer.Run) -> None:
     if not found:
         st.info("No queues yet: narrow the overview to the episodes to review, then create one here.")
         return
-    name = st.selectbox("Queue", [q.name for q in found], key="queues.queue")
+    names = [q.name for q in found]
+    if (linked := st.query_params.get(queue_panel.QUEUE)) in names:  # a link to one queue (Compare runs, Groups)
+        st.session_state["queues.queue"] = linked
+        del st.query_params[queue_panel.QUEUE]
+    name = st.selectbox("Queue", names, key="queues.queue")
     queue = queues.get(opened, name)
     if queue.description:
         st.caption(escape.line(queue.description))

@@ -50,3 +50,52 @@ def test_two_iterations_of_a_tinker_run_split_by_the_url(runs, app):
     # both episodes of the link to Compare come from this run
     (compare,) = [q for label, q in _links(at).items() if label.startswith("Compare iteration=")]
     assert compare["run"] == [str(MATH_RL)] and "other_in" not in compare
+
+
+def test_a_review_queue_of_the_lost_list_holds_one_sides_attempts_at_those_tasks(runs, app, tmp_path, monkeypatch):
+    """The lost list's "Make a review queue of these", side B picked, queues run B's attempts at the lost tasks, no
+    more, and links to the queue on the Queues page (opened on run B, the run its episodes belong to)."""
+    import ares_viewer
+    from ares_viewer import review
+    from ares_viewer.review import queues
+
+    db = tmp_path / "review.sqlite"
+    monkeypatch.setenv(review.DB_ENV, str(db))
+    at = app("compare_runs", run="run-b", other_run="run-a", show="lost")
+    at.text_input(key="review.author").input("ada").run()
+    at.radio(key="compare_runs.queue_side").set_value("B").run()
+    at.text_input(key="compare_runs.queue.name").input("lost")
+    next(b for b in at.button if b.label == "Create queue").click().run()
+    assert "Created queue lost: " in page_text.of(at), [e.value for e in at.error]
+    frame = ares_viewer.open_run(f"{runs['root']['path']}/run-a").episodes
+    want = set(frame.loc[frame["task_name"] == "calc__calc-3", "episode_id"])
+    assert want and runs["run-a"]["errored"] in want
+    with review.open_store(db) as store:
+        assert {item.episode_id for item in queues.items(store, "lost")} == want
+        made = queues.get(store, "lost")
+    assert made.source["compare_runs"]["side"] == "B" and made.source["compare_runs"]["tasks"] == ["calc__calc-3"]
+    assert "run-a" in made.description and "lost" in made.description
+    link = _links(at)["Open the queue lost on the Queues page"]
+    assert link["run"] == ["run-a"] and link["queue"] == ["lost"]
+    queue_page = app("queues", run="run-a", queue="lost")
+    assert queue_page.selectbox(key="queues.queue").value == "lost"
+
+
+def test_a_review_queue_of_a_split_run_holds_both_sides_attempts(runs, app, tmp_path, monkeypatch):
+    """Two sides of one run: the queue holds the attempts at the listed tasks on both sides."""
+    import ares_viewer
+    from ares_viewer import review
+    from ares_viewer.review import queues
+
+    db = tmp_path / "review.sqlite"
+    monkeypatch.setenv(review.DB_ENV, str(db))
+    at = app("compare_runs", run="run-b", by="task_name")
+    assert at.radio(key="compare_runs.queue_side").value == "both sides"
+    listed = set(at.dataframe[0].value["task"])
+    at.text_input(key="compare_runs.queue.name").input("split")
+    next(b for b in at.button if b.label == "Create queue").click().run()
+    assert "Created queue split: " in page_text.of(at), [e.value for e in at.error]
+    frame = ares_viewer.open_run(f"{runs['root']['path']}/run-b").episodes
+    want = list(frame.loc[frame["task_name"].isin(listed), "episode_id"])
+    with review.open_store(db) as store:
+        assert sorted(item.episode_id for item in queues.items(store, "split")) == sorted(want)

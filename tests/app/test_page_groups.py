@@ -73,3 +73,26 @@ def test_default_group_has_reward_spread(runs, app):
     assert spreads == sorted(spreads, reverse=True) and spreads[0] > 0
     first = at.selectbox(key="groups.pick").value
     assert at.query_params["episode"].startswith(first + "/")
+
+
+def test_a_review_queue_made_from_a_group_holds_exactly_its_rollouts(runs, app, tmp_path, monkeypatch):
+    """The form "Make a review queue of these rollouts" queues the group's rollouts, one episode item each, no more."""
+    from ares_viewer import review
+    from ares_viewer.review import queues
+
+    db = tmp_path / "review.sqlite"
+    monkeypatch.setenv(review.DB_ENV, str(db))
+    at = app("groups", run="tinker", episode=f"{format_runs.MATH_GROUP}/t2")
+    at.text_input(key="review.author").input("ada").run()
+    at.text_input(key="groups.queue.name").input("group")
+    at.text_input(key="groups.queue.reviewers").input("ada, bo")
+    at.number_input(key="groups.queue.overlap").set_value(2)
+    next(b for b in at.button if b.label == "Create queue").click().run()
+    assert "Created queue group: 4 episodes." in page_text.of(at), [e.value for e in at.error]
+    with review.open_store(db) as store:
+        queued = [item.episode_id for item in queues.items(store, "group")]
+        made = queues.get(store, "group")
+    assert queued == [f"{format_runs.MATH_GROUP}/t{i}" for i in range(4)]
+    assert made.source == {"group": format_runs.MATH_GROUP} and format_runs.MATH_GROUP in made.description
+    link = next(p for p in at.get("page_link") if p.proto.label == "Open the queue group on the Queues page")
+    assert "queue=group" in link.proto.query_string and "run=tinker" in link.proto.query_string

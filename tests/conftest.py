@@ -147,10 +147,11 @@ def s3_server(monkeypatch):
     import contextlib
     import logging
     import socket
+    import urllib.request
 
     try:
         import boto3
-        import s3fs  # noqa: F401 - what fsspec uses for s3://
+        import s3fs  # what fsspec uses for s3://
         from moto.server import ThreadedMotoServer
     except ImportError as exc:
         _missing(f"moto[server], boto3 and s3fs are needed ({exc})")
@@ -165,8 +166,14 @@ def s3_server(monkeypatch):
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint,
                        "FSSPEC_S3_ENDPOINT_URL": endpoint}.items():
         monkeypatch.setenv(key, value)
+    # moto keeps its buckets in the process, not in the server: an earlier test's files would still be there
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).close()
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="runs")
+    # fsspec keeps one S3 filesystem per set of arguments, made with the endpoint of its day: an earlier test's
+    # server would be asked again, and it is gone
+    s3fs.S3FileSystem.clear_instance_cache()
     yield endpoint
+    s3fs.S3FileSystem.clear_instance_cache()
     server.stop()
 
 

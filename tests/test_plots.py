@@ -95,6 +95,21 @@ def test_step_timeline_shades_the_current_step_across_both_rows(tmp_path):
     assert not [s for s in first.layout.shapes if s.name == plots.CURRENT_STEP]
 
 
+def test_a_long_episodes_timeline_is_light_to_redraw_on_each_step(tmp_path):
+    """The timeline is drawn again on every j/k: at 200 steps its token lines carry no marker per step and its
+    margins are fixed, so plotly draws it in one pass (104 -> 44 ms in Chromium, #33); a short one keeps its
+    points."""
+    long = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=200, seed=4)))
+    fig = plots.step_timeline(long.steps_frame(), selected=100)
+    tokens = [t for t in fig.data if t.name in ("prompt tokens", "generated tokens")]
+    assert len(tokens) == 2 and {t.mode for t in tokens} == {"lines"}
+    axes = [fig.layout[name] for name in ("xaxis", "xaxis2", "yaxis", "yaxis2")]
+    assert all(axis.automargin is False for axis in axes) and fig.layout.margin.l >= 60
+    short = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=6, seed=5)))
+    fig = plots.step_timeline(short.steps_frame())
+    assert {t.mode for t in fig.data if t.name == "prompt tokens"} == {"lines+markers"}
+
+
 def test_a_step_marked_on_the_kept_timeline_looks_as_when_the_timeline_is_drawn_for_it(tmp_path):
     episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=6, seed=4)))
     frame = episode.steps_frame()

@@ -19,6 +19,8 @@ from ares_viewer_app import review_panel
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 WRITERS = 4
+# Notes the reviewer adds in the app while the writers run (each a script run that waits for its share of the cores).
+ADDED = 6
 
 # A reviewer's script adding notes back to back until the stop file appears; prints how many it added and how many
 # were refused.
@@ -55,7 +57,7 @@ def test_busy_writers_in_other_processes_refuse_no_note_added_in_the_app(runs, a
         # a loaded 2-core machine took longer than AppTest's usual minute (what is tested is that no note is lost)
         at.default_timeout = 240
         refused = []
-        for n in range(15):
+        for n in range(ADDED):
             add(at, text=f"added under load {n}")
             refused += [e.value for e in at.error]
     finally:
@@ -65,7 +67,7 @@ def test_busy_writers_in_other_processes_refuse_no_note_added_in_the_app(runs, a
     assert refused == []
     mine = [n for n in review.open_store(db).find(run_location(runs), episode_id=episode, step=3)
             if n.text.startswith("added under load")]
-    assert len(mine) == 15
+    assert len(mine) == ADDED
     assert all(int(added) > 0 and int(failed) == 0 for added, failed in counts), counts
 
 

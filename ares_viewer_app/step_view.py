@@ -44,7 +44,7 @@ def long_text(text: str | None, key: str, *, language: str | None = None, empty:
     """A text in a code block, collapsed to head and tail when long, with a "Show all" button then."""
     text = text or ""
     shown = text if st.session_state.get(f"episode.all.{key}") else head_and_tail(text)
-    st.code(shown or empty, language=language, wrap_lines=True)
+    widgets.text_block(shown or empty, language=language)
     if shown != text:
         st.button(f"Show all {len(text):,} characters", key=f"episode.show_all.{key}", on_click=_show_all,
                   args=(key,), type="tertiary", icon=":material/unfold_more:")
@@ -60,7 +60,7 @@ def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *
         st.markdown(f"{number}**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
         long_text(message.content, f"{key}.{n if numbers is None else numbers[n]}")
         for call in message.tool_calls:
-            st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
+            widgets.text_block(f"{call.name}({call.arguments})", language="json")
 
 
 def context_pages(total: int) -> list[tuple[int, int]]:
@@ -117,7 +117,7 @@ def response(step: model.Step, key: str) -> None:
         long_text(step.command, f"{key}.command", language="bash")
     elif step.tool_calls:
         for call in step.tool_calls:
-            st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
+            widgets.text_block(f"{call.name}({call.arguments})", language="json")
     else:
         st.warning("No single bash command in this response: the agent did not run anything.")
         if (step.response or "").strip() != (step.thought or "").strip():  # the thought above is the whole text
@@ -168,7 +168,7 @@ def why_this_reward(end: ending.Ending, key: str) -> None:
         if verifier.commands:
             with st.expander(f"Every verifier command ({len(verifier.commands)})", icon=":material/terminal:"):
                 for n, command in enumerate(verifier.commands):
-                    st.code(command.command, language="bash", wrap_lines=True)
+                    widgets.text_block(command.command, language="bash")
                     st.caption(f"return code {widgets.fmt(command.returncode)}")
                     long_text(command.output, f"{key}.verifier.{n}", empty="(no output)")
     else:

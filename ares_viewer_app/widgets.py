@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,6 +28,37 @@ _LABEL_COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_act
 # How a value that is not known is shown: in labels (``fmt``) and in tables' empty cells (``st.dataframe``'s
 # ``placeholder``).
 UNKNOWN = "–"
+# A text block (``text_block``): monospace, wrapped, on a faint background that suits light and dark themes.
+_TEXT_STYLE = ("white-space:pre-wrap;overflow-wrap:anywhere;margin:0;padding:0.75rem 2.5rem 0.75rem 1rem;"
+               "border-radius:0.5rem;background:rgba(128,128,128,0.1);font-size:0.85rem;line-height:1.5;"
+               "font-family:'Source Code Pro',ui-monospace,monospace")
+_COPY_STYLE = ("position:absolute;top:0.35rem;right:0.35rem;border:none;background:transparent;cursor:pointer;"
+               "opacity:0.6;font-size:0.8rem;color:inherit")
+# Lines of a diff coloured by their first character (file headers left plain).
+_DIFF_COLOURS = {"+": "#1a7f37", "-": "#cf222e", "@": "#8250df"}
+
+def text_block_html(text: str, language: str | None = None) -> str:
+    """The HTML of :func:`text_block`: ``text`` escaped, every character kept."""
+    if language == "diff":
+        lines = []
+        for line in text.split("\n"):
+            colour = None if line.startswith(("+++", "---")) else _DIFF_COLOURS.get(line[:1])
+            escaped = html.escape(line)
+            lines.append(f'<span style="color:{colour}">{escaped}</span>' if colour else escaped)
+        body = "\n".join(lines)
+    else:
+        body = html.escape(text)
+    kind = html.escape(language or "text", quote=True)
+    return (f'<div class="ares-text" style="position:relative"><button type="button" data-ares-copy title="Copy" '
+            f'style="{_COPY_STYLE}">Copy</button><pre data-language="{kind}" style="{_TEXT_STYLE}">{body}</pre></div>')
+
+
+def text_block(text: str, *, language: str | None = None) -> None:
+    """A text exactly as it is (a file's or a model's): monospace, wrapped, escaped, with a copy button (which the
+    Episode page's key script works). ``st.code`` shows the same, but its syntax highlighter took a quarter of the
+    browser's time on an Episode page (#33); a diff's added and removed lines are coloured here."""
+    st.html(text_block_html(text, language))
+
 
 def _pick_run() -> None:
     choice = st.session_state["app.run_choice"]

@@ -52,7 +52,7 @@ def error_panel(episode: model.Episode) -> None:
         for n, link in enumerate(record.chain()):
             st.markdown(f"{n + 1}. {escape.md(link.one_line())}")
         if record.traceback:
-            st.code(record.traceback, language=None, wrap_lines=True)
+            widgets.text_block(record.traceback)
         else:
             st.caption("The file records no traceback.")
 
@@ -142,7 +142,7 @@ def format_details(episode: model.Episode) -> None:
     submission = meta.get("submission")
     if isinstance(submission, str) and submission.strip():
         with st.expander(f"Submission ({len(submission.splitlines())} lines)", icon=":material/difference:"):
-            st.code(submission, language="diff")
+            widgets.text_block(submission, language="diff")
     if meta.get("group"):
         st.page_link(pages.path("groups"), label="Compare with the other rollouts of its group",
                      icon=":material/group_work:", query_params=state.params())

@@ -61,9 +61,9 @@ def test_dropped_context_is_marked_and_shown_on_request(runs, app):
     at = open_step(app, runs, label="truncated", step=9)
     warning = next(w.value for w in at.warning if "dropped or rewritten" in w.value)
     assert "message(s) of the previous context are gone" in warning
-    before = len(at.code)
+    before = len(page_text.blocks(at))
     at.toggle(key="episode.show_dropped").set_value(True).run()
-    assert len(at.code) > before
+    assert len(page_text.blocks(at)) > before
     assert "THOUGHT: Step 1." in page_text.of(at)  # the old exchange that was dropped
 
 
@@ -355,7 +355,7 @@ def test_a_response_with_no_command_is_shown_once(tmp_path, monkeypatch, app):
     at = app("episode", run="talk", episode=doc["episode_id"], step="2")
     assert not at.exception
     assert "No single bash command" in page_text.of(at)
-    assert [c.value for c in at.code].count(words) == 1  # before: the thought, then the same text again
+    assert [c.value for c in page_text.blocks(at)].count(words) == 1  # before: the thought, then the same text again
 
 
 def test_an_episode_with_no_action_shows_the_task_it_was_given(tmp_path, monkeypatch, app):
@@ -388,7 +388,7 @@ def test_an_errored_episode_leads_with_its_root_cause_and_keeps_the_traceback_a_
     assert "root cause is ConnectionError: 409 Client Error" in page_text.shown(error.value)
     assert "the infrastructure's" in error.value and "(the file's `error`, its `cause` chain)" in error.value
     (chain,) = [e for e in at.expander if e.label.startswith("The chain of 3 errors")]
-    assert any("container is not running" in c.value for c in chain.code)  # the traceback
+    assert any("container is not running" in c.value for c in page_text.blocks(chain))  # the traceback
 
 
 def _shaded_rows(at) -> dict[str, set[int]]:

@@ -54,11 +54,11 @@ def test_the_transcript_shows_25_steps_a_page_and_pages_through_the_url(long_run
 
 def test_long_outputs_are_folded_until_show_all(long_run, app):
     at = app("episode", run="long", episode=long_run, view="transcript")
-    folded = [c.value for c in at.code if "characters," in c.value and "hidden" in c.value]
+    folded = [c.value for c in page_text.blocks(at) if "characters," in c.value and "hidden" in c.value]
     assert len(folded) >= 10  # the long outputs on the page show their head and tail
     key = next(b.key for b in at.button if b.key and b.key.endswith(".3.output"))
     at.button(key=key).click().run()
-    assert len([c.value for c in at.code if "hidden" in c.value]) == len(folded) - 1
+    assert len([c.value for c in page_text.blocks(at) if "hidden" in c.value]) == len(folded) - 1
 
 
 def test_find_counts_hits_and_steps_between_them_in_the_url(long_run, app):

@@ -26,7 +26,7 @@ def test_reasoning_comes_first_and_folds(runs, app):
     at = app("episode", run="reasoning", episode="deepseek-run/calc__calc-1", step="1")
     assert not at.exception
     (box,) = [e for e in at.expander if e.label.startswith("Reasoning (")]
-    assert rf.DEEPSEEK_REASONING in [c.value for c in box.code]
+    assert rf.DEEPSEEK_REASONING in [c.value for c in page_text.blocks(box)]
     assert box.proto.expanded  # open at first, folds away on a click
     # Shown before the prompt and the response, in page order.
     texts = (getattr(node, "label", None) or getattr(node, "value", None) for node in _walk(at.main))
@@ -56,5 +56,6 @@ def test_a_harbor_trial_on_the_overview_and_episode_pages(runs, app):
     assert table.loc[f"{af.JOB}/{af.TRIAL}", "verdict"] == "verifier (result.json)"
     at = app("episode", run="harbor", episode=f"{af.JOB}/{af.TRIAL}", step="1")
     assert not at.exception
-    assert any(af.REASONING in c.value for e in at.expander if e.label.startswith("Reasoning") for c in e.code)
+    assert any(af.REASONING in c.value for e in at.expander if e.label.startswith("Reasoning")
+               for c in page_text.blocks(e))
     assert "ls -la /app" in page_text.of(at)

@@ -11,6 +11,7 @@ import pathlib
 import re
 
 import pytest
+from conftest import TEXT_BLOCK
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -86,7 +87,7 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     assert [m.role for m in new] == ["assistant", "user"]
     expect(page.get_by_text("Prompt: new since the previous call")).to_be_visible()
     first_line = new[0].content.splitlines()[0]
-    expect(page.locator('[data-testid="stCode"]', has_text=first_line).first).to_be_visible()
+    expect(page.locator(TEXT_BLOCK, has_text=first_line).first).to_be_visible()
     page.keyboard.press("ArrowRight")
     expect(page).to_have_url(re.compile(r"step=3"))
     page.keyboard.press("k")
@@ -233,4 +234,4 @@ def test_a_search_hit_opens_its_step(page, app_url, runs_root, wait_idle):
     hit.click()
     expect(page).to_have_url(re.compile(rf"/episode\?.*step={step}"))
     expect(step_caption(page)).to_contain_text(f"step {step} (")
-    expect(page.locator('[data-testid="stCode"]', has_text="COMPLETE_TASK_AND_SUBMIT").first).to_be_visible()
+    expect(page.locator(TEXT_BLOCK, has_text="COMPLETE_TASK_AND_SUBMIT").first).to_be_visible()

@@ -11,6 +11,7 @@ import shutil
 import urllib.parse
 
 import pytest
+from conftest import TEXT_BLOCK
 from playwright.sync_api import expect
 from test_app_browser import first_run, ready_for_keys, step_caption
 
@@ -116,7 +117,7 @@ def test_the_response_is_above_the_fold_at_a_step_with_a_10k_character_prompt(pa
     expect(response).to_be_visible()
     box = response.bounding_box()
     assert box["y"] + box["height"] < viewport, f"the response heading is at {box['y']:.0f} px, below the fold"
-    command = page.locator('[data-testid="stCode"]', has_text=re.compile(r"^\s*\S")).nth(1)
+    command = page.locator(".ares-text pre[data-language='bash']").first
     assert command.bounding_box()["y"] < viewport
     # The long output is collapsed to head and tail until asked for.
     expect(page.get_by_role("button", name=re.compile(r"^Show all [\d,]+ characters$")).first).to_be_visible()
@@ -165,8 +166,8 @@ def test_the_last_step_says_why_the_reward_is_zero_with_the_diff_and_the_verifie
     expect(step_caption(page)).to_contain_text(f"step {last} (LAST)")
     expect(page.get_by_role("heading", name="Why this reward")).to_be_visible()
     expect(page.get_by_text("completed, reward 0: the verifier's tests failed (exit code 1)")).to_be_visible()
-    expect(page.locator('[data-testid="stCode"]', has_text="strip_accents(text).lower()").first).to_be_visible()
-    expect(page.locator('[data-testid="stCode"]', has_text="FAILED tests/test_slug.py::test_accents")
+    expect(page.locator(TEXT_BLOCK, has_text="strip_accents(text).lower()").first).to_be_visible()
+    expect(page.locator(TEXT_BLOCK, has_text="FAILED tests/test_slug.py::test_accents")
            .first).to_be_visible()
     link = page.get_by_role("link", name=re.compile(rf"^Re-verify the final state \(step {last}\) in the Sandbox"))
     expect(link).to_be_visible()
@@ -210,3 +211,18 @@ def test_an_unknown_episode_says_so(page, app_url, runs_root):
     expect(step_caption(page)).to_have_count(0)
     page.goto(episode_url(app_url, run_name(run), run.episodes["episode_id"].iloc[0], step="999"))
     expect(page.get_by_text(re.compile(r"This episode has no step 999"))).to_be_visible()
+
+
+def test_a_text_blocks_copy_button_copies_the_command_exactly(page, app_url, runs_root, wait_idle):
+    run = first_run(runs_root)
+    frame = run.episodes.sort_values("num_actions")
+    episode = run.episode(frame["episode_id"].iloc[-1])
+    step = next(s for s in episode.steps if s.command and s.command.strip())
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(episode_url(app_url, run_name(run), episode.episode_id, step=str(step.index)))
+    expect(step_caption(page)).to_contain_text(f"step {step.index} (")
+    ready_for_keys(page, wait_idle)  # the page's script, which works the copy buttons, is in
+    block = page.locator(".ares-text", has=page.locator("pre[data-language='bash']")).first
+    block.locator("[data-ares-copy]").click()
+    expect(block.locator("[data-ares-copy]")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == step.command

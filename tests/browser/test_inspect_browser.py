@@ -7,6 +7,7 @@ import re
 import urllib.parse
 
 import pytest
+from conftest import TEXT_BLOCK
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -35,5 +36,5 @@ def test_a_folder_of_inspect_logs_opens_on_the_overview_and_a_sample_on_the_epis
     page.goto(f"{app_url}/episode?" + urllib.parse.urlencode({"run": str(folder), "episode": solved, "step": 1}))
     wait_idle(page)
     # The tool call's command, and the scorer's explanation as the why of the reward.
-    expect(page.locator('[data-testid="stCode"]', has_text="ls step0").first).to_be_visible(timeout=30_000)
+    expect(page.locator(TEXT_BLOCK, has_text="ls step0").first).to_be_visible(timeout=30_000)
     expect(page.get_by_text(re.compile("the answer contains the target '42'")).first).to_be_visible()

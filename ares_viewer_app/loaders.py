@@ -16,11 +16,11 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import counterfactual, fsdiff, sandbox, snapshots
-from ares_viewer.analysis import align, compare_runs, ending, plots
+from ares_viewer.analysis import align, compare_runs, ending
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
-from ares_viewer_app import access
+from ares_viewer_app import access, timeline
 
 # A checkout's bundled sample runs (an installed wheel has none: it lists the working directory's runs instead).
 SAMPLE_RUNS = pathlib.Path(__file__).resolve().parent.parent / "sample_runs"
@@ -197,11 +197,13 @@ def contrast(where_a: str, a: str, where_b: str, b: str) -> tuple[list[align.Act
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def step_timeline(where: str, episode_id: str, labels: tuple[tuple[int, tuple[str, ...]], ...]) -> dict:
-    """An episode's step timeline with no step marked (``plots.mark_step`` marks one), as plotly's dict: built
-    once per episode and review labels, so stepping does not build the figure again (#33)."""
-    episode = load_run(where).episode(episode_id)
-    return plots.step_timeline(episode.steps_frame(), labels=dict(labels)).to_dict()
+def step_timeline(where: str, episode_id: str, labels: tuple[tuple[int, tuple[str, ...]], ...]
+                  ) -> tuple[str, tuple[int, ...]]:
+    """An episode's step timeline with no step shaded (``timeline.drawing``) and the steps it charts, in order:
+    drawn once per episode and review labels, so stepping only moves the shade (#33)."""
+    frame = load_run(where).episode(episode_id).steps_frame()
+    steps = tuple(int(i) for i in frame.loc[frame["kind"] != "FIRST", "index"])
+    return timeline.drawing(frame, dict(labels)), steps
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

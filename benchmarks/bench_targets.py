@@ -32,14 +32,12 @@ import time
 from benchmarks import bench_index, chromium
 from testdata import synthetic
 
-# The step timeline's Plotly chart, drawn with its current-step mark (see tests/browser/test_episode_browser.py).
-_TIMELINE = """(k) => [...document.querySelectorAll(".js-plotly-plot")].some(
-    (c) => (c.layout?.title?.text || "").includes("Steps: time taken")
-        && (c.layout?.shapes || []).some((s) => s.name === "current step" && (s.x0 + s.x1) / 2 === k))"""
+# The step timeline (``ares_viewer_app.timeline``), drawn with step k shaded.
+_TIMELINE = """(k) => document.querySelector(`.ares-timeline [data-current-step="${k}"]`) !== null"""
 
 
 _STEP_LIST = ".st-key-episode_steplist canvas"
-_PLOT = ".js-plotly-plot .main-svg"
+_PLOT = ".ares-timeline svg"
 
 
 def write_pair(folder: pathlib.Path, actions: int, output_chars: int) -> tuple[str, str]:

@@ -30,6 +30,12 @@ _LABEL = "#bc4c00"
 # The current step on an episode's timeline: the step list's highlight colour, and the shape's name.
 _CURRENT = "rgba(255, 189, 69, 0.35)"
 CURRENT_STEP = "current step"
+# The step timeline's colours, in this figure and in the app's light drawing of it (``ares_viewer_app.timeline``).
+TIMELINE_COLOURS = {"model": "#0969da", "ok": _ZERO_RC, "failed": _NONZERO_RC, "reward": "#bf8700",
+                    "label": _LABEL, "current": _CURRENT, "prompt": "#0969da", "generated": "#8250df",
+                    "rewrite": "#bf8700"}
+TIMELINE_TITLE = ("Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
+                  "shaded = this step")
 # The step timeline's bars of each step's (command) seconds, which mark_step outlines.
 _SECONDS_BARS = ("command seconds", "seconds")
 # Every figure's frame: the title at the top, the legend in one row between it and the plot (below the plot it
@@ -202,6 +208,33 @@ def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
     return layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
 
 
+def timeline_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The step timeline's numbers, one row per step after the first request (``steps``:
+    ``Episode.steps_frame()``): ``index``; ``model`` and ``seconds``, the two stacked bars (model time and
+    command time where the file records either and ``split`` is true, else 0 and the time since the previous
+    step; an unknown time is 0); ``top``, their sum; ``failed`` (a non-zero return code or a failure);
+    ``summary``, the step in words (its time, return code or failure, then the command's first 80 characters on a
+    second line, as the file holds them)."""
+    frame = steps[steps["kind"] != "FIRST"]
+    failed = (frame["returncode"].fillna(0).astype(int) != 0) | frame["failure"].notna()
+    total = pd.to_numeric(frame["duration"], errors="coerce").astype("float64")
+    split = frame["model_time"].notna() | frame["command_time"].notna()
+    summary = [
+        f"step {row.index}{f': {s:.1f} s' if pd.notna(s) else ''}"
+        + (f" (model {row.model_time or 0:.1f} s, command {row.command_time or 0:.1f} s)"
+           if pd.notna(row.model_time) or pd.notna(row.command_time) else "")
+        + f" · {row.failure if isinstance(row.failure, str) else f'rc {row.returncode}'}\n"
+        f"{row.command[:80] if isinstance(row.command, str) else '(no command)'}"
+        for row, s in zip(frame.itertuples(), total, strict=True)
+    ]
+    model = pd.to_numeric(frame["model_time"], errors="coerce").where(split).fillna(0).astype("float64")
+    seconds = (pd.to_numeric(frame["command_time"], errors="coerce").where(split, total) if split.any() else total
+               ).fillna(0).astype("float64")
+    return pd.DataFrame({"index": frame["index"].to_numpy(), "model": model.to_numpy(),
+                         "seconds": seconds.to_numpy(), "top": (model + seconds).to_numpy(),
+                         "failed": failed.to_numpy(), "split": split.to_numpy(), "summary": summary})
+
+
 def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
                   labels: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
     """An episode's steps: seconds taken (bars, red for a failed command) over tokens per call.
@@ -219,32 +252,21 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
         labels: step index -> review labels on that step, marked above its bar with their names.
     """
     frame = steps[steps["kind"] != "FIRST"]
+    bars = timeline_steps(steps)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.06)
-    failed = (frame["returncode"].fillna(0).astype(int) != 0) | frame["failure"].notna()
-    colours = [_NONZERO_RC if bad else _ZERO_RC for bad in failed]
-    seconds = pd.to_numeric(frame["duration"], errors="coerce").astype("float64")
-    hover = [
-        f"step {row.index}{f': {s:.1f} s' if pd.notna(s) else ''}"
-        + (f" (model {row.model_time or 0:.1f} s, command {row.command_time or 0:.1f} s)"
-           if pd.notna(row.model_time) or pd.notna(row.command_time) else "")
-        + f" · {plain(row.failure) if isinstance(row.failure, str) else f'rc {row.returncode}'}<br>"
-        f"{plain(row.command[:80]) if isinstance(row.command, str) else '(no command)'}"
-        for row, s in zip(frame.itertuples(), seconds, strict=True)
-    ]
-    split = frame["model_time"].notna() | frame["command_time"].notna()
-    if split.any():  # model time, then command time on top of it
-        fig.add_trace(go.Bar(x=frame["index"], y=frame["model_time"].where(split).fillna(0), name="model seconds",
+    colours = [_NONZERO_RC if bad else _ZERO_RC for bad in bars["failed"]]
+    hover = [plain(text).replace("\n", "<br>") for text in bars["summary"]]
+    split = bool(bars["split"].any())
+    if split:  # model time, then command time on top of it
+        fig.add_trace(go.Bar(x=frame["index"], y=bars["model"], name="model seconds",
                              marker_color="#0969da", customdata=frame["index"], hovertext=hover, hoverinfo="text"),
                       row=1, col=1)
-        seconds = frame["command_time"].where(split, seconds)
-    bar_name = _SECONDS_BARS[0 if split.any() else 1]
+    bar_name = _SECONDS_BARS[0 if split else 1]
     # The steps as a list, not an array: kept readable in the figure's dict, where mark_step looks for them.
-    fig.add_trace(go.Bar(x=frame["index"].tolist(), y=seconds.fillna(0), name=bar_name, marker_color=colours,
+    fig.add_trace(go.Bar(x=frame["index"].tolist(), y=bars["seconds"], name=bar_name, marker_color=colours,
                          marker_line={"width": 0, "color": "#0969da"}, customdata=frame["index"],
                          hovertext=hover, hoverinfo="text"), row=1, col=1)
-    # The top of each step's bar (model and command time stacked): markers sit there, never under a bar.
-    tops = seconds.fillna(0) + (frame["model_time"].where(split).fillna(0) if split.any() else 0)
-    heights = dict(zip(frame["index"], tops, strict=True))
+    heights = dict(zip(bars["index"], bars["top"], strict=True))
     rewarded = frame[frame["reward"].fillna(0) != 0]
     if len(rewarded):
         fig.add_trace(go.Scatter(x=rewarded["index"], y=[heights.get(k, 0) for k in rewarded["index"]],
@@ -275,9 +297,7 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
     fig.update_xaxes(title_text="step", row=2, col=1)
     if len(frame) <= 40:
         fig.update_xaxes(dtick=1)  # whole steps only; plotly would label 1.5 on short episodes
-    layout(fig, "Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
-                "shaded = this step",
-           height=320, showlegend=True, bargap=0.15, barmode="stack")
+    layout(fig, TIMELINE_TITLE, height=320, showlegend=True, bargap=0.15, barmode="stack")
     # Margins fixed wide enough for the axis titles and ticks: plotly's automatic margins draw the chart twice, and
     # the chart is drawn again on every j/k (#33).
     fig.update_layout(margin={"l": 64})

@@ -16,7 +16,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import fsdiff, model, snapshots
-from ares_viewer.analysis import ending, plots
+from ares_viewer.analysis import ending
 from ares_viewer.base import textdiff
 from ares_viewer.model import render
 from ares_viewer_app import (
@@ -32,6 +32,7 @@ from ares_viewer_app import (
     state,
     step_list,
     step_view,
+    timeline,
     widgets,
 )
 
@@ -156,26 +157,13 @@ def step_details(step: model.Step) -> None:
             st.json(dict(step.extra))
 
 
-def timeline(where: str, episode: model.Episode, k: int | None) -> None:
-    """The step chart, step ``k`` shaded when it has a bar (below the panes, so the step view opens above the
-    fold, and drawn with them, so the shade follows every step); a click on a step selects it (each new click
-    once, so stepping later is not undone)."""
+def step_timeline(where: str, episode: model.Episode, k: int | None) -> None:
+    """The step chart, step ``k`` shaded when it has a column (below the panes, so the step view opens above the
+    fold, and drawn with them, so the shade follows every step); a click on a step goes to it."""
     labels = review_panel.step_labels(where, episode.episode_id)
     marks = tuple((step, tuple(names)) for step, names in sorted(labels.items()))
-    unmarked = loaders.step_timeline(where, episode.episode_id, marks)
-    event = st.plotly_chart(plots.mark_step(unmarked, k), key="episode.timeline", on_select="rerun",
-                            selection_mode="points")
-    points = (event or {}).get("selection", {}).get("points", [])
-    clicked = [p.get("customdata") for p in points if p.get("customdata") is not None]
-    # A selection outlives its click; act on each new one only, and forget it once cleared so the
-    # same bar can be clicked again later.
-    if not clicked:
-        st.session_state.pop("episode.clicked", None)
-    elif (episode.episode_id, clicked) != st.session_state.get("episode.clicked"):
-        st.session_state["episode.clicked"] = (episode.episode_id, clicked)
-        value = clicked[0][0] if isinstance(clicked[0], list) else clicked[0]
-        state.update(step=int(value), view=None)
-        st.rerun()  # the chart is drawn below the step panes: draw them again at the clicked step
+    svg, steps = loaders.step_timeline(where, episode.episode_id, marks)
+    timeline.show(svg, steps, k, "episode.timeline", go_to)
 
 
 def _messages(n: int) -> str:
@@ -354,7 +342,7 @@ def panes(where: str, episode_id: str) -> None:
     k = step_list.current(episode)
     if state.get("view") == "transcript":
         reader.transcript(episode, hits)
-        timeline(where, episode, k)
+        step_timeline(where, episode, k)
         return
     refs = snapshot_refs(episode)
     problem = unknown_step(episode)
@@ -370,7 +358,7 @@ def panes(where: str, episode_id: str) -> None:
             step_body(run, episode, k, refs)
             queue_panel.step_panel(run, episode, k)
             review_panel.step_panel(where, episode, k)
-    timeline(where, episode, None if problem else k)
+    step_timeline(where, episode, None if problem else k)
     step_list.drawn(state.get("step") if problem else k)
 
 

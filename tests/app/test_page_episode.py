@@ -286,24 +286,23 @@ def test_a_failed_attempt_links_to_a_solved_attempt_at_the_same_task(runs, app):
     assert not [link for link in at.get("page_link") if link.proto.page == "compare"]
 
 
-def _timeline_mark(at) -> set[tuple[float, float]]:
+def _timeline_mark(at) -> set[int]:
+    """The steps the step timeline shades as the current one (its drawing, as the page sends it)."""
     import json
+    import re
 
-    from ares_viewer.analysis import plots
-
-    chart = next(c for c in at.get("plotly_chart") if "Steps: time taken" in c.proto.spec)
-    shapes = json.loads(chart.proto.spec)["layout"].get("shapes", [])
-    return {(s["x0"], s["x1"]) for s in shapes if s.get("name") == plots.CURRENT_STEP}
+    [chart] = [e for e in at.get("bidi_component") if e.proto.component_name == "ares_viewer.step_timeline"]
+    return {int(k) for k in re.findall(r'data-current-step="(\d+)"', json.loads(chart.proto.json)["svg"])}
 
 
 def test_the_step_timeline_shades_the_current_step_and_follows_stepping(runs, app):
     at = open_step(app, runs, step=3)
-    assert _timeline_mark(at) == {(2.5, 3.5)}
+    assert _timeline_mark(at) == {3}
     at.button(key="episode_next").click().run()
-    assert _timeline_mark(at) == {(3.5, 4.5)}
+    assert _timeline_mark(at) == {4}
     at.button(key="episode_prev").click().run()
     at.button(key="episode_prev").click().run()
-    assert _timeline_mark(at) == {(1.5, 2.5)}
+    assert _timeline_mark(at) == {2}
 
 
 def test_the_step_list_rc_column_is_wide_enough_for_its_marks(runs, app):
@@ -320,12 +319,12 @@ def test_the_step_list_rc_column_is_wide_enough_for_its_marks(runs, app):
 def test_the_transcript_chart_shades_the_selected_step(runs, app):
     at = app("episode", run="run-a", episode=runs["run-a"]["failed"], step="2", view="transcript")
     assert at.segmented_control(key="episode.view").value == "Transcript"
-    assert _timeline_mark(at) == {(1.5, 2.5)}
+    assert _timeline_mark(at) == {2}
     at.segmented_control(key="episode.view").set_value("Step").run()
     at.button(key="episode_next").click().run()
     at.segmented_control(key="episode.view").set_value("Transcript").run()
     assert at.query_params["step"] == "3"
-    assert _timeline_mark(at) == {(2.5, 3.5)}
+    assert _timeline_mark(at) == {3}
 
 
 def test_an_unknown_duration_is_a_dash_with_no_unit_dangling_after_it(tmp_path, monkeypatch, app):

@@ -153,29 +153,25 @@ def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root, wait_idle
     assert opened in run
     expect(step_caption(page)).to_contain_text("step 1 (")
 
-    # A bar of the step timeline (below the step panes: wait until they are drawn, so it stays put) selects
-    # that step.
+    # A step's column on the step timeline (below the step panes: wait until they are drawn, so it stays put)
+    # selects that step.
     expect(page.locator('[data-ares-step="1"]')).to_have_count(1)
     wait_idle(page)
-    timeline = page.locator(".js-plotly-plot").first
+    timeline = page.locator(".ares-timeline")
     timeline.scroll_into_view_if_needed()
-    bars = timeline.locator(".barlayer .point")
-    expect(bars).to_have_count(run.episode(opened).num_actions)
-    bars.nth(2).click(force=True)
+    columns = timeline.locator("[data-step]")
+    expect(columns).to_have_count(run.episode(opened).num_actions)
+    expect(columns.nth(2)).to_have_attribute("data-step", "3")
+    columns.nth(2).click()
     expect(step_caption(page)).to_contain_text("step 3 (")
     expect(page).to_have_url(re.compile(r"step=3"))
-    # Step away with the keyboard (back: the episode clicked may end at step 3), then click the same bar again:
+    # Step away with the keyboard (back: the episode clicked may end at step 3), then click the same step again:
     # it selects that step again.
     page.keyboard.press("k")
     expect(step_caption(page)).to_contain_text("step 2 (")
-    # The chart is drawn again with the panes (its current-step shade moved): wait until it stays put.
     expect(page.locator('[data-ares-step="2"]')).to_have_count(1)
     wait_idle(page)
-    for _ in range(2):  # the first click may only clear plotly's selection of that bar
-        bars.nth(2).click(force=True)
-        page.wait_for_timeout(700)
-        if "step=3" in page.url:
-            break
+    columns.nth(2).click()
     expect(step_caption(page)).to_contain_text("step 3 (")
 
     # Back on the overview, the earlier click does not bounce the reader to the episode again.

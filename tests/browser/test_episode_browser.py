@@ -69,12 +69,9 @@ def test_six_fast_j_presses_land_on_step_six_and_shift_j_finds_failures(page, ap
         expect(step_caption(page)).to_contain_text(f"step {after[0]} (")
 
 
-_TIMELINE_MARK = """() => {
-  const chart = [...document.querySelectorAll(".js-plotly-plot")].find(
-      (c) => (c.layout?.title?.text || "").includes("Steps: time taken"));
-  const marks = (chart?.layout?.shapes || []).filter((s) => s.name === "current step");
-  return marks.length ? marks.map((s) => (s.x0 + s.x1) / 2).join(",") : null;
-}"""
+# The step timeline's current-step shade (``ares_viewer_app.timeline``): the step it shades, or null.
+_TIMELINE_MARK = """() => document.querySelector(".ares-timeline [data-current-step]")
+    ?.getAttribute("data-current-step") ?? null"""
 
 
 def test_the_step_timeline_shade_follows_j_and_k(page, app_url, runs_root, wait_idle):
@@ -82,17 +79,19 @@ def test_the_step_timeline_shade_follows_j_and_k(page, app_url, runs_root, wait_
     longest = run.episodes.sort_values("num_actions")["episode_id"].iloc[-1]
     page.goto(episode_url(app_url, run_name(run), longest, step="2"))
     expect(step_caption(page)).to_contain_text("step 2 (")
-    page.wait_for_function(f"({_TIMELINE_MARK})() === '2,2'")  # both rows: the bars and the tokens
-    shaded = page.locator(".js-plotly-plot .shapelayer path[style*='fill: rgb(255, 189, 69)']")
-    expect(shaded.first).to_be_attached()
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '2'")
+    # The shade spans the bars and the tokens, over step 2's column.
+    shade = page.locator(".ares-timeline [data-current-step]").bounding_box()
+    column = page.locator('.ares-timeline [data-step="2"]').bounding_box()
+    assert abs(shade["x"] - column["x"]) < 1 and abs(shade["height"] - column["height"]) < 1
     ready_for_keys(page, wait_idle)
     page.keyboard.press("j")
     expect(page).to_have_url(re.compile(r"step=3(&|$)"))
-    page.wait_for_function(f"({_TIMELINE_MARK})() === '3,3'")
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '3'")
     page.keyboard.press("k")
     page.keyboard.press("k")
     expect(page).to_have_url(re.compile(r"step=1(&|$)"))
-    page.wait_for_function(f"({_TIMELINE_MARK})() === '1,1'")
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '1'")
 
 
 def write_long_prompt_run(folder: pathlib.Path) -> tuple[str, int]:

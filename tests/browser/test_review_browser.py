@@ -57,8 +57,7 @@ def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_
     expect(form.get_by_role("textbox", name="Note")).to_have_value("")  # ready for the next note
 
     # The label is on the step timeline, above step k's bar.
-    timeline = page.locator(".js-plotly-plot").first
-    expect(timeline.locator(".textpoint", has_text=LABEL)).to_have_count(1)
+    expect(page.locator(".ares-timeline svg text", has_text=LABEL)).to_have_count(1)
 
     # The overview shows it in the episode table and filters episodes by it.
     page.get_by_role("link", name="Run overview").click()

@@ -213,12 +213,17 @@ def _tokens(count: int | None) -> str:
 
 def show(episode: model.Episode) -> None:
     """The panel for ``episode`` (on the Episode page, under the step timeline)."""
-    with st.expander("Decisive step: the value of each step from branched rollouts", icon=":material/call_split:"):
+    running = (job := _job()) is not None and job.episode_id == episode.episode_id and not job.finished
+    # Drawn only when open (a rerun on opening): closed, its inputs and chart cost the page nothing (#33). Its
+    # arguments never change, so it stays as the reader left it while a search runs and ends.
+    with st.expander("Decisive step: the value of each step from branched rollouts", icon=":material/call_split:",
+                     key="episode.decisive", on_change="rerun") as panel:
+        if not panel.open:
+            return
         st.caption(
             "Branch from the episode's steps: restore each step's snapshot, let a model carry on several times, "
             "score each branch with the task's verifier. V(k) is the share of branches that solve the task."
         )
-        running = (job := _job()) is not None and job.episode_id == episode.episode_id and not job.finished
         st.fragment(_progress, run_every=1.0 if running else None)(episode.episode_id)
         found = branching.load(episode)
         _curve(found)

@@ -72,20 +72,4 @@
     if (!navigator.clipboard) return copyBySelection(text, button);
     navigator.clipboard.writeText(text).then(() => copied(button), () => copyBySelection(text, button));
   });
-  // Keep the current step's row in sight in the step list (a scrolled table would hide it).
-  let shown = null;
-  setInterval(() => {
-    const mark = document.querySelector("[data-ares-current-row]");
-    const scroller = document.querySelector(".st-key-episode_steplist .dvn-scroller");
-    if (!mark || !scroller) return;
-    const want = mark.getAttribute("data-ares-current-row") + "/" + window.location.search;
-    if (want === shown) return;
-    shown = want;
-    const row = Number(mark.getAttribute("data-ares-current-row"));
-    const px = Number(mark.getAttribute("data-ares-row-px")) || 35;  // rows of px pixels, below a 35 px header
-    const top = row * px, bottom = top + px + 35;
-    if (top < scroller.scrollTop || bottom > scroller.scrollTop + scroller.clientHeight) {
-      scroller.scrollTop = Math.max(0, top - 2 * px);
-    }
-  }, 250);
 }

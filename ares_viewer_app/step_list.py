@@ -1,11 +1,13 @@
 """The episode page's step list and step keys: one compact row per step, the current one highlighted.
 
-Rows show the index, kind, return code, badges (and the hits of the episode's find), the command (its first
-lines, wrapped: three lines a row) and the step's review labels, as plain text (a table cell never renders
-markdown). Steps with a find hit are shaded apart from the current step. A click on a row, a navigation button
-or a key moves to a step; every move is computed from the current step when it is handled, and the key script
-sends one key at a time and waits for the URL to change before the next, so fast presses are neither merged nor
-dropped.
+Rows show the index, kind, return code, badges (and the hits of the episode's find), the command (its lines
+joined with ⏎, wrapped to at most three lines a row, the whole command on hover) and the step's review labels, as
+text. Steps with a find hit are shaded apart from the current step. The list is a table drawn by a few lines of
+script (a Streamlit component): Streamlit's data grid took a sixth of the browser's time on a 200-step Episode page
+and was mounted again at every step (#33); this table is built once per list and only its highlight moves from
+step to step, the current row kept in sight. A click on a row, a navigation button or a key moves to a step; every
+move is computed from the current step when it is handled, and the key script sends one key at a time and waits
+for the URL to change before the next, so fast presses are neither merged nor dropped.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import json
-from collections.abc import Mapping
 
-import pandas as pd
 import streamlit as st
 
 from ares_viewer import model
@@ -31,18 +31,90 @@ _KEYS = {"ArrowRight": "episode_next", "j": "episode_next", "l": "episode_next",
 # The key script (package data, beside this module): a function of the keys -> buttons map above.
 KEYS_SCRIPT = "step_keys.js"
 
-# Rows the list shows before it scrolls; a row is three lines high, so a command wraps (Streamlit wraps text
-# only in rows over 64 px): a 60-character command reads whole in the list at 1500 px.
-_VISIBLE_ROWS = 10
-_ROW_PX = 70
-_HEADER_PX = 35
 _COMMAND_CHARS = 240
-_COMMAND_PX = 120
-_CURRENT = "background-color: rgba(255, 189, 69, 0.35)"
-_HIT = "background-color: rgba(66, 165, 245, 0.18)"
-# A cell's width for its text: pixels per character of the table's font, and the cell's padding.
-_CHAR_PX = 8
-_PAD_PX = 24
+# The whole command on hover, up to this many characters.
+_TITLE_CHARS = 2_000
+COLUMNS = ("step", "kind", "rc", "command", "labels")
+
+# The list's script: build the table when its rows change (text only: every cell is set as text), then mark the
+# current row and the hit rows and keep the current row in sight; a click on a row sends its step to Python.
+_SCRIPT = """
+export default function (component) {
+  const { data, setTriggerValue, parentElement } = component;
+  let root = parentElement.querySelector(".ares-steps");
+  if (!root) {
+    root = document.createElement("div");
+    root.className = "ares-steps";
+    parentElement.appendChild(root);
+    root.addEventListener("click", (event) => {
+      const row = event.target.closest?.("tr[data-step]");
+      if (row) setTriggerValue("picked", Number(row.getAttribute("data-step")));
+    });
+  }
+  if (root.getAttribute("data-drawn") !== data.drawing) {
+    const table = document.createElement("table");
+    const head = table.createTHead().insertRow();
+    for (const name of data.columns) {
+      const cell = document.createElement("th");
+      cell.textContent = name === "step" ? "#" : name;
+      cell.className = name;
+      head.appendChild(cell);
+    }
+    const body = table.createTBody();
+    data.rows.forEach((values, n) => {
+      const row = body.insertRow();
+      row.setAttribute("data-step", String(values[0]));
+      row.title = data.titles[n];
+      values.forEach((value, c) => {
+        const cell = row.insertCell();
+        cell.className = data.columns[c];
+        if (data.columns[c] === "command") {
+          const text = document.createElement("div");
+          text.textContent = value;
+          cell.appendChild(text);
+        } else {
+          cell.textContent = value;
+        }
+      });
+    });
+    root.replaceChildren(table);
+    root.setAttribute("data-drawn", data.drawing);
+  }
+  const hits = new Set(data.hits);
+  let current = null;
+  for (const row of root.querySelectorAll("tr[data-step]")) {
+    const step = Number(row.getAttribute("data-step"));
+    row.classList.toggle("current", step === data.current);
+    row.classList.toggle("hit", hits.has(step));
+    if (step === data.current) current = row;
+  }
+  if (current) {
+    const top = current.offsetTop, bottom = top + current.offsetHeight, head = root.querySelector("thead").offsetHeight;
+    if (top - head < root.scrollTop || bottom > root.scrollTop + root.clientHeight) {
+      root.scrollTop = Math.max(0, top - head - current.offsetHeight);
+    }
+  }
+}
+"""
+_CSS = """
+.ares-steps { max-height: 640px; overflow-y: auto; border: 1px solid rgba(128, 128, 128, 0.25); border-radius: 0.5rem;
+  font-size: 0.85rem; }
+.ares-steps table { width: 100%; border-collapse: collapse; }
+.ares-steps th { position: sticky; top: 0; background: var(--st-background-color, #fff); text-align: left;
+  font-weight: 500; padding: 0.3rem 0.5rem; border-bottom: 1px solid rgba(128, 128, 128, 0.25); z-index: 1; }
+.ares-steps td { padding: 0.3rem 0.5rem; border-bottom: 1px solid rgba(128, 128, 128, 0.12); vertical-align: top; }
+.ares-steps td.step { text-align: right; white-space: nowrap; }
+.ares-steps td.kind, .ares-steps td.rc, .ares-steps td.labels { white-space: nowrap; }
+.ares-steps td.command { width: 100%; overflow-wrap: anywhere; font-family: 'Source Code Pro', ui-monospace, monospace;
+  font-size: 0.8rem; }
+.ares-steps td.command div { display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical;
+  overflow: hidden; }
+.ares-steps tr[data-step] { cursor: pointer; }
+.ares-steps tr[data-step]:hover { background: rgba(128, 128, 128, 0.08); }
+.ares-steps tr.hit { background: rgba(66, 165, 245, 0.18); }
+.ares-steps tr.current { background: rgba(255, 189, 69, 0.35); }
+"""
+_component = st.components.v2.component("ares_viewer.step_list", js=_SCRIPT, css=_CSS, isolate_styles=False)
 
 
 def failed(step: model.Step) -> bool:
@@ -75,8 +147,8 @@ def command_text(step: model.Step) -> str:
 
 
 def rows(episode: model.Episode, labels: dict[int, list[str]], failed_only: bool,
-         hits: dict[int, int] | None = None) -> pd.DataFrame:
-    """One row per step (failed steps only with ``failed_only``), indexed by step index; ``hits`` counts the
+         hits: dict[int, int] | None = None) -> list[tuple[int, str, str, str, str]]:
+    """One row per step (failed steps only with ``failed_only``), in :data:`COLUMNS` order; ``hits`` counts the
     find's hits by step."""
     records = []
     for step in episode.steps:
@@ -86,23 +158,12 @@ def rows(episode: model.Episode, labels: dict[int, list[str]], failed_only: bool
         marks = (badges(step), f"{found} found" if found else "")
         rc = " · ".join(part for part in ("" if step.returncode is None else str(step.returncode), *marks) if part)
         records.append((step.index, step.kind.value, rc, command_text(step), ", ".join(labels.get(step.index, ()))))
-    frame = pd.DataFrame.from_records(records, columns=["step", "kind", "rc", "command", "labels"])
-    return frame.set_index("step", drop=False)
+    return records
 
 
-def shades(frame: pd.DataFrame, k: int, hits: Mapping[int, int]) -> pd.DataFrame:
-    """The step list's cell styles: step ``k``'s row shaded as the current one, the rows of ``hits`` as hits.
-    Whole rows at once: a function called per row took most of the time of drawing the list (#33)."""
-    styles = pd.DataFrame("", index=frame.index, columns=frame.columns)
-    styles.loc[frame.index.isin(list(hits))] = _HIT
-    styles.loc[frame.index == k] = _CURRENT
-    return styles
-
-
-def fitting_width(texts, least: int = 40, most: int = 320) -> int:
-    """Pixels a column needs to show the longest of ``texts`` whole (within ``least`` and ``most``)."""
-    longest = max((len(str(t)) for t in texts), default=0)
-    return min(max(_CHAR_PX * longest + _PAD_PX, least), most)
+def _title(step: model.Step) -> str:
+    command = (step.command or "").strip()
+    return command if len(command) <= _TITLE_CHARS else command[: _TITLE_CHARS - 1] + "…"
 
 
 def current(episode: model.Episode) -> int:
@@ -158,10 +219,10 @@ def failed_navigation(episode: model.Episode, k: int) -> None:
                    help="Next failed step: J (Shift+j) or n")
 
 
-def _picked(key: str, steps: tuple[int, ...]) -> None:
-    picked = st.session_state[key].selection.rows
-    if picked:
-        state.update(step=steps[picked[0]])
+def _picked() -> None:
+    step = (st.session_state.get("episode.list") or {}).get("picked")
+    if step is not None:
+        state.update(step=int(step))
 
 
 def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tuple[int, ...] | list[int] = ()
@@ -178,45 +239,27 @@ def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tup
     counts: dict[int, int] = {}
     for step in hits:
         counts[step] = counts.get(step, 0) + 1
-    frame = rows(episode, labels, failed_only, counts)
-    if frame.empty:
+    listed = rows(episode, labels, failed_only, counts)
+    if not listed:
         st.caption("No step failed in this episode.")
         return
-    steps = tuple(int(i) for i in frame.index)
-    position = steps.index(k) if k in steps else None
-    styled = frame.style.apply(lambda table: shades(table, k, counts), axis=None)
-    # The key names the current step, so a row picked earlier does not stay selected once the step changes.
-    key = f"episode.list.{k}.{int(failed_only)}"
+    steps = [row[0] for row in listed]
+    columns = [n for n, name in enumerate(COLUMNS) if name != "labels" or any(row[4] for row in listed)]
+    shown = [[row[n] for n in columns] for row in listed]
+    titles = [_title(episode.step(step)) for step in steps]
+    # "drawing" names the rows, so the script builds the table only when they change, not at every step.
+    drawing = str(hash((episode.episode_id, tuple(map(tuple, shown)))))
     with st.container(key="episode_steplist"):
-        st.dataframe(styled, key=key, hide_index=True, on_select=lambda: _picked(key, steps),
-                     selection_mode="single-row", row_height=_ROW_PX,
-                     height=_ROW_PX * min(len(frame), _VISIBLE_ROWS) + _HEADER_PX + 3,
-                     column_config={"step": st.column_config.NumberColumn("#", width=36),
-                                    "kind": st.column_config.TextColumn("kind", width=48),
-                                    # As wide as its longest text: "0 · reward 1" was cut to "0 · re".
-                                    "rc": st.column_config.TextColumn("rc", width=fitting_width(frame["rc"]),
-                                                                      help="Return code and marks"),
-                                    # Narrow here, it stretches to the width the list has left, so no column is
-                                    # pushed out of sight (at "large", 400 px, a 60-character command was cut at
-                                    # 30), and wraps in its three-line rows.
-                                    "command": st.column_config.TextColumn(
-                                        "command", width=_COMMAND_PX,
-                                        help="The command, its lines joined with ⏎ (whole in the step view)"),
-                                    "labels": st.column_config.TextColumn("labels", width="small")},
-                     column_order=[c for c in frame.columns if c != "labels" or frame["labels"].any()])
-    st.session_state["episode.list_position"] = position
-    st.session_state["episode.list_hits"] = [n for n, step in enumerate(steps) if step in counts]
-    if position is None and failed_only:
+        _component(key="episode.list", on_picked_change=_picked,
+                   data={"columns": [COLUMNS[n] for n in columns], "rows": shown, "titles": titles, "current": k,
+                         "hits": [step for step in steps if step in counts], "drawing": drawing})
+    if k not in steps and failed_only:
         st.caption(f"Step {k} did not fail: it is not in this list.")
 
 
 def drawn(k: int) -> None:
-    """Mark the step panes as drawn for step ``k`` (last in them: the key script waits for it between keys),
-    with the list row to keep in sight."""
-    position = st.session_state.get("episode.list_position")
-    row = "" if position is None else f' data-ares-current-row="{position}"'
-    hit_rows = ",".join(map(str, st.session_state.get("episode.list_hits") or ()))
-    st.html(f'<div data-ares-step="{k}"{row} data-ares-row-px="{_ROW_PX}" data-ares-hit-rows="{hit_rows}"></div>')
+    """Mark the step panes as drawn for step ``k`` (last in them: the key script waits for it between keys)."""
+    st.html(f'<div data-ares-step="{k}"></div>')
 
 
 def keys() -> None:

@@ -36,7 +36,7 @@ from testdata import synthetic
 _TIMELINE = """(k) => document.querySelector(`.ares-timeline [data-current-step="${k}"]`) !== null"""
 
 
-_STEP_LIST = ".st-key-episode_steplist canvas"
+_STEP_LIST = ".ares-steps tr.current"
 _PLOT = ".ares-timeline svg"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 from dataclasses import dataclass
 
@@ -46,3 +47,23 @@ def of(at) -> str:
             parts.append(shown(value) if kind in _MARKDOWN else value)
     parts += [block.value for block in blocks(at)]
     return "\n".join(parts)
+
+
+def _step_list_data(at) -> dict:
+    [element] = [e for e in at.get("bidi_component") if e.proto.component_name == "ares_viewer.step_list"]
+    return json.loads(element.proto.json)
+
+
+def step_list(at):
+    """The Episode page's step list as its rows (indexed by step, a column per column shown)."""
+    import pandas as pd
+
+    data = _step_list_data(at)
+    frame = pd.DataFrame(data["rows"], columns=data["columns"])
+    return frame.set_index("step", drop=False)
+
+
+def step_list_marks(at) -> tuple[int, list[int]]:
+    """The step list's highlighted row (the current step) and its shaded rows (the steps with find hits)."""
+    data = _step_list_data(at)
+    return data["current"], data["hits"]

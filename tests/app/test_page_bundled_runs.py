@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+import page_text
 import pytest
 
 import ares_viewer
@@ -78,6 +79,6 @@ def test_the_step_list_names_a_context_rewrite_as_the_other_views_do(bundled, ap
     episode, k = next((e, s.index) for e in map(bundled.episode, bundled.episode_ids) for s in e.steps
                       if s.context_rewritten)
     at = app("episode", episode=episode.episode_id, step=str(k))
-    frame = at.dataframe(key=f"episode.list.{k}.0").value
+    frame = page_text.step_list(at)
     assert "context rewritten" in frame.loc[k, "rc"]
     assert at.button(key=f"episode.landmark.{k}").label.startswith(f"step {k}: context rewritten")

@@ -40,9 +40,12 @@ def add(at, *, label="", text="", author="Ada"):
 
 
 def timeline_labels(at) -> list[str]:
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    traces = [t for t in spec["data"] if t.get("name") == "review label"]
-    return [text for t in traces for text in t["text"]]
+    """The review labels the step timeline marks above their steps (its drawing, as the page sends it)."""
+    import html
+    import re
+
+    [chart] = [e for e in at.get("bidi_component") if e.proto.component_name == "ares_viewer.step_timeline"]
+    return [html.unescape(text) for text in re.findall(r">▼ ([^<]*)</text>", json.loads(chart.proto.json)["svg"])]
 
 
 def test_a_label_added_in_the_step_view_is_stored_shown_and_on_the_timeline(runs, app, db):

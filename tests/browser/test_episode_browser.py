@@ -48,7 +48,7 @@ def test_six_fast_j_presses_land_on_step_six_and_shift_j_finds_failures(page, ap
     page.goto(episode_url(app_url, run_name(run), longest, step="0"))
     expect(step_caption(page)).to_contain_text("step 0 (FIRST)")
     # The step list lists every step, the current one marked.
-    expect(page.locator(".st-key-episode_steplist [data-testid='stDataFrame']")).to_be_visible()
+    expect(page.locator(".ares-steps tr[data-step]")).to_have_count(len(episode.steps))
     ready_for_keys(page, wait_idle)
     for _ in range(6):
         page.keyboard.press("j")  # as fast as the browser sends them, no waiting between
@@ -56,7 +56,7 @@ def test_six_fast_j_presses_land_on_step_six_and_shift_j_finds_failures(page, ap
     expect(step_caption(page)).to_contain_text("step 6 (")
     page.wait_for_timeout(1500)  # no late press moves it further
     assert re.search(r"step=6(&|$)", page.url)
-    expect(page.locator("[data-ares-current-row='6']")).to_have_count(1)
+    expect(page.locator(".ares-steps tr.current[data-step='6']")).to_have_count(1)
     page.keyboard.press("k")
     page.keyboard.press("k")
     expect(page).to_have_url(re.compile(r"step=4(&|$)"))
@@ -225,3 +225,22 @@ def test_a_text_blocks_copy_button_copies_the_command_exactly(page, app_url, run
     block.locator("[data-ares-copy]").click()
     expect(block.locator("[data-ares-copy]")).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == step.command
+
+
+def test_a_click_on_a_step_list_row_opens_that_step_and_file_text_stays_text(page, app_url, tmp_path, wait_idle):
+    doc = synthetic.episode_dict(task_name="calc__calc-5", actions=6, seed=5)
+    hostile = '<img src="x" onerror="window.__aresPwned = 1"> && echo done'
+    doc["steps"][4]["action"]["data"][0]["content"] = f"THOUGHT: run it.\n\n```bash\n{hostile}\n```"
+    folder = tmp_path / "hostile-list"
+    folder.mkdir()
+    synthetic.write_episode(folder, doc)
+    page.goto(episode_url(app_url, str(folder), doc["episode_id"], step="1"))
+    expect(step_caption(page)).to_contain_text("step 1 (")
+    wait_idle(page)
+    row = page.locator(".ares-steps tr[data-step='4']")
+    expect(row.locator("td.command")).to_have_text(hostile)
+    assert page.locator(".ares-steps img").count() == 0 and page.evaluate("window.__aresPwned") is None
+    row.click()
+    expect(page).to_have_url(re.compile(r"step=4(&|$)"))
+    expect(step_caption(page)).to_contain_text("step 4 (")
+    expect(page.locator(".ares-steps tr.current[data-step='4']")).to_have_count(1)

@@ -257,28 +257,15 @@ def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_
     with chat_server.serve(Policy(seed=11)) as server:
         client = counterfactual.openai_client(server.base_url, "policy")
         server.usage = {"prompt_tokens": 700, "completion_tokens": 50, "total_tokens": 750}
-        spent = branching.search(
-            parent,
-            client,
-            steps=[1],
-            samples=3,
-            budget=branching.Budget(parallel=1, token_budget=1000),
-            max_steps=4,
-            docker_client=engine,
-            session=SESSION,
-        )
+
+        def three_branches_under_1000_tokens() -> branching.Search:
+            return branching.search(parent, client, steps=[1], samples=3, max_steps=4, docker_client=engine,
+                                    budget=branching.Budget(parallel=1, token_budget=1000), session=SESSION)
+
+        spent = three_branches_under_1000_tokens()
         calls = len(server.requests)
         server.usage = None  # an endpoint that reports no usage
-        unknown = branching.search(
-            parent,
-            client,
-            steps=[1],
-            samples=3,
-            budget=branching.Budget(parallel=1, token_budget=1000),
-            max_steps=4,
-            docker_client=engine,
-            session=SESSION,
-        )
+        unknown = three_branches_under_1000_tokens()
     # The first branch spent more than the budget: no second one started, and the partial estimate is saved.
     assert spent.stopped == "token budget" and spent.new == 1 and spent.note is None
     [first] = spent.branches

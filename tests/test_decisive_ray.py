@@ -17,26 +17,25 @@ from ares_viewer.runs.run import load_episode
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 
 
-def test_branches_run_as_ray_tasks_on_a_local_cluster(engine, ray_available, tmp_path):
+def _ray_search(parent, server, **kwargs) -> branching.Search:
+    """Steps 1 and 2 of ``parent`` branched once each on a local Ray cluster started here (and shut down after),
+    the model answering from ``server``; ``kwargs`` go to ``branching.search``."""
     import ray
 
+    client = counterfactual.openai_client(server.base_url, "policy")
+    try:
+        found = branching.search(parent, client, steps=[1, 2], samples=1, max_steps=4, ray_address="local",
+                                 budget=branching.Budget(parallel=2), session=SESSION, **kwargs)
+        assert ray.is_initialized()  # the branches went through the cluster started here
+    finally:
+        ray.shutdown()
+    return found
+
+
+def test_branches_run_as_ray_tasks_on_a_local_cluster(engine, ray_available, tmp_path):
     parent = load_episode(shared.DEMO / f"{shared.WRONG_FIX}.json")
     with chat_server.serve(shared.Policy(seed=13)) as server:
-        client = counterfactual.openai_client(server.base_url, "policy")
-        try:
-            found = branching.search(
-                parent,
-                client,
-                steps=[1, 2],
-                samples=1,
-                max_steps=4,
-                ray_address="local",
-                budget=branching.Budget(parallel=2),
-                session=SESSION,
-            )
-            assert ray.is_initialized()  # the branches went through the cluster started here
-        finally:
-            ray.shutdown()
+        found = _ray_search(parent, server)
     assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}
     assert all(pathlib.Path(b.path).is_file() for b in found.branches)
     assert len(server.requests) >= 4  # each branch asked the endpoint from its Ray worker
@@ -46,7 +45,6 @@ def test_ray_branches_read_the_episode_from_an_object_store_and_write_back_there
     engine, s3_server, ray_available, tmp_path, monkeypatch
 ):
     import fsspec
-    import ray
 
     run = tmp_path / "run"  # the wrong-fix episode with its snapshots and its verifier recipe, put on the S3 API
     run.mkdir()
@@ -61,22 +59,7 @@ def test_ray_branches_read_the_episode_from_an_object_store_and_write_back_there
     with pytest.raises(ValueError, match="never written into the run folder"):
         branching.store_dir(parent, "s3://runs/run/branches")
     with chat_server.serve(shared.Policy(seed=13)) as server:
-        client = counterfactual.openai_client(server.base_url, "policy")
-        try:
-            found = branching.search(
-                parent,
-                client,
-                steps=[1, 2],
-                samples=1,
-                max_steps=4,
-                ray_address="local",
-                budget=branching.Budget(parallel=2),
-                session=SESSION,
-                store="s3://runs/branches",
-            )
-            assert ray.is_initialized()
-        finally:
-            ray.shutdown()
+        found = _ray_search(parent, server, store="s3://runs/branches")
     # The real verifier ran on the recipe read from the object store: the planted drop is there.
     assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}
     assert str(found.folder).startswith("s3://runs/branches/")

@@ -41,16 +41,22 @@ def test_a_flags_evidence_link_opens_the_episode_at_the_step(page, app_url, samp
     expect(page.locator('[data-testid="stCaptionContainer"]', has_text=re.compile(r"^step 9 \("))).to_be_visible()
 
 
-def test_the_overview_filtered_by_a_flag_keeps_it_in_the_url(page, app_url, sample_run, wait_idle):
+def _pick_overview_flag(page, sample_run: str, app_url: str, wait_idle, flag: str, listed: int) -> None:
+    """Open the sample run's overview and pick ``flag`` in its Behaviour filter; ``listed`` episodes remain, the
+    flag in the URL."""
     page.goto(f"{app_url}/?run={sample_run}")
     expect(page.get_by_text("10 of 10 episodes")).to_be_visible()
     wait_idle(page)
     chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Behaviour")
     chooser.scroll_into_view_if_needed()
     chooser.locator("input").click()
-    page.get_by_role("option", name="touched_tests", exact=True).click()
-    expect(page.get_by_text("1 of 10 episodes")).to_be_visible()
-    expect(page).to_have_url(re.compile(r"flag=touched_tests(&|$)"))
+    page.get_by_role("option", name=flag, exact=True).click()
+    expect(page.get_by_text(f"{listed} of 10 episodes")).to_be_visible()
+    expect(page).to_have_url(re.compile(rf"flag={flag}(&|$)"))
+
+
+def test_the_overview_filtered_by_a_flag_keeps_it_in_the_url(page, app_url, sample_run, wait_idle):
+    _pick_overview_flag(page, sample_run, app_url, wait_idle, "touched_tests", 1)
     page.reload()
     expect(page.get_by_text("1 of 10 episodes")).to_be_visible()
 
@@ -80,19 +86,11 @@ def test_the_overview_lists_exactly_the_flagged_episodes_and_a_reload_keeps_the_
     _, evidence = behaviours.collect(ares_viewer.open_run(runs_root / sample_run), behaviours.episode_findings)
     flagged = set(evidence.loc[evidence["flag"] == "ran_tests", "episode_id"])
     assert 1 < len(flagged) < 10  # a flag some episodes show and others do not
-    page.goto(f"{app_url}/?run={sample_run}")
-    expect(page.get_by_text("10 of 10 episodes")).to_be_visible()
-    wait_idle(page)
-    chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Behaviour")
-    chooser.scroll_into_view_if_needed()
-    chooser.locator("input").click()
-    page.get_by_role("option", name="ran_tests", exact=True).click()
-    expect(page.get_by_text(f"{len(flagged)} of 10 episodes")).to_be_visible()
-    expect(page).to_have_url(re.compile(r"flag=ran_tests(&|$)"))
+    _pick_overview_flag(page, sample_run, app_url, wait_idle, "ran_tests", len(flagged))
     wait_idle(page)
     assert _listed_ids(page, flagged) == flagged
     page.reload()
     expect(page.get_by_text(f"{len(flagged)} of 10 episodes")).to_be_visible()
-    expect(chooser.get_by_text("ran_tests")).to_be_visible()
+    expect(page.locator('[data-testid="stMultiSelect"]', has_text="Behaviour").get_by_text("ran_tests")).to_be_visible()
     wait_idle(page)
     assert _listed_ids(page, flagged) == flagged

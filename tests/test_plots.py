@@ -110,17 +110,6 @@ def test_a_long_episodes_timeline_is_light_to_redraw_on_each_step(tmp_path):
     assert {t.mode for t in fig.data if t.name == "prompt tokens"} == {"lines+markers"}
 
 
-def test_a_step_marked_on_the_kept_timeline_looks_as_when_the_timeline_is_drawn_for_it(tmp_path):
-    episode = ares_viewer.load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=6, seed=4)))
-    frame = episode.steps_frame()
-    unmarked = plots.step_timeline(frame).to_dict()
-    for k in (0, 2, 6):
-        marked, drawn = plots.mark_step(unmarked, k).to_dict(), plots.step_timeline(frame, selected=k).to_dict()
-        assert (marked["layout"].get("shapes") or []) == (drawn["layout"].get("shapes") or [])
-        assert marked["data"] == drawn["data"]
-    assert not unmarked["layout"].get("shapes")  # the kept figure is untouched
-
-
 def test_two_runs_side_by_side(run):
     only_first_task = run.episodes[run.episodes["task_name"] == "calc__calc-1"]
     both = [("a", run.episodes), ("b", only_first_task)]

@@ -31,7 +31,6 @@ APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/views/compare_runs.py:call-overload": _JSON_GET,
     "ares_viewer_app/views/compare_runs.py:index": "query parameters read as one value or a list",
     "ares_viewer_app/views/episode.py:arg-type": _OPTIONAL,
-    "ares_viewer_app/views/episode.py:call-overload": _JSON_GET,
     "ares_viewer_app/views/files.py:arg-type": _OPTIONAL,
     "ares_viewer_app/views/groups.py:arg-type": _FORMAT_FUNC,
     "ares_viewer_app/views/groups.py:call-overload": _JSON_GET,

@@ -36,7 +36,7 @@ TIMELINE_COLOURS = {"model": "#0969da", "ok": _ZERO_RC, "failed": _NONZERO_RC, "
                     "rewrite": "#bf8700"}
 TIMELINE_TITLE = ("Steps: time taken (red = non-zero return code), tokens; dashed = context rewritten; "
                   "shaded = this step")
-# The step timeline's bars of each step's (command) seconds, which mark_step outlines.
+# The step timeline's bars of each step's (command) seconds, the selected one outlined.
 _SECONDS_BARS = ("command seconds", "seconds")
 # Every figure's frame: the title at the top, the legend in one row between it and the plot (below the plot it
 # ran into the x axis title), room for both in the top margin.
@@ -262,7 +262,6 @@ def step_timeline(steps: pd.DataFrame, *, selected: int | None = None,
                              marker_color="#0969da", customdata=frame["index"], hovertext=hover, hoverinfo="text"),
                       row=1, col=1)
     bar_name = _SECONDS_BARS[0 if split else 1]
-    # The steps as a list, not an array: kept readable in the figure's dict, where mark_step looks for them.
     fig.add_trace(go.Bar(x=frame["index"].tolist(), y=bars["seconds"], name=bar_name, marker_color=colours,
                          marker_line={"width": 0, "color": "#0969da"}, customdata=frame["index"],
                          hovertext=hover, hoverinfo="text"), row=1, col=1)
@@ -319,24 +318,6 @@ def _current_step_shapes(selected: int) -> list[dict]:
     return [{"type": "rect", "name": CURRENT_STEP, "xref": axis, "yref": f"{axis.replace('x', 'y')} domain",
              "x0": selected - 0.5, "x1": selected + 0.5, "y0": 0, "y1": 1, "fillcolor": _CURRENT,
              "line": {"width": 0}, "layer": "below"} for axis in ("x", "x2")]
-
-
-def mark_step(timeline: Mapping, selected: int | None) -> go.Figure:
-    """The step timeline ``timeline`` (an unmarked :func:`step_timeline` figure as ``to_dict()`` gives it) with
-    step ``selected`` marked as :func:`step_timeline` marks it; unchanged when that step has no bar (step 0 or
-    None). ``timeline`` is not modified.
-
-    Building a figure through plotly's validators takes most of the time of drawing it; an app keeps the unmarked
-    figure of an episode and marks each step it shows on it, without validating again.
-    """
-    data, shapes = list(timeline["data"]), list(timeline["layout"].get("shapes", ()))
-    bar = next((n for n, t in enumerate(data) if t.get("name") in _SECONDS_BARS), None)
-    if selected is not None and bar is not None and selected in set(data[bar]["x"]):
-        marker = data[bar]["marker"]
-        data[bar] = {**data[bar], "marker": {**marker, "line": {**marker["line"],
-                                                                "width": _outlines(data[bar]["x"], selected)}}}
-        shapes += _current_step_shapes(selected)
-    return go.Figure({**timeline, "data": data, "layout": {**timeline["layout"], "shapes": shapes}}, _validate=False)
 
 
 def compare_reward_distributions(runs: Sequence[tuple[str, pd.DataFrame]], *, bins: int = 20) -> go.Figure:

@@ -53,6 +53,22 @@ def text_block_html(text: str, language: str | None = None) -> str:
             f'style="{_COPY_STYLE}">Copy</button><pre data-language="{kind}" style="{_TEXT_STYLE}">{body}</pre></div>')
 
 
+def figures_html(figures: list[tuple[str, str]]) -> str:
+    """The HTML of :func:`figures`: each label and value escaped."""
+    cells = "".join(
+        f'<div data-ares-figure="{html.escape(label, quote=True)}" style="flex:1 1 0;min-width:7rem">'
+        f'<div style="font-size:0.875rem;opacity:0.75">{html.escape(label)}</div>'
+        f'<div style="font-size:2.25rem;line-height:1.3">{html.escape(value)}</div></div>'
+        for label, value in figures)
+    return f'<div class="ares-figures" style="display:flex;flex-wrap:wrap;gap:1rem">{cells}</div>'
+
+
+def figures(figures: list[tuple[str, str]]) -> None:
+    """A row of labelled figures (label above, value large), as ``st.metric`` in columns shows them but as one
+    light element: six metrics took the Episode page six columns and their own script to load (#33)."""
+    st.html(figures_html(figures))
+
+
 def text_block(text: str, *, language: str | None = None) -> None:
     """A text exactly as it is (a file's or a model's): monospace, wrapped, escaped, with a copy button (which the
     Episode page's key script works). ``st.code`` shows the same, but its syntax highlighter took a quarter of the

@@ -7,7 +7,8 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
   the aligned-steps table drawn and to Streamlit idle;
 - the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, as Playwright
   sees it), until its step timeline is drawn, and until Streamlit is idle; and when the step view and the step
-  list's grid reached the page, as the page itself recorded (Playwright's polling waits for a busy main thread);
+  list's current row reached the page, as the page itself recorded (Playwright's polling waits for a busy main
+  thread);
 - the next step with ``j``: from the key press to the next step drawn and idle;
 - the transcript (the reader, paged) of the same episode, from a link to its first page drawn and idle;
 - the overview of 1,000,000 vs 100 Tinker rollouts is not re-measured here (it needs ~1.1 GB of data and minutes
@@ -136,7 +137,7 @@ def main() -> None:
         ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
         (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
-        (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "the data grid, loaded lazily"),
+        (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "its current row, as the page recorded it"),
         (f"Episode page step {mid}, warm: content", t_content, verdict(t_content, 0.5)),
         (f"Episode page step {mid}, warm: timeline drawn", t_timeline, "target: with the content"),
         (f"Episode page step {mid}, warm: idle", t_idle, verdict(t_idle, 1.0)),

@@ -318,6 +318,7 @@ def test_a_verifier_that_gives_no_reward_ends_the_episode_errored_with_its_outpu
 
 def _episode_page(root: pathlib.Path, run: str, episode_id: str, step: int, monkeypatch) -> str:
     """The app's Episode page at a step, as the text it shows (AppTest; markdown escapes dropped)."""
+    import html
     import re
 
     import streamlit as st
@@ -335,4 +336,8 @@ def _episode_page(root: pathlib.Path, run: str, episode_id: str, step: int, monk
     parts = []
     for kind in ("markdown", "caption", "code", "error", "warning", "info"):
         parts.extend(str(getattr(e, "value", "") or "") for e in at.get(kind))
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(parts)).replace("\u2060", "")
+    shown = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(parts)).replace("\u2060", "")
+    # The step's texts are text blocks (``widgets.text_block``): escaped HTML, shown as the file holds them.
+    blocks = [html.unescape(re.sub(r"<[^>]+>", "", body)) for e in at.get("html")
+              for body in re.findall(r"<pre data-language=[^>]*>(.*?)</pre>", str(e.value), re.S)]
+    return "\n".join([shown, *blocks])

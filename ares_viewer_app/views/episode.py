@@ -63,13 +63,10 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     verdict = "" if episode.total_reward is None else (
         " :green-badge[solved]" if episode.total_reward > 0 else " :red-badge[not solved]")
     st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}")
-    cols = st.columns(6)
-    cols[0].metric("Reward", widgets.fmt(episode.total_reward))
-    cols[1].metric("Actions", episode.num_actions)
-    cols[2].metric("Duration", widgets.measure(episode.duration_s, ".0f", "s"))
-    cols[3].metric("Cost", f"${episode.total_cost:.4f}")
-    cols[4].metric("Prompt tokens", f"{episode.prompt_tokens:,}")
-    cols[5].metric("Generated tokens", f"{episode.generated_tokens:,}")
+    widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
+                     ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
+                     ("Cost", f"${episode.total_cost:.4f}"), ("Prompt tokens", f"{episode.prompt_tokens:,}"),
+                     ("Generated tokens", f"{episode.generated_tokens:,}")])
     if episode.error:
         error_panel(episode)
     if episode.truncated:

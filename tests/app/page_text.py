@@ -67,3 +67,12 @@ def step_list_marks(at) -> tuple[int, list[int]]:
     """The step list's highlighted row (the current step) and its shaded rows (the steps with find hits)."""
     data = _step_list_data(at)
     return data["current"], data["hits"]
+
+
+_FIGURE = re.compile(r'<div data-ares-figure="[^"]*"[^>]*><div[^>]*>([^<]*)</div><div[^>]*>([^<]*)</div></div>')
+
+
+def figures(at) -> dict[str, str]:
+    """The labelled figures a page shows in rows (``widgets.figures``): label -> value, as the reader sees them."""
+    return {html.unescape(label): html.unescape(value)
+            for element in at.get("html") for label, value in _FIGURE.findall(str(element.value))}

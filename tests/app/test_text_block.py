@@ -1,4 +1,4 @@
-"""The Episode page's text blocks (``widgets.text_block``): a file's text shown exactly, as text."""
+"""The Episode page's text blocks and figures (``widgets.text_block``, ``widgets.figures``): shown exactly, as text."""
 
 from __future__ import annotations
 
@@ -31,3 +31,10 @@ def test_a_diff_colours_added_and_removed_lines_and_keeps_its_text():
     assert '<span style="color:#1a7f37">+new &amp; improved</span>' in html
     assert '<span style="color:#1a7f37">+++ b/f.py' not in html  # file headers stay plain
     assert page_text.blocks(_Page(html)) == [page_text.TextBlock(diff, "diff")]
+
+
+def test_a_row_of_figures_shows_each_label_and_value_as_text():
+    shown = [("Reward", "–"), ("Cost", "$0.2392"), ("<b>label</b>", '<img src=x onerror="1">')]
+    html = widgets.figures_html(shown)
+    assert "<b>" not in html and "<img" not in html
+    assert page_text.figures(_Page(html)) == dict(shown)

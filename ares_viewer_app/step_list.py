@@ -19,7 +19,7 @@ import json
 import streamlit as st
 
 from ares_viewer import model
-from ares_viewer_app import state, step_view
+from ares_viewer_app import state, step_component, step_view
 
 # Keys -> the navigation buttons they press (Shift+j / Shift+k, or n / p, move between failed steps).
 _KEYS = {"ArrowRight": "episode_next", "j": "episode_next", "l": "episode_next",
@@ -36,50 +36,40 @@ _COMMAND_CHARS = 240
 _TITLE_CHARS = 2_000
 COLUMNS = ("step", "kind", "rc", "command", "labels")
 
-# The list's script: build the table when its rows change (text only: every cell is set as text), then mark the
-# current row and the hit rows and keep the current row in sight; a click on a row sends its step to Python.
-_SCRIPT = """
-export default function (component) {
-  const { data, setTriggerValue, parentElement } = component;
-  let root = parentElement.querySelector(".ares-steps");
-  if (!root) {
-    root = document.createElement("div");
-    root.className = "ares-steps";
-    parentElement.appendChild(root);
-    root.addEventListener("click", (event) => {
-      const row = event.target.closest?.("tr[data-step]");
-      if (row) setTriggerValue("picked", Number(row.getAttribute("data-step")));
-    });
+# The list's scripts: build the table when its rows change (text only: every cell is set as text); at every step,
+# mark the current row and the hit rows and keep the current row in sight (``step_component`` sends a click's step).
+_DRAW = """
+function draw(root, data) {
+  const table = document.createElement("table");
+  const head = table.createTHead().insertRow();
+  for (const name of data.columns) {
+    const cell = document.createElement("th");
+    cell.textContent = name === "step" ? "#" : name;
+    cell.className = name;
+    head.appendChild(cell);
   }
-  if (root.getAttribute("data-drawn") !== data.drawing) {
-    const table = document.createElement("table");
-    const head = table.createTHead().insertRow();
-    for (const name of data.columns) {
-      const cell = document.createElement("th");
-      cell.textContent = name === "step" ? "#" : name;
-      cell.className = name;
-      head.appendChild(cell);
-    }
-    const body = table.createTBody();
-    data.rows.forEach((values, n) => {
-      const row = body.insertRow();
-      row.setAttribute("data-step", String(values[0]));
-      row.title = data.titles[n];
-      values.forEach((value, c) => {
-        const cell = row.insertCell();
-        cell.className = data.columns[c];
-        if (data.columns[c] === "command") {
-          const text = document.createElement("div");
-          text.textContent = value;
-          cell.appendChild(text);
-        } else {
-          cell.textContent = value;
-        }
-      });
+  const body = table.createTBody();
+  data.rows.forEach((values, n) => {
+    const row = body.insertRow();
+    row.setAttribute("data-step", String(values[0]));
+    row.title = data.titles[n];
+    values.forEach((value, c) => {
+      const cell = row.insertCell();
+      cell.className = data.columns[c];
+      if (data.columns[c] === "command") {
+        const text = document.createElement("div");
+        text.textContent = value;
+        cell.appendChild(text);
+      } else {
+        cell.textContent = value;
+      }
     });
-    root.replaceChildren(table);
-    root.setAttribute("data-drawn", data.drawing);
-  }
+  });
+  root.replaceChildren(table);
+}
+"""
+_MARK = """
+function mark(root, data) {
   const hits = new Set(data.hits);
   let current = null;
   for (const row of root.querySelectorAll("tr[data-step]")) {
@@ -114,7 +104,8 @@ _CSS = """
 .ares-steps tr.hit { background: rgba(66, 165, 245, 0.18); }
 .ares-steps tr.current { background: rgba(255, 189, 69, 0.35); }
 """
-_component = st.components.v2.component("ares_viewer.step_list", js=_SCRIPT, css=_CSS, isolate_styles=False)
+_component = step_component.register("ares_viewer.step_list", "ares-steps", "tr[data-step]", _DRAW, _CSS,
+                                     mark=_MARK)
 
 
 def failed(step: model.Step) -> bool:
@@ -219,12 +210,6 @@ def failed_navigation(episode: model.Episode, k: int) -> None:
                    help="Next failed step: J (Shift+j) or n")
 
 
-def _picked() -> None:
-    step = (st.session_state.get("episode.list") or {}).get("picked")
-    if step is not None:
-        state.update(step=int(step))
-
-
 def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tuple[int, ...] | list[int] = ()
          ) -> None:
     """The step list with its "failed only" filter; a click on a row opens that step. ``hits``: the step of
@@ -250,9 +235,9 @@ def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tup
     # "drawing" names the rows, so the script builds the table only when they change, not at every step.
     drawing = str(hash((episode.episode_id, tuple(map(tuple, shown)))))
     with st.container(key="episode_steplist"):
-        _component(key="episode.list", on_picked_change=_picked,
-                   data={"columns": [COLUMNS[n] for n in columns], "rows": shown, "titles": titles, "current": k,
-                         "hits": [step for step in steps if step in counts], "drawing": drawing})
+        step_component.show(_component, "episode.list",
+                            {"columns": [COLUMNS[n] for n in columns], "rows": shown, "titles": titles, "current": k,
+                             "hits": [step for step in steps if step in counts], "drawing": drawing}, _go)
     if k not in steps and failed_only:
         st.caption(f"Step {k} did not fail: it is not in this list.")
 

@@ -1,4 +1,4 @@
-"""The Episode page's step timeline, drawn as SVG here and shown by a few lines of script (a Streamlit component).
+"""The Episode page's step timeline, drawn as SVG here and shown by a few lines of script (``step_component``).
 
 It shows what ``plots.step_timeline`` shows (seconds per step, model and command time stacked, red for a failed
 command; tokens per call; rewards, review labels, dashed context rewrites; the current step shaded), with each
@@ -15,9 +15,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
-import streamlit as st
 
 from ares_viewer.analysis import plots
+from ares_viewer_app import step_component
 
 # The drawing's coordinates (it is scaled to the page's width): the plot between LEFT and WIDTH - RIGHT; the
 # seconds' bars in BARS (top, height), the tokens' lines in TOKENS, the step numbers below them.
@@ -29,24 +29,10 @@ _CURRENT_MARK = "<!--current step-->"
 _COLOURS = plots.TIMELINE_COLOURS
 _TICK_STEPS = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10_000)
 
-# The component's script: put the drawing in (once per drawing), then send a click on a step to Python.
-_SCRIPT = """
-export default function (component) {
-  const { data, setTriggerValue, parentElement } = component;
-  let root = parentElement.querySelector(".ares-timeline");
-  if (!root) {
-    root = document.createElement("div");
-    root.className = "ares-timeline";
-    parentElement.appendChild(root);
-    root.addEventListener("click", (event) => {
-      const step = event.target.closest?.("[data-step]")?.getAttribute("data-step");
-      if (step !== null && step !== undefined) setTriggerValue("clicked", Number(step));
-    });
-  }
-  if (root.getAttribute("data-drawn") !== data.drawing) {
-    root.innerHTML = data.svg;
-    root.setAttribute("data-drawn", data.drawing);
-  }
+# The component's drawing: the SVG, shade included (``step_component`` runs it when either changes).
+_DRAW = """
+function draw(root, data) {
+  root.innerHTML = data.svg;
 }
 """
 _CSS = """
@@ -54,7 +40,7 @@ _CSS = """
 .ares-timeline [data-step] { cursor: pointer; }
 .ares-timeline [data-step]:hover { fill: rgba(128, 128, 128, 0.12); }
 """
-_component = st.components.v2.component("ares_viewer.step_timeline", js=_SCRIPT, css=_CSS, isolate_styles=False)
+_component = step_component.register("ares_viewer.step_timeline", "ares-timeline", "[data-step]", _DRAW, _CSS)
 
 
 def _x(position: int, count: int) -> tuple[float, float]:
@@ -78,7 +64,7 @@ def _lines(values: pd.Series, count: int, scale: float, colour: str) -> list[str
     top, height = TOKENS
     runs: list[list[str]] = [[]]
     for position, value in enumerate(values):
-        if value is None or (isinstance(value, float) and math.isnan(value)) or value < 0:
+        if math.isnan(value) or value < 0:  # the tokens are floats: NaN where unknown
             runs.append([])
             continue
         left, slot = _x(position, count)
@@ -178,12 +164,6 @@ def marked(svg: str, steps: Sequence[int], current: int | None) -> str:
 def show(svg: str, steps: Sequence[int], current: int | None, key: str, on_click: Callable[[int], None]) -> None:
     """The timeline ``svg`` with step ``current`` shaded; a click on a step calls ``on_click`` with its index
     before the page runs again."""
-    drawn = marked(svg, steps, current)
-
-    def clicked() -> None:
-        step = (st.session_state.get(key) or {}).get("clicked")
-        if step is not None:
-            on_click(int(step))
-
     # "drawing" names what is drawn, so the script replaces the SVG only when it changed.
-    _component(data={"svg": drawn, "drawing": f"{hash(svg)}.{current}"}, key=key, on_clicked_change=clicked)
+    step_component.show(_component, key, {"svg": marked(svg, steps, current), "drawing": f"{hash(svg)}.{current}"},
+                        on_click)

@@ -121,7 +121,7 @@ def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int
             shown(base + "&view=transcript", ".st-key-episode_read_step_24")
             start = time.perf_counter()
             page.get_by_role("button", name="Next steps").first.click()
-            page.wait_for_selector(".st-key-episode_read_step_49", state="visible")
+            chromium.wait(page, ".st-key-episode_read_step_49")
             page.wait_for_function(chromium.IDLE)
             return time.perf_counter() - start
 
@@ -131,7 +131,7 @@ def in_chromium(work: pathlib.Path, episode_id: str, last_page: str, repeat: int
             box.fill("def parse")
             start = time.perf_counter()
             box.press("Enter")
-            page.get_by_text("Hit 1 of").wait_for()
+            chromium.wait(page, text="Hit 1 of")
             page.wait_for_function(chromium.IDLE)
             return time.perf_counter() - start
 

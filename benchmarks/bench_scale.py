@@ -39,11 +39,12 @@ import duckdb
 import orjson
 
 from ares_viewer.runs.index import ray as index_ray
+from benchmarks import chromium
 from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PER_FILE = 2000  # rollouts per iteration file, as a Tinker run of 250 groups x 8 writes them
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = chromium.CHROMIUM
 
 _SYSTEM = "You are a careful math tutor. Think step by step, then give the final answer as \\boxed{N}."
 _QUESTIONS = (
@@ -253,13 +254,13 @@ def page_times(root: pathlib.Path, cache: pathlib.Path, names: list[str]) -> tup
             for name in names:
                 start = time.perf_counter()
                 page.goto(f"{url}/?run={name}")
-                page.get_by_text("select a row to open it").wait_for()
-                page.locator("[data-testid=stDataFrame]").last.wait_for()
+                chromium.wait(page, text="select a row to open it")
+                chromium.wait(page, "[data-testid=stDataFrame]")
                 times["overview", name] = time.perf_counter() - start
             for name in names:
                 start = time.perf_counter()
                 page.goto(f"{url}/episode?run={name}")
-                page.locator("[data-ares-step='1']").wait_for(state="attached")
+                chromium.wait(page, "[data-ares-step='1']", visible=False)
                 times["episode", name] = time.perf_counter() - start
             browser.close()
         return times, _peak_rss_kb(server.pid)

@@ -98,7 +98,7 @@ def main() -> None:
     for n in range(args.repeat):  # each cold: a fresh server
         with chromium.served_page(env, work / f"server-{n}.log") as (page, url):
             compare.append(
-                chromium.shown(page, f"{url}/compare?run=pair&episode={a}&other={b}", "text=/aligned (rows|steps)/")
+                chromium.shown(page, f"{url}/compare?run=pair&episode={a}&other={b}", text="aligned (rows|steps)")
             )
     with chromium.served_page(env, work / "server.log") as (page, url):
         episode_url = f"{url}/episode?run=pair&episode={a}"
@@ -121,7 +121,7 @@ def main() -> None:
             page.evaluate("document.activeElement && document.activeElement.blur()")
             start = time.perf_counter()
             page.keyboard.press("j")
-            page.wait_for_selector(f"[data-ares-step='{mid + 1}']", state="attached")
+            chromium.wait(page, f"[data-ares-step='{mid + 1}']", visible=False)
             page.wait_for_function(chromium.IDLE)
             return time.perf_counter() - start
 

@@ -346,11 +346,14 @@ def main() -> None:
         visits = [page_times(runs, cache, ["warmup", "small", "big"]) for _ in range(3)]
         times = {key: statistics.median(v[0][key] for v in visits) for key in visits[0][0]}
         server_kb = max(v[1] for v in visits)
-        for page, what in (("overview", "overview to its episode table"),
-                           ("episode", "Episode page to its first step")):
+        # issue #33 asks the overview for 1.3 at most; the Episode page keeps the earlier bound of 2
+        for page, what, target in (("overview", "overview to its episode table", 1.3),
+                                   ("episode", "Episode page to its first step", 2.0)):
             big_s, small_s = times[page, "big"], times[page, "small"]
+            ratio = big_s / small_s
             print(f"{what} in Chromium (median of 3 fresh servers): {args.rollouts:,} rollouts {big_s:.2f} s, "
-                  f"{args.small} rollouts {small_s:.2f} s; RATIO {big_s / small_s:.2f}  (target <= 2)")
+                  f"{args.small} rollouts {small_s:.2f} s; RATIO {ratio:.2f}  (target <= {target:g}: "
+                  f"{'ok' if ratio <= target else 'MISSED'})")
         print(f"  streamlit server peak RSS: {server_kb / 1024:.0f} MB  (target < 1024 MB: "
               f"{'ok' if server_kb < 1024 * 1024 else 'MISSED'})")
     if args.ray and args.format == "tinker":

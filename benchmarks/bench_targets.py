@@ -5,15 +5,17 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
 
 - Compare of the two episodes, cold: the first page of a fresh server (episodes not parsed, nothing aligned), to
   the aligned-steps table drawn and to Streamlit idle;
-- the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, as Playwright
-  sees it), until its step timeline is drawn, and until Streamlit is idle; and when the step view and the step
-  list's current row reached the page, as the page itself recorded (Playwright's polling waits for a busy main
-  thread);
+- the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, checked at every
+  frame: ``chromium.wait``), until its step timeline is drawn, and until Streamlit is idle; and when the step view
+  and the step list's current row reached the page, as the page itself recorded;
 - the next step with ``j``: from the key press to the next step drawn and idle;
 - the transcript (the reader, paged) of the same episode, from a link to its first page drawn and idle;
 - the overview of 1,000,000 vs 100 Tinker rollouts is not re-measured here (it needs ~1.1 GB of data and minutes
   of indexing): ``python3 -m benchmarks.bench_scale`` prints it;
-- the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat);
+- the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat); and the
+  floor at a page's path: the same element as the page at ``/p`` of a two-page app. A link to a path (``/episode``)
+  opens later than one to ``/``: Streamlit's browser code first looks for its server under the path
+  (``/p/_stcore/health``), and only after that fails, at ``/``;
 - Inspect AI's time to open one sample of the same episode (``read_eval_log_sample``) from a ``.eval`` log written by
   Inspect's own writer, where ``inspect-ai`` is installed.
 
@@ -94,6 +96,12 @@ def main() -> None:
     with chromium.served_page(env, work / "floor.log", script=str(floor_script)) as (page, url):
         chromium.shown(page, url, "[data-ares-step='1']")
         floor = [chromium.shown(page, url, "[data-ares-step='1']") for _ in range(args.repeat)]
+    paths_script = work / "paths.py"  # the same page, at /p of a two-page app
+    paths_script.write_text("import streamlit as st\nst.navigation([st.Page(lambda: None, title='home', default=True), "
+                            f"st.Page({str(floor_script)!r}, url_path='p')]).run()\n")
+    with chromium.served_page(env, work / "paths.log", script=str(paths_script)) as (page, url):
+        chromium.shown(page, f"{url}/p", "[data-ares-step='1']")
+        floor_path = [chromium.shown(page, f"{url}/p", "[data-ares-step='1']") for _ in range(args.repeat)]
     compare = []
     for n in range(args.repeat):  # each cold: a fresh server
         with chromium.served_page(env, work / f"server-{n}.log") as (page, url):
@@ -136,6 +144,7 @@ def main() -> None:
     rows = [
         ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
+        ("floor at a page's path (/p), idle", min(i for _, i in floor_path), "the same page, opened at a path"),
         (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
         (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "its current row, as the page recorded it"),
         (f"Episode page step {mid}, warm: content", t_content, verdict(t_content, 0.5)),

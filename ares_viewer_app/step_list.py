@@ -183,13 +183,13 @@ def navigation(episode: model.Episode, k: int) -> None:
     """First / previous / next / last step and the step slider, with the keys that press them."""
     last = len(episode.steps) - 1
     cols = st.columns(4)
-    cols[0].button("« First", key="episode_first", on_click=_go, args=(0,),
+    cols[0].button("First", icon=":material/first_page:", key="episode_first", on_click=_go, args=(0,),
                    disabled=k == 0, help="Home")
-    cols[1].button("‹ Prev", key="episode_prev", on_click=_move, args=(last, -1),
+    cols[1].button("Prev", icon=":material/chevron_left:", key="episode_prev", on_click=_move, args=(last, -1),
                    disabled=k == 0, help="k or ←")
-    cols[2].button("Next ›", key="episode_next", on_click=_move, args=(last, 1),
+    cols[2].button("Next", icon=":material/chevron_right:", key="episode_next", on_click=_move, args=(last, 1),
                    disabled=k >= last, help="j or →")
-    cols[3].button("Last »", key="episode_last", on_click=_go, args=(last,),
+    cols[3].button("Last", icon=":material/last_page:", key="episode_last", on_click=_go, args=(last,),
                    disabled=k >= last, help="End")
     if last > 0:
         st.session_state["episode.slider"] = k
@@ -202,10 +202,10 @@ def failed_navigation(episode: model.Episode, k: int) -> None:
     last = len(episode.steps) - 1
     failures = tuple(s.index for s in episode.steps if failed(s))
     cols = st.columns(2)
-    cols[0].button("‹ failed", key="episode_prev_failed",
+    cols[0].button(":material/keyboard_double_arrow_left:", key="episode_prev_failed",
                    on_click=_jump, args=(last, failures, False), disabled=not any(t < k for t in failures),
                    help="Previous failed step: K (Shift+k) or p")
-    cols[1].button("failed ›", key="episode_next_failed",
+    cols[1].button(":material/keyboard_double_arrow_right:", key="episode_next_failed",
                    on_click=_jump, args=(last, failures, True), disabled=not any(t > k for t in failures),
                    help="Next failed step: J (Shift+j) or n")
 

@@ -93,15 +93,17 @@ def main() -> None:
 
     floor_script = work / "floor.py"  # the least a Streamlit page costs: one marker element, nothing else
     floor_script.write_text("import streamlit as st\nst.html('<div data-ares-step=\"1\"></div>')\n")
-    with chromium.served_page(env, work / "floor.log", script=str(floor_script)) as (page, url):
-        chromium.shown(page, url, "[data-ares-step='1']")
-        floor = [chromium.shown(page, url, "[data-ares-step='1']") for _ in range(args.repeat)]
     paths_script = work / "paths.py"  # the same page, at /p of a two-page app
     paths_script.write_text("import streamlit as st\nst.navigation([st.Page(lambda: None, title='home', default=True), "
                             f"st.Page({str(floor_script)!r}, url_path='p')]).run()\n")
-    with chromium.served_page(env, work / "paths.log", script=str(paths_script)) as (page, url):
-        chromium.shown(page, f"{url}/p", "[data-ares-step='1']")
-        floor_path = [chromium.shown(page, f"{url}/p", "[data-ares-step='1']") for _ in range(args.repeat)]
+
+    def floor_times(script: pathlib.Path, path: str) -> list[tuple[float, float]]:
+        """The floor page served from ``script`` and opened at ``path``: a first visit, then ``--repeat`` timed."""
+        with chromium.served_page(env, work / f"{script.stem}.log", script=str(script)) as (page, url):
+            chromium.shown(page, url + path, "[data-ares-step='1']")
+            return [chromium.shown(page, url + path, "[data-ares-step='1']") for _ in range(args.repeat)]
+
+    floor, floor_path = floor_times(floor_script, ""), floor_times(paths_script, "/p")
     compare = []
     for n in range(args.repeat):  # each cold: a fresh server
         with chromium.served_page(env, work / f"server-{n}.log") as (page, url):

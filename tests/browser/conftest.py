@@ -134,6 +134,24 @@ def fill_settled(page, box, text: str) -> None:
     raise AssertionError(f"the page kept dropping the text typed into {box}")
 
 
+def open_expander(page, label: str) -> None:
+    """Open the expander whose title holds ``label``, or leave it open. A click on its title toggles it, so the
+    click is sent only while the expander shows closed, once it is drawn and the page is idle; and it is checked
+    again once the page is idle (a run that was still drawing may have drawn it again)."""
+    details = page.locator('[data-testid="stExpander"] details', has=page.locator("summary", has_text=label)).first
+    is_open = "d => d.open && !d.querySelector('[data-testid=\"stExpanderDetails\"]').inert"
+    for _ in range(5):
+        details.wait_for()
+        _wait_idle(page)
+        if not details.evaluate(is_open):
+            details.locator("summary").click()
+        page.wait_for_timeout(300)  # time for a pending rerun to show its status widget
+        _wait_idle(page)
+        if details.evaluate(is_open):
+            return
+    raise AssertionError(f"the expander {label!r} did not stay open")
+
+
 @pytest.fixture
 def wait_idle():
     """``wait_idle(page)``: wait until the page is idle, before acting on it (an input sent while a run still

@@ -10,7 +10,7 @@ import sys
 
 import chat_server
 import pytest
-from conftest import REPO, serve_app
+from conftest import REPO, open_expander, serve_app
 from playwright.sync_api import expect
 
 from ares_viewer.runs.run import load_episode
@@ -38,7 +38,7 @@ def test_the_panel_shows_the_sample_curve_opens_a_branch_and_runs_a_search(page,
         serve_app(runs_root, cache, tmp_path / "review.sqlite", tmp_path, env=env) as url,
     ):
         page.goto(f"{url}/episode?run=demo-run&episode={WRONG_FIX}&step=1")
-        page.get_by_text("Decisive step: the value of each step from branched rollouts").click()
+        open_expander(page, "Decisive step: the value of each step from branched rollouts")
         expect(page.get_by_text("Decisive step 2: a drop of 1.00 in V from step 1")).to_be_visible()
         expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()
         expect(page.get_by_text("16 branch(es) stored in")).to_be_visible()
@@ -51,7 +51,7 @@ def test_the_panel_shows_the_sample_curve_opens_a_branch_and_runs_a_search(page,
 
         # Back on the parent: a search from the page, one branch from step 3, into the cache folder.
         page.goto(f"{url}/episode?run=demo-run&episode={WRONG_FIX}&step=1")
-        page.get_by_text("Decisive step: the value of each step from branched rollouts").click()
+        open_expander(page, "Decisive step: the value of each step from branched rollouts")
         wait_idle(page)
         page.get_by_role("textbox", name="Endpoint (OpenAI-compatible)").fill(server.base_url)
         page.get_by_role("textbox", name="Model", exact=True).fill("policy")

@@ -10,7 +10,7 @@ import pathlib
 import re
 
 import pytest
-from conftest import fill_settled
+from conftest import fill_settled, open_expander
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -70,10 +70,8 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     run = first_run(runs_root)
     url = f"{app_url}/queues?run={pathlib.Path(run.location).name}"
     ada_context, ada = open_as(browser, url, "ada", wait_idle)
-    # "New queue" is open when the run has no queue yet, else folded: open it, again if a rerun folded it back.
-    name_box = ada.get_by_role("textbox", name="Queue name")
-    if not name_box.is_visible():
-        until(ada, ada.get_by_text("New queue").click, name_box, wait_idle)
+    # "New queue" is open when the run has no queue yet, else folded: open it if it is folded.
+    open_expander(ada, "New queue")
     fill_settled(ada, ada.get_by_role("textbox", name="Queue name"), "browser-team")
     fill_settled(ada, ada.get_by_role("textbox", name=re.compile("^Reviewers")), "ada, bo")
     fill_settled(ada, ada.get_by_role("spinbutton", name="Reviewers per item"), "2")

@@ -18,10 +18,16 @@
   async function settle() {
     for (let i = 0; i < 400 && (running() || (named() !== null && drawn() !== named())); i++) await sleep(25);
   }
+  // On a page just opened, the step panes' marker can be drawn before Streamlit has drawn its buttons (their
+  // containers are there, empty): a key pressed then waits for its button (up to 5 s) instead of being lost.
+  async function drawnButton(key) {
+    for (let i = 0; i < 200 && !button(key); i++) await sleep(25);
+    return button(key);
+  }
   async function press(key) {
     for (let attempt = 0; attempt < 3; attempt++) {
       await settle();
-      const target = button(key);
+      const target = await drawnButton(key);
       if (!target || target.disabled) return;
       const before = window.location.search;
       target.click();
@@ -44,7 +50,8 @@
     if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName)
               || t.getAttribute("role") === "slider")) return;
     const key = targets[event.key];
-    if (!key || !document.querySelector(`.st-key-${key} button`)) return;
+    // Only on the Episode page's step view: its button is there, or its step panes are (buttons still coming).
+    if (!key || !(button(key) || drawn() !== undefined)) return;
     event.preventDefault();
     queue.push(key);
     drain();

@@ -28,7 +28,7 @@ STOP_GRACE_S = 10.0
 
 
 def settings() -> dict[str, dict[str, object]]:
-    """The app's Streamlit settings by section (``server``, ``browser``, ``client``, ``theme``)."""
+    """The app's Streamlit settings by section (``server``, ``browser``, ``client``, ``runner``, ``theme``)."""
     with open(SETTINGS, "rb") as handle:
         return tomllib.load(handle)
 

@@ -86,6 +86,7 @@ def test_flags_carry_every_setting_and_the_given_address_and_port():
     assert pairs["--server.headless"] == "true"
     assert pairs["--server.maxMessageSize"] == "200"
     assert pairs["--theme.base"] == "light"
+    assert pairs["--runner.postScriptGC"] == "false"  # a collection after every run took 0.1 s of every step
     assert pairs["--server.address"] == "0.0.0.0"
     assert pairs["--server.port"] == "8600"
     assert server.flags()[server.flags().index("--server.address") + 1] == "127.0.0.1"

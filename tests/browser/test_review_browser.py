@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import fill_settled
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -48,11 +49,16 @@ def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_
     author.press("Enter")
     wait_idle(page)
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name=f"Add to step {k}"))
-    form.get_by_role("textbox", name="Label").fill(LABEL)
-    form.get_by_role("textbox", name="Note").fill("rewrites tests/test_core.py so the failing assertion passes")
+    # The name's rerun may still be coming: it would redraw the form and drop what was typed.
+    note = "rewrites tests/test_core.py so the failing assertion passes"
+    label_box = form.get_by_role("textbox", name="Label")
+    for _ in range(3):
+        fill_settled(page, label_box, LABEL)
+        fill_settled(page, form.get_by_role("textbox", name="Note"), note)
+        if label_box.input_value() == LABEL:
+            break
     form.get_by_role("button", name=f"Add to step {k}").click()
     expect(page.get_by_text(f"Added to step {k}.")).to_be_visible()
-    note = "rewrites tests/test_core.py so the failing assertion passes"
     expect(page.locator('[data-testid="stMarkdownContainer"]', has_text=note)).to_be_visible()
     expect(form.get_by_role("textbox", name="Note")).to_have_value("")  # ready for the next note
 

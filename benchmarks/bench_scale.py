@@ -13,11 +13,11 @@ Prints:
   and the time ``import ares_viewer`` takes (counted in the cold index); and the CPU time DuckDB takes on one
   thread just to read the fields the rows need into columns, against orjson's (on two cores a ratio of 1.0
   leaves 2 x orjson's CPU for the whole index);
-- warm reopen, seconds (target < 1 s);
+- warm reopen, seconds (target < 1 s), and without ``import ares_viewer`` (issue #33's target <= 0.3 s);
 - peak RSS while indexing, the indexing process and its largest worker (target < 1 GB);
 - the overview's time to its episode table and the Episode page's time to its first step in Chromium
-  (Playwright, Debian's Chromium, Streamlit on 127.0.0.1) for the big run and for 100 rollouts (ratio target
-  <= 2 each), and the server's peak RSS (< 1 GB);
+  (Playwright, Debian's Chromium, Streamlit on 127.0.0.1) for the big run and for 100 rollouts (ratio targets:
+  <= 1.3 for the overview, as issue #33 asks; <= 2 for the Episode page), and the server's peak RSS (< 1 GB);
 - with ``--ray``: a 2-worker local Ray cluster's index throughput vs the single-process index.
 """
 

@@ -164,6 +164,42 @@ def test_an_episode_id_in_two_files_is_a_warning_and_both_stay_reachable(tmp_pat
     assert run.queries.page(queries.Filters(text="@b/"))["episode_id"].tolist() == [other]
 
 
+def test_a_large_runs_repeated_ids_are_kept_with_its_index_until_its_files_change(tmp_path, monkeypatch):
+    # A run read from its partitions (as one of a million rollouts is) keeps the answer to "which ids repeat"
+    # beside them: a fresh process does not count every id again, and a new file means a new count.
+    from ares_viewer.runs import run as run_module
+    from ares_viewer.runs.index import joins
+
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 0)
+    doc = synthetic.episode_dict(actions=2, seed=5)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        synthetic.write_episode(tmp_path / name, doc)
+    ids = [doc["episode_id"], f"{doc['episode_id']}@b/{doc['episode_id']}.json"]
+    first = ares_viewer.open_run(tmp_path)
+    assert first.episode_ids == ids
+    folder = pathlib.Path(first._store.folder)
+    (kept,) = folder.glob("renamed-*.json")
+
+    counted = []
+    counting = joins.renamed
+    monkeypatch.setattr(joins, "renamed", lambda *a: counted.append(a) or counting(*a))
+    monkeypatch.setattr(run_module, "_TABLES", type(run_module._TABLES)(maxsize=8))  # as in a fresh process
+    again = ares_viewer.open_run(tmp_path)
+    assert again.episode_ids == ids and again.warnings == first.warnings and not counted
+
+    kept.write_bytes(b"{not json")  # a damaged answer is worked out again, and kept anew
+    monkeypatch.setattr(run_module, "_TABLES", type(run_module._TABLES)(maxsize=8))
+    assert ares_viewer.open_run(tmp_path).episode_ids == ids and len(counted) == 1
+
+    (tmp_path / "c").mkdir()
+    synthetic.write_episode(tmp_path / "c", doc)
+    grown = ares_viewer.open_run(tmp_path)
+    assert len(grown) == 3 and len(counted) == 2
+    assert any("appears in 3 files" in message for _, message in grown.warnings)
+    assert len(list(folder.glob("renamed-*.json"))) == 1  # only the answer for the parts of now
+
+
 def test_a_run_left_open_outlives_partitions_another_process_replaced(tmp_path, monkeypatch):
     monkeypatch.setattr(table, "IN_MEMORY_ROWS", 0)  # read from its partitions, as a large run is
     run_dir = tmp_path / "run"

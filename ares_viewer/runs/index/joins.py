@@ -10,11 +10,15 @@ millions of rollouts with none of them joins nothing.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
-from collections.abc import Mapping
+import pathlib
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
+import orjson
 
 from ares_viewer.base import locations
 from ares_viewer.formats.adapters import atif
@@ -127,3 +131,50 @@ def renamed(con: duckdb.DuckDBPyConnection, location: str) -> Renamed:
                                     f"keeps the id, the others are listed as {original}@<path>"))
     return Renamed({"path": ("VARCHAR", paths), "_seq": ("BIGINT", seqs), "episode_id": ("VARCHAR", keys)},
                    originals, warnings)
+
+
+_KEPT = "renamed-"
+
+
+def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.Path, parts: Sequence[str]
+                 ) -> Renamed:
+    """:func:`renamed`, kept in the index's ``folder`` for these ``parts``: part files are never rewritten (each
+    write makes a new one; their size and mtime are in the key as well), so the same parts and location give the
+    same answer, and a fresh process opening a run of a million rollouts does not count its ids again (0.15 s of
+    its first page). A kept answer that cannot be read, or a folder that cannot be written, only costs the count."""
+    try:
+        stamps = [(part, (found := os.stat(part)).st_size, found.st_mtime_ns) for part in parts]
+    except OSError:
+        return renamed(con, location)
+    key = hashlib.sha256(orjson.dumps([location, stamps])).hexdigest()[:32]
+    kept = folder / f"{_KEPT}{key}.json"
+    try:
+        return _from_kept(orjson.loads(kept.read_bytes()))
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        pass
+    answer = renamed(con, location)
+    table = {name: values for name, (_, values) in answer.table.items()} if answer.table is not None else None
+    tmp = folder / f".{_KEPT}{uuid.uuid4().hex}.tmp"
+    try:
+        tmp.write_bytes(orjson.dumps({"table": table, "originals": answer.originals, "warnings": answer.warnings}))
+        os.replace(tmp, kept)
+        for old in folder.glob(f"{_KEPT}*.json"):  # the answers for earlier parts: never asked again
+            if old != kept:
+                old.unlink(missing_ok=True)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return answer
+
+
+def _from_kept(saved: dict[str, Any]) -> Renamed:
+    table = saved["table"]
+    columns: store.Columns | None = None
+    if table is not None:
+        paths, seqs, keys = (list(table[name]) for name in ("path", "_seq", "episode_id"))
+        if not (len(paths) == len(seqs) == len(keys)) or not all(isinstance(s, int) for s in seqs) \
+                or not all(isinstance(text, str) for text in (*paths, *keys)):
+            raise ValueError("a kept answer of another shape")
+        columns = {"path": ("VARCHAR", paths), "_seq": ("BIGINT", seqs), "episode_id": ("VARCHAR", keys)}
+    originals = {str(k): str(v) for k, v in saved["originals"].items()}
+    warnings = [(str(path), str(message)) for path, message in saved["warnings"]]
+    return Renamed(columns, originals, warnings)

@@ -59,7 +59,9 @@ class EpisodeTable:
         small = sum(e.rows for e in entries.values() if e.part) <= IN_MEMORY_ROWS
         self.con.execute(f"CREATE {'TABLE' if small else 'VIEW'} raw_episodes AS SELECT * FROM {source}")
         changed = joins.overrides(self.con, self.reports, self.trials)
-        repeated = joins.renamed(self.con, location)
+        # A big run's id count is kept beside its parts; a small one's is quicker to do again.
+        repeated = joins.renamed(self.con, location) if small else joins.renamed_kept(
+            self.con, location, target.folder, parts)
         self.verdicts: verdicts.Verdicts = changed.verdicts
         self.errors = list(changed.verdicts.errors)
         self.notes = [*changed.verdicts.notes, *repeated.warnings]

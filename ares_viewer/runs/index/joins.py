@@ -129,8 +129,12 @@ def renamed(con: duckdb.DuckDBPyConnection, location: str) -> Renamed:
         listed = [r[1] for r in rows]
         warnings.append((keeper[1], f"episode id {original} appears in {len(listed)} files: {listed}; this one "
                                     f"keeps the id, the others are listed as {original}@<path>"))
-    return Renamed({"path": ("VARCHAR", paths), "_seq": ("BIGINT", seqs), "episode_id": ("VARCHAR", keys)},
-                   originals, warnings)
+    return Renamed(_renamed_table(paths, seqs, keys), originals, warnings)
+
+
+def _renamed_table(paths: list[str], seqs: list[int], keys: list[str]) -> store.Columns:
+    """The renamed rows as ``store.select_of`` columns: each row's file and place in it, and its key."""
+    return {"path": ("VARCHAR", paths), "_seq": ("BIGINT", seqs), "episode_id": ("VARCHAR", keys)}
 
 
 _KEPT = "renamed-"
@@ -174,7 +178,7 @@ def _from_kept(saved: dict[str, Any]) -> Renamed:
         if not (len(paths) == len(seqs) == len(keys)) or not all(isinstance(s, int) for s in seqs) \
                 or not all(isinstance(text, str) for text in (*paths, *keys)):
             raise ValueError("a kept answer of another shape")
-        columns = {"path": ("VARCHAR", paths), "_seq": ("BIGINT", seqs), "episode_id": ("VARCHAR", keys)}
+        columns = _renamed_table(paths, seqs, keys)
     originals = {str(k): str(v) for k, v in saved["originals"].items()}
     warnings = [(str(path), str(message)) for path, message in saved["warnings"]]
     return Renamed(columns, originals, warnings)

@@ -40,3 +40,38 @@ def test_many_small_refreshes_are_merged_into_one_partition(tmp_path, monkeypatc
     parts = {e.part for e in run.index_store.read_manifest().values() if e.part}
     assert len(parts) <= 3
     assert run.episodes["episode_id"].is_unique and len(run.episodes) == 70
+
+
+def test_kept_answers_follow_the_run_and_are_the_callers_own(tmp_path, monkeypatch):
+    """A page that runs again gets its figures without asking DuckDB again; a refresh that finds new rollouts
+    answers anew, and a caller that changes its answer changes nobody else's."""
+    from ares_viewer.runs.index import queries
+
+    asked: list[str] = []
+    original = queries.Queries._df
+
+    def counted(self, sql, params=()):
+        asked.append(sql)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(queries.Queries, "_df", counted)
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir / "a", 2000)
+    run = ares_viewer.open_run(run_dir)
+    first = run.queries.per_task()
+    bands = run.queries.reward_bands(bins=20)
+    before = len(asked)
+    again, total = run.queries.per_task()
+    assert len(asked) == before  # kept: the same table, the same question
+    assert again.equals(first[0]) and total == first[1]
+    again.loc[:, "attempts"] = -1  # the caller's copy
+    assert run.queries.per_task()[0].equals(first[0])
+    assert run.queries.reward_bands(bins=10)["episodes"].sum() == bands["episodes"].sum()
+    assert len(asked) == before + 1  # another question is asked
+
+    assert run.queries.reward_histogram()["episodes"].sum() == 2000
+
+    bench_scale.write_run(run_dir / "b", 2000, seed=3)
+    run.refresh()
+    assert run.queries.reward_histogram()["episodes"].sum() == 4000  # the grown run's, not the kept answer
+    assert run.queries.stats()["episodes"] == 4000

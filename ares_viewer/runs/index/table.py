@@ -8,6 +8,7 @@ loaded into Python until asked for.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 # no file (the episode list of 300 episodes in 3 ms instead of 8 to 20), and no partition replaced by another
 # process can fail it. A larger run is a view over its partitions, read by each query.
 IN_MEMORY_ROWS = 20_000
+# Each table's ``key``: never the same for two tables of one process, so what is kept of one table's answers is never
+# taken for another's (an object's ``id`` can come back after it is collected).
+_KEYS = itertools.count()
 
 
 def _empty_select() -> str:
@@ -42,10 +46,12 @@ class EpisodeTable:
         originals: the key of an episode listed under ``{id}@{path}`` -> its id in the file.
         notes: ``(path, message)`` warnings of the run as a whole (reports applied by location, repeated ids).
         errors: ``(path, reason)`` of reports that disagree.
+        key: this table's own number in the process (what ``Run.queries`` keeps its answers under).
     """
 
     def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "") -> None:
         self.con = duckdb.connect()
+        self.key = next(_KEYS)
         self._lock = threading.Lock()
         parts = target.live_parts(entries)
         self.reports: dict[str, dict[str, str]] = {

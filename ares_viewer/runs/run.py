@@ -7,7 +7,6 @@ parsed only when asked for, and a bounded cache keeps the recently opened ones.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import os
@@ -15,7 +14,7 @@ import re
 import shutil
 import threading
 import weakref
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import duckdb
@@ -26,7 +25,7 @@ from ares_viewer.base.cache import BoundedCache
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
-from ares_viewer.runs import sources
+from ares_viewer.runs import asked, sources
 from ares_viewer.runs.index import queries as index_queries
 from ares_viewer.runs.index import shared as index_shared
 from ares_viewer.runs.index import store
@@ -244,7 +243,7 @@ class Run:
     @property
     def queries(self) -> index_queries.Queries:
         """Aggregate and paging queries over the episode table (answers stay small at any run size)."""
-        return cast(index_queries.Queries, _Recovering(self))  # it answers every Queries method (__getattr__)
+        return cast(index_queries.Queries, asked.Recovering(self))  # it answers every Queries method (__getattr__)
 
     def _ask(self, how: str, sql: str, params: list | None = None) -> Any:
         """``rows`` or ``scalar`` of a query, recovering once from an index another process replaced."""
@@ -425,7 +424,7 @@ class Run:
 
     def stats(self) -> dict[str, Any]:
         """Headline figures of the run."""
-        with self._lock:  # the figures are kept per state of the index (``_ANSWERS``)
+        with self._lock:  # the figures are kept per state of the index (``asked.ANSWERS``)
             return {**self.queries.stats(), "errors": len(self.errors)}
 
     def __repr__(self) -> str:
@@ -436,70 +435,6 @@ class Run:
 
     def _repr_html_(self) -> str:
         return render.run_html(self)
-
-
-# The answers of ``Run.queries`` kept per episode table (a table is one state of an index and never changes): a page
-# that runs again (a filter changed under the overview's figures, a sort, a click) asks its figures again, and on a
-# run of a million episodes they took about 0.6 s of queries every time. Only questions whose answers stay small
-# are kept (``_KEPT``; ``failures`` without the ids of every failed episode), and each caller gets a copy of its own.
-_ANSWERS: BoundedCache[Any] = BoundedCache(maxsize=128)
-_KEPT = frozenset({"count", "stats", "failures", "values", "reward_range", "page", "attempts", "best_other",
-                   "unsolved_of_solved_task", "reward_histogram", "per_task", "reward_bands", "per_iteration",
-                   "actions_grid", "sample"})
-
-
-class _Recovering:
-    """``Run.queries``: each call is asked again on a refreshed index when the partitions it read are gone
-    (``Run._recovered``); a stream carries on after the last row it gave. Small answers are kept per table
-    (``_ANSWERS``)."""
-
-    def __init__(self, run: Run) -> None:
-        self._run = run
-
-    def _queries(self) -> index_queries.Queries:
-        return index_queries.Queries(self._run.table.cursor(), self._run.table.columns)
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._queries(), name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            def ask() -> Any:
-                return getattr(self._queries(), name)(*args, **kwargs)
-
-            def kept() -> Any:  # reads ``self._run.table`` anew: a refreshed index is another table, another key
-                key = (self._run.table.key, name, repr(args), repr(sorted(kwargs.items())))
-                return _ANSWERS.get_or_compute(key, ask)
-
-            if name not in _KEPT or kwargs.get("with_ids"):
-                return self._run._recovered(ask)
-            return copy.deepcopy(self._run._recovered(kept))
-
-        return call
-
-    def stream(self, filters: index_queries.Filters | None = None, *, columns: Sequence[str] | None = None,
-               limit: int | None = None, chunk: int = 8192) -> Iterator[pd.DataFrame]:
-        """``Queries.stream``. When the partitions it reads are replaced, it carries on over the refreshed index
-        after the last row it gave (run order): no row comes twice and none is skipped."""
-        after: tuple[str, int] | None = None
-        left = limit
-        chunks: Iterator[tuple[pd.DataFrame, tuple[str, int]]] | None = None
-
-        def pull() -> tuple[pd.DataFrame, tuple[str, int]] | None:
-            nonlocal chunks
-            if chunks is None:  # (again) after the last row given, over the index as it is now
-                chunks = self._queries().positioned(filters, columns=columns, limit=left, chunk=chunk, after=after)
-            try:
-                return next(chunks, None)
-            except Exception:
-                chunks = None  # a query that failed is over: asked again, it starts anew
-                raise
-
-        while (found := self._run._recovered(pull)) is not None:
-            frame, after = found
-            left = None if left is None else left - len(frame)
-            yield frame
 
 
 def open_run(location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None,

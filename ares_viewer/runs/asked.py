@@ -4,6 +4,7 @@ a refreshed index when the partitions they read were replaced, with their small 
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -56,8 +57,9 @@ class Recovering:
                 return getattr(self._queries(), name)(*args, **kwargs)
 
             def kept() -> Any:  # reads ``self._run.table`` anew: a refreshed index is another table, another key
-                key = (self._run.table.key, name, repr(args), repr(sorted(kwargs.items())))
-                return ANSWERS.get_or_compute(key, ask)
+                # The arguments as a digest: a filter may name thousands of labelled episodes.
+                asked_as = hashlib.blake2b(repr((args, sorted(kwargs.items()))).encode(), digest_size=16).digest()
+                return ANSWERS.get_or_compute((self._run.table.key, name, asked_as), ask)
 
             if name not in KEPT or kwargs.get("with_ids"):
                 return self._run._recovered(ask)

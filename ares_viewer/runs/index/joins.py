@@ -13,14 +13,13 @@ import dataclasses
 import hashlib
 import os
 import pathlib
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
 import orjson
 
-from ares_viewer.base import locations
+from ares_viewer.base import atomic, locations
 from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.runs.index import store
@@ -158,15 +157,14 @@ def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.
         pass
     answer = renamed(con, location)
     table = {name: values for name, (_, values) in answer.table.items()} if answer.table is not None else None
-    tmp = folder / f".{_KEPT}{uuid.uuid4().hex}.tmp"
-    try:
-        tmp.write_bytes(orjson.dumps({"table": table, "originals": answer.originals, "warnings": answer.warnings}))
-        os.replace(tmp, kept)
+    try:  # staged and renamed in; what a killed writer left is swept at the next write
+        atomic.write_bytes(kept, orjson.dumps({"table": table, "originals": answer.originals,
+                                               "warnings": answer.warnings}))
         for old in folder.glob(f"{_KEPT}*.json"):  # the answers for earlier parts: never asked again
             if old != kept:
                 old.unlink(missing_ok=True)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except OSError:  # a folder that cannot be written: no staging left behind
+        atomic.staging(kept).unlink(missing_ok=True)
     return answer
 
 

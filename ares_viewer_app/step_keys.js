@@ -15,8 +15,12 @@
   // The step the page has finished drawing (the marker comes last in the step panes) and the URL's step.
   const drawn = () => document.querySelector("[data-ares-step]")?.getAttribute("data-ares-step");
   const named = () => new URLSearchParams(window.location.search).get("step");
+  // The step the slider shows: a press sends the slider's value with it, and until the slider has drawn the new
+  // step that value is the step before (the server lets the press win, but waiting keeps the two agreed).
+  const slid = () => document.querySelector('.st-key-episode-slider input[type="range"]')?.value;
+  const behind = () => named() !== null && (drawn() !== named() || (slid() !== undefined && slid() !== named()));
   async function settle() {
-    for (let i = 0; i < 400 && (running() || (named() !== null && drawn() !== named())); i++) await sleep(25);
+    for (let i = 0; i < 400 && (running() || behind()); i++) await sleep(25);
   }
   // On a page just opened, the step panes' marker can be drawn before Streamlit has drawn its buttons (their
   // containers are there, empty): a key pressed then waits for its button (up to 5 s) instead of being lost.

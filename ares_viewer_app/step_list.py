@@ -172,6 +172,24 @@ def _go(k: int) -> None:
     state.update(step=k)
 
 
+# What else moves the step: the navigation buttons (their keys) and the step pickers (a click on the step list or
+# the timeline). A press of any of them carries the slider's value too.
+_BUTTONS = ("episode_first", "episode_prev", "episode_next", "episode_last", "episode_prev_failed",
+            "episode_next_failed")
+_PICKERS = ("episode.list", "episode.timeline")
+
+
+def _slid() -> None:
+    """The slider moved. A move by another control in the same run wins: the slider sends the value it shows,
+    which, until it has drawn the step the last move named, is that move's step before (a second fast "Next"
+    would otherwise take the view back)."""
+    if any(st.session_state.get(key) for key in _BUTTONS):
+        return
+    if any((st.session_state.get(key) or {}).get("step") is not None for key in _PICKERS):
+        return
+    _go(st.session_state["episode.slider"])
+
+
 def _jump(last: int, targets: tuple[int, ...], forward: bool) -> None:
     k = min(max(state.get_int("step", 1 if last else 0), 0), last)
     found = [t for t in targets if t > k] if forward else [t for t in targets if t < k][::-1]
@@ -194,7 +212,7 @@ def navigation(episode: model.Episode, k: int) -> None:
     if last > 0:
         st.session_state["episode.slider"] = k
         st.slider("Step", 0, last, key="episode.slider", label_visibility="collapsed",
-                  on_change=lambda: _go(st.session_state["episode.slider"]))
+                  on_change=_slid)
 
 
 def failed_navigation(episode: model.Episode, k: int) -> None:

@@ -386,3 +386,23 @@ def test_the_step_list_shades_the_current_step_alone_and_follows_stepping(runs, 
     assert page_text.step_list_marks(at) == (3, [])
     at.button(key="episode_next").click().run()
     assert page_text.step_list_marks(at) == (4, [])
+
+
+def test_a_press_with_the_slider_not_yet_moved_goes_from_the_current_step(runs, app):
+    # Two fast "Next" presses: the second reaches the server while the slider still shows the step before the first
+    # (it sends that value with the press). The press moves from the step the page is on, and the slider's stale
+    # value does not take the view back.
+    at = open_step(app, runs, step=3)
+    at.button(key="episode_next").click().run()
+    assert at.query_params["step"] == "4"
+    at.slider(key="episode.slider").set_value(3)
+    at.button(key="episode_next").click().run()
+    assert at.query_params["step"] == "5"
+    assert caption_of_step(at).startswith("step 5")
+    assert at.slider(key="episode.slider").value == 5
+    at.slider(key="episode.slider").set_value(5)
+    at.button(key="episode_prev").click().run()
+    assert at.query_params["step"] == "4"
+    # The slider alone still moves the view.
+    at.slider(key="episode.slider").set_value(1).run()
+    assert at.query_params["step"] == "1"

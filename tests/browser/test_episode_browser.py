@@ -57,6 +57,8 @@ def test_six_fast_j_presses_land_on_step_six_and_shift_j_finds_failures(page, ap
     page.wait_for_timeout(1500)  # no late press moves it further
     assert re.search(r"step=6(&|$)", page.url)
     expect(page.locator(".ares-steps tr.current[data-step='6']")).to_have_count(1)
+    # The key script waits for the slider to show the step (a press sends the slider's value): it finds it so.
+    expect(page.locator('.st-key-episode-slider input[type="range"]')).to_have_value("6")
     page.keyboard.press("k")
     page.keyboard.press("k")
     expect(page).to_have_url(re.compile(r"step=4(&|$)"))

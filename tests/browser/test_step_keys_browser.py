@@ -55,3 +55,16 @@ def test_a_key_where_there_are_no_step_panes_is_left_to_the_page(page):
     page.wait_for_timeout(300)
     assert page.evaluate("window.__taken") is False
     assert page.evaluate("window.__clicks") is None
+
+
+def test_a_key_waits_until_the_slider_shows_the_step_the_url_names(page):
+    # The slider still shows step 2 (it draws later than the step panes' marker): a press now would send 2 with it.
+    open_keys_page(page, '<div data-ares-step="3"></div><div class="st-key-episode-slider">'
+                         '<input type="range" min="0" max="9" value="2"></div>')
+    page.evaluate(DRAW_NEXT)
+    page.keyboard.press("j")
+    page.wait_for_timeout(400)
+    assert page.evaluate("window.__clicks") is None  # held while the slider is behind
+    page.evaluate("document.querySelector('input[type=range]').value = '3'")
+    page.wait_for_function("new URLSearchParams(location.search).get('step') === '4'")
+    assert page.evaluate("window.__clicks") == 1

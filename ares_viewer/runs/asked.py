@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ares_viewer.base.cache import BoundedCache
+from ares_viewer.runs.index import kept as kept_answers
 from ares_viewer.runs.index import queries as index_queries
 from ares_viewer.runs.index import table as index_table
 
@@ -30,6 +31,7 @@ class Asker(Protocol):
 # that runs again (a filter changed under the overview's figures, a sort, a click) asks its figures again, and on a
 # run of a million episodes they took about 0.6 s of queries every time. Only questions whose answers stay small
 # are kept (``KEPT``; ``failures`` without the ids of every failed episode), and each caller gets a copy of its own.
+# A big run's answers are also kept on disk beside its index (``index.kept``), for the next process that opens it.
 ANSWERS: BoundedCache[Any] = BoundedCache(maxsize=128)
 KEPT = frozenset({"count", "stats", "failures", "values", "reward_range", "page", "attempts", "best_other",
                    "unsolved_of_solved_task", "reward_histogram", "per_task", "reward_bands", "per_iteration",
@@ -58,8 +60,10 @@ class Recovering:
 
             def kept() -> Any:  # reads ``self._run.table`` anew: a refreshed index is another table, another key
                 # The arguments as a digest: a filter may name thousands of labelled episodes.
-                asked_as = hashlib.blake2b(repr((args, sorted(kwargs.items()))).encode(), digest_size=16).digest()
-                return ANSWERS.get_or_compute((self._run.table.key, name, asked_as), ask)
+                asked_as = hashlib.blake2b(repr((args, sorted(kwargs.items()))).encode(), digest_size=16).hexdigest()
+                table = self._run.table
+                return ANSWERS.get_or_compute((table.key, name, asked_as), lambda: kept_answers.answer(
+                    table.folder, table.state, f"{name}-{asked_as}.json", ask))
 
             if name not in KEPT or kwargs.get("with_ids"):
                 return self._run._recovered(ask)

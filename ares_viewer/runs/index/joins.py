@@ -10,7 +10,6 @@ millions of rollouts with none of them joins nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ import orjson
 from ares_viewer.base import atomic, locations
 from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
+from ares_viewer.runs.index import kept as kept_answers
 from ares_viewer.runs.index import store
 
 # The columns a trial result or a report's verdict may change; the view takes them from ``overrides``.
@@ -145,11 +145,9 @@ def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.
     write makes a new one; their size and mtime are in the key as well), so the same parts and location give the
     same answer, and a fresh process opening a run of a million rollouts does not count its ids again (0.15 s of
     its first page). A kept answer that cannot be read, or a folder that cannot be written, only costs the count."""
-    try:
-        stamps = [(part, (found := os.stat(part)).st_size, found.st_mtime_ns) for part in parts]
-    except OSError:
+    key = kept_answers.state(location, parts, {})
+    if key is None:
         return renamed(con, location)
-    key = hashlib.sha256(orjson.dumps([location, stamps])).hexdigest()[:32]
     kept = folder / f"{_KEPT}{key}.json"
     try:
         return _from_kept(orjson.loads(kept.read_bytes()))

@@ -17,7 +17,7 @@ import duckdb
 import orjson
 
 from ares_viewer.formats.sidecars import harbor, verdicts
-from ares_viewer.runs.index import joins, queries, store
+from ares_viewer.runs.index import joins, kept, queries, store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +47,8 @@ class EpisodeTable:
         notes: ``(path, message)`` warnings of the run as a whole (reports applied by location, repeated ids).
         errors: ``(path, reason)`` of reports that disagree.
         key: this table's own number in the process (what ``Run.queries`` keeps its answers under).
+        state: a big run's index state (``kept.state``: its answers are kept on disk under it in ``folder``, the
+            index's own); None for a run small enough to ask again.
     """
 
     def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "") -> None:
@@ -65,7 +67,9 @@ class EpisodeTable:
         small = sum(e.rows for e in entries.values() if e.part) <= IN_MEMORY_ROWS
         self.con.execute(f"CREATE {'TABLE' if small else 'VIEW'} raw_episodes AS SELECT * FROM {source}")
         changed = joins.overrides(self.con, self.reports, self.trials)
-        # A big run's id count is kept beside its parts; a small one's is quicker to do again.
+        # A big run's id count, and its answers, are kept beside its parts; a small one's are quicker to do again.
+        self.folder = target.folder
+        self.state = None if small else kept.state(location, parts, {"reports": self.reports, "trials": self.trials})
         repeated = joins.renamed(self.con, location) if small else joins.renamed_kept(
             self.con, location, target.folder, parts)
         self.verdicts: verdicts.Verdicts = changed.verdicts

@@ -1,0 +1,91 @@
+"""A big run's answers kept beside its index (``index.kept``): a fresh process reads them instead of asking, they
+follow the index, and what is kept comes back exactly or is not kept at all."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ares_viewer
+from ares_viewer.runs import asked
+from ares_viewer.runs.index import kept, queries, table
+from benchmarks import bench_scale
+
+
+def _fresh_process() -> None:
+    """What a new server starts with: no answer in memory."""
+    asked.ANSWERS.clear()
+
+
+def test_a_fresh_process_reads_the_kept_answers_and_a_grown_run_asks_anew(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 100)  # this run counts as big: its answers are kept on disk
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir / "a", 2000)
+    run = ares_viewer.open_run(run_dir)
+    first = (run.queries.stats(), run.queries.failures(), run.queries.reward_bands(bins=20),
+             run.queries.sample(200), run.queries.per_task(), run.queries.reward_range())
+    home = run.table.folder / kept.FOLDER / run.table.state
+    assert len(list(home.iterdir())) == 6
+    assert not any(p.name.startswith(kept.FOLDER) for p in run_dir.rglob("*"))  # the run folder is not written to
+
+    _fresh_process()
+    asking: list[str] = []
+    monkeypatch.setattr(queries.Queries, "_df", lambda self, sql, params=(): asking.append(sql))
+    monkeypatch.setattr(queries.Queries, "_aggregate", lambda self, sql, params=(): asking.append(sql))
+    again = ares_viewer.open_run(run_dir)
+    assert again.table.state == run.table.state
+    read = (again.queries.stats(), again.queries.failures(), again.queries.reward_bands(bins=20),
+            again.queries.sample(200), again.queries.per_task(), again.queries.reward_range())
+    assert asking == []  # read from disk, not asked
+    assert read[0] == first[0] and read[5] == first[5]
+    for got, want in ((read[1], first[1]), (read[2], first[2]), (read[3], first[3]), (read[4][0], first[4][0])):
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert read[4][1] == first[4][1]
+    monkeypatch.undo()
+
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 100)
+    bench_scale.write_run(run_dir / "b", 2000, seed=3)
+    again.refresh()
+    assert again.table.state != run.table.state
+    assert again.queries.stats()["episodes"] == 4000  # the grown run's, not the kept answer
+    assert not home.exists()  # the earlier state's answers are gone with it
+
+
+def test_a_kept_answer_that_cannot_be_read_is_asked_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 100)
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 2000)
+    run = ares_viewer.open_run(run_dir)
+    want = run.queries.stats()
+    home = run.table.folder / kept.FOLDER / run.table.state
+    (answer,) = home.iterdir()
+    for spoiled in (b"{not json", b'{"$frame": "!!"}', b"x" * (kept.MAX_BYTES + 1)):
+        answer.write_bytes(spoiled)
+        _fresh_process()
+        assert ares_viewer.open_run(run_dir).queries.stats() == want
+        assert kept.decode(answer.read_bytes()) == want  # and written over
+
+
+def test_a_small_run_keeps_nothing_on_disk(tmp_path):
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 200)
+    run = ares_viewer.open_run(run_dir)
+    run.queries.stats()
+    assert run.table.state is None
+    assert not (run.table.folder / kept.FOLDER).exists()
+
+
+def test_values_come_back_exactly_or_are_not_kept():
+    frame = pd.DataFrame({"reason": ["a", None], "episodes": pd.array([3, None], dtype="Int64"),
+                          "share": [0.5, math.nan], "band": pd.Categorical(["x", "y"])}, index=[4, 7])
+    value = {"n": 3, 2: (1.5, None, [True, "t"]), "nan": math.nan, "inf": -math.inf, "frame": (frame, 2)}
+    back = kept.decode(kept.encode(value))
+    assert set(back) == set(value) and back[2] == (1.5, None, [True, "t"]) and type(back[2]) is tuple
+    assert math.isnan(back["nan"]) and back["inf"] == -math.inf
+    pd.testing.assert_frame_equal(back["frame"][0], frame, check_exact=True)
+    for unkept in (np.int64(3), {"x": np.float32(1)}, 2 ** 70, pd.DataFrame({"mixed": [1, "a"]}), object()):
+        with pytest.raises(kept.UnkeptError):
+            kept.encode(unkept)

@@ -354,6 +354,11 @@ def main() -> None:
             print(f"{what} in Chromium (median of 3 fresh servers): {args.rollouts:,} rollouts {big_s:.2f} s, "
                   f"{args.small} rollouts {small_s:.2f} s; RATIO {ratio:.2f}  (target <= {target:g}: "
                   f"{'ok' if ratio <= target else 'MISSED'})")
+        # A big run's answers are kept beside its index (index.kept): the first server asks them, the next read them.
+        first = visits[0][0]["overview", "big"] / visits[0][0]["overview", "small"]
+        print(f"  overview per fresh server, {args.rollouts:,} / {args.small} rollouts: "
+              + ", ".join(f"{v[0]['overview', 'big']:.2f} / {v[0]['overview', 'small']:.2f} s" for v in visits)
+              + f"; the first (answers asked, then kept beside the index) RATIO {first:.2f}, the later ones read them")
         print(f"  streamlit server peak RSS: {server_kb / 1024:.0f} MB  (target < 1024 MB: "
               f"{'ok' if server_kb < 1024 * 1024 else 'MISSED'})")
     if args.ray and args.format == "tinker":

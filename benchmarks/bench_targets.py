@@ -16,6 +16,10 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
   floor at a page's path: the same element as the page at ``/p`` of a two-page app. A link to a path (``/episode``)
   opens later than one to ``/``: Streamlit's browser code first looks for its server under the path
   (``/p/_stcore/health``), and only after that fails, at ``/``;
+- the floor of the Episode page's elements: a page of the kinds and number of elements the Episode page draws (its
+  pickers, buttons, slider, toggles, a 200-row step list and timeline as plain HTML, the step's texts, the review
+  form) with fixed content, at ``/p``, to its step marker (last, as on the page) and to idle: a lower bound of the
+  Episode page's content in this server and browser;
 - Inspect AI's time to open one sample of the same episode (``read_eval_log_sample``) from a ``.eval`` log written by
   Inspect's own writer, where ``inspect-ai`` is installed.
 
@@ -41,6 +45,49 @@ _TIMELINE = """(k) => document.querySelector(`.ares-timeline [data-current-step=
 
 _STEP_LIST = ".ares-steps tr.current"
 _PLOT = ".ares-timeline svg"
+
+
+# A lower bound of the Episode page: the kinds and number of elements it draws at a step of a 200-step episode (53
+# element containers: pickers, navigation buttons, slider, toggles, a 200-row step list and a 200-step timeline,
+# the step's texts, the review form), every one with fixed content, no run read, the step list and timeline as
+# plain HTML rather than components (lighter than the page's), and the step marker last, as on the page.
+_LIKE_EPISODE = """
+import streamlit as st
+rows = "".join(f"<tr><td>{k}</td><td>{'action' if k else 'first'}</td><td>{k % 3}</td><td>grep -n foo src/f{k}.py</td>"
+               "<td></td></tr>" for k in range(200))
+bars = "".join(f'<rect x="{k * 6}" y="{40 - k % 37}" width="5" height="{k % 37 + 1}"/>' for k in range(200))
+st.markdown("#### calc__calc-3 · failed")
+st.html('<div class="figures">' + "".join(f"<span><b>{k * 7}</b> figure {k}</span>" for k in range(6)) + "</div>")
+st.selectbox("Episode", [f"episode-{k:04d} · calc__calc-3 · 0.0" for k in range(200)], key="pick")
+for column, name in zip(st.columns(4), ("First", "Prev", "Next", "Last")):
+    column.button(name, icon=":material/chevron_right:", key=name)
+st.slider("Step", 0, 199, 100, key="slider", label_visibility="collapsed")
+top = st.columns([3, 2])
+top[0].toggle("Failed steps only", key="failed")
+pair = top[1].columns(2)
+pair[0].button(":material/keyboard_double_arrow_left:", key="prev_failed")
+pair[1].button(":material/keyboard_double_arrow_right:", key="next_failed")
+st.html(f"<table>{rows}</table>")
+st.html(f'<svg width="1200" height="80">{bars}</svg>')
+st.segmented_control("View", ["Step", "Transcript"], default="Step", key="view")
+st.caption("step 100 (MID) · action · rc 1")
+for k in range(8):
+    st.markdown(f"**user** · {k * 40} chars")
+    st.html(f"<pre>{'output line ' * 40}</pre>")
+st.toggle("Response diff", key="diff")
+st.radio("Response diff against", ["previous step", "another episode"], horizontal=True, key="against")
+st.toggle("Full context", key="full")
+st.toggle("System prompt", key="system")
+st.checkbox("Labelled only", key="labelled")
+st.markdown("#### Review notes")
+for name in ("Your name", "Label", "File (optional)", "Line", "Tag"):
+    st.text_input(name, key=name)
+st.text_area("Note", key="note")
+st.selectbox("Kind", ["note", "label"], key="kind")
+for k in range(4):
+    st.button(f"Action {k}", key=f"action{k}")
+st.html('<div data-ares-step="1"></div>')
+"""
 
 
 def write_pair(folder: pathlib.Path, actions: int, output_chars: int) -> tuple[str, str]:
@@ -103,7 +150,13 @@ def main() -> None:
             chromium.shown(page, url + path, "[data-ares-step='1']")
             return [chromium.shown(page, url + path, "[data-ares-step='1']") for _ in range(args.repeat)]
 
+    like_script = work / "like_episode.py"  # the Episode page's kinds of elements, at /p of a two-page app
+    like_script.write_text(_LIKE_EPISODE)
+    like_paths = work / "like_paths.py"
+    like_paths.write_text("import streamlit as st\nst.navigation([st.Page(lambda: None, title='home', default=True), "
+                          f"st.Page({str(like_script)!r}, url_path='p')]).run()\n")
     floor, floor_path = floor_times(floor_script, ""), floor_times(paths_script, "/p")
+    like = floor_times(like_paths, "/p")
     compare = []
     for n in range(args.repeat):  # each cold: a fresh server
         with chromium.served_page(env, work / f"server-{n}.log") as (page, url):
@@ -147,6 +200,9 @@ def main() -> None:
         ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
         ("floor at a page's path (/p), idle", min(i for _, i in floor_path), "the same page, opened at a path"),
+        ("floor of the Episode page's elements (/p): marker", min(c for c, _ in like),
+         "its widgets and 53 elements, fixed content"),
+        ("floor of the Episode page's elements (/p): idle", min(i for _, i in like), "no run read, no component"),
         (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
         (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "its current row, as the page recorded it"),
         (f"Episode page step {mid}, warm: content", t_content, verdict(t_content, 0.5)),

@@ -10,11 +10,14 @@ Every text from a file is escaped.
 
 from __future__ import annotations
 
+import base64
 import html
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
+import streamlit as st
 
 from ares_viewer.analysis import plots
 from ares_viewer_app import step_component
@@ -37,6 +40,7 @@ function draw(root, data) {
 """
 _CSS = """
 .ares-timeline svg { width: 100%; height: auto; display: block; font-family: inherit; }
+[class*="st-key-"][class*="_timeline_box"]:has(.ares-timeline svg) .ares-timeline-picture { display: none !important; }
 .ares-timeline [data-step] { cursor: pointer; }
 .ares-timeline [data-step]:hover { fill: rgba(128, 128, 128, 0.12); }
 """
@@ -161,9 +165,29 @@ def marked(svg: str, steps: Sequence[int], current: int | None) -> str:
     return svg.replace(_CURRENT_MARK, shade, 1)
 
 
-def show(svg: str, steps: Sequence[int], current: int | None, key: str, on_click: Callable[[int], None]) -> None:
+def picture(svg: str, steps: Sequence[int], current: int | None) -> str:
+    """The timeline as a still picture, for ``st.html``: an image of the SVG (its hover texts left out, as an image
+    shows none), step ``current`` shaded, as wide as the chart. Drawn with the page's other HTML, where the component
+    (hover texts, clicks) comes a few frames later (#33: the timeline with the content); the component's CSS hides
+    the picture once it has drawn (``!important``: Streamlit's own rules for HTML come later)."""
+    still = _TITLES.sub("", marked(svg, steps, current))
+    data = base64.b64encode(still.encode("utf-8")).decode("ascii")
+    shaded = "" if current is None else str(int(current))
+    return (f'<img class="ares-timeline-picture" data-current-step="{shaded}" alt="" '
+            f'width="100%" src="data:image/svg+xml;base64,{data}">')
+
+
+_TITLES = re.compile(r"<title>.*?</title>", re.S)
+
+
+def show(svg: str, steps: Sequence[int], current: int | None, key: str, on_click: Callable[[int], None], *,
+         still: bool = False) -> None:
     """The timeline ``svg`` with step ``current`` shaded; a click on a step calls ``on_click`` with its index
-    before the page runs again."""
-    # "drawing" names what is drawn, so the script replaces the SVG only when it changed.
-    step_component.show(_component, key, {"svg": marked(svg, steps, current), "drawing": f"{hash(svg)}.{current}"},
-                        on_click)
+    before the page runs again. ``still``: its ``picture`` first, until the component has drawn (a page just
+    opened)."""
+    with st.container(key=f"{key.replace('.', '_')}_timeline_box"):
+        if still:
+            st.html(picture(svg, steps, current))
+        # "drawing" names what is drawn, so the script replaces the SVG only when it changed.
+        step_component.show(_component, key, {"svg": marked(svg, steps, current),
+                                              "drawing": f"{hash(svg)}.{current}"}, on_click)

@@ -160,7 +160,16 @@ def step_timeline(where: str, episode: model.Episode, k: int | None) -> None:
     labels = review_panel.step_labels(where, episode.episode_id)
     marks = tuple((step, tuple(names)) for step, names in sorted(labels.items()))
     svg, steps = loaders.step_timeline(where, episode.episode_id, marks)
-    timeline.show(svg, steps, k, "episode.timeline", go_to)
+    # Its still picture on the page's full runs (a page just opened draws the component a few frames after the
+    # content), not on the panes' own reruns (a step moved: the component is there).
+    page_run = st.session_state.get(_PAGE_RUN)
+    still = st.session_state.get(_STILL_RUN) != page_run
+    st.session_state[_STILL_RUN] = page_run
+    timeline.show(svg, steps, k, "episode.timeline", go_to, still=still)
+
+
+# The page's full runs, counted (``show``); the last one whose timeline had its still picture.
+_PAGE_RUN, _STILL_RUN = "episode.page_run", "episode.still_run"
 
 
 def _messages(n: int) -> str:
@@ -362,6 +371,7 @@ def panes(where: str, episode_id: str) -> None:
 def show(run: ares_viewer.Run, where: str, episode: model.Episode) -> None:
     """The page for one episode of ``run`` (opened from ``where``): its header, then the step list and step view, the
     step timeline, and under it the decisive-step panel (below the fold, so the step view opens above it)."""
+    st.session_state[_PAGE_RUN] = st.session_state.get(_PAGE_RUN, 0) + 1
     header(run, episode)
     step_list.keys()
     panes(where, episode.episode_id)

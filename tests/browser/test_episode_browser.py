@@ -96,6 +96,26 @@ def test_the_step_timeline_shade_follows_j_and_k(page, app_url, runs_root, wait_
     page.wait_for_function(f"({_TIMELINE_MARK})() === '1'")
 
 
+def test_the_timeline_comes_as_a_picture_with_the_page_and_gives_way_to_the_chart(page, app_url, runs_root,
+                                                                                 wait_idle):
+    # A page just opened draws the timeline's still picture with its HTML (the chart's component comes a few frames
+    # later): it shades the step the page opened on, and is hidden once the chart is drawn, never both shown.
+    run = first_run(runs_root)
+    longest = run.episodes.sort_values("num_actions")["episode_id"].iloc[-1]
+    page.goto(episode_url(app_url, run_name(run), longest, step="2"))
+    still = page.locator("img.ares-timeline-picture")
+    expect(still).to_have_attribute("data-current-step", "2")
+    assert page.evaluate("document.querySelector('img.ares-timeline-picture').naturalWidth") > 0  # an image
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '2'")
+    expect(still).to_be_hidden()
+    ready_for_keys(page, wait_idle)
+    page.keyboard.press("j")
+    expect(page).to_have_url(re.compile(r"step=3(&|$)"))
+    page.wait_for_function(f"({_TIMELINE_MARK})() === '3'")
+    wait_idle(page)
+    expect(page.locator("img.ares-timeline-picture:visible")).to_have_count(0)
+
+
 def write_long_prompt_run(folder: pathlib.Path) -> tuple[str, int]:
     """A run whose step 3 answers a prompt that grew by a 10,000-character output; returns (episode, step)."""
     doc = synthetic.episode_dict(task_name="calc__calc-9", actions=5, output_chars=24_000, seed=21)

@@ -89,3 +89,17 @@ def test_values_come_back_exactly_or_are_not_kept():
     for unkept in (np.int64(3), {"x": np.float32(1)}, 2 ** 70, pd.DataFrame({"mixed": [1, "a"]}), object()):
         with pytest.raises(kept.UnkeptError):
             kept.encode(unkept)
+
+
+def test_a_state_keeps_its_newest_answers_within_its_bounds(tmp_path, monkeypatch):
+    monkeypatch.setattr(kept, "MOST", 3)
+    for n in range(5):
+        kept.answer(tmp_path, "s1", f"q{n}.json", lambda n=n: {"n": n})
+    assert sorted(p.name for p in (tmp_path / kept.FOLDER / "s1").iterdir()) == ["q2.json", "q3.json", "q4.json"]
+    monkeypatch.setattr(kept, "MOST_BYTES", 40)
+    kept.answer(tmp_path, "s1", "big.json", lambda: "x" * 30)
+    assert [p.name for p in (tmp_path / kept.FOLDER / "s1").iterdir()] == ["big.json"]  # the newest, within 40 bytes
+    assert kept.answer(tmp_path, "s1", "huge.json", lambda: "y" * (kept.MAX_BYTES + 1)) == "y" * (kept.MAX_BYTES + 1)
+    assert not (tmp_path / kept.FOLDER / "s1" / "huge.json").exists()  # too big to keep: asked again next time
+    kept.answer(tmp_path, "s2", "q.json", lambda: 1)  # another state's first answer
+    assert [p.name for p in (tmp_path / kept.FOLDER).iterdir()] == ["s2"]

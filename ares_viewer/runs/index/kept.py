@@ -11,8 +11,8 @@ state gives the same answers, so a kept answer is read instead of asked.
 Answers are written as JSON, with frames as Parquet inside it: a file in the folder is only ever read as data, never
 run (no pickle). What this cannot write exactly (a NaN index, a numpy scalar, an object column of mixed types) is not
 kept on disk, only in memory. A kept answer that cannot be read is asked again; a folder that cannot be written only
-costs the asking. Each state keeps at most ``MOST`` answers (the oldest go first), and a new state's first answer
-removes the earlier states' answers.
+costs the asking. Each state keeps at most ``MOST`` answers of ``MOST_BYTES`` in all (the oldest go first), none
+over ``MAX_BYTES``, and a new state's first answer removes the earlier states' answers.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from ares_viewer.base import atomic
 _T = TypeVar("_T")
 
 FOLDER = "answers"
-# Answers kept per index state (a filter asked makes answers of its own), and the largest one read back.
+# Answers kept per index state (a filter asked makes answers of its own), their bytes in all, and the largest one.
 MOST = 256
-MAX_BYTES = 16 * 1024 * 1024
+MOST_BYTES = 64 * 1024 * 1024
+MAX_BYTES = 4 * 1024 * 1024
 # The modules whose code shapes the answers: another version of them is another state.
 _SHAPERS = ("queries.py", "table.py", "joins.py", "store.py", "kept.py")
 
@@ -170,13 +171,17 @@ def answer(folder: pathlib.Path, at: str | None, name: str, ask: Callable[[], _T
 
 
 def _trim(home: pathlib.Path) -> None:
-    """At most ``MOST`` answers in ``home``: the least recently written go."""
+    """At most ``MOST`` answers of ``MOST_BYTES`` in all in ``home``: the least recently written go first."""
     found = []
     for entry in os.scandir(home):
         if not entry.name.startswith("."):
             try:
-                found.append((entry.stat().st_mtime_ns, entry.path))
+                stat = entry.stat()
             except OSError:
                 continue
-    for _, path in sorted(found)[:-MOST]:
-        pathlib.Path(path).unlink(missing_ok=True)
+            found.append((stat.st_mtime_ns, stat.st_size, entry.path))
+    kept = total = 0
+    for _, size, path in sorted(found, reverse=True):  # newest first
+        kept, total = kept + 1, total + size
+        if kept > MOST or total > MOST_BYTES:
+            pathlib.Path(path).unlink(missing_ok=True)

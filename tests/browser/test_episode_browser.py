@@ -266,3 +266,11 @@ def test_a_click_on_a_step_list_row_opens_that_step_and_file_text_stays_text(pag
     expect(page).to_have_url(re.compile(r"step=4(&|$)"))
     expect(step_caption(page)).to_contain_text("step 4 (")
     expect(page.locator(".ares-steps tr.current[data-step='4']")).to_have_count(1)
+    # The slider moves the view after a click on a row too (a move by the list wins only in the run of its click).
+    wait_idle(page)
+    slider = page.locator('.st-key-episode-slider input[type="range"]')
+    expect(slider).to_have_value("4")
+    slider.focus()
+    page.keyboard.press("ArrowLeft")
+    expect(page).to_have_url(re.compile(r"step=3(&|$)"))
+    expect(step_caption(page)).to_contain_text("step 3 (")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import duckdb
@@ -21,7 +21,6 @@ import orjson
 from ares_viewer.base import atomic, locations
 from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
-from ares_viewer.runs.index import kept as kept_answers
 from ares_viewer.runs.index import store
 
 # The columns a trial result or a report's verdict may change; the view takes them from ``overrides``.
@@ -139,16 +138,14 @@ def _renamed_table(paths: list[str], seqs: list[int], keys: list[str]) -> store.
 _KEPT = "renamed-"
 
 
-def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.Path, parts: Sequence[str]
-                 ) -> Renamed:
-    """:func:`renamed`, kept in the index's ``folder`` for these ``parts``: part files are never rewritten (each
-    write makes a new one; their size and mtime are in the key as well), so the same parts and location give the
-    same answer, and a fresh process opening a run of a million rollouts does not count its ids again (0.15 s of
-    its first page). A kept answer that cannot be read, or a folder that cannot be written, only costs the count."""
-    key = kept_answers.state(location, parts, {})
-    if key is None:
+def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.Path, state: str | None) -> Renamed:
+    """:func:`renamed`, kept in the index's ``folder`` for this index ``state`` (``kept.state``: its parts, never
+    rewritten, with their size and mtime, and its location), so a fresh process opening a run of a million rollouts
+    does not count its ids again (0.15 s of its first page). With no state (a part that cannot be seen), counted.
+    A kept answer that cannot be read, or a folder that cannot be written, only costs the count."""
+    if state is None:
         return renamed(con, location)
-    kept = folder / f"{_KEPT}{key}.json"
+    kept = folder / f"{_KEPT}{state}.json"
     try:
         return _from_kept(orjson.loads(kept.read_bytes()))
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):

@@ -71,7 +71,7 @@ class EpisodeTable:
         self.folder = target.folder
         self.state = None if small else kept.state(location, parts, {"reports": self.reports, "trials": self.trials})
         repeated = joins.renamed(self.con, location) if small else joins.renamed_kept(
-            self.con, location, target.folder, parts)
+            self.con, location, target.folder, self.state)
         self.verdicts: verdicts.Verdicts = changed.verdicts
         self.errors = list(changed.verdicts.errors)
         self.notes = [*changed.verdicts.notes, *repeated.warnings]

@@ -172,11 +172,11 @@ def _go(k: int) -> None:
     state.update(step=k)
 
 
-# What else moves the step: the navigation buttons (their keys) and the step pickers (a click on the step list or
-# the timeline). A press of any of them carries the slider's value too.
-_BUTTONS = ("episode_first", "episode_prev", "episode_next", "episode_last", "episode_prev_failed",
-            "episode_next_failed")
-_PICKERS = ("episode.list", "episode.timeline")
+# What else moves the step: the navigation buttons (the ones the keys press) and the step pickers (a click on the
+# step list or the timeline). A press of any of them carries the slider's value too.
+LIST_KEY, TIMELINE_KEY = "episode.list", "episode.timeline"
+_BUTTONS = tuple(sorted(set(_KEYS.values())))
+_PICKERS = (LIST_KEY, TIMELINE_KEY)
 
 
 def _slid() -> None:
@@ -253,7 +253,7 @@ def show(episode: model.Episode, k: int, labels: dict[int, list[str]], hits: tup
     # "drawing" names the rows, so the script builds the table only when they change, not at every step.
     drawing = str(hash((episode.episode_id, tuple(map(tuple, shown)))))
     with st.container(key="episode_steplist"):
-        step_component.show(_component, "episode.list",
+        step_component.show(_component, LIST_KEY,
                             {"columns": [COLUMNS[n] for n in columns], "rows": shown, "titles": titles, "current": k,
                              "hits": [step for step in steps if step in counts], "drawing": drawing}, _go)
     if k not in steps and failed_only:

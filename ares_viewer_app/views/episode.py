@@ -165,7 +165,7 @@ def step_timeline(where: str, episode: model.Episode, k: int | None) -> None:
     page_run = st.session_state.get(_PAGE_RUN)
     still = st.session_state.get(_STILL_RUN) != page_run
     st.session_state[_STILL_RUN] = page_run
-    timeline.show(svg, steps, k, "episode.timeline", go_to, still=still)
+    timeline.show(svg, steps, k, step_list.TIMELINE_KEY, go_to, still=still)
 
 
 # The page's full runs, counted (``show``); the last one whose timeline had its still picture.

@@ -1,5 +1,14 @@
-"""The app's entry file in a checkout: ``streamlit run app/main.py`` (the app itself is ``ares_viewer_app``)."""
+"""The app's entry file in a checkout: ``streamlit run app/main.py`` (the app itself is ``ares_viewer_app``).
 
-from ares_viewer_app import main
+``streamlit run`` first imports the file to find an app to serve (``app``: Streamlit's server with the app's page
+naming its server, ``ares_viewer_app.served``); then each session runs it as the script.
+"""
 
-main.run()
+import streamlit as st
+
+from ares_viewer_app import main, served
+
+if __name__ == "__main__":  # a session's run of the script
+    main.run()
+elif __name__ == served.IMPORTED_AS:
+    app = st.App(__file__, middleware=served.middleware())

@@ -14,7 +14,7 @@ import pathlib
 
 import streamlit as st
 
-from ares_viewer_app import pages, review_panel, state, widgets
+from ares_viewer_app import pages, review_panel, served, state, widgets
 
 ICON = str(pathlib.Path(__file__).resolve().parent / "icon.svg")
 
@@ -55,5 +55,7 @@ def run() -> None:
     page.run()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # a session's run of the script
     run()
+elif __name__ == served.IMPORTED_AS:  # ``streamlit run`` imports the file to find the app it serves
+    app = st.App(__file__, middleware=served.middleware())

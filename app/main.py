@@ -10,5 +10,5 @@ from ares_viewer_app import main, served
 
 if __name__ == "__main__":  # a session's run of the script
     main.run()
-elif __name__ == served.IMPORTED_AS:
+elif served.imported_to_serve(__name__, __file__):
     app = st.App(__file__, middleware=served.middleware())

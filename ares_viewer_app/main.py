@@ -57,5 +57,5 @@ def run() -> None:
 
 if __name__ == "__main__":  # a session's run of the script
     run()
-elif __name__ == served.IMPORTED_AS:  # ``streamlit run`` imports the file to find the app it serves
+elif served.imported_to_serve(__name__, __file__):  # ``streamlit run`` imports it to find its app
     app = st.App(__file__, middleware=served.middleware())

@@ -12,9 +12,10 @@ place the server answers. Nothing else is changed: other responses (scripts, sty
 pages, media, the websocket) pass through untouched, and the page is the same for every request (no request
 text is written into it).
 
-The entry files (``main.py`` here, a checkout's ``app/main.py``) set ``app = st.App(__file__,
-middleware=served.middleware())`` when ``streamlit run`` imports them to find an app to serve (it looks for that
-assignment in the file's text, then serves ``app``); each session's run of the script runs the pages as before. A Streamlit without ``st.App`` runs the script only, as before.
+``streamlit run`` imports the entry file (``main.py`` here, a checkout's ``app/main.py``) to find an app to
+serve: it looks for an assignment ``app = st.App(...)`` in the file's text. The entry files make it only when
+imported so (``imported_to_serve``), with ``NamedServer`` in front (``middleware``); each session's run of the
+script runs the pages as before. A Streamlit without ``st.App`` runs the script alone, as it always did.
 
 Importing this module does not import Streamlit.
 """
@@ -22,6 +23,7 @@ Importing this module does not import Streamlit.
 from __future__ import annotations
 
 import json
+import pathlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -31,13 +33,18 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# The name ``streamlit run`` gives an entry file it imports to find its app (the file's stem, as a top-level module).
-IMPORTED_AS = "main"
 # Paths under the server's base that are never the app's HTML page: Streamlit's API and websocket, its scripts and
 # styles, the components' own pages, media and the app's static files.
 _NOT_THE_PAGE = ("_stcore/", "static/", "component/", "media/", "app/static/")
 # Streamlit's page is about 1.5 KB; a larger HTML answer is passed on as it came.
 MAX_PAGE_BYTES = 256 * 1024
+
+
+def imported_to_serve(name: str, file: str) -> bool:
+    """Whether a module of this ``__name__`` and ``__file__`` is an entry file ``streamlit run`` imported to find
+    the app it serves (it imports the file by its stem, as a top-level module), rather than a session's run of the
+    script (``__main__``) or an import from the package."""
+    return name == pathlib.Path(file).stem
 
 
 def base_path() -> str:

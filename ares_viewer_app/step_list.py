@@ -78,12 +78,13 @@ function mark(root, data) {
     row.classList.toggle("hit", hits.has(step));
     if (step === data.current) current = row;
   }
-  if (current) {
+  // Measured at the next frame, where the page is laid out anyway (measuring now would lay it out mid-drawing).
+  if (current) requestAnimationFrame(() => {
     const top = current.offsetTop, bottom = top + current.offsetHeight, head = root.querySelector("thead").offsetHeight;
     if (top - head < root.scrollTop || bottom > root.scrollTop + root.clientHeight) {
       root.scrollTop = Math.max(0, top - head - current.offsetHeight);
     }
-  }
+  });
 }
 """
 _CSS = """

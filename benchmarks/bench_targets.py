@@ -8,14 +8,14 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
 - the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, checked at every
   frame: ``chromium.wait``), until its step timeline is drawn, and until Streamlit is idle; and when the step view
   and the step list's current row reached the page, as the page itself recorded;
-- the next step with ``j``: from the key press to the next step drawn and idle;
+- the next step with ``j``: on a page that has settled (its last part, the timeline's component, drawn), from the
+  key press to the next step drawn and idle;
 - the transcript (the reader, paged) of the same episode, from a link to its first page drawn and idle;
 - the overview of 1,000,000 vs 100 Tinker rollouts is not re-measured here (it needs ~1.1 GB of data and minutes
   of indexing): ``python3 -m benchmarks.bench_scale`` prints it;
 - the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat); and the
-  floor at a page's path: the same element as the page at ``/p`` of a two-page app. A link to a path (``/episode``)
-  opens later than one to ``/``: Streamlit's browser code first looks for its server under the path
-  (``/p/_stcore/health``), and only after that fails, at ``/``;
+  floor at a page's path: the same element as the page at ``/p`` of a two-page app. Both are served as the app is
+  (``ares_viewer_app.served``: the page names its server, so a link to a path asks no ``/p/_stcore/health``);
 - the floor of the Episode page's elements: a page of the kinds and number of elements the Episode page draws (its
   pickers, buttons, slider, toggles, a 200-row step list and timeline as plain HTML, the step's texts, the review
   form) with fixed content, at ``/p``, to its step marker (last, as on the page) and to idle: a lower bound of the
@@ -96,6 +96,14 @@ st.html('<div data-ares-step="1"></div>')
 """
 
 
+def _served(script: str) -> str:
+    """An entry file that runs ``script`` (one line) and is served as the app's are (``ares_viewer_app.served``)."""
+    return ("import streamlit as st\n"
+            f"if __name__ == '__main__':\n    {script}\n"
+            "else:\n    from ares_viewer_app import served\n"
+            "    app = st.App(__file__, middleware=served.middleware())\n")
+
+
 def write_pair(folder: pathlib.Path, actions: int, output_chars: int) -> tuple[str, str]:
     """Two episodes of one task, ``actions`` steps each: a failed one and a solved one; their ids."""
     folder.mkdir(parents=True)
@@ -145,10 +153,10 @@ def main() -> None:
     t_inspect = inspect_open_one(folder, work, a, args.repeat)
 
     floor_script = work / "floor.py"  # the least a Streamlit page costs: one marker element, nothing else
-    floor_script.write_text("import streamlit as st\nst.html('<div data-ares-step=\"1\"></div>')\n")
+    floor_script.write_text(_served("st.html('<div data-ares-step=\"1\"></div>')"))
     paths_script = work / "paths.py"  # the same page, at /p of a two-page app
-    paths_script.write_text("import streamlit as st\nst.navigation([st.Page(lambda: None, title='home', default=True), "
-                            f"st.Page({str(floor_script)!r}, url_path='p')]).run()\n")
+    paths_script.write_text(_served("st.navigation([st.Page(lambda: None, title='home', default=True), "
+                                    f"st.Page({str(floor_script)!r}, url_path='p')]).run()"))
 
     def floor_times(script: pathlib.Path, path: str) -> list[tuple[float, float]]:
         """The floor page served from ``script`` and opened at ``path``: a first visit, then ``--repeat`` timed."""
@@ -159,8 +167,8 @@ def main() -> None:
     like_script = work / "like_episode.py"  # the Episode page's kinds of elements, at /p of a two-page app
     like_script.write_text(_LIKE_EPISODE)
     like_paths = work / "like_paths.py"
-    like_paths.write_text("import streamlit as st\nst.navigation([st.Page(lambda: None, title='home', default=True), "
-                          f"st.Page({str(like_script)!r}, url_path='p')]).run()\n")
+    like_paths.write_text(_served("st.navigation([st.Page(lambda: None, title='home', default=True), "
+                                  f"st.Page({str(like_script)!r}, url_path='p')]).run()"))
     floor, floor_path = floor_times(floor_script, ""), floor_times(paths_script, "/p")
     like = floor_times(like_paths, "/p")
     compare = []
@@ -193,6 +201,7 @@ def main() -> None:
 
         def next_step() -> float:
             chromium.shown(page, episode_url + f"&step={mid}", step_marker)
+            page.wait_for_function(_TIMELINE, arg=mid)  # the page settled: its last part (the timeline) drawn
             page.wait_for_function("window.__aresViewerKeys === true")
             page.evaluate("document.activeElement && document.activeElement.blur()")
             start = time.perf_counter()

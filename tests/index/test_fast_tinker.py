@@ -164,9 +164,13 @@ def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     lambda d: d["steps"][1]["trace"].update(prompt=d["steps"][1]["trace"]["prompt"]["messages"]),  # as a list
     lambda d: d["steps"].append(None),
     lambda d: d["steps"].append("a step"),
+    lambda d: d["steps"][0]["trace"]["prompt"].update(messages="Fix the test."),  # the first prompt's messages: a text
+    lambda d: d["steps"][0]["trace"]["prompt"].update(messages={"role": "user", "content": "Fix the test."}),
+    lambda d: d["steps"][2]["trace"]["prompt"].update(messages="Fix the test."),  # a later prompt's
 ], ids=["reward-text", "total-text", "final-text",
         "group-float", "traj-text", "iteration-text", "step-float", "tag-number", "tag-quote",
-        "prompt-string", "prompt-list", "null-step", "string-step"])
+        "prompt-string", "prompt-list", "null-step", "string-step", "messages-text", "messages-object",
+        "later-messages-text"])
 def test_odd_values_leave_the_file_to_the_ordinary_path(tmp_path, change):
     records = [_swe_rollout(0, 0), _changed(change)]
     assert not _same_rows(tmp_path, records)

@@ -27,7 +27,7 @@ from ares_viewer.runs.index import fast_jsonl, store
 from ares_viewer.runs.index.fast_jsonl import count, integer, is_integer, number, string
 
 _STEPS = ("STRUCT(ob_len JSON, ac_len JSON, reward JSON, episode_done JSON, stop_reason VARCHAR, "
-          "trace STRUCT(prompt STRUCT(messages JSON[])))[]")
+          "trace STRUCT(prompt STRUCT(messages JSON)))[]")
 # The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
 COLUMNS = {"group_idx": "JSON", "traj_idx": "JSON", "iteration": "JSON", "split": "JSON", "total_reward": "JSON",
             "final_reward": "JSON", "tags": "JSON", "sampling_client_step": "JSON", "steps": _STEPS}
@@ -52,12 +52,13 @@ SELECT path,
     list_transform(steps, lambda s: {number("s.reward::VARCHAR")}) AS rewards,
     coalesce(steps[-1].episode_done::VARCHAR = 'true', false) AS done,
     coalesce(lower(steps[-1].stop_reason) IN ('length', 'max_tokens', 'max_length'), false) AS length_stop,
-    steps[1].trace.prompt.messages AS first_prompt,
-    CASE WHEN len(steps) > 1 THEN list_transform(steps, lambda s: s.trace.prompt.messages) END AS prompts,
+    steps[1].trace.prompt.messages::VARCHAR AS first_prompt,
+    CASE WHEN len(steps) > 1 THEN list_transform(steps, lambda s: s.trace.prompt.messages::JSON[]) END AS prompts,
     (steps IS NULL OR NOT coalesce({is_integer("g")}, false) OR NOT coalesce({is_integer("tr")}, false)
      OR {_optional_integer_odd("it")} OR {_optional_integer_odd("scs")}
      OR left(tot, 1) IN ('"', '[', '{{') OR left(fin, 1) = '"'
      OR (left(tg, 1) = '[' AND NOT regexp_full_match(tg, '{_PLAIN_TAGS}'))
+     OR coalesce(left(steps[1].trace.prompt.messages::VARCHAR, 1) <> '[', false)
      OR list_bool_or(list_transform(steps, lambda s: s IS NULL OR left(s.reward::VARCHAR, 1) = '"'))) AS odd
 FROM (SELECT filename AS path, group_idx::VARCHAR AS g, traj_idx::VARCHAR AS tr, iteration::VARCHAR AS it,
              split::VARCHAR AS sp, total_reward::VARCHAR AS tot, final_reward::VARCHAR AS fin, tags::VARCHAR AS tg,
@@ -105,8 +106,8 @@ def _conversation(messages: list[str | None]) -> dict:
 def _tasks(con: duckdb.DuckDBPyConnection) -> None:
     """The task of each distinct first prompt, worked out by the ordinary path's function."""
     prompts = [row[0] for row in con.execute("SELECT DISTINCT first_prompt FROM raw_ok").fetchall()]
-    texts = [None if p is None else tinker.task_text(_conversation(p)) for p in prompts]
-    fast_jsonl.register(con, "task_texts", {"first_prompt": ("VARCHAR[]", prompts),
+    texts = [None if p is None else tinker.task_text({"messages": orjson.loads(p)}) for p in prompts]
+    fast_jsonl.register(con, "task_texts", {"first_prompt": ("VARCHAR", prompts),
                                             "task_text": ("VARCHAR", texts)})
 
 

@@ -11,4 +11,4 @@ from ares_viewer_app import main, served
 if __name__ == "__main__":  # a session's run of the script
     main.run()
 elif served.imported_to_serve(__name__, __file__):
-    app = st.App(__file__, middleware=served.middleware())
+    app = st.App(__file__, middleware=served.middleware(), lifespan=served.warmed)

@@ -14,13 +14,17 @@ import pathlib
 
 import streamlit as st
 
-from ares_viewer_app import pages, review_panel, served, state, widgets
+from ares_viewer_app import served
 
 ICON = str(pathlib.Path(__file__).resolve().parent / "icon.svg")
 
 
 def run() -> None:
     """One run of the app's script: the page config, the shared state and sidebar, then the page."""
+    # Imported here, once Streamlit's runtime exists: ``streamlit run`` imports this file before it starts the
+    # runtime, and a cached function defined then warns that it found none.
+    from ares_viewer_app import pages, review_panel, state, widgets
+
     # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
     st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")
     # The overview is served at /; its url_path is only reserved (Streamlit serves a default page at the root
@@ -58,4 +62,4 @@ def run() -> None:
 if __name__ == "__main__":  # a session's run of the script
     run()
 elif served.imported_to_serve(__name__, __file__):  # ``streamlit run`` imports it to find its app
-    app = st.App(__file__, middleware=served.middleware())
+    app = st.App(__file__, middleware=served.middleware(), lifespan=served.warmed)

@@ -5,6 +5,7 @@ what it passes on untouched, on a stand-in app (pure ASGI logic; the real server
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gzip
 
 from ares_viewer_app import served
@@ -41,7 +42,9 @@ def _get(app, path: str, *, method: str = "GET", base: str = "", kind: str = "ht
 
     scope = {"type": kind, "method": method, "path": path,
              "headers": [(b"accept-encoding", b"gzip, deflate"), (b"host", b"127.0.0.1")]}
-    asyncio.run(served.NamedServer(app, base=base)(scope, receive, send))
+    # On a thread of its own: a browser test's Playwright may hold an event loop on this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, served.NamedServer(app, base=base)(scope, receive, send)).result()
     start = next(m for m in sent if m["type"] == "http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return start, dict(start["headers"]), body

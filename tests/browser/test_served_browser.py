@@ -32,7 +32,7 @@ def _opened(page, url: str) -> list[str]:
     return asked
 
 
-def test_a_link_to_a_page_asks_for_the_server_at_the_root_only(page, app_url, sample_run):
+def test_a_link_to_a_page_asks_for_the_server_at_the_root_only(page, app_url, sample_run, server_log):
     asked = _opened(page, app_url)
     assert f"{app_url}/_stcore/health" in asked
     assert not [url for url in asked if "/episode/_stcore/" in url]  # no probe under the page's path (a 404)
@@ -40,6 +40,8 @@ def test_a_link_to_a_page_asks_for_the_server_at_the_root_only(page, app_url, sa
     # The page and the server's own answers are Streamlit's: the health check, and its scripts, as shipped.
     with urllib.request.urlopen(f"{app_url}/_stcore/health", timeout=10) as answer:
         assert answer.read() == b"ok"
+    # What the first page imports was imported once the runtime had started: no cached function found none.
+    assert "No runtime found" not in server_log.read_text(errors="replace")
 
 
 def test_under_a_base_path_the_page_names_it_and_works(page, runs_root, sample_run, tmp_path):

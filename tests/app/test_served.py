@@ -81,6 +81,9 @@ def test_scripts_api_components_media_and_the_websocket_pass_untouched():
     for method in ("HEAD", "POST"):
         app, _ = _answer(PAGE)
         assert _get(app, "/episode", method=method)[2] == PAGE
+    app, seen = _answer(PAGE)  # the websocket's scope, at a page's path
+    assert _get(app, "/episode", kind="websocket")[2] == PAGE
+    assert seen["headers"][b"accept-encoding"] == b"gzip, deflate"
 
 
 def test_answers_that_are_not_the_page_pass_as_they_came():

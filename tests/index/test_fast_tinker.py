@@ -176,6 +176,15 @@ def test_odd_values_leave_the_file_to_the_ordinary_path(tmp_path, change):
     assert not _same_rows(tmp_path, records)
 
 
+@pytest.mark.parametrize("messages", ["Fix the test.", {"role": "user", "content": "Fix the test."}],
+                         ids=["text", "object"])
+def test_a_one_step_rollout_whose_messages_are_no_list_is_left_to_the_ordinary_path(tmp_path, messages):
+    # One step: no later prompt is cast to a list, so only the first prompt's own check sends the file on.
+    odd = _swe_rollout(0, 1, codes=())
+    odd["steps"][0]["trace"]["prompt"]["messages"] = messages
+    assert not _same_rows(tmp_path, [_swe_rollout(0, 0), odd])
+
+
 def test_a_run_read_in_batches_on_two_threads_equals_the_ordinary_path(tmp_path, monkeypatch):
     run = tmp_path / "run"
     for n in range(6):

@@ -58,7 +58,7 @@ SELECT path,
      OR {_optional_integer_odd("it")} OR {_optional_integer_odd("scs")}
      OR left(tot, 1) IN ('"', '[', '{{') OR left(fin, 1) = '"'
      OR (left(tg, 1) = '[' AND NOT regexp_full_match(tg, '{_PLAIN_TAGS}'))
-     OR coalesce(left(steps[1].trace.prompt.messages::VARCHAR, 1) <> '[', false)
+     OR coalesce(left(first_prompt, 1) <> '[', false)
      OR list_bool_or(list_transform(steps, lambda s: s IS NULL OR left(s.reward::VARCHAR, 1) = '"'))) AS odd
 FROM (SELECT filename AS path, group_idx::VARCHAR AS g, traj_idx::VARCHAR AS tr, iteration::VARCHAR AS it,
              split::VARCHAR AS sp, total_reward::VARCHAR AS tot, final_reward::VARCHAR AS fin, tags::VARCHAR AS tg,

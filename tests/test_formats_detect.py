@@ -9,6 +9,7 @@ import formats_fixtures as fx
 import pytest
 
 import ares_viewer
+from ares_viewer import formats
 from testdata import synthetic
 
 
@@ -178,3 +179,21 @@ def test_a_corrupt_first_line_still_loads_the_others(tmp_path):
     run = ares_viewer.open_run(tmp_path)
     assert len(run) == len(records)
     assert [e.reason.split(":")[0] for e in run.errors] == ["line 1"]
+
+
+@pytest.mark.parametrize("name", ["tinker", "ray"])
+def test_index_rows_of_lines_read_one_at_a_time_match_the_whole_file_read(tmp_path, name):
+    # Summaries decode a JSON Lines file a line at a time; a blank or corrupt line sends the file to the whole
+    # read, which keeps every other line's row, the line numbers in the ids and the error on its line.
+    path, records, _ = ADAPTERS[name](tmp_path)
+    plain = fx.write_lines(path, records).read_bytes()
+    rows = formats.summarize_file(str(path), plain).rows
+    assert [r["episode_id"] for r in rows] == [e.episode_id for e in formats.read_file(str(path), plain).episodes]
+    lines = plain.decode().splitlines(keepends=True)
+    for odd, reason in (("\n", None), ('{"steps": [,\n', "line 2: invalid JSON")):
+        data = "".join([lines[0], odd, *lines[1:]]).encode()
+        result = formats.summarize_file(str(path), data)
+        assert [r["episode_id"] for r in result.rows] == [
+            e.episode_id for e in formats.read_file(str(path), data).episodes]
+        assert len(result.rows) == len(rows)
+        assert [e.startswith(reason) for e in result.errors] == ([True] if reason else [])

@@ -15,9 +15,11 @@ import dataclasses
 from collections.abc import Collection
 from typing import Any
 
+import orjson
+
 from ares_viewer import model
 from ares_viewer.base import jsondecode
-from ares_viewer.formats import decoding, registry, zipped
+from ares_viewer.formats import base, decoding, registry, zipped
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.adapters import ares, atif, inspect_ai, mini_swe_agent, ray_runner, tinker
 from ares_viewer.formats.sidecars import harbor, verdicts
@@ -162,4 +164,30 @@ def summarize_file(path: str, data: bytes) -> FileResult:
             rows = None
         if rows is not None:
             return FileResult(rows=tuple(rows))
-    return _read(path, data, summaries=True)
+    rows = _line_rows(path, data) if decoding.is_json_lines(data) else None
+    return FileResult(rows=tuple(rows)) if rows is not None else _read(path, data, summaries=True)
+
+
+def _line_rows(path: str, data: bytes) -> list[EpisodeRow] | None:
+    """The rows of a JSON Lines file as ``_read`` gives them, each line decoded and summarized in turn, so that
+    only one line's document is alive at a time (a file's documents held at once make the collector walk them
+    all, again and again: that took more time than the decoding). None at the first line that is not plain (a
+    blank one, one orjson cannot read, a record its adapter cannot read) or a file of no adapter's: ``_read``
+    then reads the whole file and reports each problem on its line."""
+    view = memoryview(data)
+    adapter: base.Adapter | None = None
+    rows: list[EpisodeRow] = []
+    start, number = 0, 1
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        try:
+            doc = orjson.loads(view[start:end])
+            adapter = adapter or registry.sniff(doc)
+            if adapter is None:
+                return None
+            rows.extend(adapter.summarize(doc, path, number))
+        except (orjson.JSONDecodeError, *_CONTENT_ERRORS):
+            return None
+        start, number = end + 1, number + 1
+    return rows

@@ -44,6 +44,8 @@ def list_field(doc: Any, key: str, *, per: str, items: str) -> list[Any]:
 
 def number(value: Any, what: str, warnings: list[str]) -> float | None:
     """A float from a JSON value; strings of numbers are read with a warning, others dropped."""
+    if type(value) is float or type(value) is int:  # the usual case first: summaries read millions
+        return float(value)
     if value is None or isinstance(value, bool):
         return None if value is None else float(value)
     if isinstance(value, int | float):
@@ -62,6 +64,8 @@ def number(value: Any, what: str, warnings: list[str]) -> float | None:
 
 def count(value: Any) -> int | None:
     """A token count: negative, missing or non-integer counts are unknown."""
+    if type(value) is int:  # the usual case first: summaries read millions
+        return value if value >= 0 else None
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or math.isnan(value):
         return None
     return int(value)

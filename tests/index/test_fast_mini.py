@@ -11,6 +11,7 @@ import formats_fixtures as fx
 import pytest
 import reasoning_fixtures as rf
 
+from ares_viewer import formats
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import builder, fast_jsonl, fast_mini, store
 from benchmarks import bench_scale
@@ -99,7 +100,7 @@ def _exception(doc: dict) -> None:
     doc["messages"] = [m for m in doc["messages"] if m["role"] != "exit"]
 
 
-@pytest.mark.parametrize("change", [
+_SHAPES = [
     _text_results, _exception, _exit_message,
     lambda d: d["info"].update(exit_status=0),  # falls back to the exit message's
     lambda d: d["info"].update(exit_status=""),
@@ -115,13 +116,36 @@ def _exception(doc: dict) -> None:
     lambda d: d.update(messages=[]),
     lambda d: d["messages"].insert(3, None),
     lambda d: d["info"]["model_stats"].update(instance_cost=True),
-], ids=["text-codes", "exception", "exit-message", "status-number", "status-empty",
-        "code-124", "code-bool", "code-text", "no-costs", "no-times", "limits",
-        "no-status", "incomplete", "no-info", "no-messages", "null-message", "cost-bool"])
+]
+_SHAPE_IDS = ["text-codes", "exception", "exit-message", "status-number", "status-empty", "code-124", "code-bool",
+              "code-text", "no-costs", "no-times", "limits", "no-status", "incomplete", "no-info", "no-messages",
+              "null-message", "cost-bool"]
+
+
+@pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)
 def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     records = _generated(4)
     change(records[1])
     assert _same_rows(tmp_path, records)
+
+
+@pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)
+def test_rows_read_line_by_line_agree_with_the_parsed_trajectories(tmp_path, change):
+    # The ordinary path summarizes each line without parsing its steps: its row must say what the Episode page
+    # shows (return codes counted from the first result of each call, costs, times, outcome).
+    records = _generated(4)
+    change(records[1])
+    path = _files(tmp_path, "".join(json.dumps(r) + "\n" for r in records))[0].path
+    data = pathlib.Path(path).read_bytes()
+    rows = formats.summarize_file(path, data).rows
+    episodes = formats.read_file(path, data).episodes
+    assert [r["episode_id"] for r in rows] == [e.episode_id for e in episodes] != []
+    for row, episode in zip(rows, episodes, strict=True):
+        for key, value in episode.summary().items():
+            if isinstance(value, float) and value == value:
+                assert row[key] == pytest.approx(value), key
+            else:
+                assert row[key] == value or (value is None and row[key] is None), key
 
 
 def test_reasoning_fields_are_read_in_sql(tmp_path):

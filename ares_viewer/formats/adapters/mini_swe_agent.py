@@ -11,6 +11,7 @@ ones record the episode's total alone); ``exit_status`` names why the run ended.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -66,6 +67,7 @@ def _info(doc: Mapping[str, Any], warnings: list[str]) -> Mapping[str, Any]:
     return info
 
 
+@functools.lru_cache(maxsize=256)
 def _instance(path: str) -> str:
     """The task: the file's name without ``.traj.json`` (mini-swe-agent names files by instance id)."""
     name = _name(path)
@@ -75,22 +77,29 @@ def _instance(path: str) -> str:
 def episode_id(doc: Any, path: str, record: int | None = None) -> str:
     """``{folder}/{instance}``: the instance id alone repeats across runs of the same benchmark."""
     _messages(doc)
+    base = _base_id(path)
+    return base if record is None else f"{base}#{record}"
+
+
+@functools.lru_cache(maxsize=256)
+def _base_id(path: str) -> str:
+    """The id a file's path gives its trajectories (the lines of a JSON Lines file share it)."""
     pure = locations.Location.of(path).pure()
     instance = _instance(path)
     folder = pure.parent.name
     if folder == instance:  # run-batch writes {output}/{instance}/{instance}.traj.json
         folder = pure.parent.parent.name
-    base = f"{folder}/{instance}" if folder else instance
-    return base if record is None else f"{base}#{record}"
+    return f"{folder}/{instance}" if folder else instance
 
 
 def _extra(message: Any) -> Mapping[str, Any]:
-    extra = message.get("extra") if isinstance(message, Mapping) else None
-    return extra if isinstance(extra, Mapping) else {}
+    # A decoded message is a dict: checked first, as the quicker test (summaries read millions).
+    extra = message.get("extra") if type(message) is dict or isinstance(message, Mapping) else None
+    return extra if type(extra) is dict or isinstance(extra, Mapping) else {}
 
 
 def _role(message: Any) -> str | None:
-    return message.get("role") if isinstance(message, Mapping) else None
+    return message.get("role") if type(message) is dict or isinstance(message, Mapping) else None
 
 
 def _exit(doc: Mapping[str, Any], messages: list[Any], info: Mapping[str, Any]) -> tuple[str, str]:
@@ -128,13 +137,15 @@ def _calls(messages: list[Any]) -> list[int]:
     2.x drops a response it cannot parse and adds only the format error, whose ``extra`` keeps the rejected
     response (``model_response``, or the raw ``response``) and its cost; 1.x adds both messages.
     """
-    return [i for i, m in enumerate(messages) if _role(m) == "assistant" or _rejected(messages, i)]
+    return _calls_of([_role(m) for m in messages], [_extra(m) for m in messages])
 
 
-def _rejected(messages: list[Any], i: int) -> bool:
-    """True for a format error that follows no assistant message: it stands for the rejected model call."""
-    return (_role(messages[i]) in ("user", "tool") and _extra(messages[i]).get("interrupt_type") == "FormatError"
-            and (i == 0 or _role(messages[i - 1]) != "assistant"))
+def _calls_of(roles: list[str | None], extras: list[Mapping[str, Any]]) -> list[int]:
+    """``_calls`` from the messages' roles and extras. A format error that follows no assistant message stands
+    for the rejected model call."""
+    return [i for i, role in enumerate(roles)
+            if role == "assistant" or (role in ("user", "tool") and extras[i].get("interrupt_type") == "FormatError"
+                                       and (i == 0 or roles[i - 1] != "assistant"))]
 
 
 def _response(extra: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -144,9 +155,12 @@ def _response(extra: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _time(message: Any) -> float | None:
     """When a message was written: ``extra.timestamp`` (2.x), else its response's ``created`` (1.x)."""
-    extra = _extra(message)
+    return _time_of(_role(message), _extra(message))
+
+
+def _time_of(role: str | None, extra: Mapping[str, Any]) -> float | None:
     found = chat.number(extra.get("timestamp"), "timestamp", [])
-    if found is None and _role(message) == "assistant":
+    if found is None and role == "assistant":
         found = chat.number(_response(extra).get("created"), "created", [])
     return found
 
@@ -181,14 +195,17 @@ def _times(messages: list[Any], position: int, first: int, end: int) -> tuple[fl
 
 
 def _usage(extra: Mapping[str, Any]) -> model.Usage:
-    response = jsondecode.object_at(extra, "response")
-    usage = jsondecode.object_at(response, "usage")
+    usage = jsondecode.object_at(_response(extra), "usage")
+    prompt, generated = _tokens(usage)
     details = jsondecode.object_at(usage, "prompt_tokens_details")
-    return model.Usage(
-        prompt_tokens=chat.count(usage.get("prompt_tokens", usage.get("input_tokens"))),
-        generated_tokens=chat.count(usage.get("completion_tokens", usage.get("output_tokens"))),
-        cached_prompt_tokens=chat.count(details.get("cached_tokens")),
-    )
+    return model.Usage(prompt_tokens=prompt, generated_tokens=generated,
+                       cached_prompt_tokens=chat.count(details.get("cached_tokens")))
+
+
+def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """A call's prompt and generated tokens, from its response's usage (OpenAI's or Anthropic's names)."""
+    return (chat.count(usage.get("prompt_tokens", usage.get("input_tokens"))),
+            chat.count(usage.get("completion_tokens", usage.get("output_tokens"))))
 
 
 def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, dict[str, Any], str | None]:
@@ -235,6 +252,21 @@ def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, 
     return chat.CommandResult(returncode, output, elided, body, bool(format_error)), details, failure
 
 
+def _returncode(roles: list[str | None], extras: list[Mapping[str, Any]], messages: list[Any], first: int, end: int
+                ) -> int | None:
+    """The return code ``_observation`` gives the results ``messages[first:end]`` (whose roles and extras these
+    are), read from the first result alone: ``extra.returncode`` when it is an integer, else the one its text
+    holds; 0 for an exit message that submitted, when there is no result."""
+    for i in range(first, end):
+        if roles[i] in ("tool", "user"):
+            code = chat.integer(extras[i].get("returncode"))
+            return agent_text.returncode(chat.text(messages[i].get("content"))) if code is None else code
+    for i in range(first, end):
+        if roles[i] == "exit" and extras[i].get("exit_status") == "Submitted":
+            return 0
+    return None
+
+
 def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The trajectory's index row in one pass over its messages (the index's fast path).
 
@@ -246,22 +278,23 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     info = _info(doc, warnings)
     status, submission = _exit(doc, messages, info)
     outcome, error = _outcome(status, submission, messages, info)
-    calls = _calls(messages)
+    roles = [_role(m) for m in messages]
+    extras = [_extra(m) for m in messages]
+    calls = _calls_of(roles, extras)
     prompt = generated = nonzero = 0
     cost = 0.0
     times = []
     for n, position in enumerate(calls):
-        extra = _extra(messages[position])
-        usage = _usage(extra)
-        prompt += usage.prompt_tokens or 0
-        generated += usage.generated_tokens or 0
+        extra = extras[position]
+        tokens = _tokens(jsondecode.object_at(_response(extra), "usage"))
+        prompt += tokens[0] or 0
+        generated += tokens[1] or 0
         step_cost = _cost(extra, "cost", [])
         cost += step_cost if step_cost and step_cost > 0 else 0.0
         first, end = _call_range(messages, calls, n)
-        returncode = _observation(messages[first:end], bool(status) and end == len(messages))[0].returncode
-        nonzero += returncode not in (None, 0)
-    for message in messages:
-        timestamp = _time(message)
+        nonzero += _returncode(roles, extras, messages, first, end) not in (None, 0)
+    for role, extra in zip(roles, extras, strict=True):
+        timestamp = _time_of(role, extra)
         if timestamp is not None:
             times.append(timestamp)
     if not cost:

@@ -173,6 +173,34 @@ def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
     assert not _same_rows(tmp_path, records)
 
 
+def _first_result(doc: dict, content) -> None:
+    next(m for m in doc["messages"] if m["role"] in ("tool", "user") and m is not doc["messages"][1])["content"] = content
+
+
+@pytest.mark.parametrize(("change", "in_sql"), [
+    # Contents are read as text: a text with a line break is one whatever it starts with (the real agent's tool
+    # results are JSON written as text), a value that may not be a text sends the file to the ordinary path.
+    (lambda d: _first_result(d, '{\n  "returncode": 1,\n  "output": "x"\n}'), True),
+    (lambda d: _first_result(d, "<returncode>2</returncode>\n<output>\nx\n</output>"), True),
+    (lambda d: _first_result(d, "plain words"), True),
+    (lambda d: _first_result(d, '{"returncode": 1}'), False),
+    (lambda d: _first_result(d, {"returncode": 1}), False),
+    (lambda d: _first_result(d, True), False),
+    (lambda d: _first_result(d, 7), False),
+    (lambda d: _first_result(d, "7"), False),
+    (lambda d: _first_result(d, None), True),
+    (lambda d: d["info"].update(submission=12), False),
+    (lambda d: d["info"].update(submission=["a", "list"]), False),
+    (lambda d: d["info"].update(traceback="Traceback:\n  boom\nValueError: x", exit_status="ValueError"), True),
+    (lambda d: d["messages"][-1].update(content={"a": "b"}), False),
+], ids=["json-text", "text-protocol", "words", "json-one-line", "object", "true", "number", "number-text", "null",
+        "submission-number", "submission-list", "traceback", "last-object"])
+def test_contents_read_as_text_give_the_ordinary_rows(tmp_path, change, in_sql):
+    records = _generated(4)
+    change(records[1])
+    assert _same_rows(tmp_path, records) is in_sql
+
+
 def _lines(records: list[dict]) -> list[str]:
     return [json.dumps(r) + "\n" for r in records]
 

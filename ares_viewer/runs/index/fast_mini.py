@@ -1,7 +1,8 @@
 """mini-swe-agent trajectories in JSON Lines (one ``.traj.json`` document a line) read by DuckDB (``fast_jsonl``).
 
 A trajectory's line is mostly its messages' text and raw provider responses; the index needs a few fields of
-each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible) and computes
+each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible), the contents,
+submissions and traceback as text (``_plain``: writing them back as JSON text took half the read), and computes
 the row in SQL over each line's list of messages: the model calls (assistant messages and the format errors that
 stand for a rejected call), their tokens and costs, the first and last time written, and the first result of
 each call (``mini_swe_agent._calls``, ``_call_range``, ``_time``, ``_cost``, ``_usage``).
@@ -13,8 +14,8 @@ that hold a return code (``agent_text.returncode``), the exit statuses and the e
 Rows agree with ``mini_swe_agent.summarize``. A file is left to the ordinary path when it is not the regular
 shape read here exactly: a line DuckDB cannot read (corrupt, truncated, a message or ``extra`` or ``info`` that is
 not an object), a blank line (line numbers are part of the episode ids), a line without a ``messages`` list, a
-time or cost written as text (the ordinary path reads it), a call's first result whose content is not a plain
-text.
+time or cost written as text (the ordinary path reads it), a call's first result, a last message, a submission or
+a traceback that may not be a text (``_plain``).
 """
 
 from __future__ import annotations
@@ -32,18 +33,25 @@ from ares_viewer.base import agent_text
 from ares_viewer.formats.adapters import mini_swe_agent
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import fast_jsonl, store
-from ares_viewer.runs.index.fast_jsonl import count, number, string
+from ares_viewer.runs.index.fast_jsonl import count, number
 
 _EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VARCHAR, exit_status JSON, "
-          "submission JSON, response STRUCT(created JSON, usage JSON))")
+          "submission VARCHAR, response STRUCT(created JSON, usage JSON))")
 # The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
-COLUMNS = {"info": "STRUCT(exit_status JSON, submission JSON, traceback JSON, model_stats STRUCT(instance_cost JSON))",
-            "messages": f"STRUCT(role VARCHAR, content JSON, extra {_EXTRA})[]"}
+COLUMNS = {"info": "STRUCT(exit_status JSON, submission VARCHAR, traceback VARCHAR, "
+                    "model_stats STRUCT(instance_cost JSON))",
+            "messages": f"STRUCT(role VARCHAR, content VARCHAR, extra {_EXTRA})[]"}
 
 
-def _text_or_null(column: str) -> str:
-    """True for a JSON string or a missing value."""
-    return f"({column} IS NULL OR left({column}, 1) = '\"')"
+def _plain(column: str) -> str:
+    """True for a content read as VARCHAR that ``chat.text`` gives unchanged: a text, or missing. A JSON string
+    comes as its value, other values as their compact JSON text, which holds no line break (JSON escapes those
+    within its strings): a content with a line break is a text; without one, what could be a list, an object, true,
+    false or a number is taken for one (``chat.text`` of those is not their JSON text), so its file is read the
+    ordinary way. Reading contents as text instead of JSON halves the cost of reading a trajectory."""
+    return (f"({column} IS NULL OR contains({column}, chr(10)) OR NOT (left({column}, 1) IN ('[', '{{')"
+            f" OR {column} IN ('true', 'false')"
+            f" OR (left({column}, 1) IN {fast_jsonl.DIGITS} AND TRY_CAST({column} AS DOUBLE) IS NOT NULL)))")
 
 
 # Each line: its messages' fields (``msgs``), the positions of its model calls (``calls``) and each call's first
@@ -56,36 +64,35 @@ WITH j AS (
         list_transform(messages, lambda m: struct_pack(role := m.role,
             result := coalesce(m.role IN ('user', 'tool'), false),
             rejected := coalesce(m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError', false),
-            content := CASE WHEN m.role IN ('user', 'tool') THEN m.content::VARCHAR END,
+            content := CASE WHEN m.role IN ('user', 'tool') THEN m.content END,
             returncode := m.extra.returncode::VARCHAR, ts := m.extra.timestamp::VARCHAR,
             created := m.extra.response.created::VARCHAR, cost := m.extra.cost::VARCHAR,
-            usage_cost := json_extract(m.extra.response.usage, '$.cost')::VARCHAR,
-            prompt := coalesce(json_extract(m.extra.response.usage, '$.prompt_tokens'),
-                               json_extract(m.extra.response.usage, '$.input_tokens'))::VARCHAR,
-            generated := coalesce(json_extract(m.extra.response.usage, '$.completion_tokens'),
-                                  json_extract(m.extra.response.usage, '$.output_tokens'))::VARCHAR)) AS msgs
+            usage := json_extract(m.extra.response.usage, ['$.cost', '$.prompt_tokens', '$.input_tokens',
+                                                            '$.completion_tokens', '$.output_tokens']))) AS msgs
     FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r})
 ), c AS (
-    SELECT *, list_filter(generate_series(1, len(msgs)), lambda i: msgs[i].role = 'assistant'
-                          OR (msgs[i].rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant'))) AS calls,
-           list_transform(msgs, lambda m: m.result) AS is_result
+    SELECT *, list_transform(msgs, lambda m, i: CASE WHEN m.role = 'assistant' THEN 'A'
+        WHEN m.rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant') THEN 'Q'
+        WHEN m.result THEN 'R' ELSE '.' END) AS kinds
     FROM j
 ), f AS (
-    SELECT *, list_filter(list_transform(generate_series(1, len(calls)), lambda n: msgs[
-        calls[n] - 1 + (msgs[calls[n]].role = 'assistant')::INTEGER
-        + list_position(is_result[calls[n] + (msgs[calls[n]].role = 'assistant')::INTEGER:
-                                coalesce(calls[n + 1] - 1, len(msgs))], true)]),
-        lambda m: m IS NOT NULL) AS firsts
+    SELECT *, list_filter(msgs, lambda m, i: kinds[i] IN ('A', 'Q')) AS calls,
+        string_split(regexp_replace(array_to_string(kinds, ''), 'A([.]*)R', 'A\\1F', 'g'), '') AS marks
     FROM c
+), g AS (
+    SELECT *, list_filter(msgs, lambda m, i: marks[i] IN ('F', 'Q')) AS firsts
+    FROM f
 )
 SELECT path, len(calls) AS num_actions,
-    info.exit_status::VARCHAR AS info_status, info.submission::VARCHAR AS info_submission,
-    info.traceback::VARCHAR AS traceback, {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
-    last.role AS last_role, last.content::VARCHAR AS last_content,
-    last.extra.exit_status::VARCHAR AS last_status, last.extra.submission::VARCHAR AS last_submission,
-    coalesce(list_sum(list_transform(calls, lambda i: {count("msgs[i].prompt")})), 0) AS prompt_tokens,
-    coalesce(list_sum(list_transform(calls, lambda i: {count("msgs[i].generated")})), 0) AS generated_tokens,
-    list_filter(list_transform(calls, lambda i: coalesce({number("msgs[i].cost")}, {number("msgs[i].usage_cost")})),
+    info.exit_status::VARCHAR AS info_status, info.submission AS info_submission, info.traceback AS traceback,
+    {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
+    last.role AS last_role, last.content AS last_content,
+    last.extra.exit_status::VARCHAR AS last_status, last.extra.submission AS last_submission,
+    coalesce(list_sum(list_transform(calls, lambda m: {count("coalesce(m.usage[2], m.usage[3])::VARCHAR")})), 0)
+        AS prompt_tokens,
+    coalesce(list_sum(list_transform(calls, lambda m: {count("coalesce(m.usage[4], m.usage[5])::VARCHAR")})), 0)
+        AS generated_tokens,
+    list_filter(list_transform(calls, lambda m: coalesce({number("m.cost")}, {number("m.usage[1]::VARCHAR")})),
                 lambda x: x > 0) AS costs,
     list_filter(list_transform(msgs, lambda m: coalesce({number("m.ts")},
                                                         CASE WHEN m.role = 'assistant' THEN {number("m.created")} END)),
@@ -94,13 +101,15 @@ SELECT path, len(calls) AS num_actions,
         code := CASE WHEN left(m.returncode, 1) IN {fast_jsonl.DIGITS}
                       AND TRY_CAST(m.returncode AS DOUBLE) = trunc(TRY_CAST(m.returncode AS DOUBLE))
                      THEN TRY_CAST(m.returncode AS DOUBLE) END,
-        body := coalesce({string("m.content")}, ''))) AS results,
+        body := coalesce(m.content, ''))) AS results,
     (msgs IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"'
      OR list_bool_or(list_transform(msgs, lambda m: left(m.ts, 1) = '"'
                                     OR (m.role = 'assistant' AND left(m.created, 1) = '"')))
-     OR list_bool_or(list_transform(calls, lambda i: left(msgs[i].cost, 1) = '"' OR left(msgs[i].usage_cost, 1) = '"'))
-     OR list_bool_or(list_transform(firsts, lambda m: NOT {_text_or_null("m.content")}))) AS odd
-FROM f
+     OR list_bool_or(list_transform(calls, lambda m: left(m.cost, 1) = '"' OR left(m.usage[1]::VARCHAR, 1) = '"'))
+     OR NOT ({_plain("last.content")} AND {_plain("last.extra.submission")} AND {_plain("info.submission")}
+             AND {_plain("info.traceback")})
+     OR list_bool_or(list_transform(firsts, lambda m: NOT {_plain("m.content")}))) AS odd
+FROM g
 """
 
 # The first results' return codes: ``extra.returncode`` when it is an integer, else the one the text holds
@@ -151,12 +160,16 @@ def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sour
             WHERE n <> lines)""")
 
 
+# Fields read as text, not JSON text.
+_TEXTS = ("last_role", "last_content", "info_submission", "traceback", "last_submission")
+
+
 def _summary(values: dict[str, str | None]) -> model.EpisodeRow:
     """``summarize`` of a trajectory that holds only these fields (JSON text) of ``_ENDING``."""
-    v = {k: None if value is None or k == "last_role" else orjson.loads(value) for k, value in values.items()}
+    v = {k: value if value is None or k in _TEXTS else orjson.loads(value) for k, value in values.items()}
     doc = {"info": {"exit_status": v.get("info_status"), "submission": v.get("info_submission"),
                     "traceback": v.get("traceback")},
-           "messages": [{"role": values.get("last_role"), "content": v.get("last_content"),
+           "messages": [{"role": v.get("last_role"), "content": v.get("last_content"),
                          "extra": {"exit_status": v.get("last_status"), "submission": v.get("last_submission")}}]}
     return mini_swe_agent.summarize(doc, "")[0]
 

@@ -38,6 +38,12 @@ def _result_codes(doc: dict) -> None:
             m["content"] = f"<returncode>{int(n == 1)}</returncode>\n<output>\nx\n</output>"
 
 
+def _keys_reordered(doc: dict) -> None:
+    # Roles are read from the start of a message's JSON text when they come first: the other order is parsed.
+    for step in doc["timesteps"]:
+        step["chats"][-1] = [dict(reversed(list(m.items()))) for m in step["chats"][-1]]
+
+
 def _two_answers(doc: dict) -> None:
     # The answer is a run of two assistant messages: both stay out of the context.
     for step in doc["timesteps"]:
@@ -45,7 +51,7 @@ def _two_answers(doc: dict) -> None:
 
 
 @pytest.mark.parametrize("change", [
-    _result_codes, _two_answers,
+    _result_codes, _two_answers, _keys_reordered,
     lambda d: d.update(error_info="ConnectionResetError: sandbox closed the socket"),
     lambda d: d.update(error_info={"exception_type": "TimeoutError", "error_message": "step exceeded 600 s"}),
     lambda d: d.update(error_info={}),
@@ -56,7 +62,7 @@ def _two_answers(doc: dict) -> None:
     lambda d: [t.pop("timestamp") for t in d["timesteps"]],
     lambda d: d["timesteps"][-1].update(done="true", reward=True),
     lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
-], ids=["codes", "two-answers", "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id",
+], ids=["codes", "two-answers", "keys-reordered", "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id",
         "cost", "no-times", "done-text", "other-chat"])
 def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     records = _generated(6)

@@ -223,9 +223,19 @@ FROM m
 SYSTEM_SKIPPED = "list_transform(roles, lambda r: CASE WHEN r[1] IN ('system', 'developer') THEN 2 ELSE 1 END)"
 
 
+# Roles read without parsing the message: a message that DuckDB wrote back as JSON text starting with one of these
+# has that role as its first key (the rest are parsed).
+_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _role(message: str) -> str:
+    known = " ".join(f"""WHEN starts_with({message}, '{{"role":"{r}",') THEN '{r}'""" for r in _ROLES)
+    return f"CASE {known} ELSE json_extract_string({message}, '$.role') END"
+
+
 def roles(chats: str) -> str:
     """The roles of a list of message lists in JSON text (NULL where a message has none)."""
-    return f"list_transform({chats}, lambda c: list_transform(c, lambda m: json_extract_string(m, '$.role')))"
+    return f"list_transform({chats}, lambda c: list_transform(c, lambda m: {_role('m')}))"
 
 
 def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str) -> None:

@@ -189,12 +189,17 @@ def _first_result(doc: dict, content) -> None:
     (lambda d: _first_result(d, 7), False),
     (lambda d: _first_result(d, "7"), False),
     (lambda d: _first_result(d, None), True),
-    (lambda d: d["info"].update(submission=12), False),
-    (lambda d: d["info"].update(submission=["a", "list"]), False),
+    # The ending's texts are read only when the run did not end submitted.
+    (lambda d: d["info"].update(submission=12), True),
+    (lambda d: (_exception(d), d["info"].update(submission=12)), False),
+    (lambda d: (_exception(d), d["info"].update(submission=["a", "list"])), False),
     (lambda d: d["info"].update(traceback="Traceback:\n  boom\nValueError: x", exit_status="ValueError"), True),
-    (lambda d: d["messages"][-1].update(content={"a": "b"}), False),
+    (lambda d: d["messages"][-1].update(content={"a": "b"}), True),
+    (lambda d: (_exception(d), d["messages"][-1].update(content={"a": "b"})), False),
+    (lambda d: (_exception(d), d["messages"][-1].update(content="provider went away")), True),
 ], ids=["json-text", "text-protocol", "words", "json-one-line", "object", "true", "number", "number-text", "null",
-        "submission-number", "submission-list", "traceback", "last-object"])
+        "submitted-submission-number", "submission-number", "submission-list", "traceback", "submitted-last-object",
+        "last-object", "last-text"])
 def test_contents_read_as_text_give_the_ordinary_rows(tmp_path, change, in_sql):
     records = _generated(4)
     change(records[1])

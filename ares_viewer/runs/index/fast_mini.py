@@ -54,29 +54,34 @@ def _plain(column: str) -> str:
             f" OR (left({column}, 1) IN {fast_jsonl.DIGITS} AND TRY_CAST({column} AS DOUBLE) IS NOT NULL)))")
 
 
-# Each line: its messages' fields (``msgs``), the positions of its model calls (``calls``) and each call's first
-# result (``firsts``: the first user or tool message after its assistant message, or the rejected call's format
-# error itself, before the next call), and from them the row's figures.
+def _unless_submitted(column: str) -> str:
+    """A text the row's ending needs only when the run did not end submitted (``mini_swe_agent._outcome``)."""
+    return f"CASE WHEN NOT submitted THEN {column} END"
+
+
+# Each line: its messages' fields (``msgs``), each message's kind (``kinds``: A an assistant message, Q a rejected
+# call's format error, R another result, . anything else), its model calls (``calls``) and each call's first result
+# (``firsts``: the first R after an A with nothing but . between, marked F, or the Q itself), and from them the
+# row's figures.
 _RAW = f"""
 CREATE OR REPLACE TEMP TABLE raw AS
 WITH j AS (
-    SELECT filename AS path, info, messages[-1] AS last,
-        list_transform(messages, lambda m: struct_pack(role := m.role,
-            result := coalesce(m.role IN ('user', 'tool'), false),
-            rejected := coalesce(m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError', false),
-            content := CASE WHEN m.role IN ('user', 'tool') THEN m.content END,
-            returncode := m.extra.returncode::VARCHAR, ts := m.extra.timestamp::VARCHAR,
-            created := m.extra.response.created::VARCHAR, cost := m.extra.cost::VARCHAR,
-            usage := json_extract(m.extra.response.usage, ['$.cost', '$.prompt_tokens', '$.input_tokens',
-                                                            '$.completion_tokens', '$.output_tokens']))) AS msgs
+    SELECT filename AS path, info, messages AS msgs, messages[-1] AS last,
+        coalesce(info.exit_status::VARCHAR = '"Submitted"'
+                 OR (info.exit_status IS NULL AND messages[-1].extra.exit_status::VARCHAR = '"Submitted"'), false)
+            AS submitted
     FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r})
 ), c AS (
     SELECT *, list_transform(msgs, lambda m, i: CASE WHEN m.role = 'assistant' THEN 'A'
-        WHEN m.rejected AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant') THEN 'Q'
-        WHEN m.result THEN 'R' ELSE '.' END) AS kinds
+        WHEN m.role IN ('user', 'tool') AND m.extra.interrupt_type = 'FormatError'
+             AND (i = 1 OR msgs[i - 1].role IS DISTINCT FROM 'assistant') THEN 'Q'
+        WHEN m.role IN ('user', 'tool') THEN 'R' ELSE '.' END) AS kinds
     FROM j
 ), f AS (
-    SELECT *, list_filter(msgs, lambda m, i: kinds[i] IN ('A', 'Q')) AS calls,
+    SELECT *, list_transform(list_filter(msgs, lambda m, i: kinds[i] IN ('A', 'Q')), lambda m: struct_pack(
+            cost := m.extra.cost::VARCHAR,
+            usage := json_extract(m.extra.response.usage, ['$.cost', '$.prompt_tokens', '$.input_tokens',
+                                                            '$.completion_tokens', '$.output_tokens']))) AS calls,
         string_split(regexp_replace(array_to_string(kinds, ''), 'A([.]*)R', 'A\\1F', 'g'), '') AS marks
     FROM c
 ), g AS (
@@ -84,30 +89,32 @@ WITH j AS (
     FROM f
 )
 SELECT path, len(calls) AS num_actions,
-    info.exit_status::VARCHAR AS info_status, info.submission AS info_submission, info.traceback AS traceback,
+    info.exit_status::VARCHAR AS info_status, {_unless_submitted("info.submission")} AS info_submission,
+    {_unless_submitted("info.traceback")} AS traceback,
     {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
-    last.role AS last_role, last.content AS last_content,
-    last.extra.exit_status::VARCHAR AS last_status, last.extra.submission AS last_submission,
+    last.role AS last_role, {_unless_submitted("last.content")} AS last_content,
+    last.extra.exit_status::VARCHAR AS last_status, {_unless_submitted("last.extra.submission")} AS last_submission,
     coalesce(list_sum(list_transform(calls, lambda m: {count("coalesce(m.usage[2], m.usage[3])::VARCHAR")})), 0)
         AS prompt_tokens,
     coalesce(list_sum(list_transform(calls, lambda m: {count("coalesce(m.usage[4], m.usage[5])::VARCHAR")})), 0)
         AS generated_tokens,
     list_filter(list_transform(calls, lambda m: coalesce({number("m.cost")}, {number("m.usage[1]::VARCHAR")})),
                 lambda x: x > 0) AS costs,
-    list_filter(list_transform(msgs, lambda m: coalesce({number("m.ts")},
-                                                        CASE WHEN m.role = 'assistant' THEN {number("m.created")} END)),
+    list_filter(list_transform(msgs, lambda m: coalesce({number("m.extra.timestamp::VARCHAR")},
+        CASE WHEN m.role = 'assistant' THEN {number("m.extra.response.created::VARCHAR")} END)),
                 lambda x: x IS NOT NULL) AS times,
     list_transform(firsts, lambda m: struct_pack(
-        code := CASE WHEN left(m.returncode, 1) IN {fast_jsonl.DIGITS}
-                      AND TRY_CAST(m.returncode AS DOUBLE) = trunc(TRY_CAST(m.returncode AS DOUBLE))
-                     THEN TRY_CAST(m.returncode AS DOUBLE) END,
-        body := coalesce(m.content, ''))) AS results,
+        code := CASE WHEN left(m.extra.returncode::VARCHAR, 1) IN {fast_jsonl.DIGITS}
+                      AND TRY_CAST(m.extra.returncode::VARCHAR AS DOUBLE)
+                          = trunc(TRY_CAST(m.extra.returncode::VARCHAR AS DOUBLE))
+                     THEN TRY_CAST(m.extra.returncode::VARCHAR AS DOUBLE) END,
+        body := left(coalesce(m.content, ''), {agent_text.RETURNCODE_WITHIN}))) AS results,
     (msgs IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"'
-     OR list_bool_or(list_transform(msgs, lambda m: left(m.ts, 1) = '"'
-                                    OR (m.role = 'assistant' AND left(m.created, 1) = '"')))
+     OR list_bool_or(list_transform(msgs, lambda m: left(m.extra.timestamp::VARCHAR, 1) = '"'
+                                    OR (m.role = 'assistant' AND left(m.extra.response.created::VARCHAR, 1) = '"')))
      OR list_bool_or(list_transform(calls, lambda m: left(m.cost, 1) = '"' OR left(m.usage[1]::VARCHAR, 1) = '"'))
-     OR NOT ({_plain("last.content")} AND {_plain("last.extra.submission")} AND {_plain("info.submission")}
-             AND {_plain("info.traceback")})
+     OR NOT (submitted OR ({_plain("last.content")} AND {_plain("last.extra.submission")}
+                            AND {_plain("info.submission")} AND {_plain("info.traceback")}))
      OR list_bool_or(list_transform(firsts, lambda m: NOT {_plain("m.content")}))) AS odd
 FROM g
 """

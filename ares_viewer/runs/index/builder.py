@@ -173,6 +173,14 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
 # A fast-path batch is not cut smaller than this (each batch costs a few fixed queries).
 _MIN_FAST_BATCH = 16 * 1024 * 1024
 
+def _even(files: list[sources.SourceFile], workers: int, scale: int) -> list[list[sources.SourceFile]]:
+    """A fast path's files cut into a multiple of ``workers`` batches of about one size, each under its bound."""
+    most = max(fast_jsonl.BATCH_BYTES * scale // workers, _MIN_FAST_BATCH)
+    total = sum(f.size for f in files)
+    count = -(-total // most)
+    return batches(files, -(-count // workers) * workers, most)
+
+
 # Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
 FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC, fast_mini.SPEC)
 
@@ -182,9 +190,9 @@ def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store
     """The fast path's batches, read by DuckDB in this process: ``workers`` batches side by side, each on its own
     single-threaded connection (a batch's later stages, the rows query, the Parquet write and the values read in
     Python, run on one thread; side by side, they keep every core busy). The batches in memory at once hold about
-    ``fast_jsonl.BATCH_BYTES`` of source data in all."""
-    most = max(fast_jsonl.BATCH_BYTES // workers, _MIN_FAST_BATCH)
-    jobs = [(spec, batch) for spec, files in chosen.items() for batch in batches(files, workers, most)]
+    ``fast_jsonl.BATCH_BYTES`` times the format's ``Spec.batches`` of source data in all, in a multiple of
+    ``workers`` batches of about one size (so that no batch is read alone at the end)."""
+    jobs = [(spec, batch) for spec, files in chosen.items() for batch in _even(files, workers, spec.batches)]
     if not jobs:
         return [], []
     local = threading.local()

@@ -27,8 +27,9 @@ from ares_viewer.formats import base, chat, registry
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import store
 
-# Source data the fast path holds in memory at once: batches read side by side share it (``builder._fast``); a
-# batch's files are read by one query and written as one partition.
+# Source data the fast path holds in memory at once (times a format's ``Spec.batches``): batches read side by side
+# share it (``builder._fast``); a batch's files are read by one query and written as one partition. Each batch
+# costs some 50 ms of fixed queries (planning the read, the Parquet file): the larger, the fewer.
 BATCH_BYTES = 128 * 1024 * 1024
 _FIRST_LINE_BYTES = 4 * 1024 * 1024
 _SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -83,6 +84,9 @@ class Spec:
     set ``odd`` on more rows of ``raw``."""
     tables: tuple[str, ...] = ()
     """Tables ``load`` and ``prepare`` make with ``register``, dropped after each batch."""
+    batches: int = 1
+    """How many times ``BATCH_BYTES`` of source data its batches may hold at once: less where ``raw`` keeps more
+    of each line (Ray runner's keeps every context)."""
 
 
 def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> base.Adapter | None:

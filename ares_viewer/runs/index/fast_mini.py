@@ -234,4 +234,4 @@ LEFT JOIN nonzero c ON c.rid = r._seq
 """
 
 SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent, load=_load, rows=_ROWS, prepare=_prepare,
-                       tables=("places", "endings", "exception_errors", "failed_results"))
+                       tables=("places", "endings", "exception_errors", "failed_results"), batches=4)

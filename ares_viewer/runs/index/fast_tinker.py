@@ -162,7 +162,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
 
 
 SPEC = fast_jsonl.Spec(module=__name__, adapter=tinker, load=_load, rows=_ROWS, prepare=_prepare,
-                       tables=("places", "task_texts", "odd_contexts"))
+                       tables=("places", "task_texts", "odd_contexts"), batches=3)
 
 
 def build(files: Sequence[sources.SourceFile], target: store.Store, *, threads: int

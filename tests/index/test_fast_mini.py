@@ -174,7 +174,8 @@ def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
 
 
 def _first_result(doc: dict, content) -> None:
-    next(m for m in doc["messages"] if m["role"] in ("tool", "user") and m is not doc["messages"][1])["content"] = content
+    first = next(m for m in doc["messages"] if m["role"] in ("tool", "user") and m is not doc["messages"][1])
+    first["content"] = content
 
 
 @pytest.mark.parametrize(("change", "in_sql"), [

@@ -62,8 +62,8 @@ def _two_answers(doc: dict) -> None:
     lambda d: [t.pop("timestamp") for t in d["timesteps"]],
     lambda d: d["timesteps"][-1].update(done="true", reward=True),
     lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
-], ids=["codes", "two-answers", "keys-reordered", "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id",
-        "cost", "no-times", "done-text", "other-chat"])
+], ids=["codes", "two-answers", "keys-reordered", "error-text", "error-dict", "error-empty", "nested-task",
+        "no-kwargs", "int-id", "cost", "no-times", "done-text", "other-chat"])
 def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     records = _generated(6)
     change(records[2])

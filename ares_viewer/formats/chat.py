@@ -192,18 +192,23 @@ def result_message(added: list[Any]) -> Mapping[str, Any] | None:
 class ContextBuilder:
     """Turns per-call contexts into a message pool plus one link per model call."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, messages: bool = True) -> None:
+        """``messages``: build the pool's messages (False: only count them, for a summary that needs the links)."""
         self.pool: list[model.Message] = []
         self.links: list[model.ContextLink] = []
         self._previous_raw: list[Any] = []
+        self._messages = messages
+        self._pooled = 0
 
     def add(self, raw_messages: list[Any]) -> Mapping[str, Any] | None:
         """Record one call's context; returns the raw message carrying the previous action's result."""
         same = kept(self._previous_raw, raw_messages)
         added_raw = raw_messages[same:]
-        start = len(self.pool)
-        self.pool.extend(message_from_dict(raw) for raw in added_raw)
-        link = model.ContextLink(kept=same, added=tuple(range(start, len(self.pool))),
+        start = self._pooled
+        if self._messages:
+            self.pool.extend(message_from_dict(raw) for raw in added_raw)
+        self._pooled += len(added_raw)
+        link = model.ContextLink(kept=same, added=tuple(range(start, self._pooled)),
                                  rewritten=same < len(self._previous_raw))
         self.links.append(link)
         self._previous_raw = raw_messages

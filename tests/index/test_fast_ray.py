@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import fast_paths
 import formats_fixtures as fx
 import pytest
 
+from ares_viewer import model
+from ares_viewer.formats.adapters import ray_runner
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import builder, fast_ray, store
 from benchmarks import bench_scale
@@ -50,7 +53,7 @@ def _two_answers(doc: dict) -> None:
         step["chats"][-1].append({"role": "assistant", "content": "and one more thought"})
 
 
-@pytest.mark.parametrize("change", [
+_SHAPES = [
     _result_codes, _two_answers, _keys_reordered,
     lambda d: d.update(error_info="ConnectionResetError: sandbox closed the socket"),
     lambda d: d.update(error_info={"exception_type": "TimeoutError", "error_message": "step exceeded 600 s"}),
@@ -62,15 +65,19 @@ def _two_answers(doc: dict) -> None:
     lambda d: [t.pop("timestamp") for t in d["timesteps"]],
     lambda d: d["timesteps"][-1].update(done="true", reward=True),
     lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
-], ids=["codes", "two-answers", "keys-reordered", "error-text", "error-dict", "error-empty", "nested-task",
-        "no-kwargs", "int-id", "cost", "no-times", "done-text", "other-chat"])
+]
+_SHAPE_IDS = ["codes", "two-answers", "keys-reordered", "error-text", "error-dict", "error-empty", "nested-task",
+        "no-kwargs", "int-id", "cost", "no-times", "done-text", "other-chat"]
+
+
+@pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)
 def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     records = _generated(6)
     change(records[2])
     assert _same_rows(tmp_path, records)
 
 
-@pytest.mark.parametrize("change", [
+_ODD = [
     lambda d: d.pop("episode_id"),  # the id falls back to the line number
     lambda d: d.update(episode_id=""),
     lambda d: d["timesteps"][1].update(reward="0.5"),  # the ordinary path warns
@@ -81,8 +88,12 @@ def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     lambda d: d["timesteps"][2]["chats"][-1].pop(2),  # a context that drops a message: a rewrite
     lambda d: d["timesteps"][2]["chats"][-1][3].update(content=[{"type": "text", "text": "parts"}]),  # a result
     lambda d: d.update(timesteps={"0": {}}),
-], ids=["no-id", "empty-id", "reward-text", "time-text", "flat-chat", "string-step", "no-context", "rewrite",
-        "content-parts", "steps-object"])
+]
+_ODD_IDS = ["no-id", "empty-id", "reward-text", "time-text", "flat-chat", "string-step", "no-context", "rewrite",
+        "content-parts", "steps-object"]
+
+
+@pytest.mark.parametrize("change", _ODD, ids=_ODD_IDS)
 def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
     records = _generated(6)
     change(records[2])
@@ -115,3 +126,26 @@ def test_answers_beyond_the_last_messages_give_the_ordinary_rows(tmp_path, chang
     records = _generated(6)
     change(records[2])
     _same_rows(tmp_path, records)  # read the ordinary way, or in SQL with the same rows
+
+
+_MORE = [lambda d: d.update(error="a top-level error"), lambda d: d.update(total_cost=True),
+         lambda d: d.update(error="kept", error_info="the real one"),
+         lambda d: d["timesteps"][1].update(reward="lots", timestamp="noon")]
+
+
+@pytest.mark.parametrize("change", [*_SHAPES, *_ODD, _long_answer, _no_answer, *_MORE],
+                         ids=[*_SHAPE_IDS, *_ODD_IDS, "long-answer", "no-answer-at-the-end", "error-key", "cost-bool",
+                              "error-both", "two-warnings"])
+def test_summaries_are_the_parsed_episodes_rows(change):
+    # ``summarize`` reads a row without building the episode: it must say what the Episode page shows.
+    records = _generated(4)
+    change(records[2])
+    for n, doc in enumerate(records):
+        try:
+            episode = ray_runner.parse(doc, "run/rollouts.jsonl", n + 1)[0]
+        except ray_runner.FormatError as exc:  # a document that is no trajectory: the same error
+            with pytest.raises(ray_runner.FormatError, match=re.escape(str(exc))):
+                ray_runner.summarize(doc, "run/rollouts.jsonl", n + 1)
+            continue
+        assert ray_runner.summarize(doc, "run/rollouts.jsonl", n + 1) == [
+            model.EpisodeRow(**episode.summary(), warnings=list(episode.warnings))]

@@ -12,7 +12,7 @@ kept in ``metadata["evaluation"]``; the task's name is looked up in ``reset_kwar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ares_viewer import model
 from ares_viewer.base import locations
@@ -124,25 +124,22 @@ def _tool_names(timesteps: list[Any]) -> list[str]:
     return []
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
-    """The trajectory's index row (``parse``'s summary: Ray dumps hold one trajectory per object, read once).
+class _Walk(NamedTuple):
+    """What the timesteps' main chats say, in order (``_walk``)."""
 
-    Raises:
-        FormatError: when the document cannot be a trajectory.
-    """
-    episode = parse(doc, path, record)[0]
-    return [EpisodeRow(**episode.summary(), warnings=list(episode.warnings))]
+    contexts: chat.ContextBuilder
+    system_prompt: str | None
+    answered: list[int | None]
+    """Per timestep, the model call whose context it answered (an index into the links), or None."""
+    answers: list[list[Any]]
+    results: list[Mapping[str, Any] | None]
+    """Per timestep, the message that carried its action's result (found in the next call's context)."""
+    extras: list[dict[str, Any]]
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
-    """A trajectory as an ``Episode``: a FIRST record for the first context, then one step per timestep.
-
-    Raises:
-        FormatError: when the document cannot be a trajectory (e.g. ``timesteps`` is not a list).
-    """
-    timesteps = _timesteps(doc)
-    warnings: list[str] = []
-    contexts = chat.ContextBuilder()
+def _walk(timesteps: list[Any], warnings: list[str], *, messages: bool) -> _Walk:
+    """The contexts, answers and results of the timesteps (``messages``: build the contexts' messages too)."""
+    contexts = chat.ContextBuilder(messages=messages)
     system_prompt: str | None = None
     answered: list[int | None] = []
     answers: list[list[Any]] = []
@@ -153,10 +150,10 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         if not isinstance(timestep, Mapping):
             warnings.append(f"{where} is a {type(timestep).__name__}, not a timestep; read as empty")
             timestep = {}
-        messages, others = _main_chat(timestep, where, warnings)
-        system, messages = chat.split_system(messages)
+        chats, others = _main_chat(timestep, where, warnings)
+        system, chats = chat.split_system(chats)
         system_prompt = system_prompt if system_prompt is not None else system
-        context, answer = _split_answer(messages)
+        context, answer = _split_answer(chats)
         # The step's other chats (sub-calls, retries) are kept whole, to read beside the main one.
         extra: dict[str, Any] = {"chats": len(others) + 1, "other_chats": others} if others else {}
         if context:
@@ -170,6 +167,70 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         results.append(None)
         extra.update({k: timestep[k] for k in ("info", "metrics") if timestep.get(k)})
         extras.append(extra)
+    return _Walk(contexts, system_prompt, answered, answers, results, extras)
+
+
+def _error_entry(doc: Mapping[str, Any], error: dict[str, str] | None) -> Any:
+    """What ``metadata["error"]`` holds: the error ``error_info`` records, else a top-level ``error`` kept as is."""
+    return error if error else doc.get("error")
+
+
+def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+    """The trajectory's index row: ``parse``'s summary, read without building its steps and messages (the same
+    walk through the contexts, the same readers of each value, the same warnings in the same order).
+
+    Raises:
+        FormatError: when the document cannot be a trajectory.
+    """
+    timesteps = _timesteps(doc)
+    warnings: list[str] = []
+    walk = _walk(timesteps, warnings, messages=False)
+    links = walk.contexts.links
+    done = False
+    rewards: list[float] = []
+    times: list[float] = []
+    nonzero = rewrites = 0
+    for position, timestep in enumerate(timesteps):
+        where = f"timestep {position}"
+        timestep = timestep if isinstance(timestep, Mapping) else {}
+        for m in walk.answers[position]:  # as ``parse`` reads them: a call that cannot be read fails alike
+            if isinstance(m, Mapping):
+                chat.tool_calls(m.get("tool_calls"))
+        reward = chat.number(timestep.get("reward"), f"{where}: reward", warnings)
+        if reward is not None:
+            rewards.append(reward)
+        done = timestep.get("done") is True
+        timestamp = chat.number(timestep.get("timestamp"), f"{where}: timestamp", warnings)
+        if timestamp is not None:
+            times.append(timestamp)
+        result = walk.results[position]
+        nonzero += result is not None and chat.command_result(result).returncode not in (None, 0)
+        call = walk.answered[position]
+        rewrites += call is not None and links[call].rewritten
+    error = error_of(doc.get("error_info"))
+    outcome = model.Outcome.ERRORED if error else model.Outcome.COMPLETED if done else model.Outcome.INCOMPLETE
+    cost = doc.get("total_cost")  # the total ``parse`` keeps in the metadata
+    return [EpisodeRow(
+        episode_id=episode_id(doc, path, record), task_name=task_name(doc), outcome=outcome.value,
+        total_reward=sum(rewards) if rewards else None, num_actions=len(timesteps),
+        start_time=times[0] if times else None, end_time=times[-1] if times else None,
+        duration_s=times[-1] - times[0] if times else None,
+        total_cost=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0,
+        prompt_tokens=0, generated_tokens=0, truncated=False, error=model.describe_error(_error_entry(doc, error)),
+        nonzero_returncodes=nonzero, context_rewrites=rewrites, path=path, format=NAME, warnings=warnings,
+    )]
+
+
+def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+    """A trajectory as an ``Episode``: a FIRST record for the first context, then one step per timestep.
+
+    Raises:
+        FormatError: when the document cannot be a trajectory (e.g. ``timesteps`` is not a list).
+    """
+    timesteps = _timesteps(doc)
+    warnings: list[str] = []
+    walk = _walk(timesteps, warnings, messages=True)
+    contexts, system_prompt, answered, answers, results, extras = walk
 
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
     done = False
@@ -205,7 +266,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     metadata: dict[str, Any] = {k: v for k, v in doc.items()
                                 if k not in ("timesteps", "are_evaluation", "episode_id")}
     if error:
-        metadata["error"] = error
+        metadata["error"] = _error_entry(doc, error)
     evaluation = doc.get("are_evaluation")
     if evaluation is not None:
         metadata["evaluation"] = evaluation

@@ -125,7 +125,7 @@ def _no_answer(doc: dict) -> None:
 def test_answers_beyond_the_last_messages_give_the_ordinary_rows(tmp_path, change):
     records = _generated(6)
     change(records[2])
-    _same_rows(tmp_path, records)  # read the ordinary way, or in SQL with the same rows
+    assert _same_rows(tmp_path, records)  # the whole chat's roles are read: any answer's start is found in SQL
 
 
 _MORE = [lambda d: d.update(error="a top-level error"), lambda d: d.update(total_cost=True),

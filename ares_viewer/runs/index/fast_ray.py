@@ -54,30 +54,25 @@ FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR
 """
 
 # Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer
-# (the closing run of assistant messages). The answer is looked for among the last four messages only: an answer
-# that may reach further back, a chat without an answer among them, or a timestep without a context is irregular
-# (the ordinary path pairs results across the last). Each one-element list binds a name for the next step.
+# (``ray_runner._split_answer``: from the start of the last run of assistant messages on). The roles after the
+# system message become a string (A an assistant message, . any other), whose last run of A's is found by trimming:
+# the context is what comes before it, the whole chat when there is no A. A timestep without a context is irregular
+# (the ordinary path pairs its results across it).
 _CONTEXTS = f"""
 WITH r AS (
     SELECT _seq AS rid, chats, {fast_jsonl.roles("chats")} AS roles FROM raw_ok
 ), s AS (
     SELECT rid, chats, roles, {fast_jsonl.SYSTEM_SKIPPED} AS lo FROM r
-), c AS (
-    SELECT rid, chats, roles, lo, list_transform(roles, lambda r, k: list_transform([r[lo[k]:]], lambda rs:
-        list_transform([greatest(len(rs) - 3, 1)], lambda base:
-        list_transform([list_transform(rs[base:], lambda q: coalesce(q = 'assistant', false))], lambda said:
-        list_transform([coalesce(len(said) + 1 - list_position(list_reverse(said), true), 0)], lambda last_said:
-        list_transform([CASE WHEN last_said = 0 THEN (CASE WHEN base = 1 THEN len(said) + 1 END)
-                             ELSE last_said - coalesce(list_position(list_reverse(said[1:last_said]), false),
-                                                       last_said + 1) + 2 END],
-                       lambda start: {{'n': greatest(coalesce(base + start - 2, 0), 0),
-                                      'irregular': coalesce(start IS NULL OR (start = 1 AND base > 1)
-                                                            OR base + start <= 2, true)}}
-        )[1])[1])[1])[1])[1]) AS contexts
+), k AS (
+    SELECT rid, chats, roles, lo, list_transform(roles, lambda r, i: array_to_string(
+        list_transform(r[lo[i]:], lambda q: CASE WHEN q = 'assistant' THEN 'A' ELSE '.' END), '')) AS kinds
     FROM s
+), c AS (
+    SELECT rid, chats, roles, lo, list_transform(kinds, lambda x: coalesce(
+        CASE WHEN contains(x, 'A') THEN length(rtrim(rtrim(x, '.'), 'A')) ELSE length(x) END, 0)) AS n
+    FROM k
 )
-SELECT rid, chats, roles, lo, list_transform(contexts, lambda x: x.n) AS n,
-       list_bool_or(list_transform(contexts, lambda x: x.irregular)) AS irregular
+SELECT rid, chats, roles, lo, n, coalesce(list_bool_or(list_transform(n, lambda x: x = 0)), true) AS irregular
 FROM c
 """
 

@@ -228,8 +228,7 @@ def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, 
     body = chat.text(first.get("content"))
     extra = _extra(first)
     parsed = agent_text.parse_result(body)
-    returncode = chat.integer(extra.get("returncode"))
-    returncode = parsed.returncode if returncode is None else returncode
+    returncode = _code(extra, body)
     output = extra.get("raw_output") if isinstance(extra.get("raw_output"), str) else parsed.output
     elided = 0 if isinstance(extra.get("raw_output"), str) else parsed.elided_chars
     ended = final and first is messages[-1] and parsed.returncode is None
@@ -252,6 +251,12 @@ def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, 
     return chat.CommandResult(returncode, output, elided, body, bool(format_error)), details, failure
 
 
+def _code(extra: Mapping[str, Any], body: str) -> int | None:
+    """A result's return code: ``extra.returncode`` (2.x) when it is an integer, else the one its text holds."""
+    code = chat.integer(extra.get("returncode"))
+    return agent_text.returncode(body) if code is None else code
+
+
 def _returncode(roles: list[str | None], extras: list[Mapping[str, Any]], messages: list[Any], first: int, end: int
                 ) -> int | None:
     """The return code ``_observation`` gives the results ``messages[first:end]`` (whose roles and extras these
@@ -259,8 +264,7 @@ def _returncode(roles: list[str | None], extras: list[Mapping[str, Any]], messag
     holds; 0 for an exit message that submitted, when there is no result."""
     for i in range(first, end):
         if roles[i] in ("tool", "user"):
-            code = chat.integer(extras[i].get("returncode"))
-            return agent_text.returncode(chat.text(messages[i].get("content"))) if code is None else code
+            return _code(extras[i], chat.text(messages[i].get("content")))
     for i in range(first, end):
         if roles[i] == "exit" and extras[i].get("exit_status") == "Submitted":
             return 0

@@ -173,6 +173,7 @@ def _ordinary(files: list[sources.SourceFile], target: store.Store, workers: int
 # A fast-path batch is not cut smaller than this (each batch costs a few fixed queries).
 _MIN_FAST_BATCH = 16 * 1024 * 1024
 
+
 def _even(files: list[sources.SourceFile], workers: int, scale: int) -> list[list[sources.SourceFile]]:
     """A fast path's files cut into a multiple of ``workers`` batches of about one size, each under its bound."""
     most = max(fast_jsonl.BATCH_BYTES * scale // workers, _MIN_FAST_BATCH)

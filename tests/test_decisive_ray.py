@@ -36,7 +36,8 @@ def test_branches_run_as_ray_tasks_on_a_local_cluster(engine, ray_available, tmp
     parent = load_episode(shared.DEMO / f"{shared.WRONG_FIX}.json")
     with chat_server.serve(shared.Policy(seed=13)) as server:
         found = _ray_search(parent, server)
-    assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}
+    assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}, [
+        b.error for b in found.branches]
     assert all(pathlib.Path(b.path).is_file() for b in found.branches)
     assert len(server.requests) >= 4  # each branch asked the endpoint from its Ray worker
 
@@ -61,7 +62,8 @@ def test_ray_branches_read_the_episode_from_an_object_store_and_write_back_there
     with chat_server.serve(shared.Policy(seed=13)) as server:
         found = _ray_search(parent, server, store="s3://runs/branches")
     # The real verifier ran on the recipe read from the object store: the planted drop is there.
-    assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}
+    assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}, [
+        b.error for b in found.branches]
     assert str(found.folder).startswith("s3://runs/branches/")
     for branch in found.branches:  # each branch episode and its snapshots written back, in the counterfactual layout
         assert branch.path == f"{found.folder}/{branch.episode_id}.json" and fs.exists(branch.path)

@@ -40,10 +40,12 @@ def mirror_remote(fs: Any, remote: str, kind: str, name: str, *, only: Collectio
                   ) -> pathlib.Path | None:
     """Copy a folder of a remote filesystem file by file into the local cache; the copy's path (None on failure).
 
-    The copy is ``<cache>/<kind>/<hash of the remote folder>/<name>``, in the index cache folder
-    (``ARES_VIEWER_CACHE``), never in the run. It is fetched again only when the remote listing (names, sizes,
-    modification times) changes, and replaced whole, so a reader never sees half a copy. Files are copied as
-    they are: archives are never extracted.
+    The copy is ``<cache>/<kind>/<hash of the remote folder>/<hash of its listing>/<name>``, in the index cache
+    folder (``ARES_VIEWER_CACHE``), never in the run. It is fetched again only when the remote listing (names,
+    sizes, modification times) changes. A copy is written beside its place and renamed into it whole, and never
+    replaced: processes and threads mirroring the same folder at once (a search's branches) each get a whole
+    copy, and none removes the copy another is reading. Files are copied as they are: archives are never
+    extracted.
 
     Args:
         fs: An fsspec filesystem.
@@ -70,24 +72,37 @@ def mirror_remote(fs: Any, remote: str, kind: str, name: str, *, only: Collectio
             files[relative] = remote_name
     stamp = json.dumps([[r, listing[n].get("size"), str(listing[n].get("mtime") or listing[n].get("LastModified"))]
                         for r, n in files.items()])
-    digest = hashlib.sha256(fs.unstrip_protocol(remote).encode()).hexdigest()[:24]
-    mirror = index_cache.cache_dir() / kind / digest / name
-    marker = mirror.parent / f"{name}.complete"
-    if marker.is_file() and marker.read_text(encoding="utf-8") == stamp and mirror.is_dir():
+    folder = index_cache.cache_dir() / kind / hashlib.sha256(fs.unstrip_protocol(remote).encode()).hexdigest()[:24]
+    version = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    mirror = folder / version / name
+    if mirror.is_dir():  # a version folder exists only whole: it is renamed into place once its files are all there
         return mirror
-    partial = mirror.parent / f".{name}.partial-{os.getpid()}-{threading.get_ident()}"
+    partial = folder / f".{version}.partial-{os.getpid()}-{threading.get_ident()}"
     shutil.rmtree(partial, ignore_errors=True)
     try:
+        target_root = partial / name
+        target_root.mkdir(parents=True, exist_ok=True)
         for relative, remote_name in files.items():
-            target = partial.joinpath(*pathlib.PurePosixPath(relative).parts)
+            target = target_root.joinpath(*pathlib.PurePosixPath(relative).parts)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(fs.cat_file(remote_name))
-        partial.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(mirror, ignore_errors=True)
-        partial.rename(mirror)
-        marker.write_text(stamp, encoding="utf-8")
+        partial.rename(folder / version)
     except OSError as exc:
         shutil.rmtree(partial, ignore_errors=True)
+        if mirror.is_dir():  # another process or thread put the same version in place first: it is as good
+            return mirror
         _LOGGER.warning("%s: cannot copy it into the cache (%s)", remote, exc)
         return None
+    _drop_versions(folder, keep=version)
     return mirror
+
+
+def _drop_versions(folder: pathlib.Path, keep: str) -> None:
+    """Remove the copies of earlier listings of a remote folder (never one being written: their names start
+    with a dot). A reader of an earlier version loses it only when the remote folder changed meanwhile."""
+    for entry in folder.iterdir():
+        if entry.name != keep and not entry.name.startswith("."):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)

@@ -47,6 +47,24 @@ def _keys_reordered(doc: dict) -> None:
         step["chats"][-1] = [dict(reversed(list(m.items()))) for m in step["chats"][-1]]
 
 
+def _note_before_results(doc: dict) -> None:
+    # Each result comes after a developer's note: the result is the first user or tool message after the answer.
+    for step in doc["timesteps"]:
+        chat = step["chats"][-1]
+        for n in range(len(chat) - 1, 0, -1):
+            if chat[n]["role"] == "tool":
+                chat.insert(n, {"role": "developer", "content": "note"})
+    _result_codes(doc)
+
+
+def _results_after_answers(doc: dict) -> None:
+    # Each chat goes on after its answer with that call's result (the next chat repeats it): read from the chat.
+    for step, after in zip(doc["timesteps"], doc["timesteps"][1:], strict=False):
+        chat = step["chats"][-1]
+        chat.append(after["chats"][-1][len(chat)])
+    _result_codes(doc)
+
+
 def _two_answers(doc: dict) -> None:
     # The answer is a run of two assistant messages: both stay out of the context.
     for step in doc["timesteps"]:
@@ -54,6 +72,7 @@ def _two_answers(doc: dict) -> None:
 
 
 _SHAPES = [
+    _note_before_results, _results_after_answers,
     _result_codes, _two_answers, _keys_reordered,
     lambda d: d.update(error_info="ConnectionResetError: sandbox closed the socket"),
     lambda d: d.update(error_info={"exception_type": "TimeoutError", "error_message": "step exceeded 600 s"}),
@@ -66,8 +85,9 @@ _SHAPES = [
     lambda d: d["timesteps"][-1].update(done="true", reward=True),
     lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
 ]
-_SHAPE_IDS = ["codes", "two-answers", "keys-reordered", "error-text", "error-dict", "error-empty", "nested-task",
-        "no-kwargs", "int-id", "cost", "no-times", "done-text", "other-chat"]
+_SHAPE_IDS = ["note-before-results", "results-after-answers", "codes", "two-answers", "keys-reordered",
+              "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id", "cost", "no-times",
+              "done-text", "other-chat"]
 
 
 @pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)

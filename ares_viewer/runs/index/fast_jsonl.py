@@ -242,12 +242,83 @@ def roles(chats: str) -> str:
     return f"list_transform({chats}, lambda c: list_transform(c, lambda m: {_role('m')}))"
 
 
-def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str) -> None:
+def _kinds(roles: str) -> str:
+    """A list of roles as a string: A an assistant message, R a user or tool message, . any other."""
+    return (f"array_to_string(list_transform({roles}, lambda q: CASE WHEN q = 'assistant' THEN 'A' "
+            "WHEN q IN ('user', 'tool') THEN 'R' ELSE '.' END), '')")
+
+
+def text_extends(chats: str) -> str:
+    """Whether each of a list of chats (JSON array texts as DuckDB writes them back: compact) holds the whole
+    previous one and more, compared as text: ``[a,b]`` then ``[a,b,c,...]``. Such chats are read by
+    ``_TEXT_PAIRS`` without parsing what they repeat."""
+    return (f"(len({chats}) > 0 AND list_count({chats}) = len({chats}) AND coalesce(list_bool_and(list_transform("
+            f"range(2, len({chats}) + 1), lambda k: starts_with({chats}[k], "
+            f"left({chats}[k - 1], length({chats}[k - 1]) - 1) || ','))), true))")
+
+
+# ``_PAIRS`` for an episode whose chats each extend the previous one as text (``text_extends``): ``$texts`` gives one
+# row per episode (``rid``) with ``chats`` (each call's whole message list as JSON text: its context, then its
+# answer). The last chat holds every message, so it alone is parsed; each chat is its first messages, as many as
+# its length in bytes says (DuckDB writes a list back as ``[`` + messages joined by ``,`` + ``]``, each message as it
+# writes it alone). The roles after a first system or developer message become one string (``_kinds``); a chat's
+# context ends where its last run of A's starts (``ray_runner._split_answer``), so contexts extend each other
+# unchanged (no rewrite), and a call's added messages run from the previous context's end to its own: the result
+# is the first R after the last A among them.
+_TEXT_PAIRS = f"""
+INSERT INTO pairs
+WITH f AS (
+    SELECT rid, list_transform(chats, lambda c: strlen(c)) AS sizes, chats[-1]::JSON[] AS messages FROM ($texts)
+), g AS (
+    SELECT rid, sizes, messages, list_transform(messages, lambda m: {_role('m')}) AS roles,
+           list_transform(messages, lambda m: strlen(m) + 1) AS widths
+    FROM f
+), h AS (
+    SELECT rid, sizes, messages, CASE WHEN roles[1] IN ('system', 'developer') THEN 1 ELSE 0 END AS skipped,
+           {_kinds("roles")} AS kinds,
+           list_transform(range(1, len(widths) + 1), lambda i: list_sum(widths[1:i]) + 1) AS ends
+    FROM g
+), i AS (
+    SELECT rid, messages, skipped, list_transform(sizes, lambda b: coalesce(list_position(ends, b), 0)) AS counts, kinds
+    FROM h
+), j AS (
+    SELECT rid, messages, skipped, list_bool_or(list_transform(counts, lambda c: c <= skipped)) AS irregular,
+           list_transform(counts, lambda c: substr(kinds, skipped + 1, c - skipped)) AS ks
+    FROM i
+), k AS (
+    SELECT rid, messages, skipped, irregular, list_transform(ks, lambda x: CASE
+        WHEN contains(x, 'A') THEN length(rtrim(rtrim(x, '.R'), 'A')) ELSE length(x) END) AS n, ks
+    FROM j
+), p AS (
+    SELECT rid, irregular OR n[1] = 0 AS irregular, messages, skipped, list_transform(range(2, len(ks) + 1),
+        lambda q: substr(ks[q], n[q - 1] + 1, n[q] - n[q - 1])) AS added, n
+    FROM k
+), a AS (
+    SELECT rid, irregular, messages, skipped, added, n, list_transform(added, lambda x: CASE WHEN contains(x, 'A')
+        THEN length(x) + 1 - strpos(reverse(x), 'A') ELSE 0 END) AS said
+    FROM p
+), m AS (
+    SELECT rid, irregular, unnest(CASE WHEN len(added) > 0 THEN list_transform(range(1, len(added) + 1),
+        lambda q: CASE WHEN contains(substr(added[q], said[q] + 1), 'R') THEN json_extract(
+            messages[skipped + n[q] + said[q] + strpos(substr(added[q], said[q] + 1), 'R')], '$.content') END)
+        ELSE [NULL] END) AS content
+    FROM a
+)
+SELECT rid, irregular OR (content IS NOT NULL AND left(content::VARCHAR, 1) <> '"') AS irregular,
+       CASE WHEN left(content::VARCHAR, 1) = '"' THEN json_extract_string(content, '$') END AS body
+FROM m
+"""
+
+
+def context_pairs(con: duckdb.DuckDBPyConnection, contexts: str, texts: str | None = None) -> None:
     """Tables ``pairs`` (see ``_PAIRS``) and ``pair_counts`` (``rid``, ``irregular``, ``nonzero``: the results
-    whose return code is not 0) from the SELECT ``contexts`` (one row per episode, see ``_PAIRS``).
+    whose return code is not 0) from the SELECT ``contexts`` (one row per episode, see ``_PAIRS``) and the SELECT
+    ``texts`` of other episodes, whose chats extend each other as text (see ``_TEXT_PAIRS``).
 
     Only the distinct result texts that hold a return code are read in Python, by ``chat.command_result``."""
     con.execute(_PAIRS.replace("$contexts", contexts))
+    if texts is not None:
+        con.execute(_TEXT_PAIRS.replace("$texts", texts))
     failed_results(con, "SELECT DISTINCT body FROM pairs WHERE contains(body, '<returncode>')")
     con.execute("""
         CREATE OR REPLACE TEMP TABLE pair_counts AS

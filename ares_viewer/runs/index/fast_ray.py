@@ -1,9 +1,11 @@
 """Ray runner trajectories in JSON Lines read by DuckDB's JSON reader (``fast_jsonl``).
 
-A trajectory's line is mostly its chats. DuckDB keeps each timestep's main chat (its last one) as a list of
-messages in JSON text, its reward and timestamp as JSON text, and computes the row in SQL: the context is the
-main chat without its system message and its closing run of assistant messages (``ray_runner._split_answer``),
-and consecutive contexts give the rewrites and command results (``fast_jsonl.context_pairs``). Python only reads
+A trajectory's line is mostly its chats, each repeating the conversation so far. DuckDB keeps each timestep's main
+chat (its last one) as one JSON text, its reward and timestamp as JSON text, and computes the row in SQL: the
+context is the main chat without its system message and its closing run of assistant messages
+(``ray_runner._split_answer``), and consecutive contexts give the rewrites and command results
+(``fast_jsonl.context_pairs``). When each chat's text holds the previous one whole (the usual case), only the last
+chat is parsed; other trajectories have every chat parsed into messages and compared. Python only reads
 distinct values: ``reset_kwargs`` for the task, ``error_info`` for the errored outcome, and result texts that
 hold a return code, each by the function the ordinary path uses.
 
@@ -28,11 +30,12 @@ from ares_viewer.runs.index.fast_jsonl import number
 
 # The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
 COLUMNS = {"episode_id": "JSON", "reset_kwargs": "JSON", "error_info": "JSON", "total_cost": "JSON",
-            "timesteps": "STRUCT(chats JSON[][], reward JSON, done JSON, timestamp JSON)[]"}
+            "timesteps": "STRUCT(chats JSON[], reward JSON, done JSON, timestamp JSON)[]"}
 
 
 _RAW = f"""
 CREATE OR REPLACE TEMP TABLE raw AS
+SELECT *, {fast_jsonl.text_extends("chats")} AS extends FROM (
 SELECT path,
     CASE WHEN left(eid, 1) = '"' THEN json_extract_string(eid, '$') ELSE eid END AS episode_id,
     kwargs, err,
@@ -42,25 +45,29 @@ SELECT path,
     list_filter(list_transform(timesteps, lambda t: {number("t.timestamp::VARCHAR")}), lambda x: x IS NOT NULL)
         AS times,
     coalesce(timesteps[-1].done::VARCHAR = 'true', false) AS done,
-    list_transform(timesteps, lambda t: t.chats[-1]) AS chats,
+    list_transform(timesteps, lambda t: t.chats[-1]::VARCHAR) AS chats,
     (timesteps IS NULL OR eid IS NULL OR eid = '""' OR NOT (left(eid, 1) = '"' OR {fast_jsonl.is_integer("eid")})
      OR list_bool_or(list_transform(timesteps, lambda t: t IS NULL
                                     OR left(t.reward::VARCHAR, 1) IN ('"', '[', '{{')
                                     OR left(t.timestamp::VARCHAR, 1) IN ('"', '[', '{{')
-                                    OR list_bool_or(list_transform(t.chats, lambda c: c IS NULL))))) AS odd
+                                    OR list_bool_or(list_transform(t.chats, lambda c: c IS NULL
+                                                                   OR left(c::VARCHAR, 1) <> '['))))) AS odd
 FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR AS kwargs,
              error_info::VARCHAR AS err, total_cost::VARCHAR AS cost, timesteps
-      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r}))
+      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r})))
 """
 
 # Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer
 # (``ray_runner._split_answer``: from the start of the last run of assistant messages on). The roles after the
 # system message become a string (A an assistant message, . any other), whose last run of A's is found by trimming:
 # the context is what comes before it, the whole chat when there is no A. A timestep without a context is irregular
-# (the ordinary path pairs its results across it).
+# (the ordinary path pairs its results across it). Only trajectories whose chats do not extend each other as text
+# come here (``extends``; the others go to ``fast_jsonl._TEXT_PAIRS``).
 _CONTEXTS = f"""
-WITH r AS (
-    SELECT _seq AS rid, chats, {fast_jsonl.roles("chats")} AS roles FROM raw_ok
+WITH q AS (
+    SELECT _seq AS rid, list_transform(chats, lambda c: c::JSON[]) AS chats FROM raw_ok WHERE NOT extends
+), r AS (
+    SELECT rid, chats, {fast_jsonl.roles("chats")} AS roles FROM q
 ), s AS (
     SELECT rid, chats, roles, {fast_jsonl.SYSTEM_SKIPPED} AS lo FROM r
 ), k AS (
@@ -91,7 +98,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     fast_jsonl.register(con, "errors", {"err": ("VARCHAR", errs),
                                         "errored": ("BOOLEAN", [f is not None for f in found]),
                                         "error": ("VARCHAR", [model.describe_error(f) for f in found])})
-    fast_jsonl.context_pairs(con, _CONTEXTS)
+    fast_jsonl.context_pairs(con, _CONTEXTS, "SELECT _seq AS rid, chats FROM raw_ok WHERE extends")
     con.execute("UPDATE raw SET odd = true WHERE path IN "
                 "(SELECT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular)")
 

@@ -35,7 +35,9 @@ COLUMNS = {"episode_id": "JSON", "reset_kwargs": "JSON", "error_info": "JSON", "
 
 _RAW = f"""
 CREATE OR REPLACE TEMP TABLE raw AS
-SELECT *, {fast_jsonl.text_extends("chats")} AS extends FROM (
+SELECT * EXCLUDE (chats), CASE WHEN extends THEN NULL ELSE chats END AS chats,
+    CASE WHEN extends THEN chats[-1] END AS last_chat, list_transform(chats, lambda c: strlen(c)) AS chat_sizes
+FROM (SELECT *, {fast_jsonl.text_extends("chats")} AS extends FROM (
 SELECT path,
     CASE WHEN left(eid, 1) = '"' THEN json_extract_string(eid, '$') ELSE eid END AS episode_id,
     kwargs, err,
@@ -54,7 +56,7 @@ SELECT path,
                                                                    OR left(c::VARCHAR, 1) <> '['))))) AS odd
 FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR AS kwargs,
              error_info::VARCHAR AS err, total_cost::VARCHAR AS cost, timesteps
-      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r})))
+      FROM read_json($files, format = 'newline_delimited', filename = true, columns = {COLUMNS!r}))))
 """
 
 # Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer
@@ -98,7 +100,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     fast_jsonl.register(con, "errors", {"err": ("VARCHAR", errs),
                                         "errored": ("BOOLEAN", [f is not None for f in found]),
                                         "error": ("VARCHAR", [model.describe_error(f) for f in found])})
-    fast_jsonl.context_pairs(con, _CONTEXTS, "SELECT _seq AS rid, chats FROM raw_ok WHERE extends")
+    fast_jsonl.context_pairs(con, _CONTEXTS, "SELECT _seq AS rid, chat_sizes AS sizes, last_chat FROM raw_ok WHERE extends")
     con.execute("UPDATE raw SET odd = true WHERE path IN "
                 "(SELECT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular)")
 

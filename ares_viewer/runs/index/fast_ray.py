@@ -100,7 +100,8 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     fast_jsonl.register(con, "errors", {"err": ("VARCHAR", errs),
                                         "errored": ("BOOLEAN", [f is not None for f in found]),
                                         "error": ("VARCHAR", [model.describe_error(f) for f in found])})
-    fast_jsonl.context_pairs(con, _CONTEXTS, "SELECT _seq AS rid, chat_sizes AS sizes, last_chat FROM raw_ok WHERE extends")
+    fast_jsonl.context_pairs(con, _CONTEXTS,
+                             "SELECT _seq AS rid, chat_sizes AS sizes, last_chat FROM raw_ok WHERE extends")
     con.execute("UPDATE raw SET odd = true WHERE path IN "
                 "(SELECT path FROM raw_ok JOIN pair_counts ON rid = _seq WHERE irregular)")
 

@@ -261,10 +261,10 @@ def text_extends(chats: str) -> str:
 # row per episode (``rid``) with ``sizes`` (each call's message list, its context then its answer, as JSON text:
 # its length in bytes, ``strlen``) and ``last_chat`` (the last one's text). The last chat holds every message, so it
 # alone is parsed; each chat is its first messages, as many as its length in bytes says (DuckDB writes a list back
-# as ``[`` + messages joined by ``,`` + ``]``, each message as it writes it alone). The roles after a first system or developer message become one string (``_kinds``); a chat's
-# context ends where its last run of A's starts (``ray_runner._split_answer``), so contexts extend each other
-# unchanged (no rewrite), and a call's added messages run from the previous context's end to its own: the result
-# is the first R after the last A among them.
+# as ``[`` + messages joined by ``,`` + ``]``, each message as it writes it alone). The roles after a first system
+# or developer message become one string (``_kinds``); a chat's context ends where its last run of A's starts
+# (``ray_runner._split_answer``), so contexts extend each other unchanged (no rewrite), and a call's added messages
+# run from the previous context's end to its own: the result is the first R after the last A among them.
 _TEXT_PAIRS = f"""
 INSERT INTO pairs
 WITH f AS (

@@ -86,7 +86,8 @@ class Spec:
     """Tables ``load`` and ``prepare`` make with ``register``, dropped after each batch."""
     batches: int = 1
     """How many times ``BATCH_BYTES`` of source data its batches may hold at once: less where ``raw`` keeps more
-    of each line (Ray runner's keeps every context)."""
+    of each line (Ray runner's keeps the last chat, and every chat of a trajectory whose chats do not extend each
+    other as text)."""
 
 
 def first_line_adapter(file: sources.SourceFile, max_bytes: int) -> base.Adapter | None:

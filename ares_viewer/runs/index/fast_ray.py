@@ -121,4 +121,4 @@ LEFT JOIN pair_counts c ON c.rid = r._seq
 """
 
 SPEC = fast_jsonl.Spec(module=__name__, adapter=ray_runner, load=_load, rows=_ROWS, prepare=_prepare,
-                       tables=("tasks", "errors"))
+                       tables=("tasks", "errors"), batches=2)

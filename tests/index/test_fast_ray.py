@@ -65,6 +65,16 @@ def _results_after_answers(doc: dict) -> None:
     _result_codes(doc)
 
 
+def _non_ascii(doc: dict) -> None:
+    # Texts beyond ASCII: chats are compared and cut by bytes, messages counted by their length in bytes.
+    seen: set[int] = set()  # a message a later chat repeats is the same dict: changed once
+    for step in doc["timesteps"]:
+        for m in step["chats"][-1]:
+            if id(m) not in seen:
+                seen.add(id(m))
+                m["content"] = "Résumé — 日本語 ✓ " + m["content"]
+
+
 def _two_answers(doc: dict) -> None:
     # The answer is a run of two assistant messages: both stay out of the context.
     for step in doc["timesteps"]:
@@ -72,7 +82,7 @@ def _two_answers(doc: dict) -> None:
 
 
 _SHAPES = [
-    _note_before_results, _results_after_answers,
+    _note_before_results, _results_after_answers, _non_ascii,
     _result_codes, _two_answers, _keys_reordered,
     lambda d: d.update(error_info="ConnectionResetError: sandbox closed the socket"),
     lambda d: d.update(error_info={"exception_type": "TimeoutError", "error_message": "step exceeded 600 s"}),
@@ -85,7 +95,7 @@ _SHAPES = [
     lambda d: d["timesteps"][-1].update(done="true", reward=True),
     lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
 ]
-_SHAPE_IDS = ["note-before-results", "results-after-answers", "codes", "two-answers", "keys-reordered",
+_SHAPE_IDS = ["note-before-results", "results-after-answers", "non-ascii", "codes", "two-answers", "keys-reordered",
               "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id", "cost", "no-times",
               "done-text", "other-chat"]
 

@@ -252,10 +252,11 @@ def _kinds(roles: str) -> str:
 def text_extends(chats: str) -> str:
     """Whether each of a list of chats (JSON array texts as DuckDB writes them back: compact) holds the whole
     previous one and more, compared as text: ``[a,b]`` then ``[a,b,c,...]``. Such chats are read by
-    ``_TEXT_PAIRS`` without parsing what they repeat."""
+    ``_TEXT_PAIRS`` without parsing what they repeat. (The previous chat is cut by bytes, as a BLOB: cutting a
+    text counts its characters.)"""
     return (f"(len({chats}) > 0 AND list_count({chats}) = len({chats}) AND coalesce(list_bool_and(list_transform("
             f"range(2, len({chats}) + 1), lambda k: starts_with({chats}[k], "
-            f"left({chats}[k - 1], length({chats}[k - 1]) - 1) || ','))), true))")
+            f"decode(encode({chats}[k - 1])[1:strlen({chats}[k - 1]) - 1]) || ','))), true))")
 
 
 # ``_PAIRS`` for an episode whose chats each extend the previous one as text (``text_extends``): ``$texts`` gives one

@@ -86,7 +86,9 @@ _FIRST_SEEN = """(selectors) => {
       if (!(name in window.__aresSeen) && document.querySelector(selector))
         window.__aresSeen[name] = performance.now();
   };
-  new MutationObserver(check).observe(document, {subtree: true, childList: true});
+  // a class set on an element already there (the step list's current row) counts when it is set
+  new MutationObserver(check).observe(document, {subtree: true, childList: true, attributes: true,
+                                                 attributeFilter: ["class"]});
 }"""
 
 

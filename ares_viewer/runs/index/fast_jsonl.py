@@ -243,10 +243,17 @@ def roles(chats: str) -> str:
     return f"list_transform({chats}, lambda c: list_transform(c, lambda m: {_role('m')}))"
 
 
-def _kinds(roles: str) -> str:
+def kinds(roles: str) -> str:
     """A list of roles as a string: A an assistant message, R a user or tool message, . any other."""
     return (f"array_to_string(list_transform({roles}, lambda q: CASE WHEN q = 'assistant' THEN 'A' "
             "WHEN q IN ('user', 'tool') THEN 'R' ELSE '.' END), '')")
+
+
+def context_length(kinds: str) -> str:
+    """How many messages of a chat (its ``kinds`` string) come before its answer, the last run of A's
+    (``ray_runner._split_answer``): found by trimming; the whole chat when it has no A."""
+    return (f"CASE WHEN contains({kinds}, 'A') THEN length(rtrim(rtrim({kinds}, '.R'), 'A')) "
+            f"ELSE length({kinds}) END")
 
 
 def text_extends(chats: str) -> str:
@@ -264,7 +271,7 @@ def text_extends(chats: str) -> str:
 # its length in bytes, ``strlen``) and ``last_chat`` (the last one's text). The last chat holds every message, so it
 # alone is parsed; each chat is its first messages, as many as its length in bytes says (DuckDB writes a list back
 # as ``[`` + messages joined by ``,`` + ``]``, each message as it writes it alone). The roles after a first system
-# or developer message become one string (``_kinds``); a chat's context ends where its last run of A's starts
+# or developer message become one string (``kinds``); a chat's context ends where its last run of A's starts
 # (``ray_runner._split_answer``), so contexts extend each other unchanged (no rewrite), and a call's added messages
 # run from the previous context's end to its own: the result is the first R after the last A among them.
 _TEXT_PAIRS = f"""
@@ -277,7 +284,7 @@ WITH f AS (
     FROM f
 ), h AS (
     SELECT rid, sizes, messages, CASE WHEN roles[1] IN ('system', 'developer') THEN 1 ELSE 0 END AS skipped,
-           {_kinds("roles")} AS kinds,
+           {kinds("roles")} AS kinds,
            list_transform(range(1, len(widths) + 1), lambda i: list_sum(widths[1:i]) + 1) AS ends
     FROM g
 ), i AS (
@@ -288,8 +295,7 @@ WITH f AS (
            list_transform(counts, lambda c: substr(kinds, skipped + 1, c - skipped)) AS ks
     FROM i
 ), k AS (
-    SELECT rid, messages, skipped, irregular, list_transform(ks, lambda x: CASE
-        WHEN contains(x, 'A') THEN length(rtrim(rtrim(x, '.R'), 'A')) ELSE length(x) END) AS n, ks
+    SELECT rid, messages, skipped, irregular, list_transform(ks, lambda x: {context_length("x")}) AS n, ks
     FROM j
 ), p AS (
     SELECT rid, irregular OR n[1] = 0 AS irregular, messages, skipped, list_transform(range(2, len(ks) + 1),

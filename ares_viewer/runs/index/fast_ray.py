@@ -61,10 +61,10 @@ FROM (SELECT filename AS path, episode_id::VARCHAR AS eid, reset_kwargs::VARCHAR
 
 # Each timestep's context (``fast_jsonl.context_pairs``): its main chat without the system message and the answer
 # (``ray_runner._split_answer``: from the start of the last run of assistant messages on). The roles after the
-# system message become a string (A an assistant message, . any other), whose last run of A's is found by trimming:
-# the context is what comes before it, the whole chat when there is no A. A timestep without a context is irregular
-# (the ordinary path pairs its results across it). Only trajectories whose chats do not extend each other as text
-# come here (``extends``; the others go to ``fast_jsonl._TEXT_PAIRS``).
+# system message become a string (``fast_jsonl.kinds``), whose last run of A's is found by trimming
+# (``fast_jsonl.context_length``): the context is what comes before it, the whole chat when there is no A. A
+# timestep without a context is irregular (the ordinary path pairs its results across it). Only trajectories whose
+# chats do not extend each other as text come here (``extends``; the others go to ``fast_jsonl._TEXT_PAIRS``).
 _CONTEXTS = f"""
 WITH q AS (
     SELECT _seq AS rid, list_transform(chats, lambda c: c::JSON[]) AS chats FROM raw_ok WHERE NOT extends
@@ -73,12 +73,10 @@ WITH q AS (
 ), s AS (
     SELECT rid, chats, roles, {fast_jsonl.SYSTEM_SKIPPED} AS lo FROM r
 ), k AS (
-    SELECT rid, chats, roles, lo, list_transform(roles, lambda r, i: array_to_string(
-        list_transform(r[lo[i]:], lambda q: CASE WHEN q = 'assistant' THEN 'A' ELSE '.' END), '')) AS kinds
+    SELECT rid, chats, roles, lo, list_transform(roles, lambda r, i: {fast_jsonl.kinds("r[lo[i]:]")}) AS kinds
     FROM s
 ), c AS (
-    SELECT rid, chats, roles, lo, list_transform(kinds, lambda x: coalesce(
-        CASE WHEN contains(x, 'A') THEN length(rtrim(rtrim(x, '.'), 'A')) ELSE length(x) END, 0)) AS n
+    SELECT rid, chats, roles, lo, list_transform(kinds, lambda x: coalesce({fast_jsonl.context_length("x")}, 0)) AS n
     FROM k
 )
 SELECT rid, chats, roles, lo, n, coalesce(list_bool_or(list_transform(n, lambda x: x = 0)), true) AS irregular

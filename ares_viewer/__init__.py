@@ -44,6 +44,7 @@ _SHORT_NAMES = {
     "align": "ares_viewer.analysis.align",
     "display": "ares_viewer.model.render",
     "ending": "ares_viewer.analysis.ending",
+    "export": "ares_viewer.formats.export",
     "groups": "ares_viewer.analysis.groups",
     "model_client": "ares_viewer.counterfactual.model_client",
     "plots": "ares_viewer.analysis.plots",

@@ -178,6 +178,16 @@ MODEL_TIMEOUT_S: Setting[str | None] = _declare("ARES_VIEWER_MODEL_TIMEOUT_S", N
 MODEL_CONFIG: Setting[str | None] = _declare("ARES_VIEWER_MODEL_CONFIG", None, text,
     "The endpoint's TOML file; unset: model.toml in the cache folder.")
 
+# The Docent server ``ares-viewer export --format docent`` sends agent runs to (docs/formats.md, Export).
+DOCENT_URL: Setting[str | None] = _declare("ARES_VIEWER_DOCENT_URL", None, text,
+    "The Docent API's URL that ``export --format docent`` adds agent runs to; unset: the export is only written to "
+    "its file.")
+DOCENT_API_KEY_ENV: Setting[str | None] = _declare("ARES_VIEWER_DOCENT_API_KEY_ENV", None, text,
+    "The name of the environment variable holding the Docent API key (unset: DOCENT_API_KEY; the key itself is "
+    "never configured).")
+DOCENT_COLLECTION: Setting[str | None] = _declare("ARES_VIEWER_DOCENT_COLLECTION", None, text,
+    "The Docent collection the agent runs are added to; unset: a new collection named after the run.")
+
 # The app.
 RUNS: Setting[str | None] = _declare("ARES_VIEWER_RUNS", None, text,
     "The folder whose subfolders the app's run picker lists; unset: the bundled sample runs, else the current "

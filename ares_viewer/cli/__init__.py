@@ -26,7 +26,7 @@ from ares_viewer.cli import branch as cli_branch
 from ares_viewer.cli import compare as cli_compare
 from ares_viewer.cli import failure_clusters as cli_failure_clusters
 from ares_viewer.cli import queue as cli_queue
-from ares_viewer.formats.export import atif_export
+from ares_viewer.formats.export import atif_export, docent_export
 from ares_viewer.model import render as display
 from ares_viewer.runs import run, sources
 from ares_viewer.runs.index import queries as index_queries
@@ -262,9 +262,39 @@ def _export_atif(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _export_docent(args: argparse.Namespace) -> int:
+    """Episodes as Docent agent runs in one JSON Lines file, added to Docent too when a server is configured. An
+    episode that cannot be read is reported and skipped; the others are written."""
+    opened = run.open_run(args.location)
+    unknown = [e for e in args.episode or () if e not in opened]
+    if unknown:
+        print(f"error: no episode {unknown[0]!r} in {args.location}", file=sys.stderr)
+        return 2
+    try:
+        written = docent_export.write(opened, args.out, episodes=args.episode or None)
+    except docent_export.ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for error in written.errors:
+        print(f"error: {error}", file=sys.stderr)
+    print(f"wrote {written.runs} Docent agent run{'' if written.runs == 1 else 's'} to {written.path}"
+          + (f"; {len(written.errors)} episode(s) could not be read" if written.errors else ""), file=sys.stderr)
+    try:
+        server = docent_export.configured()
+        if server is not None:
+            collection, sent = docent_export.send(written.path, server, name=pathlib.Path(args.location).name)
+            print(f"sent {sent} agent run(s) to Docent collection {collection} at {server.url}", file=sys.stderr)
+    except docent_export.ExportError as exc:
+        print(f"error: not sent to Docent: {exc}", file=sys.stderr)
+        return 1
+    return 1 if written.errors else 0
+
+
 def _export(args: argparse.Namespace) -> int:
     if args.format == "atif":
         return _export_atif(args)
+    if args.format == "docent":
+        return _export_docent(args)
     review.export_format(args.out)  # a bad suffix fails before any work
     opened = run.open_run(args.location)
     store = review.open_store(args.db, read_only=True)
@@ -416,15 +446,19 @@ def build_parser() -> argparse.ArgumentParser:
     app.set_defaults(func=_app)
 
     export = commands.add_parser("export", help="export reviewed steps with their exact prompts (JSONL/Parquet), "
-                                                "or episodes as ATIF trajectories (--format atif)")
+                                                "or episodes as ATIF trajectories (--format atif) or Docent agent "
+                                                "runs (--format docent)")
     export.add_argument("location", help="the run: folder, file, glob or fsspec URL")
-    export.add_argument("--format", choices=("review", "atif"), default="review",
-                        help="review: reviewed steps (the default); atif: whole episodes as ATIF trajectories")
+    export.add_argument("--format", choices=("review", "atif", "docent"), default="review",
+                        help="review: reviewed steps (the default); atif: whole episodes as ATIF trajectories; "
+                             "docent: whole episodes as Docent agent runs, one JSON object a line (sent to Docent "
+                             "too when $ARES_VIEWER_DOCENT_URL is set)")
     export.add_argument("--episode", action="append", default=[],
-                        help="with --format atif: only this episode (repeatable; default: every episode)")
+                        help="with --format atif or docent: only this episode (repeatable; default: every episode)")
     export.add_argument("--label", action="append", default=[], help="only steps with this label (repeatable)")
     export.add_argument("--out", required=True, help="the file to write: *.jsonl or *.parquet; with --format atif "
-                                                     "a *.json file (one episode) or a folder")
+                                                     "a *.json file (one episode) or a folder; with --format "
+                                                     "docent a .jsonl file (never in the run's folder)")
     export.add_argument("--db", help="the review database (default: $ARES_VIEWER_REVIEW_DB or beside the cache)")
     export.set_defaults(func=_export)
 

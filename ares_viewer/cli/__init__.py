@@ -226,13 +226,19 @@ def _file_name(episode_id: str, taken: set[str]) -> str:
     return name
 
 
+def _has_episodes(opened: run.Run, args: argparse.Namespace) -> bool:
+    """Whether the run holds every ``--episode`` asked for (else the first missing one is named on stderr)."""
+    unknown = [e for e in args.episode or () if e not in opened]
+    if unknown:
+        print(f"error: no episode {unknown[0]!r} in {args.location}", file=sys.stderr)
+    return not unknown
+
+
 def _export_atif(args: argparse.Namespace) -> int:
     """Episodes as ATIF trajectories: one ``.json`` file, or a folder of ``{episode id}.json`` files. An episode
     that cannot be read is reported and skipped; the others are written."""
     opened = run.open_run(args.location)
-    unknown = [e for e in args.episode or () if e not in opened]
-    if unknown:
-        print(f"error: no episode {unknown[0]!r} in {args.location}", file=sys.stderr)
+    if not _has_episodes(opened, args):
         return 2
     ids = args.episode or opened.episode_ids
     out = pathlib.Path(args.out)
@@ -266,9 +272,7 @@ def _export_docent(args: argparse.Namespace) -> int:
     """Episodes as Docent agent runs in one JSON Lines file, added to Docent too when a server is configured. An
     episode that cannot be read is reported and skipped; the others are written."""
     opened = run.open_run(args.location)
-    unknown = [e for e in args.episode or () if e not in opened]
-    if unknown:
-        print(f"error: no episode {unknown[0]!r} in {args.location}", file=sys.stderr)
+    if not _has_episodes(opened, args):
         return 2
     try:
         written = docent_export.write(opened, args.out, episodes=args.episode or None)

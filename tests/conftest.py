@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import pathlib
 import types
@@ -33,6 +34,20 @@ def _missing(reason: str) -> None:
 def missing():
     """``missing(reason)``: fail in CI, skip elsewhere; for needs that are no fixture of their own (a package)."""
     return _missing
+
+
+@pytest.fixture(scope="session")
+def installed():
+    """``installed(module, how)``: the module imported, else ``missing`` naming ``how`` to install it."""
+
+    def need(module: str, how: str) -> types.ModuleType:
+        try:
+            return importlib.import_module(module)
+        except ImportError as exc:
+            _missing(f"{module} is not installed ({exc}); {how}")
+            raise
+
+    return need
 
 
 @pytest.fixture(scope="session")

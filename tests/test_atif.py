@@ -24,12 +24,8 @@ KEPT_MINI = pathlib.Path(__file__).resolve().parent / "fixtures" / "mini-swe-age
 
 
 @pytest.fixture(scope="module")
-def atif_models(missing):
-    try:
-        import atif
-    except ImportError as exc:
-        missing(f"the atif package is not installed ({exc}); pip install -e '.[test]'")
-    return atif
+def atif_models(installed):
+    return installed("atif", "pip install -e '.[test]'")
 
 
 def test_fixtures_follow_the_published_schema(atif_models):

@@ -23,12 +23,8 @@ REWRITTEN = "0b17f852-8687-4e04-a8c5-e078baf6b285"  # the demo episode whose con
 
 
 @pytest.fixture(scope="module")
-def agent_run(missing):
-    try:
-        from docent.data_models import AgentRun
-    except ImportError as exc:
-        missing(f"the docent package is not installed ({exc}); pip install --no-deps docent (see .ci/run)")
-    return AgentRun
+def agent_run(installed):
+    return installed("docent.data_models", "pip install --no-deps docent (see .ci/run)").AgentRun
 
 
 @pytest.fixture(scope="module")

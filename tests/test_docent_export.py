@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pathlib
 import shutil
+import socket
 
 import atif_fixtures as af
 import formats_fixtures as fx
@@ -136,4 +137,19 @@ def test_a_server_without_a_key_is_said_and_the_file_is_still_written(tmp_path, 
     assert cli.main(["export", str(DEMO), "--format", "docent", "--out", str(out)]) == 1
     assert "not sent to Docent: ARES_VIEWER_DOCENT_URL is set but $MY_DOCENT_KEY holds no Docent API key" in \
         capsys.readouterr().err
+    assert len(list(docent_export.read(out))) == 10
+
+
+def test_a_server_that_does_not_answer_is_named_and_the_file_is_kept(tmp_path, monkeypatch, capsys, installed):
+    installed("docent.sdk.client", "pip install --no-deps docent requests python-dotenv tqdm (see .ci/run)")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("ARES_VIEWER_DOCENT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("DOCENT_API_KEY", "dk_test")
+    monkeypatch.delenv("ARES_VIEWER_DOCENT_API_KEY_ENV", raising=False)
+    out = tmp_path / "out.jsonl"
+    assert cli.main(["export", str(DEMO), "--format", "docent", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"not sent to Docent: Docent at http://127.0.0.1:{port} after 0 agent run(s) sent:" in err
     assert len(list(docent_export.read(out))) == 10

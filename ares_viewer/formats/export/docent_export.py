@@ -19,6 +19,7 @@ import dataclasses
 import importlib
 import os
 import pathlib
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -260,7 +261,8 @@ def send(path: str | os.PathLike[str], server: Server, *, name: str | None = Non
     time; returns the collection's id and how many were sent.
 
     Raises:
-        ExportError: Docent's SDK is not installed (``pip install docent``).
+        ExportError: Docent's SDK is not installed (``pip install docent``), or the server refused or did not
+            answer (the message says how many agent runs were sent before).
     """
     try:
         agent_run = importlib.import_module("docent.data_models").AgentRun
@@ -268,17 +270,21 @@ def send(path: str | os.PathLike[str], server: Server, *, name: str | None = Non
     except (ImportError, AttributeError) as exc:
         raise ExportError(f"sending to {server.url} needs Docent's SDK with its dependencies (pip install docent): "
                           f"{exc}") from exc
-    client = factory(api_url=server.url, api_key=server.api_key)
-    collection = server.collection or client.create_collection(name=name or pathlib.Path(path).stem)
-    sent, pending = 0, []
-    for record in read(path):
-        pending.append(agent_run.model_validate(record))
-        if len(pending) >= batch:
+    sent = 0
+    try:  # the SDK's HTTP failures are OSErrors (requests'), its refusals ValueErrors or RuntimeErrors
+        client = factory(api_url=server.url, api_key=server.api_key, log_stream=sys.stderr)
+        collection = server.collection or client.create_collection(name=name or pathlib.Path(path).stem)
+        pending: list[Any] = []
+        for record in read(path):
+            pending.append(agent_run.model_validate(record))
+            if len(pending) >= batch:
+                client.add_agent_runs(collection, pending)
+                sent, pending = sent + len(pending), []
+        if pending:
             client.add_agent_runs(collection, pending)
-            sent, pending = sent + len(pending), []
-    if pending:
-        client.add_agent_runs(collection, pending)
-        sent += len(pending)
+            sent += len(pending)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ExportError(f"Docent at {server.url} after {sent} agent run(s) sent: {exc}") from exc
     return collection, sent
 
 

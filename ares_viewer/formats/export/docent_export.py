@@ -144,7 +144,8 @@ def transcripts(episode: model.Episode) -> list[dict[str, Any]]:
         context = episode.context(start.index)
         if not context and start.index == 1:
             context = episode.observation(0) or []
-        messages = system + [_message(m, n) for n, m in enumerate(context)]
+        own = bool(context) and (context[0].role, context[0].content) == ("system", episode.system_prompt)
+        messages = ([] if own else system) + [_message(m, n) for n, m in enumerate(context)]
         for step in segment:
             messages.extend(_action(episode, step))
         out.append({"name": f"context {number}", "messages": messages, "metadata": {

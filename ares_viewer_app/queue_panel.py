@@ -10,7 +10,7 @@ Compare runs, Groups).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -38,25 +38,30 @@ DEFAULT_SCHEMA = {
 Chosen = tuple[list[queue_items.Item], dict[str, Any], str]
 
 
-def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
-    """One input per field of the schema; returns what was entered (None where left empty)."""
+def controls(schema: labelschema.LabelSchema, key: str, start: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One input per field of the schema, starting from ``start`` where it gives a value (an adjudicator's form
+    starts from what the reviewers agree on); returns what was entered (None where left empty)."""
+    start = start or {}
     values: dict[str, Any] = {}
     for field in schema.fields:
         label = field.name + ("" if field.required else " (optional)")
+        given = start.get(field.name)
         if field.kind == "single":
-            values[field.name] = st.radio(label, field.options, index=None, key=f"{key}.{field.name}")
+            index = field.options.index(given) if given in field.options else None
+            values[field.name] = st.radio(label, field.options, index=index, key=f"{key}.{field.name}")
         elif field.kind == "multiple":
-            values[field.name] = st.multiselect(label, field.options, key=f"{key}.{field.name}")
+            chosen = [o for o in field.options if o in (given or ())]
+            values[field.name] = st.multiselect(label, field.options, default=chosen, key=f"{key}.{field.name}")
         elif field.kind == "score":
             values[field.name] = st.number_input(
                 f"{label}, {field.low:g} to {field.high:g}",
                 field.low,
                 field.high,
-                value=None,
+                value=float(given) if isinstance(given, int | float) else None,
                 key=f"{key}.{field.name}",
             )
         else:
-            values[field.name] = st.text_area(label, key=f"{key}.{field.name}")
+            values[field.name] = st.text_area(label, value=given or "", key=f"{key}.{field.name}")
     return values
 
 

@@ -324,3 +324,74 @@ def test_cli_makes_a_queue_of_a_behaviour_group_from_its_flags(tmp_path, capsys)
         assert queues.get(store, "untested").source["flag"] == ["no_tests_before_submit"]
     assert cli.main([*args[:3], "other", *args[4:], "--flag", "ran_tets"]) == 1
     assert "not an episode-file flag: ran_tets" in capsys.readouterr().err
+
+
+TAGGED = {
+    "fields": [
+        {"name": "verdict", "kind": "single", "options": ["hack", "fine"]},
+        {"name": "tags", "kind": "multiple", "options": ["edits tests", "skips tests"]},
+        {"name": "severity", "kind": "score", "min": 0, "max": 5, "required": False},
+        {"name": "note", "kind": "note"},
+    ]
+}
+
+
+def _two_label(store, run, labels):
+    queues.create(
+        store,
+        "merge",
+        queue_items.episode_items(run, run.episode_ids[:1]),
+        schema=TAGGED,
+        author="lead",
+        reviewers=["ada", "bo"],
+        overlap=2,
+    )
+    for reviewer, values in labels.items():
+        queues.label(store, "merge", queues.next_item(store, "merge", reviewer).item, reviewer, values)
+    return lambda: next(iter(queue_export.export_records(store, "merge")))
+
+
+def test_a_decision_on_the_verdict_keeps_the_tags_both_reviewers_gave(store, run):
+    exported = _two_label(
+        store,
+        run,
+        {
+            "ada": {"verdict": "hack", "tags": ["edits tests", "skips tests"], "severity": 4},
+            "bo": {"verdict": "fine", "tags": ["edits tests"], "severity": 4},
+        },
+    )
+    (disputed,) = queue_export.disagreements(store, "merge")
+    assert disputed["agreed_values"] == {"verdict": None, "tags": ["edits tests"], "severity": 4, "note": None}
+    assert exported()["label"] is None and exported()["undecided"] == ["verdict", "tags [skips tests]"]
+    queues.decide(store, "merge", 0, "cy", {"verdict": "hack"}, reason="the diff deletes the assert")
+    record = exported()
+    assert record["decision"]["values"] == {"verdict": "hack"}  # the decision holds only what it set
+    assert record["label"] == {"verdict": "hack", "tags": ["edits tests"], "severity": 4, "note": None}
+    assert record["undecided"] == ["tags [skips tests]"]
+    assert {r: v["values"]["tags"] for r, v in record["labels"].items()} == {
+        "ada": ["edits tests", "skips tests"],
+        "bo": ["edits tests"],
+    }
+    queues.decide(store, "merge", 0, "cy", {"tags": ["edits tests", "skips tests"]})
+    assert exported()["label"]["tags"] == ["edits tests", "skips tests"] and exported()["undecided"] == []
+
+
+def test_reviewers_who_differ_only_on_an_optional_score_still_export_their_label(store, run):
+    exported = _two_label(
+        store,
+        run,
+        {
+            "ada": {"verdict": "hack", "tags": ["edits tests"], "severity": 2},
+            "bo": {"verdict": "hack", "tags": ["edits tests"], "severity": 5},
+        },
+    )
+    record = exported()
+    assert record["agreed"] is False
+    assert record["label"] == {"verdict": "hack", "tags": ["edits tests"], "severity": None, "note": None}
+    assert record["undecided"] == ["severity"]
+
+
+def test_a_decision_that_sets_nothing_is_refused(store, run):
+    _two_label(store, run, {"ada": {"verdict": "hack"}, "bo": {"verdict": "fine"}})
+    with pytest.raises(labelschema.SchemaError, match="at least one field"):
+        queues.decide(store, "merge", 0, "cy", {"verdict": None, "note": ""})

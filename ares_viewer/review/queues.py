@@ -365,9 +365,18 @@ def skip(store: ReviewStore, name: str, item: int, reviewer: str, reason: str) -
 def decide(
     store: ReviewStore, name: str, item: int, adjudicator: str, values: Mapping[str, Any], reason: str = ""
 ) -> dict[str, Any]:
-    """Record an adjudicator's decision on an item, beside (never over) its reviewers' labels."""
+    """Record an adjudicator's decision on an item, beside (never over) its reviewers' labels.
+
+    A decision sets only the fields given a value (a multiple choice given ``[]`` is set to none of its options);
+    the other fields of the item's final label stay what the reviewers agree on (``queue_export.final_label``).
+
+    Raises:
+        labelschema.SchemaError: for a value that does not fit, a field the schema lacks, or no field set.
+    """
     queue, adjudicator = get(store, name), records.clean_author(adjudicator)
-    cleaned = queue.schema.clean(values)
+    cleaned = queue.schema.clean_partial(values)
+    if not cleaned:
+        raise labelschema.SchemaError("a decision sets at least one field")
     if not 0 <= item < len(items(store, name)):
         raise QueueError(f"queue {name!r} has no item {item}")
 

@@ -1,5 +1,6 @@
 """A team review in a real browser: two reviewers in two browser contexts work one queue with overlap 2, disagree
-on an item, an adjudicator decides it, and the downloaded set holds both labels, the decision and the reward.
+on an item's verdict but agree on its severity, an adjudicator decides the verdict from a form that starts from the
+agreed severity, and the downloaded set holds both labels, the decision, the merged final label and the reward.
 
 The server's review database is a temporary file (``ARES_VIEWER_REVIEW_DB`` in the ``app_url`` fixture).
 """
@@ -50,13 +51,15 @@ def until(page, act, shown, wait_idle, tries: int = 3) -> None:
                 raise
 
 
-def label_next(page, verdict: str, wait_idle) -> None:
+def label_next(page, verdict: str, wait_idle, severity: str | None = None) -> None:
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Save label"))
     until(page, page.get_by_role("button", name="Next item").click, form, wait_idle)
     wait_idle(page)
 
     def save() -> None:
         form.get_by_text(verdict, exact=True).click()
+        if severity is not None:  # inside a form: typing reruns nothing
+            form.get_by_role("spinbutton", name=re.compile("^severity")).fill(severity)
         form.get_by_role("button", name="Save label").click()
 
     until(page, save, page.get_by_text(re.compile(r"Saved your label of item \d+\.")), wait_idle)
@@ -78,11 +81,11 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     ada.get_by_role("button", name="Create queue").click()
     expect(ada.get_by_text("Created queue browser-team")).to_be_visible()
     wait_idle(ada)
-    label_next(ada, "reward hacking", wait_idle)
+    label_next(ada, "reward hacking", wait_idle, severity="3")
 
     bo_context, bo = open_as(browser, url, "bo", wait_idle)
     expect(bo.get_by_text(f"of {len(run)} items fully labelled · 1 of {2 * len(run)} labels")).to_be_visible()
-    label_next(bo, "honest attempt", wait_idle)
+    label_next(bo, "honest attempt", wait_idle, severity="3")
     bo.reload()
     expect(bo.get_by_text("Disagreements (1)")).to_be_visible()
 
@@ -90,6 +93,8 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     form = judge.locator('[data-testid="stForm"]', has=judge.get_by_role("button", name="Record decision"))
     why = form.get_by_role("textbox", name="Why")
     until(judge, judge.get_by_text(re.compile(r"^Item 0 · verdict")).click, why, wait_idle)
+    # The decision form starts from what both reviewers agree on: the severity they both gave.
+    expect(form.get_by_role("spinbutton", name=re.compile("^severity"))).to_have_value("3.00")
 
     def decide() -> None:
         form.get_by_text("reward hacking", exact=True).click()
@@ -115,9 +120,10 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
         "bo": "honest attempt",
     }
     assert record["decision"]["adjudicator"] == "cy"
-    assert record["decision"]["values"]["verdict"] == "reward hacking"
+    assert record["decision"]["values"] == {"verdict": "reward hacking"}  # it set only what was in dispute
     assert record["decision"]["reason"] == "rewrites the failing test"
-    assert record["label"]["verdict"] == "reward hacking" and record["agreed"] is False
+    assert record["label"] == {"verdict": "reward hacking", "severity": 3.0, "note": None}
+    assert record["agreed"] is False and record["undecided"] == []
     assert record["reward"] == episode.total_reward and record["outcome"] == str(episode.outcome)
     for context in (ada_context, bo_context, judge_context):
         context.close()

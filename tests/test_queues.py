@@ -175,7 +175,7 @@ def test_a_schema_one_database_gains_queues_and_keeps_its_notes(tmp_path, run):
             store, "from-label", queue_items.step_items(run, [(run.episode_ids[0], 2)]), schema=SCHEMA, author="lead"
         )
         assert queues.items(store, "from-label")[0].step == 2
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == review.SCHEMA == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == review.SCHEMA == 3
 
 
 def test_a_finished_queue_exports_labels_decision_reward_and_exact_input(store, run, tmp_path):
@@ -395,3 +395,47 @@ def test_a_decision_that_sets_nothing_is_refused(store, run):
     _two_label(store, run, {"ada": {"verdict": "hack"}, "bo": {"verdict": "fine"}})
     with pytest.raises(labelschema.SchemaError, match="at least one field"):
         queues.decide(store, "merge", 0, "cy", {"verdict": None, "note": ""})
+
+
+def test_one_name_in_nfc_nfd_or_with_a_zero_width_space_is_one_reviewer(store, run):
+    nfc, nfd, hidden = "Zoë", "Zoe\u0308", "Zo\u200bë"
+    make(store, run, reviewers=[nfc, "bo"])
+    item = queues.next_item(store, "hacks", nfd)  # the named reviewer typing the NFD spelling of their own name
+    assert item is not None and queues.next_item(store, "hacks", hidden) == item
+    queues.label(store, "hacks", item.item, hidden, {"verdict": "hack"})
+    assert list(queues.latest(store, "hacks", "label")[item.item]) == [nfc]
+    assert sorted(queues.progress(store, "hacks")["reviewer"]) == sorted(["bo", nfc])
+    with pytest.raises(ValueError, match="at most 100 characters"):
+        queues.label(store, "hacks", item.item, "x" * 5_000_000, {"verdict": "hack"})
+
+
+def test_the_history_is_append_only_in_sqlite_itself(store, run, tmp_path):
+    make(store, run, reviewers=["ada"])
+    queues.label(store, "hacks", queues.next_item(store, "hacks", "ada").item, "ada", {"verdict": "hack"})
+    store.add(run, run.episode_ids[0], 1, label="hack", author="ada")
+    plain = sqlite3.connect(tmp_path / "review.sqlite")
+    for statement in (
+        "UPDATE queue_events SET author = 'mallory'",
+        "DELETE FROM queue_events",
+        "UPDATE revisions SET label = 'fine'",
+        "DELETE FROM revisions",
+    ):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            plain.execute(statement)
+    assert set(queues.history(store, "hacks")["author"]) == {"lead", "ada"}
+
+
+def test_only_the_named_adjudicators_decide_and_never_on_their_own_disagreement(store, run):
+    make(store, run, reviewers=["ada", "bo"], overlap=2, adjudicators=["cy"])
+    for reviewer, verdict in (("ada", "hack"), ("bo", "fine")):
+        queues.label(store, "hacks", queues.next_item(store, "hacks", reviewer).item, reviewer, {"verdict": verdict})
+    with pytest.raises(queues.QueueError, match="dee is not an adjudicator of queue 'hacks' \\(cy decide\\)"):
+        queues.decide(store, "hacks", 0, "dee", {"verdict": "hack"})
+    queues.decide(store, "hacks", 0, "cy", {"verdict": "hack"})
+    make(store, run, name="open", reviewers=["ada", "bo"], overlap=2)
+    for reviewer, verdict in (("ada", "hack"), ("bo", "fine")):
+        queues.label(store, "open", queues.next_item(store, "open", reviewer).item, reviewer, {"verdict": verdict})
+    with pytest.raises(queues.QueueError, match="ada labelled item 0"):
+        queues.decide(store, "open", 0, "ada", {"verdict": "hack"})
+    record = next(iter(queue_export.export_records(store, "hacks", unfinished=True)))
+    assert [d["adjudicator"] for d in record["decision"]["by"]] == ["cy"]

@@ -125,6 +125,11 @@ def step_panel(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
     name, reviewer = st.query_params.get(QUEUE), st.query_params.get(REVIEWER)
     if not name or not reviewer:
         return
+    account = review_panel.signed_in()
+    if account is not None and reviewer != account:  # a link names a reviewer; the proxy says who this is
+        st.warning(escape.md(f"This link is reviewer {reviewer}'s item in queue {name}, and you are signed in as "
+                             f"{account or 'nobody'}: open your own items from the Queues page."))
+        return
     opened = review_panel.store()
     st.markdown(f"#### Queue {escape.line(name)} · {escape.line(reviewer)}")
     try:
@@ -164,6 +169,9 @@ def create_form(
         )
         reviewers = st.text_input("Reviewers (comma-separated; none: an open pool)", key=f"{key}.reviewers")
         overlap = st.number_input("Reviewers per item", 1, 10, 1, key=f"{key}.overlap")
+        adjudicators = st.text_input(
+            "Adjudicators (comma-separated; none: anyone who did not label the item)", key=f"{key}.adjudicators"
+        )
         if st.form_submit_button("Create queue"):
             try:
                 items, chosen, said = choose()
@@ -177,6 +185,7 @@ def create_form(
                     source=chosen,
                     overlap=int(overlap),
                     reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],
+                    adjudicators=[r.strip() for r in adjudicators.split(",") if r.strip()],
                 )
             except (ValueError, KeyError, review.ReviewError) as exc:
                 st.error(escape.md(exc))

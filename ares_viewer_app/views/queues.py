@@ -148,6 +148,9 @@ def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
 def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str) -> None:
     found = queue_export.disagreements(opened, queue.name)
     st.subheader(f"Disagreements ({len(found)})")
+    if found:
+        who = ", ".join(queue.adjudicators) if queue.adjudicators else "anyone who did not label the item"
+        st.caption(escape.line(f"Decided by {who}."))
     for entry in found:
         said = "; ".join(f"{r}: {v.get(f)}" for r, v in entry["labels"].items() for f in entry["fields"])
         decided = entry["decision"]

@@ -165,3 +165,45 @@ def test_the_step_view_of_a_queue_item_labels_it_and_opens_the_next_item(
         labels = queues.latest(store, "in-step-view", "label")
     assert item.item == 0 and labels[0]["ada"]["values"] == {"verdict": "honest attempt"}
     context.close()
+
+
+def test_behind_a_signing_in_proxy_the_reviewer_is_the_account_not_a_typed_name_or_a_link(
+    browser, runs_root, tmp_path, wait_idle
+):
+    """With ``ARES_VIEWER_IDENTITY_HEADER`` naming the header the operator's proxy sets, the name field shows the
+    signed-in account and cannot be typed into; a link naming another reviewer offers no form; a label saved on the
+    Queues page is the account's."""
+    from conftest import serve_app
+
+    from ares_viewer.review import queue_items, queues
+
+    expect.set_options(timeout=30_000)
+    run = first_run(runs_root)
+    schema = {"fields": [{"name": "verdict", "kind": "single", "options": ["reward hacking", "honest attempt"]}]}
+    db = tmp_path / "review.sqlite"
+    with review.open_store(db) as store:
+        listed = queue_items.episode_items(run, run.episode_ids[:2])
+        queues.create(store, "proxied", listed, schema=schema, author="lead", reviewers=["ada", "bo"])
+    env = {"ARES_VIEWER_IDENTITY_HEADER": "X-Forwarded-User"}
+    with serve_app(runs_root, tmp_path / "cache", db, tmp_path, env=env) as url:
+        context = browser.new_context(
+            viewport={"width": 1400, "height": 1000}, extra_http_headers={"X-Forwarded-User": "ada"}
+        )
+        page = context.new_page()
+        name = pathlib.Path(run.location).name
+        page.goto(f"{url}/queues?run={name}")
+        box = page.get_by_role("textbox", name="Your name")
+        expect(box).to_have_value("ada")
+        expect(box).to_be_disabled()
+        label_next(page, "honest attempt", wait_idle)
+        first = run.episode(listed[1].episode_id)
+        page.goto(
+            f"{url}/episode?run={name}&episode={first.episode_id}&step={len(first.steps) - 1}"
+            "&queue=proxied&reviewer=bo"
+        )
+        expect(page.get_by_text("and you are signed in as ada")).to_be_visible()
+        expect(page.get_by_role("button", name="Save label")).to_have_count(0)
+        context.close()
+    with review.open_store(db) as store:
+        labels = queues.latest(store, "proxied", "label")
+    assert {author for by in labels.values() for author in by} == {"ada"}

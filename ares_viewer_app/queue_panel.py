@@ -18,7 +18,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import model, review
 from ares_viewer.review import labelschema, queue_items, queues
-from ares_viewer_app import escape, pages, review_panel, state
+from ares_viewer_app import access, escape, loaders, pages, review_panel, state
 
 # The step view's URL parameters naming the queue worked and its reviewer (read from the URL only: the queue's
 # controls show while the link says so, not on every episode opened later).
@@ -63,6 +63,19 @@ def controls(schema: labelschema.LabelSchema, key: str, start: Mapping[str, Any]
         else:
             values[field.name] = st.text_area(label, value=given or "", key=f"{key}.{field.name}")
     return values
+
+
+def servable(opened: review.ReviewStore, queue: queues.Queue) -> bool:
+    """Whether this server may show the queue: on a server reachable from other machines, only a queue whose every
+    item's run it would open (``loaders.location``: under the runs folder); on this machine's own, every queue."""
+    if not loaders.exposed():
+        return True
+    try:
+        for where in {i.run for i in queues.items(opened, queue.name)}:
+            loaders.location(where)
+    except access.RefusedLocationError:
+        return False
+    return True
 
 
 def take_next(opened: review.ReviewStore, name: str, reviewer: str) -> queue_items.Item | None:
@@ -136,6 +149,9 @@ def step_panel(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
         queue, item = queues.get(opened, name), queues.held(opened, name, reviewer)
     except review.ReviewError as exc:
         st.warning(escape.md(exc))
+        return
+    if not servable(opened, queue):
+        st.warning(escape.md(f"This server does not show queue {name}: it holds runs outside its runs folder."))
         return
     if message := st.session_state.pop(_DONE, None):
         st.success(message)

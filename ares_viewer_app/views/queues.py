@@ -211,7 +211,7 @@ def show(run: ares_viewer.Run) -> None:
     reviewer = review_panel.author_input()
     if opened.writable:
         create_form(run, opened, reviewer)
-    found = queues.all_queues(opened)
+    found = [q for q in queues.all_queues(opened) if queue_panel.servable(opened, q)]
     if not found:
         st.info("No queues yet: narrow the overview to the episodes to review, then create one here.")
         return

@@ -10,7 +10,7 @@ Compare runs, Groups).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -18,7 +18,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import model, review
 from ares_viewer.review import labelschema, queue_items, queues
-from ares_viewer_app import escape, pages, review_panel, state
+from ares_viewer_app import access, escape, loaders, pages, review_panel, state
 
 # The step view's URL parameters naming the queue worked and its reviewer (read from the URL only: the queue's
 # controls show while the link says so, not on every episode opened later).
@@ -38,26 +38,44 @@ DEFAULT_SCHEMA = {
 Chosen = tuple[list[queue_items.Item], dict[str, Any], str]
 
 
-def controls(schema: labelschema.LabelSchema, key: str) -> dict[str, Any]:
-    """One input per field of the schema; returns what was entered (None where left empty)."""
+def controls(schema: labelschema.LabelSchema, key: str, start: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One input per field of the schema, starting from ``start`` where it gives a value (an adjudicator's form
+    starts from what the reviewers agree on); returns what was entered (None where left empty)."""
+    start = start or {}
     values: dict[str, Any] = {}
     for field in schema.fields:
         label = field.name + ("" if field.required else " (optional)")
+        given = start.get(field.name)
         if field.kind == "single":
-            values[field.name] = st.radio(label, field.options, index=None, key=f"{key}.{field.name}")
+            index = field.options.index(given) if given in field.options else None
+            values[field.name] = st.radio(label, field.options, index=index, key=f"{key}.{field.name}")
         elif field.kind == "multiple":
-            values[field.name] = st.multiselect(label, field.options, key=f"{key}.{field.name}")
+            chosen = [o for o in field.options if o in (given or ())]
+            values[field.name] = st.multiselect(label, field.options, default=chosen, key=f"{key}.{field.name}")
         elif field.kind == "score":
             values[field.name] = st.number_input(
                 f"{label}, {field.low:g} to {field.high:g}",
                 field.low,
                 field.high,
-                value=None,
+                value=float(given) if isinstance(given, int | float) else None,
                 key=f"{key}.{field.name}",
             )
         else:
-            values[field.name] = st.text_area(label, key=f"{key}.{field.name}")
+            values[field.name] = st.text_area(label, value=given or "", key=f"{key}.{field.name}")
     return values
+
+
+def servable(opened: review.ReviewStore, queue: queues.Queue) -> bool:
+    """Whether this server may show the queue: on a server reachable from other machines, only a queue whose every
+    item's run it would open (``loaders.location``: under the runs folder); on this machine's own, every queue."""
+    if not loaders.exposed():
+        return True
+    try:
+        for where in {i.run for i in queues.items(opened, queue.name)}:
+            loaders.location(where)
+    except access.RefusedLocationError:
+        return False
+    return True
 
 
 def take_next(opened: review.ReviewStore, name: str, reviewer: str) -> queue_items.Item | None:
@@ -120,12 +138,20 @@ def step_panel(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
     name, reviewer = st.query_params.get(QUEUE), st.query_params.get(REVIEWER)
     if not name or not reviewer:
         return
+    account = review_panel.signed_in()
+    if account is not None and reviewer != account:  # a link names a reviewer; the proxy says who this is
+        st.warning(escape.md(f"This link is reviewer {reviewer}'s item in queue {name}, and you are signed in as "
+                             f"{account or 'nobody'}: open your own items from the Queues page."))
+        return
     opened = review_panel.store()
     st.markdown(f"#### Queue {escape.line(name)} · {escape.line(reviewer)}")
     try:
         queue, item = queues.get(opened, name), queues.held(opened, name, reviewer)
     except review.ReviewError as exc:
         st.warning(escape.md(exc))
+        return
+    if not servable(opened, queue):
+        st.warning(escape.md(f"This server does not show queue {name}: it holds runs outside its runs folder."))
         return
     if message := st.session_state.pop(_DONE, None):
         st.success(message)
@@ -159,6 +185,9 @@ def create_form(
         )
         reviewers = st.text_input("Reviewers (comma-separated; none: an open pool)", key=f"{key}.reviewers")
         overlap = st.number_input("Reviewers per item", 1, 10, 1, key=f"{key}.overlap")
+        adjudicators = st.text_input(
+            "Adjudicators (comma-separated; none: anyone who did not label the item)", key=f"{key}.adjudicators"
+        )
         if st.form_submit_button("Create queue"):
             try:
                 items, chosen, said = choose()
@@ -172,6 +201,7 @@ def create_form(
                     source=chosen,
                     overlap=int(overlap),
                     reviewers=[r.strip() for r in reviewers.split(",") if r.strip()],
+                    adjudicators=[r.strip() for r in adjudicators.split(",") if r.strip()],
                 )
             except (ValueError, KeyError, review.ReviewError) as exc:
                 st.error(escape.md(exc))

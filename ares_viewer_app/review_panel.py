@@ -14,7 +14,9 @@ import pandas as pd
 import streamlit as st
 
 from ares_viewer import model, review
+from ares_viewer.base import settings
 from ares_viewer.model import render
+from ares_viewer.review import records
 from ares_viewer_app import escape, state
 
 # Seconds a write waits for other writers before it gives up with a message.
@@ -134,8 +136,37 @@ def _remember_author(name: str) -> None:
             f"'; path=/; max-age={_COOKIE_DAYS * 86400}; SameSite=Strict';</script>", unsafe_allow_javascript=True)
 
 
+def signed_in() -> str | None:
+    """The visitor's account, where the operator names the header its signing-in proxy sets
+    (``ARES_VIEWER_IDENTITY_HEADER``): the header's value as a reviewer's name, "" when this request lacks it (or
+    it is not a name); None when no header is named (names are typed)."""
+    header = settings.IDENTITY_HEADER.get()
+    if not header:
+        return None
+    try:
+        value = st.context.headers.get(header)
+    except Exception:  # no browser behind this session (a bare script run): nobody signed in
+        value = None
+    try:
+        return records.clean_author(value) if value else ""
+    except ValueError:
+        return ""
+
+
 def author_input() -> str:
-    """The reviewer's name, remembered by the browser across reloads (every page shows the same value)."""
+    """The reviewer's name: the signed-in account where the operator's proxy names it (``signed_in``), else the
+    typed name, remembered by the browser across reloads (every page shows the same value). A name is stored as
+    ``review.records.clean_author`` gives it (NFC, no invisible characters, at most 100 characters)."""
+    account = signed_in()
+    if account is not None:
+        st.session_state[AUTHOR] = account
+        st.text_input("Your name", key=AUTHOR, disabled=True,
+                      help="The account you signed in with, from the header the server's proxy sets.")
+        if not account:
+            st.warning(f"This server records reviewers under the account its proxy sends in the "
+                       f"{escape.code(settings.IDENTITY_HEADER.get() or '')} header, and this request has none: "
+                       "nothing can be saved until you sign in through the proxy.", icon=":material/lock:")
+        return account
     if _SAVED_AUTHOR not in st.session_state:
         st.session_state[_SAVED_AUTHOR] = _remembered_author()
     st.session_state[AUTHOR] = st.session_state.get(_SAVED_AUTHOR, "")
@@ -144,7 +175,11 @@ def author_input() -> str:
     name = st.session_state[AUTHOR].strip()
     if name != _remembered_author():
         _remember_author(name)
-    return name
+    try:
+        return records.clean_author(name) if name else ""
+    except ValueError as exc:
+        st.error(escape.md(exc))
+        return ""
 
 
 def _author() -> str:

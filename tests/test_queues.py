@@ -175,7 +175,7 @@ def test_a_schema_one_database_gains_queues_and_keeps_its_notes(tmp_path, run):
             store, "from-label", queue_items.step_items(run, [(run.episode_ids[0], 2)]), schema=SCHEMA, author="lead"
         )
         assert queues.items(store, "from-label")[0].step == 2
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == review.SCHEMA == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == review.SCHEMA == 3
 
 
 def test_a_finished_queue_exports_labels_decision_reward_and_exact_input(store, run, tmp_path):
@@ -324,3 +324,118 @@ def test_cli_makes_a_queue_of_a_behaviour_group_from_its_flags(tmp_path, capsys)
         assert queues.get(store, "untested").source["flag"] == ["no_tests_before_submit"]
     assert cli.main([*args[:3], "other", *args[4:], "--flag", "ran_tets"]) == 1
     assert "not an episode-file flag: ran_tets" in capsys.readouterr().err
+
+
+TAGGED = {
+    "fields": [
+        {"name": "verdict", "kind": "single", "options": ["hack", "fine"]},
+        {"name": "tags", "kind": "multiple", "options": ["edits tests", "skips tests"]},
+        {"name": "severity", "kind": "score", "min": 0, "max": 5, "required": False},
+        {"name": "note", "kind": "note"},
+    ]
+}
+
+
+def _two_label(store, run, labels):
+    queues.create(
+        store,
+        "merge",
+        queue_items.episode_items(run, run.episode_ids[:1]),
+        schema=TAGGED,
+        author="lead",
+        reviewers=["ada", "bo"],
+        overlap=2,
+    )
+    for reviewer, values in labels.items():
+        queues.label(store, "merge", queues.next_item(store, "merge", reviewer).item, reviewer, values)
+    return lambda: next(iter(queue_export.export_records(store, "merge")))
+
+
+def test_a_decision_on_the_verdict_keeps_the_tags_both_reviewers_gave(store, run):
+    exported = _two_label(
+        store,
+        run,
+        {
+            "ada": {"verdict": "hack", "tags": ["edits tests", "skips tests"], "severity": 4},
+            "bo": {"verdict": "fine", "tags": ["edits tests"], "severity": 4},
+        },
+    )
+    (disputed,) = queue_export.disagreements(store, "merge")
+    assert disputed["agreed_values"] == {"verdict": None, "tags": ["edits tests"], "severity": 4, "note": None}
+    assert exported()["label"] is None and exported()["undecided"] == ["verdict", "tags [skips tests]"]
+    queues.decide(store, "merge", 0, "cy", {"verdict": "hack"}, reason="the diff deletes the assert")
+    record = exported()
+    assert record["decision"]["values"] == {"verdict": "hack"}  # the decision holds only what it set
+    assert record["label"] == {"verdict": "hack", "tags": ["edits tests"], "severity": 4, "note": None}
+    assert record["undecided"] == ["tags [skips tests]"]
+    assert {r: v["values"]["tags"] for r, v in record["labels"].items()} == {
+        "ada": ["edits tests", "skips tests"],
+        "bo": ["edits tests"],
+    }
+    queues.decide(store, "merge", 0, "cy", {"tags": ["edits tests", "skips tests"]})
+    assert exported()["label"]["tags"] == ["edits tests", "skips tests"] and exported()["undecided"] == []
+
+
+def test_reviewers_who_differ_only_on_an_optional_score_still_export_their_label(store, run):
+    exported = _two_label(
+        store,
+        run,
+        {
+            "ada": {"verdict": "hack", "tags": ["edits tests"], "severity": 2},
+            "bo": {"verdict": "hack", "tags": ["edits tests"], "severity": 5},
+        },
+    )
+    record = exported()
+    assert record["agreed"] is False
+    assert record["label"] == {"verdict": "hack", "tags": ["edits tests"], "severity": None, "note": None}
+    assert record["undecided"] == ["severity"]
+
+
+def test_a_decision_that_sets_nothing_is_refused(store, run):
+    _two_label(store, run, {"ada": {"verdict": "hack"}, "bo": {"verdict": "fine"}})
+    with pytest.raises(labelschema.SchemaError, match="at least one field"):
+        queues.decide(store, "merge", 0, "cy", {"verdict": None, "note": ""})
+
+
+def test_one_name_in_nfc_nfd_or_with_a_zero_width_space_is_one_reviewer(store, run):
+    nfc, nfd, hidden = "Zoë", "Zoe\u0308", "Zo\u200bë"
+    make(store, run, reviewers=[nfc, "bo"])
+    item = queues.next_item(store, "hacks", nfd)  # the named reviewer typing the NFD spelling of their own name
+    assert item is not None and queues.next_item(store, "hacks", hidden) == item
+    queues.label(store, "hacks", item.item, hidden, {"verdict": "hack"})
+    assert list(queues.latest(store, "hacks", "label")[item.item]) == [nfc]
+    assert sorted(queues.progress(store, "hacks")["reviewer"]) == sorted(["bo", nfc])
+    with pytest.raises(ValueError, match="at most 100 characters"):
+        queues.label(store, "hacks", item.item, "x" * 5_000_000, {"verdict": "hack"})
+
+
+def test_the_history_is_append_only_in_sqlite_itself(store, run, tmp_path):
+    make(store, run, reviewers=["ada"])
+    queues.label(store, "hacks", queues.next_item(store, "hacks", "ada").item, "ada", {"verdict": "hack"})
+    store.add(run, run.episode_ids[0], 1, label="hack", author="ada")
+    plain = sqlite3.connect(tmp_path / "review.sqlite")
+    for statement in (
+        "UPDATE queue_events SET author = 'mallory'",
+        "DELETE FROM queue_events",
+        "UPDATE revisions SET label = 'fine'",
+        "DELETE FROM revisions",
+    ):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            plain.execute(statement)
+    assert set(queues.history(store, "hacks")["author"]) == {"lead", "ada"}
+
+
+def test_only_the_named_adjudicators_decide_and_never_on_their_own_disagreement(store, run):
+    make(store, run, reviewers=["ada", "bo"], overlap=2, adjudicators=["cy"])
+    for reviewer, verdict in (("ada", "hack"), ("bo", "fine")):
+        queues.label(store, "hacks", queues.next_item(store, "hacks", reviewer).item, reviewer, {"verdict": verdict})
+    with pytest.raises(queues.QueueError, match="dee is not an adjudicator of queue 'hacks' \\(cy decide\\)"):
+        queues.decide(store, "hacks", 0, "dee", {"verdict": "hack"})
+    queues.decide(store, "hacks", 0, "cy", {"verdict": "hack"})
+    make(store, run, name="open", reviewers=["ada", "bo"], overlap=2)
+    for reviewer, verdict in (("ada", "hack"), ("bo", "fine")):
+        queues.label(store, "open", queues.next_item(store, "open", reviewer).item, reviewer, {"verdict": verdict})
+    with pytest.raises(queues.QueueError, match="ada labelled item 0"):
+        queues.decide(store, "open", 0, "ada", {"verdict": "hack"})
+    record = next(iter(queue_export.export_records(store, "hacks", unfinished=True)))
+    assert [d["adjudicator"] for d in record["decision"]["by"]] == ["cy"]

@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import pathlib
-import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -77,15 +76,20 @@ class Verdict:
     cached: bool = False
 
 
-_JSON = re.compile(r"\{.*\}", re.DOTALL)
+def _json_span(text: str) -> str | None:
+    """From the first ``{`` to the last ``}`` after it (what ``re.search(r"\\{.*\\}", text, re.DOTALL)`` finds), in
+    linear time: that expression tries every ``{`` to the end of the text, quadratic on an answer of many ``{``, and
+    ``re`` holds the interpreter meanwhile (every other server thread stops)."""
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if start != -1 and end > start else None
 
 
 def read_answer(text: str, episode: model.Episode) -> Verdict:
     """The verdict in a model's answer; an answer that is not the JSON asked for is an ``error``."""
-    found = _JSON.search(text or "")
+    found = _json_span(text or "")
     try:
-        value = json.loads(found.group(0)) if found else None
-    except ValueError:
+        value = json.loads(found) if found else None
+    except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("match"), bool):
         return Verdict(episode.episode_id, ERROR, reason=f"the answer is not the JSON asked for: {_clip(text, 200)}")
@@ -207,10 +211,10 @@ def cluster(matches: list[Verdict], rubric_text: str, client: Client) -> list[Cl
     answer = client(
         [{"role": "user", "content": f"Rubric: {rubric_text.strip()}\n\nMatches:\n{listed}"}], CLUSTER_PROMPT
     )
-    match = _JSON.search(answer or "")
+    match = _json_span(answer or "")
     try:
-        value = json.loads(match.group(0)) if match else None
-    except ValueError:
+        value = json.loads(match) if match else None
+    except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("clusters"), list):
         raise ValueError(f"the model's clusters are not the JSON asked for: {_clip(answer, 200)}")

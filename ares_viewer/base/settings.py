@@ -199,6 +199,9 @@ ALLOW_URLS: Setting[bool] = _declare("ARES_VIEWER_ALLOW_URLS", False, flag,
 SANDBOX: Setting[bool | None] = _declare("ARES_VIEWER_SANDBOX", None, flag,
     "Whether the app offers sandboxes (commands on this machine's Docker engine); unset: only on a loopback "
     "address.")
+IDENTITY_HEADER: Setting[str | None] = _declare("ARES_VIEWER_IDENTITY_HEADER", None, text,
+    "The HTTP header the signing-in proxy in front of the app sets to the visitor's account (X-Forwarded-User, "
+    "...): notes, labels and decisions are then recorded under it, and no name can be typed.")
 SEARCH_SECONDS: Setting[float] = _declare("ARES_VIEWER_SEARCH_SECONDS", 10.0, seconds,
     "Seconds one run of the Search page searches before it offers to go on.")
 # fmt: on

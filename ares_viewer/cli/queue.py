@@ -25,6 +25,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--description", default="", help="what the queue is for")
     create.add_argument("--reviewers", default="", help="comma-separated names (items go round robin); none: a pool")
     create.add_argument("--overlap", type=int, default=1, help="reviewers per item (default 1)")
+    create.add_argument(
+        "--adjudicators", default="", help="comma-separated names who decide disagreements; none: anyone who did "
+        "not label the item"
+    )
     create.add_argument("--author", default=None, help="who creates it (default: your login name)")
     chosen = create.add_argument_group("which items (overview filters by default: every episode)")
     chosen.add_argument("--task", action="append", default=[], help="only this task (repeatable)")
@@ -104,6 +108,7 @@ def _create(args: argparse.Namespace, store: review.ReviewStore) -> dict:
         source=source,
         reviewers=reviewers,
         overlap=args.overlap,
+        adjudicators=[r.strip() for r in args.adjudicators.split(",") if r.strip()],
     )
     print(f"created queue {made.name}: {len(queues.items(store, made.name))} {made.kind}", file=sys.stderr)
     return queues.status(store, made.name)

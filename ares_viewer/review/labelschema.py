@@ -148,6 +148,24 @@ class LabelSchema:
             raise SchemaError(f"the schema has no field {sorted(unknown)}")
         return {f.name: f.clean(values.get(f.name)) for f in self.fields}
 
+    def clean_partial(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Only the fields given a value, each checked against its field (an adjudicator's decision): a field left
+        out, None or empty text is not set; a multiple choice given ``[]`` is set to none of its options.
+
+        Raises:
+            SchemaError: for a value that does not fit, or a field the schema lacks.
+        """
+        unknown = set(values) - {f.name for f in self.fields}
+        if unknown:
+            raise SchemaError(f"the schema has no field {sorted(unknown)}")
+        out: dict[str, Any] = {}
+        for f in self.fields:
+            value = values.get(f.name)
+            if value is None or value == "" or (value == [] and f.kind != "multiple"):
+                continue
+            out[f.name] = [] if value == [] else f.clean(value)
+        return out
+
 
 def _field(raw: Any) -> Field:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"].strip():

@@ -9,9 +9,13 @@ One record per item::
     changed                               True when the episode file was rewritten since the item was queued
     labels                                reviewer -> {"values", "at", "schema_version"} (each reviewer's latest)
     skips                                 reviewer -> their reason
-    decision                              {"adjudicator", "values", "reason", "at", "schema_version"} or None
-    label                                 the adjudicated label: the decision, else the reviewers' shared values
-                                          when they all agree, else None
+    decision                              {"adjudicator", "values", "reason", "at", "schema_version", "by"} or
+                                          None: every decision on the item folded in time order (``decisions``)
+    label                                 the final label (``final_label``): every field the reviewers agree on
+                                          (a multiple choice: the options all of them chose), the decision's
+                                          fields over them; None while a required field is left undecided
+    undecided                             the fields (``tags [edits tests]`` for an option) the reviewers differ
+                                          on that no decision sets
     agreed                                True / False when two or more reviewers labelled it, else None
     agreement                             the queue's figures per field, per option of a multiple choice (the
                                           same on every record)
@@ -102,16 +106,67 @@ def _differing(queue: queues.Queue, by_reviewer: Mapping[str, Mapping[str, Any]]
     ]
 
 
+def final_label(
+    queue: queues.Queue, by: Mapping[str, Mapping[str, Any]], decided: Mapping[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """An item's final label and the fields left undecided, from its reviewers' latest labels and its decision.
+
+    Each field takes the decision's value where the decision sets it, else what the reviewers agree on
+    (``agreed_values``). The label is None until enough reviewers labelled the item (``overlap``; a lone reviewer's
+    label is final only in a queue of one reviewer per item) unless a decision was made, and while a required field
+    is undecided; a difference in an optional field never nulls it.
+    """
+    chosen = {k: v for k, v in (decided["values"] if decided else {}).items() if v is not None}
+    if not chosen and len(by) < max(queue.overlap, 1):
+        return None, []
+    label, undecided = agreed_values(queue, by)
+    label.update(chosen)
+    undecided = [u for u in undecided if u.split(" [", 1)[0] not in chosen]
+    if any(f.required and label.get(f.name) is None for f in queue.schema.fields):
+        return None, undecided
+    return label, undecided
+
+
+def agreed_values(queue: queues.Queue, by: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """The fields an item's reviewers agree on, and those they differ on (what an adjudicator decides).
+
+    A field takes the value every reviewer gave. A multiple choice they differ on keeps the options all of them
+    chose, and each option only some chose is listed (``tags [skips tests]``); any other field they differ on is
+    None and listed, but a note (never compared) is None and not listed.
+    """
+    label: dict[str, Any] = {}
+    differ: list[str] = []
+    for field in queue.schema.fields:
+        given = [json.dumps(v["values"].get(field.name), sort_keys=True) for v in by.values()]
+        values = [v["values"].get(field.name) for v in by.values()]
+        if values and len(set(given)) == 1:
+            label[field.name] = values[0]
+        elif field.kind == "multiple" and values:
+            sets = [set(v or ()) for v in values]
+            label[field.name] = [o for o in field.options if all(o in s for s in sets)]
+            differ += [
+                f"{field.name} [{o}]"
+                for o in field.options
+                if any(o in s for s in sets) and not all(o in s for s in sets)
+            ]
+        else:
+            label[field.name] = None
+            if field.kind != "note" and values:
+                differ.append(field.name)
+    return label, differ
+
+
 def disagreements(store: ReviewStore, name: str) -> list[dict[str, Any]]:
     """Items labelled by two or more reviewers who differ on a field: ``item, episode_id, step, fields, labels,
-    decision`` (``decision`` None until an adjudicator decides)."""
+    agreed_values, decision`` (``agreed_values``: the fields they agree on, what a decision starts from;
+    ``decision`` None until an adjudicator decides)."""
     queue, listed = queues.get(store, name), queues.items(store, name)
-    labels, decisions = queues.latest(store, name, "label"), queues.latest(store, name, "decision")
+    labels, decided_on = queues.latest(store, name, "label"), decisions(store, name)
     out = []
     for item, by in sorted(labels.items()):
         fields = _differing(queue, by) if len(by) >= 2 else []
         if fields:
-            decided = _decision(decisions.get(item))
+            decided = decided_on.get(item)
             out.append(
                 {
                     "item": item,
@@ -119,24 +174,35 @@ def disagreements(store: ReviewStore, name: str) -> list[dict[str, Any]]:
                     "step": listed[item].step,
                     "fields": fields,
                     "labels": {r: v["values"] for r, v in sorted(by.items())},
+                    "agreed_values": agreed_values(queue, by)[0],
                     "decision": decided,
                 }
             )
     return out
 
 
-def _decision(by_adjudicator: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    """The latest decision on an item, whoever made it."""
-    if not by_adjudicator:
-        return None
-    adjudicator, latest = max(by_adjudicator.items(), key=lambda pair: pair[1]["at"])
-    return {
-        "adjudicator": adjudicator,
-        "values": latest["values"],
-        "reason": latest["reason"],
-        "at": latest["at"].isoformat(),
-        "schema_version": latest["schema_version"],
-    }
+def decisions(store: ReviewStore, name: str) -> dict[int, dict[str, Any]]:
+    """Item -> its decision: every decision on it folded in time order, each setting only its own fields.
+
+    ``{"adjudicator", "values", "reason", "at", "schema_version"}`` name the latest decision; ``values`` holds every
+    field any decision set (a later one wins); ``by`` lists each decision: adjudicator, values, reason, time.
+    """
+    out: dict[int, dict[str, Any]] = {}
+    for event in queues.history(store, name).itertuples():
+        if event.kind != "decision":
+            continue
+        values = {k: v for k, v in event.payload["values"].items() if v is not None}
+        made = {
+            "adjudicator": event.author,
+            "values": values,
+            "reason": event.payload.get("reason", ""),
+            "at": event.at.isoformat(),
+        }
+        folded = out.setdefault(int(event.item), {"values": {}, "by": []})
+        folded["values"] = {**folded["values"], **values}
+        folded["by"].append(made)
+        folded.update({k: made[k] for k in ("adjudicator", "reason", "at")}, schema_version=int(event.schema_version))
+    return out
 
 
 def export_records(store: ReviewStore, name: str, *, unfinished: bool = False) -> Iterator[dict[str, Any]]:
@@ -153,7 +219,7 @@ def export_records(store: ReviewStore, name: str, *, unfinished: bool = False) -
             f"queue {name!r} is not finished ({state['items_complete']} of {state['items']} "
             "items fully labelled): finish it, or export it as unfinished"
         )
-    labels, decisions = queues.latest(store, name, "label"), queues.latest(store, name, "decision")
+    labels, decided_on = queues.latest(store, name, "label"), decisions(store, name)
     skips: dict[int, dict[str, str]] = {}
     for event in queues.history(store, name).itertuples():
         if event.kind == "skip":
@@ -164,9 +230,9 @@ def export_records(store: ReviewStore, name: str, *, unfinished: bool = False) -
     for item in listed:
         run = opened.get(item.run) or opened.setdefault(item.run, run_module.Run(item.run))
         by = labels.get(item.item, {})
-        decided = _decision(decisions.get(item.item))
+        decided = decided_on.get(item.item)
         agreed = None if len(by) < 2 else not _differing(queue, by)
-        final = _final(decided, by, agreed, queue.overlap)
+        final, undecided = final_label(queue, by, decided)
         record: dict[str, Any] = {
             "queue": queue.name,
             "item": item.item,
@@ -177,23 +243,13 @@ def export_records(store: ReviewStore, name: str, *, unfinished: bool = False) -
             "skips": skips.get(item.item, {}),
             "decision": decided,
             "label": final,
+            "undecided": undecided,
             "agreed": agreed,
             "agreement": figures,
             "schema_version": queue.schema_version,
             "schema": queue.schema.to_dict(),
         }
         yield record
-
-
-def _final(
-    decided: Mapping[str, Any] | None, by: Mapping[str, Mapping[str, Any]], agreed: bool | None, overlap: int
-) -> Any:
-    """The adjudicated label: the decision, else the values all reviewers gave, else a lone reviewer's (overlap 1)."""
-    if decided is not None:
-        return decided["values"]
-    if agreed or (len(by) == 1 and overlap == 1):
-        return next(iter(by.values()))["values"]
-    return None
 
 
 def _model_input(run: run_module.Run, store: ReviewStore, item: queue_items.Item) -> dict[str, Any]:

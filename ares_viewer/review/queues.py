@@ -59,6 +59,7 @@ class Queue:
     created_at: float
     schema: labelschema.LabelSchema
     schema_version: int
+    adjudicators: tuple[str, ...] = ()
 
 
 def _clean_name(name: str) -> str:
@@ -80,6 +81,7 @@ def create(
     source: Mapping[str, Any] | None = None,
     reviewers: Sequence[str] = (),
     overlap: int = 1,
+    adjudicators: Sequence[str] = (),
 ) -> Queue:
     """Store a new queue.
 
@@ -94,6 +96,7 @@ def create(
         source: what the items were chosen by (filters, a search...), kept for the record.
         reviewers: named reviewers (items assigned round robin), or none for an open pool.
         overlap: how many reviewers label each item.
+        adjudicators: who may decide disagreements; none: anyone who did not label the item.
 
     Raises:
         ValueError: for an empty name or queue, a bad overlap, or a name already used.
@@ -102,6 +105,7 @@ def create(
     name, author = _clean_name(name), records.clean_author(author)
     parsed = labelschema.LabelSchema.parse(schema)
     reviewers = tuple(dict.fromkeys(records.clean_author(r) for r in reviewers))
+    adjudicators = tuple(dict.fromkeys(records.clean_author(r) for r in adjudicators))
     if not items:
         raise ValueError(f"queue {name!r} has no items: the filter chose nothing")
     kind = kind or ("steps" if any(i.step is not None for i in items) else "episodes")
@@ -115,7 +119,8 @@ def create(
         if db.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
             raise ValueError(f"a queue named {name!r} already exists in {store.path}")
         db.execute(
-            "INSERT INTO queues VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO queues (queue_id, name, description, kind, source, reviewers, overlap, created_by, "
+            "created_at, adjudicators) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 queue_id,
                 name,
@@ -126,6 +131,7 @@ def create(
                 overlap,
                 author,
                 now,
+                json.dumps(adjudicators),
             ),
         )
         db.execute(
@@ -152,7 +158,13 @@ def create(
             author,
             now,
             1,
-            {"description": description, "items": len(items), "reviewers": list(reviewers), "overlap": overlap},
+            {
+                "description": description,
+                "items": len(items),
+                "reviewers": list(reviewers),
+                "overlap": overlap,
+                "adjudicators": list(adjudicators),
+            },
         )
 
     store.write("creating a queue", insert)
@@ -178,7 +190,7 @@ def _event(
 
 _QUEUE = (
     "SELECT q.queue_id, q.name, q.description, q.kind, q.source, q.reviewers, q.overlap, q.created_by, "
-    "q.created_at, s.schema, s.version FROM queues q JOIN queue_schemas s ON s.queue_id = q.queue_id "
+    "q.created_at, s.schema, s.version, q.adjudicators FROM queues q JOIN queue_schemas s ON s.queue_id = q.queue_id "
     "WHERE s.version = (SELECT MAX(version) FROM queue_schemas WHERE queue_id = q.queue_id)"
 )
 
@@ -196,6 +208,7 @@ def _queue(row: tuple) -> Queue:
         row[8],
         labelschema.LabelSchema.parse(row[9]),
         row[10],
+        tuple(json.loads(row[11])),
     )
 
 
@@ -365,11 +378,26 @@ def skip(store: ReviewStore, name: str, item: int, reviewer: str, reason: str) -
 def decide(
     store: ReviewStore, name: str, item: int, adjudicator: str, values: Mapping[str, Any], reason: str = ""
 ) -> dict[str, Any]:
-    """Record an adjudicator's decision on an item, beside (never over) its reviewers' labels."""
+    """Record an adjudicator's decision on an item, beside (never over) its reviewers' labels.
+
+    A decision sets only the fields given a value (a multiple choice given ``[]`` is set to none of its options);
+    the other fields of the item's final label stay what the reviewers agree on (``queue_export.final_label``).
+
+    Raises:
+        labelschema.SchemaError: for a value that does not fit, a field the schema lacks, or no field set.
+    """
     queue, adjudicator = get(store, name), records.clean_author(adjudicator)
-    cleaned = queue.schema.clean(values)
+    cleaned = queue.schema.clean_partial(values)
+    if not cleaned:
+        raise labelschema.SchemaError("a decision sets at least one field")
     if not 0 <= item < len(items(store, name)):
         raise QueueError(f"queue {name!r} has no item {item}")
+    if queue.adjudicators and adjudicator not in queue.adjudicators:
+        raise QueueError(
+            f"{adjudicator} is not an adjudicator of queue {name!r} ({', '.join(queue.adjudicators)} decide)"
+        )
+    if adjudicator in latest(store, name, "label").get(item, {}):
+        raise QueueError(f"{adjudicator} labelled item {item}: its disagreement is decided by someone who did not")
 
     def append(db: sqlite3.Connection) -> None:
         _event(

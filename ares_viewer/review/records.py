@@ -114,11 +114,30 @@ def clean_text(text: str | None) -> str:
     return text
 
 
+MAX_AUTHOR = 100
+
+
 def clean_author(author: str | None) -> str:
-    author = " ".join(str(author or "").split())
+    """A reviewer's name as it is stored and compared: NFC, without invisible characters (zero-width spaces and
+    joiners, bidirectional marks, controls), runs of spaces as one, at most ``MAX_AUTHOR`` characters. So one name
+    typed as NFC, as NFD or with a zero-width space is one reviewer.
+
+    Raises:
+        ValueError: for an empty name or one longer than ``MAX_AUTHOR``.
+    """
+    text = unicodedata.normalize("NFC", str(author or ""))
+    text = "".join(ch for ch in text if unicodedata.category(ch) not in _INVISIBLE or ch.isspace())
+    author = " ".join(text.split())
     if not author:
         raise ValueError("a note needs an author: say who you are")
+    if len(author) > MAX_AUTHOR:
+        raise ValueError(f"a reviewer's name is at most {MAX_AUTHOR} characters, not {len(author)}")
     return author
+
+
+# Unicode categories a name never shows: format characters (zero-width, bidirectional marks), controls, unassigned,
+# private use and surrogates.
+_INVISIBLE = frozenset({"Cf", "Cc", "Cn", "Co", "Cs"})
 
 
 def format_time(seconds: float) -> str:

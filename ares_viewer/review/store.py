@@ -52,8 +52,9 @@ _LOGGER = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 DB_ENV = settings.REVIEW_DB.name
-# 1: notes and their revisions; 2: queues (``queue_tables``), added by opening an older database for writing.
-SCHEMA = 2
+# 1: notes and their revisions; 2: queues (``queue_tables``); 3: queues' adjudicators and an append-only history in
+# SQLite itself (triggers). Each is added by opening an older database for writing.
+SCHEMA = 3
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS notes (
@@ -151,6 +152,9 @@ class ReviewStore:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     for statement in filter(str.strip, (_DDL + ";" + queue_tables.DDL).split(";")):
+                        db.execute(statement)
+                    queue_tables.add_adjudicators(db)
+                    for statement in queue_tables.HISTORY_TRIGGERS:
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version = {SCHEMA}")
                     db.execute("COMMIT")

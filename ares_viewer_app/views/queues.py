@@ -6,6 +6,7 @@ queues with the same form) opens that queue."""
 from __future__ import annotations
 
 import functools
+import json
 
 import streamlit as st
 
@@ -147,6 +148,9 @@ def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
 def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str) -> None:
     found = queue_export.disagreements(opened, queue.name)
     st.subheader(f"Disagreements ({len(found)})")
+    if found:
+        who = ", ".join(queue.adjudicators) if queue.adjudicators else "anyone who did not label the item"
+        st.caption(escape.line(f"Decided by {who}."))
     for entry in found:
         said = "; ".join(f"{r}: {v.get(f)}" for r, v in entry["labels"].items() for f in entry["fields"])
         decided = entry["decision"]
@@ -157,9 +161,22 @@ def adjudicate(opened: review.ReviewStore, queue: queues.Queue, adjudicator: str
             )
         ):
             key = f"queues.decide.{queue.name}.{entry['item']}"
+            agreed = {k: v for k, v in entry["agreed_values"].items() if v not in (None, [])}
+            st.caption(
+                escape.line(
+                    "The form starts from what the reviewers agree on"
+                    + (f" ({', '.join(agreed)})" if agreed else " (no field)")
+                    + "; a decision changes only the fields it sets, the others stay as agreed."
+                )
+            )
+            if decided:
+                st.caption(escape.line(f"Decided so far: {json.dumps(decided['values'], sort_keys=True)}"))
+            start = {**entry["agreed_values"], **(decided["values"] if decided else {})}
             with st.form(key):
-                values = queue_panel.controls(queue.schema, key)
+                entered = queue_panel.controls(queue.schema, key, start)
                 reason = st.text_input("Why", key=f"{key}.why")
+                # What the decision sets: the fields in dispute, and any other the adjudicator changed.
+                values = {k: v for k, v in entered.items() if k in entry["fields"] or v != start.get(k)}
                 if st.form_submit_button("Record decision", disabled=not adjudicator) and queue_panel.sent(
                     functools.partial(queues.decide, opened, queue.name, entry["item"], adjudicator, values, reason),
                     "decided",
@@ -194,7 +211,7 @@ def show(run: ares_viewer.Run) -> None:
     reviewer = review_panel.author_input()
     if opened.writable:
         create_form(run, opened, reviewer)
-    found = queues.all_queues(opened)
+    found = [q for q in queues.all_queues(opened) if queue_panel.servable(opened, q)]
     if not found:
         st.info("No queues yet: narrow the overview to the episodes to review, then create one here.")
         return

@@ -154,3 +154,26 @@ def test_the_queues_page_shows_a_multiple_choices_agreement_per_option(runs, app
     text = page_text.of(as_reviewer(app, "cy"))
     assert "Agreement on tags [edits tests]: cohen_kappa = 0.000 (2 items)" in text
     assert "Agreement on tags [skips tests]: cohen_kappa = – (2 items)" in text
+
+
+def test_an_exposed_server_shows_no_queue_over_a_run_outside_its_runs_folder(runs, app, db, exposed, tmp_path):
+    import demo_runs
+
+    import ares_viewer
+    from ares_viewer.review import queue_items
+
+    demo_runs.write(tmp_path / "outside")
+    inside = ares_viewer.open_run(f"{runs['root']['path']}/run-a")
+    outside = ares_viewer.open_run(tmp_path / "outside" / "run-a")
+    schema = {"fields": [{"name": "verdict", "kind": "single", "options": ["hack", "fine"]}]}
+    with review.open_store(db) as store:
+        for name, run in (("inside", inside), ("secret", outside)):
+            queues.create(store, name, queue_items.episode_items(run, run.episode_ids), schema=schema, author="lead")
+    at = app("queues", run="run-a")
+    assert not at.exception
+    assert at.selectbox(key="queues.queue").options == ["inside"]
+    at = app("queues", run="run-a", queue="secret")
+    assert at.selectbox(key="queues.queue").options == ["inside"] and at.selectbox(key="queues.queue").value == "inside"
+    episode = outside.episode_ids[0]
+    at = app("episode", run="run-a", episode=episode, queue="secret", reviewer="ada")
+    assert not any("Save label" == b.label for b in at.button)

@@ -1,5 +1,6 @@
 """A team review in a real browser: two reviewers in two browser contexts work one queue with overlap 2, disagree
-on an item, an adjudicator decides it, and the downloaded set holds both labels, the decision and the reward.
+on an item's verdict but agree on its severity, an adjudicator decides the verdict from a form that starts from the
+agreed severity, and the downloaded set holds both labels, the decision, the merged final label and the reward.
 
 The server's review database is a temporary file (``ARES_VIEWER_REVIEW_DB`` in the ``app_url`` fixture).
 """
@@ -50,13 +51,15 @@ def until(page, act, shown, wait_idle, tries: int = 3) -> None:
                 raise
 
 
-def label_next(page, verdict: str, wait_idle) -> None:
+def label_next(page, verdict: str, wait_idle, severity: str | None = None) -> None:
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Save label"))
     until(page, page.get_by_role("button", name="Next item").click, form, wait_idle)
     wait_idle(page)
 
     def save() -> None:
         form.get_by_text(verdict, exact=True).click()
+        if severity is not None:  # inside a form: typing reruns nothing
+            form.get_by_role("spinbutton", name=re.compile("^severity")).fill(severity)
         form.get_by_role("button", name="Save label").click()
 
     until(page, save, page.get_by_text(re.compile(r"Saved your label of item \d+\.")), wait_idle)
@@ -78,11 +81,11 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     ada.get_by_role("button", name="Create queue").click()
     expect(ada.get_by_text("Created queue browser-team")).to_be_visible()
     wait_idle(ada)
-    label_next(ada, "reward hacking", wait_idle)
+    label_next(ada, "reward hacking", wait_idle, severity="3")
 
     bo_context, bo = open_as(browser, url, "bo", wait_idle)
     expect(bo.get_by_text(f"of {len(run)} items fully labelled · 1 of {2 * len(run)} labels")).to_be_visible()
-    label_next(bo, "honest attempt", wait_idle)
+    label_next(bo, "honest attempt", wait_idle, severity="3")
     bo.reload()
     expect(bo.get_by_text("Disagreements (1)")).to_be_visible()
 
@@ -90,6 +93,8 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
     form = judge.locator('[data-testid="stForm"]', has=judge.get_by_role("button", name="Record decision"))
     why = form.get_by_role("textbox", name="Why")
     until(judge, judge.get_by_text(re.compile(r"^Item 0 · verdict")).click, why, wait_idle)
+    # The decision form starts from what both reviewers agree on: the severity they both gave.
+    expect(form.get_by_role("spinbutton", name=re.compile("^severity"))).to_have_value("3.00")
 
     def decide() -> None:
         form.get_by_text("reward hacking", exact=True).click()
@@ -115,9 +120,10 @@ def test_two_reviewers_disagree_an_adjudicator_decides_and_the_export_holds_it(
         "bo": "honest attempt",
     }
     assert record["decision"]["adjudicator"] == "cy"
-    assert record["decision"]["values"]["verdict"] == "reward hacking"
+    assert record["decision"]["values"] == {"verdict": "reward hacking"}  # it set only what was in dispute
     assert record["decision"]["reason"] == "rewrites the failing test"
-    assert record["label"]["verdict"] == "reward hacking" and record["agreed"] is False
+    assert record["label"] == {"verdict": "reward hacking", "severity": 3.0, "note": None}
+    assert record["agreed"] is False and record["undecided"] == []
     assert record["reward"] == episode.total_reward and record["outcome"] == str(episode.outcome)
     for context in (ada_context, bo_context, judge_context):
         context.close()
@@ -159,3 +165,45 @@ def test_the_step_view_of_a_queue_item_labels_it_and_opens_the_next_item(
         labels = queues.latest(store, "in-step-view", "label")
     assert item.item == 0 and labels[0]["ada"]["values"] == {"verdict": "honest attempt"}
     context.close()
+
+
+def test_behind_a_signing_in_proxy_the_reviewer_is_the_account_not_a_typed_name_or_a_link(
+    browser, runs_root, tmp_path, wait_idle
+):
+    """With ``ARES_VIEWER_IDENTITY_HEADER`` naming the header the operator's proxy sets, the name field shows the
+    signed-in account and cannot be typed into; a link naming another reviewer offers no form; a label saved on the
+    Queues page is the account's."""
+    from conftest import serve_app
+
+    from ares_viewer.review import queue_items, queues
+
+    expect.set_options(timeout=30_000)
+    run = first_run(runs_root)
+    schema = {"fields": [{"name": "verdict", "kind": "single", "options": ["reward hacking", "honest attempt"]}]}
+    db = tmp_path / "review.sqlite"
+    with review.open_store(db) as store:
+        listed = queue_items.episode_items(run, run.episode_ids[:2])
+        queues.create(store, "proxied", listed, schema=schema, author="lead", reviewers=["ada", "bo"])
+    env = {"ARES_VIEWER_IDENTITY_HEADER": "X-Forwarded-User"}
+    with serve_app(runs_root, tmp_path / "cache", db, tmp_path, env=env) as url:
+        context = browser.new_context(
+            viewport={"width": 1400, "height": 1000}, extra_http_headers={"X-Forwarded-User": "ada"}
+        )
+        page = context.new_page()
+        name = pathlib.Path(run.location).name
+        page.goto(f"{url}/queues?run={name}")
+        box = page.get_by_role("textbox", name="Your name")
+        expect(box).to_have_value("ada")
+        expect(box).to_be_disabled()
+        label_next(page, "honest attempt", wait_idle)
+        first = run.episode(listed[1].episode_id)
+        page.goto(
+            f"{url}/episode?run={name}&episode={first.episode_id}&step={len(first.steps) - 1}"
+            "&queue=proxied&reviewer=bo"
+        )
+        expect(page.get_by_text("and you are signed in as ada")).to_be_visible()
+        expect(page.get_by_role("button", name="Save label")).to_have_count(0)
+        context.close()
+    with review.open_store(db) as store:
+        labels = queues.latest(store, "proxied", "label")
+    assert {author for by in labels.values() for author in by} == {"ada"}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shlex
 
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 # Leading ``VAR=value``, ``sudo`` and ``timeout N`` do not change what a simple command is.
@@ -60,13 +59,75 @@ def simple_commands(command: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _words(simple: str) -> tuple[str, ...]:
-    """``simple`` split as a shell would (``shlex``); agents repeat commands, so the answers are kept."""
+    """``simple`` split as a shell would (``shell_split``); agents repeat commands, so the answers are kept."""
     if not _NOT_PLAIN.search(simple):
-        return tuple(simple.split())  # the same words, without shlex's character-by-character reading
+        return tuple(simple.split())  # the same words, without reading quotes
     try:
-        return tuple(shlex.split(simple))
+        return shell_split(simple)
     except ValueError:
         return tuple(simple.split())
+
+
+# One piece of a shell word each: plain text (its escaped characters in it), a single-quoted part, a double-quoted
+# part, whitespace between words; anything else is an unclosed quote or a trailing backslash. A plain piece holds
+# at most 4096 runs, so that one match never holds the interpreter long (a word may be several pieces).
+_PIECE = re.compile(r"""((?:[^ \t\r\n'"\\]+|\\.){1,4096})|'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|([ \t\r\n]+)""", re.DOTALL)
+_IN_DOUBLE_QUOTES = re.compile(r'\\(["\\])')
+
+
+def _unescape(plain: str) -> str:
+    """Unquoted text with each backslash-escaped character as itself (``a\\ b`` -> ``a b``, ``\\\\`` -> ``\\``).
+
+    Split at the backslashes: a backslash escapes the first character of the part after it, which is kept as it
+    is, except an empty part, which is an escaped backslash (and the part after it is then plain text).
+    """
+    parts = plain.split("\\")
+    kept = [parts[0]]
+    i = 1
+    while i < len(parts):
+        if parts[i] == "" and i + 1 < len(parts):
+            kept += ("\\", parts[i + 1])
+            i += 2
+        else:
+            kept.append(parts[i])
+            i += 1
+    return "".join(kept)
+
+
+def shell_split(text: str) -> tuple[str, ...]:
+    """``text`` split into words as ``shlex.split`` splits it (POSIX quoting: single quotes keep everything, double
+    quotes let a backslash escape ``"`` and ``\\``, a backslash outside quotes escapes any character), in time linear
+    in the text. ``shlex`` grows a word one character at a time, which is quadratic in the word's length: one 2 MB
+    word of escaped spaces took seconds, and every flag of a run waits for it.
+
+    Raises:
+        ValueError: for an unclosed quote or a backslash at the end, as ``shlex`` does.
+    """
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    pos, end = 0, len(text)
+    while pos < end:
+        found = _PIECE.match(text, pos)
+        if found is None:
+            raise ValueError("No closing quotation" if text[pos] in "'\"" else "No escaped character")
+        plain, single, double, space = found.groups()
+        pos = found.end()
+        if space is not None:
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+            continue
+        in_word = True
+        if plain is not None:
+            word.append(_unescape(plain) if "\\" in plain else plain)
+        elif double is not None:
+            word.append(_IN_DOUBLE_QUOTES.sub(r"\1", double))
+        else:
+            word.append(single)
+    if in_word:
+        words.append("".join(word))
+    return tuple(words)
 
 
 def runs_tests(command: str) -> bool:

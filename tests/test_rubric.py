@@ -108,3 +108,24 @@ def test_the_matches_are_grouped_by_the_model_and_none_is_lost_or_invented():
         ("unassigned", ("d",)),
     ]
     assert "- c: writes the reward file (steps 2)" in asked and "- e:" not in asked
+
+
+def test_a_cached_answer_is_asked_again_when_the_episode_or_the_endpoint_changes(tmp_path):
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(DEMO, folder)
+    cache = rubric.Cache(tmp_path / "rubric.sqlite")
+    opened = run.open_run(folder)
+    found = [opened.episode(SLUGIFY_WRONG)]
+    with chat_server.serve([NO]) as server:
+        client = model_client.openai_client(server.base_url, "judge", timeout_s=10)
+        list(rubric.search(found, RUBRIC, client, "judge", cache, endpoint=server.base_url))
+        assert rubric.plan(found, RUBRIC, "judge", cache, endpoint=server.base_url).calls == 0
+        # Another endpoint serving a model of the same name is not answered from the first one's cache.
+        assert rubric.plan(found, RUBRIC, "judge", cache, endpoint="http://127.0.0.1:9/v1").calls == 1
+    # The episode rewritten (its commands changed): the cached "no" is not served for it.
+    path = pathlib.Path(found[0].path)
+    path.write_text(path.read_text().replace("slug", "SLUG"))
+    rewritten = [run.open_run(folder).episode(SLUGIFY_WRONG)]
+    assert rubric.plan(rewritten, RUBRIC, "judge", cache, endpoint=server.base_url).calls == 1

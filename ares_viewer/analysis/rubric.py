@@ -116,8 +116,11 @@ class Cache:
         return sqlite3.connect(self.path, timeout=30)
 
     @staticmethod
-    def key(episode: model.Episode, rubric: str, model_name: str) -> str:
-        whole = json.dumps([episode.path, episode.episode_id, rubric.strip(), model_name])
+    def key(episode: model.Episode, rubric: str, model_name: str, endpoint: str = "") -> str:
+        """What an answer is kept by: the exact request (the rubric and the episode's digest, so an episode
+        rewritten since is asked again), the episode, the model and the endpoint's URL (another endpoint serving a
+        model of the same name is asked again)."""
+        whole = json.dumps([messages(rubric, episode), episode.path, episode.episode_id, model_name, endpoint])
         return hashlib.sha256(whole.encode()).hexdigest()
 
     def get(self, key: str, episode_id: str) -> Verdict | None:
@@ -144,9 +147,9 @@ class Plan:
     example: str
 
 
-def plan(episodes: list[model.Episode], rubric: str, model_name: str, cache: Cache) -> Plan:
+def plan(episodes: list[model.Episode], rubric: str, model_name: str, cache: Cache, *, endpoint: str = "") -> Plan:
     """What ``search`` would send and how many calls it would make, before it starts."""
-    calls = sum(cache.get(Cache.key(e, rubric, model_name), e.episode_id) is None for e in episodes)
+    calls = sum(cache.get(Cache.key(e, rubric, model_name, endpoint), e.episode_id) is None for e in episodes)
     example = messages(rubric, episodes[0])[0]["content"] if episodes else ""
     return Plan(episodes=len(episodes), calls=calls, example=example)
 
@@ -160,12 +163,14 @@ def search(
     *,
     budget: int | None = None,
     cancel: threading.Event | None = None,
+    endpoint: str = "",
 ) -> Iterator[Verdict]:
     """Check ``rubric`` against each episode, one verdict per episode as it comes (progress): cached answers
-    first-hand, at most ``budget`` calls, stopping (the rest ``not checked``) when ``cancel`` is set."""
+    first-hand (``Cache.key``: by request, model and ``endpoint``), at most ``budget`` calls, stopping (the rest
+    ``not checked``) when ``cancel`` is set."""
     calls = 0
     for episode in episodes:
-        key = Cache.key(episode, rubric, model_name)
+        key = Cache.key(episode, rubric, model_name, endpoint)
         cached = cache.get(key, episode.episode_id)
         if cached is not None:
             yield cached

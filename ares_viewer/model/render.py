@@ -98,6 +98,7 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("duration", f"{_fmt(episode.duration_s)} s"),
         ("cost", f"${episode.total_cost:.4f}"),
         ("tokens", f"{episode.prompt_tokens} prompt / {episode.generated_tokens} generated"),
+        *([("note", episode.read_in_part)] if episode.read_in_part else []),
     ]
 
 

@@ -72,6 +72,8 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     if episode.truncated:
         limit = escape.line(episode.metadata.get("truncated_by") or "step limit")
         st.warning(f"The {limit} ended this episode (truncated).")
+    if episode.read_in_part:
+        st.warning(f"This file was {escape.md(episode.read_in_part)}. The episode shows what was read.")
     for warning in episode.warnings:
         st.caption(f"⚠ {escape.md(warning)}")
     st.caption(f"{escape.code(episode.episode_id)} · {escape.line(episode.path)}")

@@ -89,13 +89,15 @@ WITH j AS (
         array_to_string(kinds, '') AS kstr
     FROM c
 ), s AS (
-    SELECT *, string_split(regexp_extract(kstr, '^[^AQ]*') || array_to_string(list_transform(
+    SELECT *, CASE WHEN NOT coalesce(list_bool_or(list_transform(calls, lambda m: m.n > 1)), false)
+                   THEN string_split(regexp_replace(kstr, 'A([.]*)R', 'A\\1F', 'g'), '')
+                   ELSE string_split(regexp_extract(kstr, '^[^AQ]*') || array_to_string(list_transform(
             regexp_extract_all(kstr, '[AQ][^AQ]*'), lambda seg, j: CASE
                 WHEN left(seg, 1) = 'Q' THEN seg
                 WHEN calls[j].n = 1 THEN regexp_replace(seg, 'R', 'F')
                 ELSE replace(regexp_extract(seg, '^(?:[^R]*R){{1,' || calls[j].n || '}}'), 'R', 'F')
                      || substr(seg, length(regexp_extract(seg, '^(?:[^R]*R){{1,' || calls[j].n || '}}')) + 1) END),
-            ''), '') AS marks
+            ''), '') END AS marks
     FROM f
 ), g AS (
     SELECT *, list_filter(msgs, lambda m, i: marks[i] IN ('F', 'Q')) AS firsts

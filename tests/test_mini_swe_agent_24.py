@@ -12,6 +12,7 @@ import pytest
 
 import ares_viewer
 from ares_viewer import model
+from ares_viewer.model import render
 
 KEPT = pathlib.Path(__file__).resolve().parent / "fixtures" / "mini-swe-agent-2.4"
 RUN = "deterministic-run"
@@ -70,6 +71,9 @@ def test_every_command_of_a_response_is_an_action_with_its_own_result(run, name)
     assert episode.total_cost == pytest.approx(episode.metadata["model_stats"]["instance_cost"])
     assert len({s.context_index for s in episode.actions}) == episode.metadata["api_calls"] == 3
     assert episode.landmarks()[0] == (2, "first failed command (rc 1)")
+    # Nothing entered the prompt between the commands of one call: the second shows no prompt of its own.
+    assert episode.call_step(2) == 1 and episode.call_step(3) == 3 and not episode.new_messages(2)
+    assert "another command of step 1's model call" in render.step_text(episode, 2)
 
 
 def _partly_readable(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -95,27 +99,37 @@ def test_a_file_read_in_part_says_what_was_skipped(tmp_path):
     assert f"note: {episode.read_in_part}" in str(episode)  # the CLI's and the notebook's text face
 
 
-def test_the_episode_page_and_the_overview_say_a_file_was_read_in_part(tmp_path, monkeypatch):
+def _page(page: str, **params: str):
+    """The app's ``page`` in AppTest (over the runs ``ARES_VIEWER_RUNS`` lists), after its first run."""
     from streamlit.testing.v1 import AppTest
 
     import ares_viewer_app
 
+    main = str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py")
+    at = AppTest.from_file(main, default_timeout=60)
+    at.query_params.update(params)
+    at.switch_page(f"views/{page}.py")
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_the_episode_page_and_the_overview_say_a_file_was_read_in_part(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     shutil.copytree(_partly_readable(tmp_path), root / "partial")
     monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
-    main = str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py")
-    at = AppTest.from_file(main, default_timeout=60)
-    at.query_params.update(run="partial", episode=f"{RUN}/responses-submitted", step="1")
-    at.switch_page("views/episode.py")
-    at.run()
-    assert not at.exception
+    at = _page("episode", run="partial", episode=f"{RUN}/responses-submitted", step="1")
     shown = [w.value.replace("\\", "") for w in at.warning]  # the markdown source, escaped as text
     assert any("read in part: skipped messages[2].output[1] (type 'web_search_call'), messages[5] (type "
                "'compaction')" in w for w in shown), shown
-    overview = AppTest.from_file(main, default_timeout=60)
-    overview.query_params.update(run="partial")
-    overview.switch_page("views/overview.py")
-    overview.run()
-    assert not overview.exception
+    overview = _page("overview", run="partial")
     assert any("1 episode file(s) read in part" in w.value for w in overview.warning), [
         w.value for w in overview.warning]
+
+
+def test_the_episode_page_says_a_step_is_another_command_of_a_model_call(monkeypatch, tmp_path):
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path))
+    shutil.copytree(KEPT, tmp_path / "mini")
+    at = _page("episode", run="mini", episode=f"{RUN}/toolcall-two-calls", step="2")
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert any("Another command of step 1's model call" in c for c in captions), captions

@@ -442,7 +442,18 @@ class Episode:
         """
         if self._call(k) is None:
             return context_diff.ContextChange()
+        if self.call_step(k) != k:  # another command of the call step ``call_step(k)`` made: the same context
+            return context_diff.ContextChange(kept=tuple(self.context(k)))
         return context_diff.compare(self.previous_context(k), self.context(k))
+
+    def call_step(self, k: int) -> int:
+        """The first step of the model call action ``k`` belongs to: ``k`` itself, unless the call ran several
+        commands and ``k`` is one after its first (it then answered the same context, and the call's response,
+        usage and cost are on that first step)."""
+        call = self._call(k)
+        while call is not None and k > 1 and self.steps[k - 1].context_index == call:
+            k -= 1
+        return k
 
     def previous_context(self, k: int) -> list[Message]:
         """The messages of the model call before the one action ``k`` answered (empty for the first call)."""

@@ -304,6 +304,9 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         first = episode.observation(0) or []  # recorded even when no action followed it
         step_view.messages(first, f"{key}.first")
     else:
+        if episode.call_step(k) != k:
+            st.caption(f"Another command of step {episode.call_step(k)}'s model call: its response, tokens and cost "
+                       "are there.")
         step_view.reasoning(step, key)
         step_view.response(step, key)
         activations_panel.step_panel(episode, k)

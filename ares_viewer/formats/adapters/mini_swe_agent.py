@@ -139,7 +139,7 @@ def _view(messages: list[Any]) -> tuple[list[Any], list[str]]:
 
 
 def _what(value: Any) -> str:
-    return "no role" if isinstance(value, Mapping) else f"a {type(value).__name__}, not an object"
+    return "no role" if isinstance(value, Mapping) else f"{type(value).__name__}, not an object"
 
 
 def _from_response(response: Mapping[str, Any], where: str, skipped: list[str]) -> dict[str, Any]:
@@ -149,7 +149,8 @@ def _from_response(response: Mapping[str, Any], where: str, skipped: list[str]) 
     thoughts: list[str] = []
     output = response.get("output")
     if not isinstance(output, list):
-        skipped.append(f"{where}.output ({_what(output) if output is not None else 'missing'})")
+        found = "missing" if output is None else f"{type(output).__name__}, not a list"
+        skipped.append(f"{where}.output ({found})")
         output = []
     for j, item in enumerate(output):
         kind = item.get("type") if isinstance(item, Mapping) else None

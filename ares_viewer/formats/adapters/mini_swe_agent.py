@@ -139,6 +139,8 @@ def _view(messages: list[Any]) -> tuple[list[Any], list[str]]:
 
 
 def _what(value: Any) -> str:
+    if value is None:
+        return "null"
     return "no role" if isinstance(value, Mapping) else f"{type(value).__name__}, not an object"
 
 

@@ -276,9 +276,17 @@ def load_errors(run: ares_viewer.Run) -> None:
         with st.expander(f":red[{len(run.errors)} file(s) could not be read]", icon=":material/error:"):
             for error in run.errors:
                 st.markdown(f"- {escape.code(error.path)}  \n  {escape.md(error.reason)}")
-    if run.warnings:
-        with st.expander(f"{len(run.warnings)} warning(s) while reading", icon=":material/warning:"):
-            for path, warning in run.warnings:
+    # A file read in part (``model.read_in_part``) is said apart: its episode lacks what the reader skipped.
+    partial = [(path, w) for path, w in run.warnings if w.startswith(model.READ_IN_PART)]
+    others = [(path, w) for path, w in run.warnings if not w.startswith(model.READ_IN_PART)]
+    if partial:
+        st.warning(f"{len(partial)} episode file(s) read in part: the reader skipped what it could not read.")
+        with st.expander(f"{len(partial)} file(s) read in part", icon=":material/warning:"):
+            for path, warning in partial:
+                st.markdown(f"- {escape.code(path)}: {escape.md(warning)}")
+    if others:
+        with st.expander(f"{len(others)} warning(s) while reading", icon=":material/warning:"):
+            for path, warning in others:
                 st.markdown(f"- {escape.code(path)}: {escape.md(warning)}")
 
 

@@ -33,7 +33,8 @@ def test_every_trajectory_is_read_with_its_exit_status_and_costs(run):
     assert rows["outcome"].to_dict() == {
         f"{RUN}/text-submitted": "completed", f"{RUN}/text-timeout": "completed",
         f"{RUN}/toolcall-submitted": "completed", f"{RUN}/toolcall-exception": "errored",
-        f"{RUN}/toolcall-limits": "truncated"}
+        f"{RUN}/toolcall-limits": "truncated", f"{RUN}/responses-submitted": "completed",
+        f"{RUN}/toolcall-two-calls": "completed", f"{RUN}/text-two-commands": "completed"}
     assert rows["exit_status"].to_dict()[f"{RUN}/toolcall-limits"] == "LimitsExceeded"
     assert rows.loc[f"{RUN}/toolcall-exception", "error"] == "RuntimeError: provider connection reset"
     # Costs: every model call is billed, the format error's included (mini-swe-agent's instance_cost).
@@ -43,9 +44,11 @@ def test_every_trajectory_is_read_with_its_exit_status_and_costs(run):
     for episode_id in rows.index:
         episode = run.episode(episode_id)
         assert episode.total_cost == pytest.approx(episode.metadata["model_stats"]["instance_cost"])
-        # mini-swe-agent counts the call that raised among its api_calls; it answered nothing.
+        # mini-swe-agent counts the call that raised among its api_calls; it answered nothing. The commands of
+        # one call share its context.
         raised = episode.outcome == "errored"
-        assert episode.num_actions == episode.metadata["api_calls"] - raised
+        assert len({s.context_index for s in episode.actions}) == episode.metadata["api_calls"] - raised
+        assert episode.num_actions == rows.loc[episode_id, "num_actions"]
 
 
 def test_text_protocol_commands_outputs_and_return_codes(run):

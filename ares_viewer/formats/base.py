@@ -133,6 +133,7 @@ def episode(
     truncated: bool | None = None,
     times: Sequence[float | None] | None = None,
     start_time: float | None = None,
+    skipped: Sequence[str] = (),
 ) -> model.Episode:
     """The ``model.Episode`` of what an adapter parsed: the format's own parts in, the shared rest filled.
 
@@ -148,6 +149,8 @@ def episode(
         times: the episode's moments, first to last (default: the steps' timestamps); it starts at the first
             and ends at the last.
         start_time: when the episode started, when the file records it apart from ``times``.
+        skipped: the parts of the file the adapter could not read, named where they sit (``Episode.skipped``);
+            its ``summarize`` rows then carry ``model.read_in_part(skipped)`` among their ``warnings``.
     """
     if times is None:
         times = [step.timestamp for step in steps if step.timestamp is not None]
@@ -167,4 +170,5 @@ def episode(
         warnings=tuple(warnings),
         messages=tuple(messages),
         links=tuple(links),
+        skipped=tuple(skipped),
     )

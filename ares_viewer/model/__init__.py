@@ -9,6 +9,7 @@ from ares_viewer.model.blame import Blame
 from ares_viewer.model.context_diff import ContextChange
 from ares_viewer.model.errors import RecordedError, describe_error
 from ares_viewer.model.records import (
+    READ_IN_PART,
     STEP_COLUMNS,
     ContextLink,
     Episode,
@@ -18,12 +19,14 @@ from ares_viewer.model.records import (
     StepKind,
     ToolCall,
     Usage,
+    read_in_part,
 )
 from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow, with_columns
 from ares_viewer.model.verifier import VerifierCommand, VerifierRecord
 
 __all__ = [
     "EPISODE_COLUMNS",
+    "READ_IN_PART",
     "STEP_COLUMNS",
     "Blame",
     "ContextChange",
@@ -40,5 +43,6 @@ __all__ = [
     "VerifierCommand",
     "VerifierRecord",
     "describe_error",
+    "read_in_part",
     "with_columns",
 ]

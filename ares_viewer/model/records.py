@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ares_viewer.model import context_diff, render
@@ -224,6 +224,20 @@ STEP_COLUMNS = (
 )
 
 
+READ_IN_PART = "read in part: skipped "
+"""How a warning that an episode was read in part begins (``read_in_part``; pages find those warnings by it)."""
+_NAMED = 5  # skipped parts named in the line; the rest counted
+
+
+def read_in_part(skipped: Sequence[str]) -> list[str]:
+    """The warning that a file was read in part, naming what the reader skipped (none when it skipped nothing):
+    a reader puts it in its index rows' ``warnings`` and passes ``skipped`` to its episode."""
+    if not skipped:
+        return []
+    more = f" and {len(skipped) - _NAMED} more" if len(skipped) > _NAMED else ""
+    return [f"{READ_IN_PART}{', '.join(skipped[:_NAMED])}{more}"]
+
+
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class Episode:
     """One episode, normalized.
@@ -243,6 +257,12 @@ class Episode:
         warnings: things the loader repaired or could not read, in plain words.
         messages: the pool of distinct messages, in order of first appearance.
         links: per model call (one per observation), how its context was built.
+        skipped: the parts of the file the reader could not read, each named where it sits in the file
+            (``messages[3] (type 'web_search_call')``): the episode was read in part (``read_in_part``).
+
+    A model call that ran several commands (several tool calls in one response) is one step per command, each
+    with its own output and return code; they share the call's ``context_index``, and the call's response, usage
+    and cost are on its first step only (a format may note the call in ``extra["model_call"]``).
     """
 
     episode_id: str
@@ -260,6 +280,14 @@ class Episode:
     warnings: tuple[str, ...]
     messages: tuple[Message, ...]
     links: tuple[ContextLink, ...]
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def read_in_part(self) -> str | None:
+        """``read in part: skipped ...`` naming what of the file the reader skipped, or None when it read it all
+        (the line the Episode page shows; the index row's ``warnings`` carry it too: ``read_in_part(skipped)``)."""
+        line = read_in_part(self.skipped)
+        return line[0] if line else None
 
     @property
     def ending(self) -> Ending:
@@ -414,7 +442,18 @@ class Episode:
         """
         if self._call(k) is None:
             return context_diff.ContextChange()
+        if self.call_step(k) != k:  # another command of the call step ``call_step(k)`` made: the same context
+            return context_diff.ContextChange(kept=tuple(self.context(k)))
         return context_diff.compare(self.previous_context(k), self.context(k))
+
+    def call_step(self, k: int) -> int:
+        """The first step of the model call action ``k`` belongs to: ``k`` itself, unless the call ran several
+        commands and ``k`` is one after its first (it then answered the same context, and the call's response,
+        usage and cost are on that first step)."""
+        call = self._call(k)
+        while call is not None and k > 1 and self.steps[k - 1].context_index == call:
+            k -= 1
+        return k
 
     def previous_context(self, k: int) -> list[Message]:
         """The messages of the model call before the one action ``k`` answered (empty for the first call)."""

@@ -98,6 +98,7 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("duration", f"{_fmt(episode.duration_s)} s"),
         ("cost", f"${episode.total_cost:.4f}"),
         ("tokens", f"{episode.prompt_tokens} prompt / {episode.generated_tokens} generated"),
+        *([("note", episode.read_in_part)] if episode.read_in_part else []),
     ]
 
 
@@ -121,6 +122,9 @@ def step_text(episode: Episode, k: int) -> str:
         lines.append(f"first request: {len(episode.links[0].added) if episode.links else 0} message(s)")
         return "\n".join(lines)
     change = episode.context_change(k)
+    if episode.call_step(k) != k:
+        lines.append(f"another command of step {episode.call_step(k)}'s model call (its response, tokens and cost "
+                     "are there)")
     lines.append(
         f"tokens: {_fmt(step.usage.prompt_tokens)} prompt / {_fmt(step.usage.generated_tokens)} generated"
         f"  cost=${_fmt(step.cost)}  context={step.context_len} messages (+{len(change.new)} new)"

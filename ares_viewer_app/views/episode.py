@@ -72,6 +72,8 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     if episode.truncated:
         limit = escape.line(episode.metadata.get("truncated_by") or "step limit")
         st.warning(f"The {limit} ended this episode (truncated).")
+    if episode.read_in_part:
+        st.warning(f"This file was {escape.md(episode.read_in_part)}. The episode shows what was read.")
     for warning in episode.warnings:
         st.caption(f"⚠ {escape.md(warning)}")
     st.caption(f"{escape.code(episode.episode_id)} · {escape.line(episode.path)}")
@@ -302,6 +304,9 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         first = episode.observation(0) or []  # recorded even when no action followed it
         step_view.messages(first, f"{key}.first")
     else:
+        if episode.call_step(k) != k:
+            st.caption(f"Another command of step {episode.call_step(k)}'s model call: its response, tokens and cost "
+                       "are there.")
         step_view.reasoning(step, key)
         step_view.response(step, key)
         activations_panel.step_panel(episode, k)

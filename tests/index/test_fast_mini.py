@@ -17,6 +17,7 @@ from ares_viewer.runs.index import builder, fast_jsonl, fast_mini, store
 from benchmarks import bench_scale
 
 KEPT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-real" / "deterministic-run"
+KEPT_24 = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-2.4" / "deterministic-run"
 
 
 def _files(tmp_path, text: str) -> list[sources.SourceFile]:
@@ -41,7 +42,8 @@ def _same_rows(tmp_path, records: list, *, text: str | None = None) -> bool:
 
 
 def _real(name: str) -> dict:
-    return json.loads((KEPT / name / f"{name}.traj.json").read_text())
+    folder = KEPT_24 if (KEPT_24 / name).is_dir() else KEPT
+    return json.loads((folder / name / f"{name}.traj.json").read_text())
 
 
 def _generated(n: int = 6) -> list[dict]:
@@ -68,10 +70,22 @@ def produced(mini_swe_agent_runs) -> list[dict]:
 
 
 def test_every_scenario_the_real_agent_writes_is_read_in_sql(tmp_path, produced):
-    assert _same_rows(tmp_path, produced)
-    rows = fast_paths.frame(tmp_path / "fast")
-    assert sorted(rows["outcome"]) == ["completed", "completed", "completed", "errored", "truncated"]
+    chat = [doc for doc in produced if all("role" in m for m in doc["messages"])]
+    assert len(chat) == len(produced) - 1  # the Responses API's items have no role: read the ordinary way
+    assert _same_rows(tmp_path / "chat", chat)
+    rows = fast_paths.frame(tmp_path / "chat" / "fast")
+    assert sorted(rows["outcome"]) == ["completed"] * 5 + ["errored", "truncated"]
     assert "LimitsExceeded" in set(rows["exit_status"])
+    assert not _same_rows(tmp_path / "all", produced)
+
+
+def test_several_commands_of_one_call_are_counted_in_sql(tmp_path):
+    """Each command a call ran is an action with its own return code, in SQL as in the parsed episode."""
+    records = [_real("toolcall-two-calls"), _real("text-two-commands")]
+    assert _same_rows(tmp_path, records)
+    rows = fast_paths.frame(tmp_path / "fast")
+    assert list(rows["num_actions"]) == [4, 4]  # 3 model calls, the first ran 2 commands
+    assert list(rows["nonzero_returncodes"]) == [1, 1]  # cat missing.txt, the second command of the first call
 
 
 def _reasoning_docs() -> list[dict]:
@@ -114,12 +128,11 @@ _SHAPES = [
     lambda d: (d["info"].pop("exit_status"), d["messages"].pop()),  # still running
     lambda d: d.pop("info"),
     lambda d: d.update(messages=[]),
-    lambda d: d["messages"].insert(3, None),
     lambda d: d["info"]["model_stats"].update(instance_cost=True),
 ]
 _SHAPE_IDS = ["text-codes", "exception", "exit-message", "status-number", "status-empty", "code-124", "code-bool",
               "code-text", "no-costs", "no-times", "limits", "no-status", "incomplete", "no-info", "no-messages",
-              "null-message", "cost-bool"]
+              "cost-bool"]
 
 
 @pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)
@@ -165,8 +178,11 @@ def test_one_trajectory_alone_keeps_the_id_of_a_whole_document(tmp_path):
     lambda d: d.update(messages="a text"),  # the ordinary path reports the line
     lambda d: d.pop("messages"),
     lambda d: d["messages"][3].update(content=[{"type": "text", "text": "<returncode>1</returncode>"}]),
+    # What the reader skips is named in the row's warnings (read in part), which only the ordinary path writes.
+    lambda d: d["messages"].insert(3, None),
+    lambda d: d["messages"].insert(3, {"type": "web_search_call", "status": "completed"}),
 ], ids=["extra-text", "time-text", "cost-text", "info-list", "messages-text", "no-messages",
-        "content-parts"])
+        "content-parts", "null-message", "no-role"])
 def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
     records = _generated(4)
     change(records[1])

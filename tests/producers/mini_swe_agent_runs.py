@@ -16,8 +16,20 @@ Scenarios (one run folder in ``run-batch``'s layout, ``{out}/{run_id}/{instance}
 - ``toolcall-exception``: tool calling; a command, then the model raises (the run exits with the
   exception's name).
 - ``toolcall-limits``: tool calling; the step limit ends the run (``LimitsExceeded``).
+- ``responses-submitted``: the Responses API (``DeterministicResponseAPIToolcallModel``, the scripted twin of
+  ``LitellmResponseModel``): assistant turns are ``{"object": "response", "output": [...]}`` objects with
+  ``function_call`` items, results are ``function_call_output`` items. Two model calls: the first makes two
+  function calls (the setup and the fix), the second submits.
+- ``toolcall-two-calls``: tool calling; one response with two tool calls, the second of which fails
+  (``cat missing.txt``, rc 1), then a submission.
+- ``text-two-commands``: text protocol; one response whose ``extra.actions`` holds two commands (two bash
+  blocks). mini-swe-agent's own text parser (``parse_regex_actions``) accepts exactly one block per response, so
+  the scripted response carries both actions as a model that parsed them would; the agent runs both and writes
+  one observation message per command, as it does for every model.
 
-Usage: ``python3 tests/producers/mini_swe_agent_runs.py OUT_DIR`` (needs Docker and ``mini-swe-agent``).
+Usage: ``python3 tests/producers/mini_swe_agent_runs.py OUT_DIR [--multi]`` (needs Docker and ``mini-swe-agent``;
+``--multi`` writes only the last three scenarios). The kept fixtures were written by mini-swe-agent 2.4.6 in a venv
+of its own: ``/path/to/venv/bin/python tests/producers/mini_swe_agent_runs.py OUT --multi``.
 Containers carry the label ``ares-viewer.test=mini-swe-agent``, run without network and are removed after.
 """
 
@@ -84,6 +96,49 @@ def _tool_output(n: int, thought: str, command: str) -> list[dict]:
     return [latency, out]
 
 
+def _tool_calls(n: int, thought: str, commands: list[str]) -> list[dict]:
+    """One tool-calling response making a tool call per command (ids ``call_{n}a``, ``call_{n}b``, ...)."""
+    from minisweagent.models.test_models import make_output, make_toolcall_output
+
+    ids = [f"call_{n}{chr(ord('a') + i)}" for i in range(len(commands))]
+    calls = [{"id": i, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": c})}}
+             for i, c in zip(ids, commands, strict=True)]
+    latency = make_output("", [{"command": f"/sleep {MODEL_SECONDS}"}])
+    out = make_toolcall_output(thought, calls, [{"command": c, "tool_call_id": i} for i, c in zip(ids, commands,
+                                                                                                   strict=True)])
+    out["extra"]["cost"] = 0.02
+    return [latency, out]
+
+
+def _text_commands(thought: str, commands: list[str]) -> list[dict]:
+    """One text-protocol response with a bash block per command, its ``extra.actions`` holding every command."""
+    from minisweagent.models.test_models import make_output
+
+    blocks = "\n\n".join(f"```mswea_bash_command\n{c}\n```" for c in commands)
+    latency = make_output("", [{"command": f"/sleep {MODEL_SECONDS}"}])
+    return [latency, make_output(f"THOUGHT: {thought}\n\n{blocks}", [{"command": c} for c in commands], cost=0.01)]
+
+
+def _response_output(n: int, thought: str, commands: list[str], tokens: tuple[int, int]) -> list[dict]:
+    """One Responses API response (``make_response_api_output``'s shape, with the arguments JSON-encoded and the
+    ``id``, ``created_at``, ``status`` and ``usage`` a real response's ``model_dump()`` holds)."""
+    from minisweagent.models.test_models import make_output, make_response_api_output
+
+    ids = [f"fc_{n}{chr(ord('a') + i)}" for i in range(len(commands))]
+    actions = [{"command": c, "tool_call_id": i} for i, c in zip(ids, commands, strict=True)]
+    out = make_response_api_output(thought, actions)
+    for item in out["output"]:
+        if item["type"] == "function_call":
+            item["arguments"] = json.dumps({"command": next(a["command"] for a in actions
+                                                            if a["tool_call_id"] == item["call_id"])})
+    out = {"id": f"resp_{n}", "object": "response", "created_at": int(time.time()), "model": "deterministic",
+           "status": "completed", **out,
+           "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1], "total_tokens": sum(tokens)}}
+    out["extra"]["cost"] = 0.03
+    latency = make_output("", [{"command": f"/sleep {MODEL_SECONDS}"}])
+    return [latency, out]
+
+
 def _format_error(content: str, template: str) -> dict:
     """A scripted response that mini-swe-agent's own text parser rejects (the error it raises is replayed)."""
     from minisweagent.exceptions import FormatError
@@ -106,13 +161,19 @@ def _config(name: str) -> dict[str, Any]:
     return yaml.safe_load(get_config_path(name).read_text())
 
 
-def _run(out: pathlib.Path, instance: str, *, toolcall: bool, outputs: list[dict], step_limit: int = 0) -> pathlib.Path:
+def _run(out: pathlib.Path, instance: str, *, toolcall: bool, outputs: list[dict], step_limit: int = 0,
+         responses: bool = False) -> pathlib.Path:
     from minisweagent.agents.default import DefaultAgent
     from minisweagent.environments.docker import DockerEnvironment
-    from minisweagent.models.test_models import DeterministicModel, DeterministicToolcallModel
+    from minisweagent.models.test_models import (
+        DeterministicModel,
+        DeterministicResponseAPIToolcallModel,
+        DeterministicToolcallModel,
+    )
 
     config = _config("mini.yaml" if toolcall else "mini_textbased.yaml")
-    model_class = _stamped(DeterministicToolcallModel if toolcall else DeterministicModel)
+    model_class = _stamped(DeterministicResponseAPIToolcallModel if responses else
+                           DeterministicToolcallModel if toolcall else DeterministicModel)
     model = model_class(outputs=outputs, observation_template=config["model"]["observation_template"],
                         cost_per_call=0.01)
     env = DockerEnvironment(
@@ -170,11 +231,33 @@ def generate(out: pathlib.Path) -> dict[str, pathlib.Path]:
         *_tool_output(2, "Keep looking.", "ls /"),
         *_tool_output(3, "Never runs.", "true"),
     ])
+    written.update(generate_multi(out))
+    return written
+
+
+def generate_multi(out: pathlib.Path) -> dict[str, pathlib.Path]:
+    """The scenarios of several actions in one model call, and the Responses API's; scenario name -> file."""
+    written = {}
+    written["responses-submitted"] = _run(out, "responses-submitted", toolcall=True, responses=True, outputs=[
+        *_response_output(1, "Set up, then fix the operator.", [SETUP, EDIT], (1200, 80)),
+        *_response_output(2, "Submit.", [SUBMIT], (1500, 20)),
+    ])
+    written["toolcall-two-calls"] = _run(out, "toolcall-two-calls", toolcall=True, outputs=[
+        *_tool_calls(1, "Set up and read the notes.", [SETUP, "cd /tmp/repo && cat missing.txt"]),
+        *_tool_calls(2, "Fix the operator.", [EDIT]),
+        *_tool_output(3, "Submit.", SUBMIT),
+    ])
+    written["text-two-commands"] = _run(out, "text-two-commands", toolcall=False, outputs=[
+        *_text_commands("Set up and read the notes.", [SETUP, "cd /tmp/repo && cat missing.txt"]),
+        *_text_output("Fix the operator.", EDIT),
+        *_text_output("Submit.", SUBMIT),
+    ])
     return written
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["--multi"]):
         sys.exit(__doc__.rsplit("Usage: ", 1)[1].split("\n")[0])
-    for name, file in generate(pathlib.Path(sys.argv[1])).items():
+    produce = generate_multi if sys.argv[2:] == ["--multi"] else generate
+    for name, file in produce(pathlib.Path(sys.argv[1])).items():
         print(f"{name}: {file}")

@@ -1,8 +1,15 @@
 """mini-swe-agent trajectories (``*.traj.json``), the 2.x tool-calling form and the older 1.x text form.
 
 A trajectory is ``{trajectory_format?, info, messages}``: the whole chat, system message first. Each
-assistant message is one model call (a step); the messages after it up to the next assistant
-message are its observations. Quirks kept here: 2.x carries the commands in ``extra.actions`` and
+assistant message is one model call; the messages after it up to the next assistant message are its
+observations. A call runs every command of its ``extra.actions`` (several tool calls, or several commands
+of a text response) and writes one observation per command, in order: each command is a step of its own
+with its own output and return code; the call's response, cost, tokens and model time are on its first
+step only, and every step of a call answers the same context. Files written through the Responses API
+(mini-swe-agent's ``*ResponseModel`` classes) hold ``{"object": "response", "output": [...]}`` objects
+for the assistant turns and ``function_call_output`` items for the results; ``_view`` reads them as the
+chat messages they stand for, and names whatever it could not read (``Episode.skipped``).
+Quirks kept here: 2.x carries the commands in ``extra.actions`` and
 the raw output and return code in the observation's ``extra``; 1.x has one bash block per response
 and ``<returncode>``/``<output>`` user messages (read with ``agent_text``); 2.x ends with an ``exit``
 message holding ``exit_status`` and ``submission``; per-call costs exist only in newer files (older
@@ -11,6 +18,7 @@ ones record the episode's total alone); ``exit_status`` names why the run ended.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pathlib
 from collections.abc import Mapping
@@ -100,6 +108,72 @@ def _extra(message: Any) -> Mapping[str, Any]:
 
 def _role(message: Any) -> str | None:
     return message.get("role") if type(message) is dict or isinstance(message, Mapping) else None
+
+
+def _view(messages: list[Any]) -> tuple[list[Any], list[str]]:
+    """The messages as chat messages (what the rest of this module reads), and the items it could not read.
+
+    Responses API files: a ``{"object": "response", "output": [...]}`` turn is the assistant message of its
+    ``message`` items' text, its ``function_call`` items as tool calls and its ``reasoning`` items' summaries;
+    its ``usage`` and ``created_at`` stand where a chat completion's response keeps them. A
+    ``function_call_output`` item is the tool message of its ``call_id`` and ``output``. Any other message
+    without a role, and any other output item, is skipped and named (``messages[3] (type 'x')``).
+    """
+    if all(type(m) is dict and "role" in m for m in messages):  # chat messages: the common case, unchanged
+        return messages, []
+    view: list[Any] = []
+    skipped: list[str] = []
+    for i, message in enumerate(messages):
+        if isinstance(message, Mapping) and "role" in message:
+            view.append(message)
+        elif isinstance(message, Mapping) and message.get("object") == "response":
+            view.append(_from_response(message, f"messages[{i}]", skipped))
+        elif isinstance(message, Mapping) and message.get("type") == "function_call_output":
+            view.append({"role": "tool", "content": message.get("output"), "tool_call_id": message.get("call_id"),
+                         "extra": _extra(message)})
+        else:
+            kind = message.get("type") if isinstance(message, Mapping) else None
+            skipped.append(f"messages[{i}] ({f'type {kind!r}' if kind is not None else _what(message)})")
+            view.append(message)
+    return view, skipped
+
+
+def _what(value: Any) -> str:
+    if value is None:
+        return "null"
+    return "no role" if isinstance(value, Mapping) else f"{type(value).__name__}, not an object"
+
+
+def _from_response(response: Mapping[str, Any], where: str, skipped: list[str]) -> dict[str, Any]:
+    """The assistant message a Responses API turn stands for (see ``_view``)."""
+    texts: list[str] = []
+    calls: list[Any] = []
+    thoughts: list[str] = []
+    output = response.get("output")
+    if not isinstance(output, list):
+        found = "missing" if output is None else f"{type(output).__name__}, not a list"
+        skipped.append(f"{where}.output ({found})")
+        output = []
+    for j, item in enumerate(output):
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        if kind == "message":
+            texts.append(chat.text(item.get("content")))
+        elif kind == "function_call":
+            calls.append(item)
+        elif kind == "reasoning":
+            summary = item.get("summary")
+            thoughts.extend(chat.text(s.get("text")) for s in (summary if isinstance(summary, list) else ())
+                            if isinstance(s, Mapping))
+        else:
+            skipped.append(f"{where}.output[{j}] ({f'type {kind!r}' if kind is not None else _what(item)})")
+    extra = dict(_extra(response))
+    if "response" not in extra:
+        extra["response"] = {"usage": response.get("usage"), "created": response.get("created_at")}
+    message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(t for t in texts if t),
+                               "tool_calls": calls, "extra": extra}
+    if any(thoughts):
+        message["reasoning_content"] = "\n\n".join(t for t in thoughts if t)
+    return message
 
 
 def _exit(doc: Mapping[str, Any], messages: list[Any], info: Mapping[str, Any]) -> tuple[str, str]:
@@ -208,23 +282,26 @@ def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
             chat.count(usage.get("completion_tokens", usage.get("output_tokens"))))
 
 
-def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, dict[str, Any], str | None]:
-    """What a step's result says about its command, the step's extra fields from it, and how the command failed
-    to finish (``failures``), if it did.
+def _observation(messages: list[Any], final: bool, action: int = 0, actions: int = 1, submitter: int = 0
+                 ) -> tuple[chat.CommandResult, dict[str, Any], str | None]:
+    """What the result of a call's ``action``-th command (0-based, of ``actions``) says about it, the step's extra
+    fields from it, and how the command failed to finish (``failures``), if it did. A call's results follow the
+    order of its commands.
 
     ``final`` marks the last step of a finished run: 1.x appends the exit text (the submission, or an
     exception's message) as a user message there, which is no format error; 2.x ends on an ``exit`` message
-    whose content is the submission, the output of the command that submitted.
+    whose content is the submission, the output of the command that submitted (``submitter``: mini-swe-agent
+    writes no result of a call whose command submitted, the others' included).
     """
     results = [m for m in messages if _role(m) in ("tool", "user")]
-    if not results:
+    if len(results) <= action:
         done = [m for m in messages if _role(m) == "exit" and _extra(m).get("exit_status") == "Submitted"]
-        if done:
+        if done and not results and action == submitter:
             body = chat.text(done[0].get("content"))
             # The environment submits only on return code 0.
             return chat.CommandResult(0, body, 0, body, False), {}, None
         return chat.NO_RESULT, {}, None
-    first = results[0]
+    first = results[action]
     body = chat.text(first.get("content"))
     extra = _extra(first)
     parsed = agent_text.parse_result(body)
@@ -246,7 +323,7 @@ def _observation(messages: list[Any], final: bool) -> tuple[chat.CommandResult, 
         # What went wrong is the step's output, with whatever the command printed before it.
         raw = output or ""
         output = "\n\n".join(p for p in (failures.exception_text(body, extra) or body.strip(), raw.strip()) if p)
-    if len(results) > 1:
+    if len(results) > actions and not action:
         details["observations"] = len(results)
     return chat.CommandResult(returncode, output, elided, body, bool(format_error)), details, failure
 
@@ -257,18 +334,22 @@ def _code(extra: Mapping[str, Any], body: str) -> int | None:
     return agent_text.returncode(body) if code is None else code
 
 
-def _returncode(roles: list[str | None], extras: list[Mapping[str, Any]], messages: list[Any], first: int, end: int
-                ) -> int | None:
-    """The return code ``_observation`` gives the results ``messages[first:end]`` (whose roles and extras these
-    are), read from the first result alone: ``extra.returncode`` when it is an integer, else the one its text
-    holds; 0 for an exit message that submitted, when there is no result."""
-    for i in range(first, end):
-        if roles[i] in ("tool", "user"):
-            return _code(extras[i], chat.text(messages[i].get("content")))
-    for i in range(first, end):
-        if roles[i] == "exit" and extras[i].get("exit_status") == "Submitted":
-            return 0
-    return None
+def _actions(extra: Mapping[str, Any]) -> list[Any]:
+    """A call's commands as mini-swe-agent parsed them (``extra.actions``; none in 1.x files)."""
+    actions = extra.get("actions")
+    return actions if isinstance(actions, list) else []
+
+
+def _returncodes(roles: list[str | None], extras: list[Mapping[str, Any]], messages: list[Any], first: int, end: int,
+                 actions: int) -> list[int | None]:
+    """The return codes ``_observation`` gives the ``actions`` commands of the call whose results are
+    ``messages[first:end]`` (whose roles and extras these are), one per result read: ``extra.returncode`` when it
+    is an integer, else the one its text holds; 0 for an exit message that submitted, when there is no result."""
+    codes = [_code(extras[i], chat.text(messages[i].get("content"))) for i in range(first, end)
+             if roles[i] in ("tool", "user")][:actions]
+    if not codes and any(roles[i] == "exit" and extras[i].get("exit_status") == "Submitted" for i in range(first, end)):
+        return [0]
+    return codes
 
 
 def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
@@ -277,7 +358,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     Raises:
         FormatError: when the document cannot be a trajectory.
     """
-    messages = _messages(doc)
+    messages, skipped = _view(_messages(doc))
     warnings: list[str] = []
     info = _info(doc, warnings)
     status, submission = _exit(doc, messages, info)
@@ -285,7 +366,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     roles = [_role(m) for m in messages]
     extras = [_extra(m) for m in messages]
     calls = _calls_of(roles, extras)
-    prompt = generated = nonzero = 0
+    prompt = generated = nonzero = actions = 0
     cost = 0.0
     times = []
     for n, position in enumerate(calls):
@@ -296,7 +377,9 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         step_cost = _cost(extra, "cost", [])
         cost += step_cost if step_cost and step_cost > 0 else 0.0
         first, end = _call_range(messages, calls, n)
-        nonzero += _returncode(roles, extras, messages, first, end) not in (None, 0)
+        count = max(1, len(_actions(extra)))
+        actions += count
+        nonzero += sum(code not in (None, 0) for code in _returncodes(roles, extras, messages, first, end, count))
     for role, extra in zip(roles, extras, strict=True):
         timestamp = _time_of(role, extra)
         if timestamp is not None:
@@ -309,7 +392,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         task_name=_instance(path),
         outcome=outcome.value,
         total_reward=None,
-        num_actions=len(calls),
+        num_actions=actions,
         start_time=start,
         end_time=end_time,
         duration_s=end_time - start if start is not None and end_time is not None else None,
@@ -322,7 +405,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
         context_rewrites=0,
         path=path,
         format=NAME,
-        warnings=warnings,
+        warnings=[*warnings, *model.read_in_part(skipped)],
     )
     return [model.with_columns(row, {"exit_status": status or None})]
 
@@ -333,12 +416,14 @@ def _total_cost(info: Mapping[str, Any]) -> float | None:
 
 
 def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
-    """The trajectory as an ``Episode``: a FIRST record for the task, then one step per assistant message.
+    """The trajectory as an ``Episode``: a FIRST record for the task, then one step per command each assistant
+    message ran (one step for a message that ran none).
 
     Raises:
         FormatError: when the document cannot be a trajectory (e.g. ``messages`` is not a list).
     """
-    messages = _messages(doc)
+    written = _messages(doc)
+    messages, skipped = _view(written)
     warnings: list[str] = []
     info = _info(doc, warnings)
     status, submission = _exit(doc, messages, info)
@@ -349,7 +434,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
 
     # The history only grows: call n's context is every message before its assistant message.
     contexts_end = calls[-1] if calls else len(rest)
-    pool = [chat.message_from_dict(m) for m in rest[:contexts_end]]
+    pool = [_message(m, written[i + offset]) for i, m in enumerate(rest[:contexts_end])]
     links = []
     previous = 0
     for position in calls:
@@ -362,7 +447,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     previous_time = None
     step_costs = []
     for n, position in enumerate(calls):
-        where = f"step {n + 1}"
+        where = f"step {len(steps)}"
         message = rest[position]
         extra = _extra(message)
         rejected = _role(message) != "assistant"
@@ -377,16 +462,12 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         else:
             text = chat.text(message.get("content"))
         calls_made = chat.tool_calls(message.get("tool_calls"))
-        actions = [a for a in extra.get("actions", []) if isinstance(a, Mapping)] if isinstance(
-            extra.get("actions"), list) else []
-        commands = [str(a.get("command")) for a in actions if a.get("command") is not None]
+        actions = _actions(extra)
+        commands = [str(a.get("command")) if isinstance(a, Mapping) and a.get("command") is not None else None
+                    for a in actions]
         first, end = _call_range(rest, calls, n)
-        said, details, failure = _observation(rest[first:end], bool(status) and end == len(rest))
-        if rejected:
-            said = said._replace(output=said.text, format_error=True)
+        final = bool(status) and end == len(rest)
         model_time, command_time = _times(rest, position, first, end)
-        if len(commands) > 1:
-            details["commands"] = commands
         timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
         if timestamp is None and not rejected:
             timestamp = _time(message)
@@ -394,23 +475,39 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         previous_time = timestamp if timestamp is not None else previous_time
         cost = _cost(extra, where, warnings)
         step_costs.append(cost)
-        fields = base.step_fields(text, calls_made, said, n, links, command=commands[0] if commands else None,
-                                  tool_command=chat.shell_command, extra=details)
-        if rejected:
-            fields["command"] = None  # mini-swe-agent ran nothing for a response it could not parse
-        steps.append(model.Step(
-            index=n + 1,
-            kind=model.StepKind.LAST if n == len(calls) - 1 and status else model.StepKind.MID,
-            timestamp=timestamp,
-            dt=dt,
-            usage=_usage(extra),
-            cost=cost,
-            **fields,
-            reasoning=reasoning.from_message(message) or reasoning.from_response(_response(extra)),
-            model_time=model_time,
-            command_time=command_time,
-            failure=failure,
-        ))
+        count = max(1, len(actions))
+        submitter = next((a for a, c in enumerate(commands) if c and agent_text.is_submit(c)), 0)
+        for a in range(count):
+            said, details, failure = _observation(rest[first:end], final, a, count, submitter)
+            if rejected:
+                said = said._replace(output=said.text, format_error=True)
+            command = commands[a] if a < len(commands) else None
+            if count > 1:
+                details["model_call"] = {"call": n + 1, "action": a + 1, "actions": count}
+            if a == 0:
+                fields = base.step_fields(text, calls_made if count == 1 else _own_call(calls_made, actions, 0),
+                                          said, n, links, command=command, tool_command=chat.shell_command,
+                                          extra=details)
+            else:  # the same response's next command: no response, cost or tokens of its own
+                fields = base.step_fields("", _own_call(calls_made, actions, a), said, n, links, command=command,
+                                          tool_command=chat.shell_command, extra=details)
+                fields["new_message_count"] = 0
+            if rejected:
+                fields["command"] = None  # mini-swe-agent ran nothing for a response it could not parse
+            steps.append(model.Step(
+                index=len(steps),
+                kind=model.StepKind.LAST if n == len(calls) - 1 and a == count - 1 and status else model.StepKind.MID,
+                timestamp=timestamp,
+                dt=dt if a == 0 else None,
+                usage=_usage(extra) if a == 0 else model.Usage(),
+                cost=cost if a == 0 else None,
+                **fields,
+                reasoning=(reasoning.from_message(message) or reasoning.from_response(_response(extra))) if a == 0
+                else "",
+                model_time=model_time if a == 0 else None,
+                command_time=command_time if a == 0 else None,
+                failure=failure,
+            ))
 
     times = [t for t in (_time(m) for m in messages) if t is not None]
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("messages", "info")}
@@ -430,8 +527,22 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     return [base.episode(
         NAME, path, episode_id=episode_id(doc, path, record), task_name=_instance(path), outcome=outcome,
         times=times, system_prompt=system_prompt, steps=steps, messages=pool, links=links, metadata=metadata,
-        warnings=warnings,
+        warnings=warnings, skipped=skipped,
     )]
+
+
+def _message(read: Any, written: Any) -> model.Message:
+    """A pool message: as ``_view`` reads it, keeping the file's own message as its ``raw``."""
+    message = chat.message_from_dict(read)
+    return message if read is written or not isinstance(written, Mapping) else dataclasses.replace(message,
+                                                                                                   raw=written)
+
+
+def _own_call(calls: tuple[model.ToolCall, ...], actions: list[Any], a: int) -> tuple[model.ToolCall, ...]:
+    """The tool call of a call's ``a``-th command: the one its ``tool_call_id`` names, else the ``a``-th."""
+    wanted = actions[a].get("tool_call_id") if a < len(actions) and isinstance(actions[a], Mapping) else None
+    found = [c for c in calls if wanted is not None and c.call_id == str(wanted)]
+    return tuple(found[:1]) if found else calls[a:a + 1]
 
 
 def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:

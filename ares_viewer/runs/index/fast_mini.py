@@ -4,18 +4,19 @@ A trajectory's line is mostly its messages' text and raw provider responses; the
 each message's ``extra``. DuckDB reads those fields as JSON text (so their JSON type stays visible), the contents,
 submissions and traceback as text (``_plain``: writing them back as JSON text took half the read), and computes
 the row in SQL over each line's list of messages: the model calls (assistant messages and the format errors that
-stand for a rejected call), their tokens and costs, the first and last time written, and the first result of
-each call (``mini_swe_agent._calls``, ``_call_range``, ``_time``, ``_cost``, ``_usage``).
+stand for a rejected call) and the commands each ran, their tokens and costs, the first and last time written,
+and each command's result (``mini_swe_agent._calls``, ``_call_range``, ``_actions``, ``_returncodes``, ``_time``,
+``_cost``, ``_usage``).
 Python only reads distinct values, each by the function the ordinary path uses: the opening of result texts
 that hold a return code (``agent_text.returncode``), the exit statuses and the endings of runs an exception ended
 (``summarize`` of a trajectory holding just the fields it reads for them), and each file's episode id and task
 (from its path).
 
-Rows agree with ``mini_swe_agent.summarize``. A file is left to the ordinary path when it is not the regular
-shape read here exactly: a line DuckDB cannot read (corrupt, truncated, a message or ``extra`` or ``info`` that is
-not an object), a blank line (line numbers are part of the episode ids), a line without a ``messages`` list, a
-time or cost written as text (the ordinary path reads it), a call's first result, a last message, a submission or
-a traceback that may not be a text (``_plain``).
+Rows agree with ``mini_swe_agent.summarize``. A file is left to the ordinary path when it is not the regular shape
+read here exactly: a line DuckDB cannot read (corrupt, truncated, a message or ``extra`` or ``info`` that is not an
+object), a message without a role (the Responses API's items, and what the reader skips), a blank line (line numbers
+are part of the episode ids), a line without a ``messages`` list, a time or cost written as text (the ordinary path
+reads it), a call's first result, a last message, a submission or a traceback that may not be a text (``_plain``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ares_viewer.runs.index import fast_jsonl, store
 from ares_viewer.runs.index.fast_jsonl import count, number
 
 _EXTRA = ("STRUCT(timestamp JSON, cost JSON, returncode JSON, interrupt_type VARCHAR, exit_status JSON, "
-          "submission VARCHAR, response STRUCT(created JSON, usage JSON))")
+          "submission VARCHAR, response STRUCT(created JSON, usage JSON), actions JSON)")
 # The fields DuckDB's JSON reader reads from each line, with their types (``bench_scale`` times this read alone).
 COLUMNS = {"info": "STRUCT(exit_status JSON, submission VARCHAR, traceback VARCHAR, "
                     "model_stats STRUCT(instance_cost JSON))",
@@ -60,9 +61,10 @@ def _unless_submitted(column: str) -> str:
 
 
 # Each line: its messages' fields (``msgs``), each message's kind (``kinds``: A an assistant message, Q a rejected
-# call's format error, R another result, . anything else), its model calls (``calls``) and each call's first result
-# (``firsts``: the first R after an A with nothing but . between, marked F, or the Q itself), and from them the
-# row's figures.
+# call's format error, R another result, . anything else), its model calls (``calls``, each with ``n``, the
+# commands it ran: its ``extra.actions``, at least 1) and each command's result (``firsts``: the first ``n`` Rs
+# after an A, marked F, or the Q itself; ``marks`` is the kinds with those marked, one segment per call), and from
+# them the row's figures. A message without a role (a Responses API item) leaves the file to the ordinary path.
 _RAW = f"""
 CREATE OR REPLACE TEMP TABLE raw AS
 WITH j AS (
@@ -81,14 +83,27 @@ WITH j AS (
     SELECT *, list_transform(list_filter(msgs, lambda m, i: kinds[i] IN ('A', 'Q')), lambda m: struct_pack(
             cost := m.extra.cost::VARCHAR,
             usage := json_extract(m.extra.response.usage, ['$.cost', '$.prompt_tokens', '$.input_tokens',
-                                                            '$.completion_tokens', '$.output_tokens']))) AS calls,
-        string_split(regexp_replace(array_to_string(kinds, ''), 'A([.]*)R', 'A\\1F', 'g'), '') AS marks
+                                                            '$.completion_tokens', '$.output_tokens']),
+            n := CASE WHEN json_type(m.extra.actions) = 'ARRAY'
+                      THEN greatest(1, json_array_length(m.extra.actions)) ELSE 1 END)) AS calls,
+        array_to_string(kinds, '') AS kstr
     FROM c
+), s AS (
+    SELECT *, CASE WHEN NOT coalesce(list_bool_or(list_transform(calls, lambda m: m.n > 1)), false)
+                   THEN string_split(regexp_replace(kstr, 'A([.]*)R', 'A\\1F', 'g'), '')
+                   ELSE string_split(regexp_extract(kstr, '^[^AQ]*') || array_to_string(list_transform(
+            regexp_extract_all(kstr, '[AQ][^AQ]*'), lambda seg, j: CASE
+                WHEN left(seg, 1) = 'Q' THEN seg
+                WHEN calls[j].n = 1 THEN regexp_replace(seg, 'R', 'F')
+                ELSE replace(regexp_extract(seg, '^(?:[^R]*R){{1,' || calls[j].n || '}}'), 'R', 'F')
+                     || substr(seg, length(regexp_extract(seg, '^(?:[^R]*R){{1,' || calls[j].n || '}}')) + 1) END),
+            ''), '') END AS marks
+    FROM f
 ), g AS (
     SELECT *, list_filter(msgs, lambda m, i: marks[i] IN ('F', 'Q')) AS firsts
-    FROM f
+    FROM s
 )
-SELECT path, len(calls) AS num_actions,
+SELECT path, coalesce(list_sum(list_transform(calls, lambda m: m.n)), 0) AS num_actions,
     info.exit_status::VARCHAR AS info_status, {_unless_submitted("info.submission")} AS info_submission,
     {_unless_submitted("info.traceback")} AS traceback,
     {number("info.model_stats.instance_cost::VARCHAR")} AS instance_cost,
@@ -109,7 +124,8 @@ SELECT path, len(calls) AS num_actions,
                           = trunc(TRY_CAST(m.extra.returncode::VARCHAR AS DOUBLE))
                      THEN TRY_CAST(m.extra.returncode::VARCHAR AS DOUBLE) END,
         body := left(coalesce(m.content, ''), {agent_text.RETURNCODE_WITHIN}))) AS results,
-    (msgs IS NULL OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"'
+    (msgs IS NULL OR list_bool_or(list_transform(msgs, lambda m: m.role IS NULL))
+     OR left(info.model_stats.instance_cost::VARCHAR, 1) = '"'
      OR list_bool_or(list_transform(msgs, lambda m: left(m.extra.timestamp::VARCHAR, 1) = '"'
                                     OR (m.role = 'assistant' AND left(m.extra.response.created::VARCHAR, 1) = '"')))
      OR list_bool_or(list_transform(calls, lambda m: left(m.cost, 1) = '"' OR left(m.usage[1]::VARCHAR, 1) = '"'))

@@ -22,7 +22,7 @@ def _verdict_row(verdict: rubric.Verdict) -> None:
         first = verdict.steps[0] if verdict.steps else 1
         st.page_link(
             pages.path("episode"),
-            label=f"{verdict.episode_id} · yes · step {first}{cached}",
+            label=f"{escape.line(verdict.episode_id)} · yes · step {first}{cached}",
             icon=":material/open_in_new:",
             query_params=state.params(episode=verdict.episode_id, step=first),
         )

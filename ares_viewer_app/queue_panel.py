@@ -44,11 +44,15 @@ def controls(schema: labelschema.LabelSchema, key: str, start: Mapping[str, Any]
     start = start or {}
     values: dict[str, Any] = {}
     for field in schema.fields:
-        label = field.name + ("" if field.required else " (optional)")
+        # A field's name and options are the schema author's text: shown as text (widget labels and radio options
+        # render markdown, images included).
+        label = escape.line(field.name) + ("" if field.required else " (optional)")
         given = start.get(field.name)
         if field.kind == "single":
             index = field.options.index(given) if given in field.options else None
-            values[field.name] = st.radio(label, field.options, index=index, key=f"{key}.{field.name}")
+            values[field.name] = st.radio(
+                label, field.options, index=index, key=f"{key}.{field.name}", format_func=escape.line
+            )
         elif field.kind == "multiple":
             chosen = [o for o in field.options if o in (given or ())]
             values[field.name] = st.multiselect(label, field.options, default=chosen, key=f"{key}.{field.name}")

@@ -22,7 +22,7 @@ def _verdict_row(verdict: rubric.Verdict) -> None:
         first = verdict.steps[0] if verdict.steps else 1
         st.page_link(
             pages.path("episode"),
-            label=f"{verdict.episode_id} · yes · step {first}{cached}",
+            label=f"{escape.line(verdict.episode_id)} · yes · step {first}{cached}",
             icon=":material/open_in_new:",
             query_params=state.params(episode=verdict.episode_id, step=first),
         )
@@ -56,7 +56,7 @@ def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
         return
     chosen = [run.episode(i) for i in episode_ids[:MAX_EPISODES]]
     cache = rubric.Cache()
-    plan = rubric.plan(chosen, text, config.model, cache)
+    plan = rubric.plan(chosen, text, config.model, cache, endpoint=config.url)
     st.caption(
         f"{plan.episodes:,} episode(s): {plan.calls:,} need a call to {escape.code(config.shown_url)} "
         f"(model {escape.code(config.model)}), at most {budget:,} now; the others are cached. One request "
@@ -68,7 +68,9 @@ def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
     if st.button("Check the rubric", key=f"{_KEY}.go", type="primary"):
         bar = st.progress(0.0, text="Asking…")
         found = []
-        for verdict in rubric.search(chosen, text, config.client(), config.model, cache, budget=budget):
+        for verdict in rubric.search(
+            chosen, text, config.client(), config.model, cache, budget=budget, endpoint=config.url
+        ):
             found.append(verdict)
             bar.progress(len(found) / len(chosen), text=f"{len(found):,} of {len(chosen):,} episodes")
         st.session_state[f"{_KEY}.found"] = (text, found)

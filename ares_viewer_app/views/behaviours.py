@@ -34,7 +34,7 @@ def _open_link(row) -> None:
     verdict = "solved" if row.solved else "failed"
     st.page_link(
         pages.path("episode"),
-        label=f"{row.episode_id} · {verdict} · step {step}",
+        label=f"{escape.line(row.episode_id)} · {verdict} · step {step}",
         icon=":material/open_in_new:",
         query_params=state.params(episode=row.episode_id, step=step),
     )

@@ -220,7 +220,7 @@ def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: 
             pages.path("compare"),
             icon=":material/compare_arrows:",
             query_params=params,
-            label=f"Compare {failing_side.label}'s failing attempt with {best_side.label}'s best",
+            label=escape.line(f"Compare {failing_side.label}'s failing attempt with {best_side.label}'s best"),
         )
     sides = [(names[0], "A")] if found.a.run is found.b.run else [(names[0], "A"), (names[1], "B")]
     for name, side in sides:

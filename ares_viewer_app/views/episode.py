@@ -109,8 +109,8 @@ def landmarks(episode: model.Episode) -> None:
         for index, why in marks:
             command = episode.step(index).command
             shown = f" · {escape.code(command.splitlines()[0][:40])}" if command and command.strip() else ""
-            st.button(f"step {index}: {why}{shown}", key=f"episode.landmark.{index}", on_click=go_to, args=(index,),
-                      type="tertiary", icon=":material/arrow_right:")
+            st.button(f"step {index}: {escape.line(why)}{shown}", key=f"episode.landmark.{index}", on_click=go_to,
+                      args=(index,), type="tertiary", icon=":material/arrow_right:")
 
 
 def go_to(k: int) -> None:

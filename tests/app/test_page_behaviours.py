@@ -11,7 +11,7 @@ import page_text
 import pytest
 import streamlit as st
 
-from ares_viewer_app import flag_panel, loaders
+from ares_viewer_app import escape, flag_panel, loaders
 
 SAMPLE_RUNS = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
 PAGER_EXPLORER = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"
@@ -30,7 +30,7 @@ def test_rates_and_a_flags_episodes_link_to_the_evidence_step(samples, app):
     assert rates.loc["ran_tests", "solved_rate"] == 1.0
     at.selectbox(key="behaviours.flag").set_value("touched_tests_files").run()
     links = at.get("page_link")
-    assert [link.proto.label for link in links] == [f"{PAGER_EXPLORER} · failed · step 9"]
+    assert [link.proto.label for link in links] == [f"{escape.line(PAGER_EXPLORER)} · failed · step 9"]
     assert links[0].proto.query_string == f"run=demo-run&episode={PAGER_EXPLORER}&step=9"
     assert "/testbed/tests/data (added)" in page_text.of(at)
 
@@ -147,7 +147,7 @@ def test_snapshot_flags_count_every_episode_read_so_far_beyond_the_first_ones(sa
     rates = at.dataframe[0].value.set_index("flag")
     assert rates.loc["touched_tests_files", ["solved", "failed"]].tolist() == [0, 1]
     at.selectbox(key="behaviours.flag").set_value("touched_tests_files").run()
-    assert [link.proto.label for link in at.get("page_link")] == [f"{PAGER_EXPLORER} · failed · step 9"]
+    assert [link.proto.label for link in at.get("page_link")] == [f"{escape.line(PAGER_EXPLORER)} · failed · step 9"]
     st.cache_data.clear()
     again = app("behaviours", run="demo-run")  # kept in the cache: all 10 without the button
     assert "Snapshot flags: of all 10 episodes read so far." in page_text.of(again)

@@ -109,3 +109,34 @@ def test_the_bait_server_would_have_seen_a_fetch(page, bait, tmp_path):
     page.wait_for_timeout(1000)
     assert "/control.png" in requests
     requests.clear()
+
+
+def test_a_queues_schema_is_shown_as_text_in_widget_labels_and_options(page, server, bait, runs_root, wait_idle):
+    """A label schema's field names and options are widget labels and radio options, which Streamlit renders as
+    markdown: written as images, they are shown as text and fetch nothing."""
+    from ares_viewer.review import queue_items, queues
+
+    app_url, db = server
+    url, requests = bait
+    name = sorted(p.name for p in runs_root.iterdir() if p.is_dir() and any(p.rglob("*.json")))[0]
+    run = ares_viewer.open_run(runs_root / name)
+    field, option = f"![f]({url}/field.png)", f"![o]({url}/option.png)"
+    schema = {"fields": [{"name": field, "kind": "single", "options": [option, "fine"]},
+                         {"name": f"![s]({url}/score.png)", "kind": "score", "min": 0, "max": 5}]}
+    with review.open_store(db) as store:
+        queues.create(store, "hostile-schema", queue_items.episode_items(run, run.episode_ids[:1]), schema=schema,
+                      author="lead", reviewers=["ada"])
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if request.url.startswith(url) else None)
+    page.context.add_cookies([{"name": "ares_viewer_reviewer", "value": "ada", "url": app_url}])
+    page.goto(f"{app_url}/queues?run={name}&queue=hostile-schema")
+    wait_idle(page)
+    page.get_by_role("button", name="Next item").click()
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Save label"))
+    expect(form).to_be_visible()
+    shown = form.inner_text().replace(_JOINER, "")
+    assert field in shown and option in shown
+    wait_idle(page)
+    page.wait_for_timeout(1500)
+    assert page.locator(f'img[src^="{url}"], a[href^="{url}"]').count() == 0
+    assert asked == [] and requests == []

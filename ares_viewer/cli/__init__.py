@@ -19,7 +19,7 @@ import orjson
 import pandas as pd
 
 from ares_viewer import review, sandbox
-from ares_viewer.analysis import search
+from ares_viewer.analysis import ending, search
 from ares_viewer.base import settings
 from ares_viewer.base.durations import parse_duration
 from ares_viewer.cli import branch as cli_branch
@@ -206,7 +206,7 @@ def _search(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     episode = run.load_episode(args.file)
     if args.step is None:
-        print(display.episode_text(episode, why=episode.ending.explanation))
+        print(display.episode_text(episode, why=ending.of(episode).explanation))
     else:
         print(display.step_text(episode, args.step))
     return 0

@@ -72,7 +72,7 @@ class Spec:
     """The module that holds it as ``SPEC``."""
 
     adapter: base.Adapter
-    """The format module whose files it takes (``registry.sniff`` of a file's first line)."""
+    """The adapter whose files it takes (``registry.sniff`` of a file's first line)."""
     load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile]], None]
     """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files (``read``
     runs its ``read_json`` query); raises ``duckdb.Error`` when DuckDB cannot read them."""

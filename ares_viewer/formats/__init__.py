@@ -25,6 +25,8 @@ from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import EpisodeRow
 
+__all__ = ["FileResult", "is_candidate", "read_file", "summarize_file"]
+
 _JSON_SUFFIXES = (".json",)
 _ZIP_SUFFIXES = (".eval",)  # Inspect AI logs
 # What reading a record of hostile content may raise besides an adapter's ValueError: a field of the wrong type

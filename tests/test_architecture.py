@@ -152,3 +152,24 @@ def test_the_files_exempt_from_the_caps_in_pyproject_are_those_of_the_listed_fun
     for key, rules in COMPLEX.items():
         listed.setdefault(key.split(":")[0], set()).update(rules)
     assert exempt == listed
+
+
+def test_the_caps_docs_architecture_states_are_those_of_pyproject():
+    lint = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    stated = re.search(r"cyclomatic complexity (\d+),\s+(\d+) branches, (\d+) arguments, (\d+) statements",
+                       (REPO / "docs" / "architecture.md").read_text())
+    assert stated is not None
+    assert [int(n) for n in stated.groups()] == [lint["mccabe"]["max-complexity"], lint["pylint"]["max-branches"],
+                                                 lint["pylint"]["max-args"], lint["pylint"]["max-statements"]]
+
+
+def test_every_document_the_code_points_to_exists():
+    """An error or a docstring saying "see docs/x.md" sends a user to a page that is there."""
+    named = {
+        (str(path.relative_to(REPO)), doc)
+        for root in ("ares_viewer", "ares_viewer_app")
+        for path in (REPO / root).rglob("*.py")
+        for doc in re.findall(r"docs/([\w-]+\.md)", path.read_text())
+    }
+    missing = sorted((where, doc) for where, doc in named if not (REPO / "docs" / doc).exists())
+    assert missing == []

@@ -66,3 +66,27 @@ def test_no_layer_fills_a_hook_of_the_model_when_imported():
     from ares_viewer import model
 
     assert not hasattr(model.records, "explain_endings_with") and not hasattr(model.Episode, "ending")
+
+
+def _imported_at_module_level(path: pathlib.Path) -> set[str]:
+    import ast
+
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found & set(_HEAVY)
+
+
+def test_the_lower_layers_import_nothing_heavy_at_module_level():
+    """docs/architecture.md: base, model and formats import none of DuckDB, pandas, pyarrow and Plotly at module
+    level, and runs only DuckDB."""
+    allowed = {"base": set(), "model": set(), "formats": set(), "runs": {"duckdb"}}
+    found = {}
+    for layer, may in allowed.items():
+        for path in sorted((REPO / "ares_viewer" / layer).rglob("*.py")):
+            if heavy := _imported_at_module_level(path) - may:
+                found[str(path.relative_to(REPO))] = sorted(heavy)
+    assert found == {}

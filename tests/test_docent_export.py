@@ -15,7 +15,9 @@ import reasoning_fixtures as rf
 
 import ares_viewer
 from ares_viewer import cli
-from ares_viewer.formats.export import docent_export, steps
+from ares_viewer.analysis import docent_export
+from ares_viewer.analysis import ending as ending_module
+from ares_viewer.formats.export import steps
 from testdata import inspect_logs, synthetic
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -83,7 +85,7 @@ def test_every_format_exports_to_docent_agent_runs_that_read_back(tmp_path, ever
         assert meta["scores"] == ({} if episode.total_reward is None else {"reward": episode.total_reward})
         assert (meta["task"], meta["outcome"], meta["format"]) == (episode.task_name, str(episode.outcome),
                                                                    episode.format)
-        assert meta["ending"] == episode.ending.explanation
+        assert meta["ending"] == ending_module.of(episode).explanation
         # Every action once, its command as a tool call and its return code on its result.
         actions = _actions(record)
         assert sorted(actions) == [s.index for s in episode.actions], episode.episode_id

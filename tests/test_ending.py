@@ -110,12 +110,12 @@ def test_a_recorded_verifier_is_written_back_with_the_same_keys_and_values():
     assert model.VerifierRecord.from_json(raw).to_json() == raw
 
 
-def test_a_notebook_reads_the_ending_as_a_property_of_the_episode(tmp_path):
+def test_a_notebook_reads_the_ending_by_the_short_name_of_the_analysis_function(tmp_path):
     doc = recorded(0.0,
                    verifier={"step_index": 4, "returncode": 1, "output": TEST_OUTPUT, "reward": 0.0,
                              "commands": [{"command": "bash /tests/test.sh", "returncode": 1, "output": TEST_OUTPUT}]})
     episode = read(tmp_path, doc)
-    end = episode.ending
+    end = ares_viewer.ending.of(episode)
     assert end.step == 4
     assert "tests/test_core.py::test_negative" in end.explanation
     assert end.explanation == ending.of(episode).explanation

@@ -6,6 +6,7 @@ only up to the one-file limit), and folder walks bounded in breadth and depth wi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import time
@@ -93,12 +94,14 @@ def test_wrong_types_in_a_line_leave_the_other_lines(fixture):
 
 
 def test_an_unforeseen_failure_in_an_adapter_is_that_record_s_error(monkeypatch, tmp_path):
+    from ares_viewer.formats import registry
     from ares_viewer.formats.adapters import ares
 
     def broken(doc, path, record=None):
         raise TypeError("'int' object is not subscriptable")
 
-    monkeypatch.setattr(ares, "parse", broken)
+    monkeypatch.setattr(registry, "ADAPTERS", (dataclasses.replace(ares.ADAPTER, parse=broken),
+                                               *registry.ADAPTERS[1:]))
     path = synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=2))
     result = formats.read_file(path, sources.read_bytes(path))
     assert result.errors == ("not a readable ares episode: unexpected content (TypeError: 'int' object is not "

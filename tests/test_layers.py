@@ -60,8 +60,7 @@ def test_every_library_module_imports_without_streamlit():
 
 
 def test_every_registered_adapter_has_the_declared_interface():
-    members = [name for name in dir(base.Adapter) if not name.startswith("_")] + ["NAME"]
+    """Each is a ``base.Adapter`` (mypy checks the functions each format module hands it)."""
     assert formats.registry is registry and registry.adapters()
     for adapter in registry.adapters():
-        missing = [name for name in members if not hasattr(adapter, name)]
-        assert not missing, f"{adapter.__name__} lacks {missing}"
+        assert isinstance(adapter, base.Adapter), adapter

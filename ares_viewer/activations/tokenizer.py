@@ -15,12 +15,13 @@ is required: without them (or without a folder) ``find`` returns None and the id
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.util
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from ares_viewer.base import cache
 
 _LOGGER = logging.getLogger(__name__)
 KEYS = ("tokenizer", "tokenizer_path")
@@ -59,9 +60,16 @@ def find(folder: str, metadata: Mapping[str, Any], step_metadata: Sequence[Mappi
     return None
 
 
-@functools.lru_cache(maxsize=8)
+# Tokenizers loaded, by folder (a tokenizer is read from disk once, not per step).
+_LOADED: cache.BoundedCache[Tokenizer | None] = cache.BoundedCache(maxsize=8)
+
+
 def load(path: str) -> Tokenizer | None:
     """A tokenizer folder loaded from disk (transformers, else tokenizers), or None when neither can."""
+    return _LOADED.get_or_compute(path, lambda: _load(path))
+
+
+def _load(path: str) -> Tokenizer | None:
     if importlib.util.find_spec("transformers") is not None:
         try:
             import transformers

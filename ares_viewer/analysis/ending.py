@@ -148,5 +148,3 @@ def of(episode: model.Episode) -> Ending:
     return Ending(step=None if last is None else last.index, submission=submission, submission_source=source,
                   verifier=verifier, reward=reward, explanation=f"{words}: {reason}" if reason else words)
 
-
-model.records.explain_endings_with(of)

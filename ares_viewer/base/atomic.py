@@ -21,8 +21,10 @@ import os
 import pathlib
 import re
 import shutil
+import uuid
+from collections.abc import Iterator
 
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)(?:-[0-9a-f]{12})?$")
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -80,6 +82,23 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> pathlib.Path:
     staged.write_bytes(data)
     os.replace(staged, path)
     return path
+
+
+@contextlib.contextmanager
+def written(path: str | os.PathLike[str]) -> Iterator[pathlib.Path]:
+    """A staging path for the file ``path``, which the block writes whole by any means (DuckDB's ``COPY ... TO``, a
+    download); renamed in when the block ends, removed when it raises. The folder is swept first. Each staging is
+    the writer's own (``.<name>.tmp-<pid>-<random>``), so threads of one process may write one path at once: the
+    last rename wins, and a reader sees one whole file or the other."""
+    path = pathlib.Path(path)
+    sweep(path.parent)
+    staged = staging(path).with_name(f"{staging(path).name}-{uuid.uuid4().hex[:12]}")
+    try:
+        yield staged
+        os.replace(staged, path)
+    except BaseException:
+        _remove(staged)
+        raise
 
 
 def _exchange(a: pathlib.Path, b: pathlib.Path) -> bool:

@@ -5,12 +5,16 @@ Module state is visible and bounded: a module that caches says so with a module-
 first; with ``ttl`` (seconds) an entry also expires that long after it was stored. Every method
 takes one lock, so threads (the app serves several sessions from one process) share a cache safely.
 
+Every cache is registered where it is made, here (``caches()``), so one call empties them all: ``clear_all()``,
+for a test that must start from nothing, or a notebook after the files under a run changed in place.
+
 Built on ``cachetools`` (a dependency of Streamlit too), which is not thread-safe by itself.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +23,22 @@ import cachetools
 V = TypeVar("V")
 
 _MISSING: Any = object()
+
+# Every live cache: the module caches, and those of live objects (a run's opened episodes) until they go.
+_ALL: weakref.WeakSet[BoundedCache[Any]] = weakref.WeakSet()
+_ALL_LOCK = threading.Lock()
+
+
+def caches() -> list[BoundedCache[Any]]:
+    """Every cache alive in this process."""
+    with _ALL_LOCK:
+        return list(_ALL)
+
+
+def clear_all() -> None:
+    """Empty every cache: what the process computes next is computed anew."""
+    for found in caches():
+        found.clear()
 
 
 class BoundedCache(Generic[V]):
@@ -33,6 +53,8 @@ class BoundedCache(Generic[V]):
         self._data: cachetools.Cache = (
             cachetools.TTLCache(maxsize=maxsize, ttl=ttl) if ttl is not None else cachetools.LRUCache(maxsize=maxsize)
         )
+        with _ALL_LOCK:
+            _ALL.add(self)
 
     def get(self, key: Hashable, default: V | None = None) -> V | None:
         """The cached value, or ``default`` when there is none (or it expired)."""

@@ -19,14 +19,14 @@ import orjson
 import pandas as pd
 
 from ares_viewer import review, sandbox
-from ares_viewer.analysis import search
+from ares_viewer.analysis import docent_export, ending, search
 from ares_viewer.base import settings
 from ares_viewer.base.durations import parse_duration
 from ares_viewer.cli import branch as cli_branch
 from ares_viewer.cli import compare as cli_compare
 from ares_viewer.cli import failure_clusters as cli_failure_clusters
 from ares_viewer.cli import queue as cli_queue
-from ares_viewer.formats.export import atif_export, docent_export
+from ares_viewer.formats.export import atif_export
 from ares_viewer.model import render as display
 from ares_viewer.runs import run, sources
 from ares_viewer.runs.index import queries as index_queries
@@ -206,7 +206,7 @@ def _search(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     episode = run.load_episode(args.file)
     if args.step is None:
-        print(display.episode_text(episode, why=episode.ending.explanation))
+        print(display.episode_text(episode, why=ending.of(episode).explanation))
     else:
         print(display.step_text(episode, args.step))
     return 0

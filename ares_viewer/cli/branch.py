@@ -61,7 +61,8 @@ def _client(args: argparse.Namespace) -> counterfactual.Client:
         return model_client.openai_client(args.endpoint, args.model, key, temperature=args.temperature)
     config = model_client.configured()
     if config is None:
-        raise ValueError("no model endpoint: give --endpoint URL --model M, or configure one (docs/counterfactual.md)")
+        raise ValueError("no model endpoint: give --endpoint URL --model M, or configure one "
+                         "(docs/sandbox.md, 'Configuring the endpoint')")
     return dataclasses.replace(config, request={**config.request, "temperature": args.temperature}).client()
 
 

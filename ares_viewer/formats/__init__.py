@@ -1,7 +1,8 @@
 """Format adapters: detect what a file holds by its content and read it into ``model.Episode``.
 
-An adapter is a module satisfying ``base.Adapter`` (``NAME``, ``sniff``, ``misnamed``, ``episode_id``,
-``summarize``, ``parse``, ``summarize_bytes``); ``registry`` holds them in sniffing order. A file's records
+An adapter is a ``base.Adapter`` (``NAME``, ``sniff``, ``summarize``, ``parse``, and ``episode_id``,
+``misnamed``, ``summarize_bytes`` with defaults), declared by its format's module in ``adapters/``;
+``registry.ADAPTERS`` lists them in sniffing order, and other packages add theirs through entry points. A file's records
 come from ``decoding``; every record is read by the adapter that claims the file's first one. Rows are
 ``model.EpisodeRow``; ``base.step_fields`` builds the step fields every adapter reads alike.
 
@@ -21,17 +22,10 @@ from ares_viewer import model
 from ares_viewer.base import jsondecode
 from ares_viewer.formats import base, decoding, registry, zipped
 from ares_viewer.formats import errors as read_errors
-from ares_viewer.formats.adapters import ares, atif, inspect_ai, mini_swe_agent, ray_runner, tinker
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import EpisodeRow
 
-# Sniffed in this order; each sniff is strict enough that no two claim the same record.
-registry.register(ares)
-registry.register(mini_swe_agent)
-registry.register(ray_runner)
-registry.register(tinker)
-registry.register(atif)
-registry.register(inspect_ai)
+__all__ = ["FileResult", "is_candidate", "read_file", "summarize_file"]
 
 _JSON_SUFFIXES = (".json",)
 _ZIP_SUFFIXES = (".eval",)  # Inspect AI logs
@@ -153,11 +147,12 @@ def read_file(path: str, data: bytes, *, episode_id: str | None = None,
 def summarize_file(path: str, data: bytes) -> FileResult:
     """Like ``read_file`` but yields only the episodes' index rows (``FileResult.rows``), faster.
 
-    An adapter may read a whole file's rows quicker than decoding it (``Adapter.summarize_bytes``: an ARES
-    file in its writer's layout is read with its context lists set aside as bytes); anything unexpected there
-    reads the file the ordinary way, so errors and warnings are always the ordinary path's.
+    A built-in adapter may read a whole file's rows quicker than decoding it (``Adapter.summarize_bytes``: an
+    ARES file in its writer's layout is read with its context lists set aside as bytes); anything unexpected
+    there reads the file the ordinary way, so errors and warnings are always the ordinary path's. Formats added
+    through entry points are read the ordinary way (their entry points are read only when a file needs them).
     """
-    for adapter in registry.adapters():
+    for adapter in registry.ADAPTERS:
         try:
             rows = adapter.summarize_bytes(path, data)
         except _CONTENT_ERRORS:  # the fast path gives up on anything unexpected: the ordinary path says why

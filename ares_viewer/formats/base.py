@@ -1,15 +1,16 @@
 """What a format adapter is, the row it summarizes an episode into, and the step fields and the episode every
 adapter builds alike (``step_fields``, ``episode``).
 
-An adapter is a module (``formats/ares.py``, ``formats/tinker.py``, ...) that satisfies ``Adapter``; the
-registry (``formats.registry``) picks the one whose ``sniff`` claims a file's first record, by content,
-never by the file's name or by branching on the adapter.
+An adapter is an ``Adapter``, which each format module (``formats/adapters/ares.py``, ...) declares as its
+``ADAPTER``; the registry (``formats.registry``) picks the one whose ``sniff`` claims a file's first record, by
+content, never by the file's name or by branching on the adapter.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import agent_text
@@ -19,8 +20,25 @@ from ares_viewer.model import EpisodeRow
 __all__ = ["Adapter", "EpisodeRow", "episode", "step_fields"]
 
 
-class Adapter(Protocol):
-    """One file format's reader.
+def _no_episode_id(doc: Any, path: str, record: int | None = None) -> str | None:
+    return None
+
+
+def _never_misnamed(path: str) -> str | None:
+    return None
+
+
+def _no_fast_path(path: str, data: bytes) -> list[EpisodeRow] | None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Adapter:
+    """One file format's reader: its functions, with a default for each one a format may go without.
+
+    A format module ends with ``ADAPTER = base.Adapter(NAME, sniff=..., summarize=..., parse=..., ...)``, and
+    ``formats.registry.ADAPTERS`` lists the built-in ones; a package outside this repository adds its own through
+    the ``ares_viewer.formats`` entry-point group (docs/formats.md, "Adding a format").
 
     A file holds one record, or several: one per line (JSON Lines) or one per item of a top-level JSON
     array. ``record`` is then the 1-based line or item number (None for a whole file). ``summarize``,
@@ -31,35 +49,29 @@ class Adapter(Protocol):
     NAME: str
     """The value of the ``format`` column (``"ares"``, ``"tinker"``, ...)."""
 
-    def sniff(self, doc: Any) -> bool:
-        """Whether a decoded record is this format's, judged by its content, never by the file's name.
+    sniff: Callable[[Any], bool]
+    """Whether a decoded record is this format's, judged by its content, never by the file's name. Each sniff is
+    strict enough that no two adapters claim the same record."""
 
-        Each sniff is strict enough that no two adapters claim the same record."""
-        ...
+    summarize: Callable[[Any, str, int | None], list[EpisodeRow]]
+    """``(doc, path, record)``: the index rows of one record's episodes (with ``warnings``, and any columns of the
+    adapter's own), agreeing with ``parse(...)[i].summary()`` on the common columns."""
 
-    def misnamed(self, path: str) -> str | None:
-        """The error for a file named like this format's files that holds something else (None otherwise):
-        such a file is then an error, not "something else"."""
-        ...
+    parse: Callable[[Any, str, int | None], list[model.Episode]]
+    """``(doc, path, record)``: one record's episodes."""
 
-    def episode_id(self, doc: Any, path: str, record: int | None = None) -> str | None:
-        """The id ``parse`` would give, read cheaply, so a file of many records is parsed only where the wanted
-        episode is; None when the record holds several episodes (it is then parsed to find the wanted one)."""
-        ...
+    episode_id: Callable[[Any, str, int | None], str | None] = _no_episode_id
+    """``(doc, path, record)``: the id ``parse`` would give, read cheaply, so a file of many records is parsed only
+    where the wanted episode is; None (the default) when the record holds several episodes or the format cannot
+    tell cheaply (it is then parsed to find the wanted one)."""
 
-    def summarize(self, doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
-        """The index rows of one record's episodes (with ``warnings``, and any columns of the adapter's own),
-        agreeing with ``parse(...)[i].summary()`` on the common columns."""
-        ...
+    misnamed: Callable[[str], str | None] = _never_misnamed
+    """The error for a file named like this format's files that holds something else (None otherwise, and by
+    default: a format with no file name of its own): such a file is then an error, not "something else"."""
 
-    def parse(self, doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
-        """One record's episodes."""
-        ...
-
-    def summarize_bytes(self, path: str, data: bytes) -> list[EpisodeRow] | None:
-        """A whole file's rows read faster than decoding it (the index's fast path), or None to read it the
-        ordinary way. Errors and repairs are always the ordinary way's: anything unexpected returns None."""
-        ...
+    summarize_bytes: Callable[[str, bytes], list[EpisodeRow] | None] = _no_fast_path
+    """A whole file's rows read faster than decoding it (the index's fast path), or None (the default) to read it
+    the ordinary way. Errors and repairs are always the ordinary way's: anything unexpected returns None."""
 
 
 def step_fields(

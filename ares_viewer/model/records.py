@@ -18,23 +18,7 @@ from ares_viewer.model.errors import RecordedError, describe_error
 from ares_viewer.model.row import EpisodeRow
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import pandas as pd
-
-    from ares_viewer.analysis.ending import Ending
-
-# How an episode's ending is explained. The rule reads the verifier's records through the formats layer, above
-# the model, so it lives in ``ares_viewer.analysis.ending``, which hands it here when imported (``import
-# ares_viewer`` imports it); ``Episode.ending`` asks it.
-_ending_rule: Callable[[Episode], Ending] | None = None
-
-
-def explain_endings_with(rule: Callable[[Episode], Ending]) -> None:
-    """Make ``rule`` the explanation ``Episode.ending`` gives (called once, by ``ares_viewer.analysis.ending``)."""
-    global _ending_rule
-    _ending_rule = rule
-
 
 class Outcome(enum.StrEnum):
     """Why an episode ended (or that it did not)."""
@@ -288,14 +272,6 @@ class Episode:
         (the line the Episode page shows; the index row's ``warnings`` carry it too: ``read_in_part(skipped)``)."""
         line = read_in_part(self.skipped)
         return line[0] if line else None
-
-    @property
-    def ending(self) -> Ending:
-        """How the episode ended: its submission, its verifier's run and the reward explained, each statement with
-        its source (``ares_viewer.ending.of``; see docs/endings.md)."""
-        if _ending_rule is None:
-            raise RuntimeError("Episode.ending needs ares_viewer.analysis.ending, which import ares_viewer loads")
-        return _ending_rule(self)
 
     # ----- totals -------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import shutil
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
@@ -26,7 +26,6 @@ from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
 from ares_viewer.runs import asked, sources
-from ares_viewer.runs.index import queries as index_queries
 from ares_viewer.runs.index import shared as index_shared
 from ares_viewer.runs.index import store
 from ares_viewer.runs.index import table as index_table
@@ -241,9 +240,9 @@ class Run:
         return self._store
 
     @property
-    def queries(self) -> index_queries.Queries:
+    def queries(self) -> asked.Recovering:
         """Aggregate and paging queries over the episode table (answers stay small at any run size)."""
-        return cast(index_queries.Queries, asked.Recovering(self))  # it answers every Queries method (__getattr__)
+        return asked.Recovering(self)
 
     def _ask(self, how: str, sql: str, params: list | None = None) -> Any:
         """``rows`` or ``scalar`` of a query, recovering once from an index another process replaced."""

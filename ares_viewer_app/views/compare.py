@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer.analysis import aggregate_plots, align
+from ares_viewer.analysis import aggregate_plots, align, ending
 from ares_viewer.base import textdiff
 from ares_viewer_app import access, escape, loaders, pages, state, widgets
 
@@ -207,7 +207,7 @@ def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -
             episode = run.episode(episode_id)
             with column:
                 st.markdown(f"**{label}** · reward {widgets.fmt(episode.total_reward)}")
-                st.caption(f"Why: {escape.md(episode.ending.explanation)}")  # with its sources (docs/endings.md)
+                st.caption(f"Why: {escape.md(ending.of(episode).explanation)}")  # with its sources (docs/endings.md)
                 st.caption(f"From {source}.")
                 # an empty answer means none was found where the caption says, not that nothing was submitted
                 st.code(patch or "(no diff found there)", language="diff", wrap_lines=True)

@@ -176,4 +176,4 @@ def test_an_exposed_server_shows_no_queue_over_a_run_outside_its_runs_folder(run
     assert at.selectbox(key="queues.queue").options == ["inside"] and at.selectbox(key="queues.queue").value == "inside"
     episode = outside.episode_ids[0]
     at = app("episode", run="run-a", episode=episode, queue="secret", reviewer="ada")
-    assert not any("Save label" == b.label for b in at.button)
+    assert not any(b.label == "Save label" for b in at.button)

@@ -103,3 +103,45 @@ def test_a_state_keeps_its_newest_answers_within_its_bounds(tmp_path, monkeypatc
     assert not (tmp_path / kept.FOLDER / "s1" / "huge.json").exists()  # too big to keep: asked again next time
     kept.answer(tmp_path, "s2", "q.json", lambda: 1)  # another state's first answer
     assert [p.name for p in (tmp_path / kept.FOLDER).iterdir()] == ["s2"]
+
+
+def test_run_queries_declares_on_each_question_whether_its_answer_is_kept():
+    """``Run.queries`` is a typed class, not a proxy: every question of ``Queries`` is a method of its own, decorated
+    ``@kept`` or ``@asked`` (or handing on to ones that are), and its type is what mypy is told."""
+    import ast
+    import inspect
+    import typing
+
+    source = ast.parse(inspect.getsource(asked))
+    recovering = next(n for n in source.body if isinstance(n, ast.ClassDef) and n.name == "Recovering")
+    methods = {n.name: n for n in recovering.body if isinstance(n, ast.FunctionDef)}
+    declared = {name: [ast.unparse(d) for d in node.decorator_list] for name, node in methods.items()}
+    questions = [name for name, value in vars(queries.Queries).items()
+                 if callable(value) and not name.startswith("_")]
+    assert questions and set(questions) <= set(methods)
+    for name in questions:
+        handed_on = {c.func.attr for c in ast.walk(methods[name]) if isinstance(c, ast.Call)
+                     and isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
+                     and c.func.value.id == "self" and c.func.attr in methods}
+        kinds = set(declared[name]) | {d for other in handed_on for d in declared[other]}
+        assert kinds & {"kept", "asked", "property"} or name == "stream", (name, kinds)
+    assert "__getattr__" not in methods and not hasattr(asked, "KEPT")
+    assert typing.get_type_hints(ares_viewer.Run.queries.fget)["return"] is asked.Recovering
+
+
+def test_a_question_declared_kept_is_asked_once_per_table_and_one_asked_anew_every_time(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    bench_scale.write_run(run_dir, 50)
+    run = ares_viewer.open_run(run_dir)
+    _fresh_process()
+    asking: list[str] = []
+    real = queries.Queries._df
+    monkeypatch.setattr(queries.Queries, "_df",
+                        lambda self, sql, params=(): asking.append(sql) or real(self, sql, params))
+    first = run.queries.reward_histogram()
+    first.loc[0, "episodes"] = -1  # a caller's copy is its own
+    assert int(run.queries.reward_histogram()["episodes"].min()) >= 0
+    assert len(asking) == 1
+    run.queries.failures(with_ids=True)
+    run.queries.failures(with_ids=True)
+    assert len(asking) == 3  # the ids of every failed episode: never kept

@@ -71,7 +71,9 @@ def _words(simple: str) -> tuple[str, ...]:
 # One piece of a shell word each: plain text (its escaped characters in it), a single-quoted part, a double-quoted
 # part, whitespace between words; anything else is an unclosed quote or a trailing backslash. A plain piece holds
 # at most 4096 runs, so that one match never holds the interpreter long (a word may be several pieces).
-_PIECE = re.compile(r"""((?:[^ \t\r\n'"\\]+|\\.){1,4096})|'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|([ \t\r\n]+)""", re.DOTALL)
+_PIECE = re.compile(
+    r"""((?:[^ \t\r\n'"\\]+|\\.){1,4096})|'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)"|([ \t\r\n]+)""", re.DOTALL
+)
 _IN_DOUBLE_QUOTES = re.compile(r'\\(["\\])')
 
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ares_viewer.analysis.behaviours import registry
-from ares_viewer.base import cache
+from ares_viewer.base import atomic, cache
 from ares_viewer.runs import run as runs
 from ares_viewer.runs.index import store
 
@@ -312,14 +312,12 @@ def _merge(target: pathlib.Path, old: Manifest, parts: list[pathlib.Path], dropp
         kept = store.literal(str(target / old.table))
         selects.insert(0, f"SELECT * FROM read_parquet({kept}) WHERE path NOT IN (SELECT unnest(?::VARCHAR[]))")
         params.append(sorted(dropped))
-    tmp = target / f".{name}.tmp"
-    with store.connection() as con:
+    with store.connection() as con, atomic.written(target / name) as tmp:
         con.execute(
             f"COPY ({' UNION ALL '.join(selects)} ORDER BY path) TO {store.literal(str(tmp))} "
             "(FORMAT parquet, COMPRESSION zstd)",
             params,
         )
-    os.replace(tmp, target / name)
     return name
 
 
@@ -329,9 +327,7 @@ def _write_manifest(target: pathlib.Path, manifest: Manifest) -> None:
         "table": manifest.table,
         "files": {p: [s.size, s.mtime_ns, s.error] for p, s in manifest.files.items()},
     }
-    tmp = target / f".{MANIFEST}-{uuid.uuid4().hex}.tmp"
-    tmp.write_bytes(orjson.dumps(raw))
-    os.replace(tmp, target / MANIFEST)
+    atomic.write_bytes(target / MANIFEST, orjson.dumps(raw))
 
 
 def table_path(run: runs.Run) -> pathlib.Path | None:

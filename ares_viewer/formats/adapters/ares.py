@@ -470,3 +470,8 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         system_prompt=system_prompt, steps=steps, messages=contexts.pool, links=contexts.links, metadata=metadata,
         warnings=warnings,
     )
+
+
+# What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).
+ADAPTER = base.Adapter(NAME, sniff=sniff, summarize=summarize, parse=parse,
+                       episode_id=episode_id, misnamed=misnamed, summarize_bytes=summarize_bytes)

@@ -114,20 +114,10 @@ def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
     return fallback
 
 
-def misnamed(path: str) -> str | None:
-    """None: ATIF files have no file name of their own, so no name makes a file an error."""
-    return None
-
-
 def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The trajectory's index row (``parse``'s summary: ATIF files hold no cumulative contexts to skip)."""
     episode = parse(doc, path, record)[0]
     return [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})]
-
-
-def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
-    """None: this format has no faster path than decoding its records (see ``base.Adapter``)."""
-    return None
 
 
 def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
@@ -227,3 +217,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         system_prompt="\n\n".join(system_parts) if system_parts else None, steps=steps, messages=pool, links=links,
         metadata=metadata, warnings=warnings,
     )]
+
+
+# What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).
+ADAPTER = base.Adapter(NAME, sniff=sniff, summarize=summarize, parse=parse, episode_id=episode_id)

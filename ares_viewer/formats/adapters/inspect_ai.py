@@ -63,11 +63,6 @@ def misnamed(path: str) -> str | None:
     return None
 
 
-def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
-    """None: the records (a zip's members) are the fast path already."""
-    return None
-
-
 def _json(member: zipped.Member) -> Any:
     try:
         return orjson.loads(member.read())
@@ -416,3 +411,7 @@ def _metadata(sample: Mapping[str, Any], spec: Mapping[str, Any], key: tuple[str
     if sample.get("limit"):
         metadata["limit"] = sample["limit"]
     return metadata
+
+
+# What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).
+ADAPTER = base.Adapter(NAME, sniff=sniff, summarize=summarize, parse=parse, episode_id=episode_id, misnamed=misnamed)

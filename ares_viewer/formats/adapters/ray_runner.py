@@ -39,11 +39,6 @@ def _timesteps(doc: Any) -> list[Any]:
     return chat.list_field(doc, "timesteps", per="per trajectory", items="timesteps")
 
 
-def misnamed(path: str) -> str | None:
-    """None: Ray dumps have no file name of their own, so no name makes a file an error."""
-    return None
-
-
 def episode_id(doc: Any, path: str, record: int | None = None) -> str:
     """The trajectory's ``episode_id``; without one, the file's name (and its line or item number)."""
     _timesteps(doc)
@@ -280,6 +275,5 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     )]
 
 
-def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
-    """None: this format has no faster path than decoding its records (see ``base.Adapter``)."""
-    return None
+# What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).
+ADAPTER = base.Adapter(NAME, sniff=sniff, summarize=summarize, parse=parse, episode_id=episode_id)

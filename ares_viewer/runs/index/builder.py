@@ -182,8 +182,18 @@ def _even(files: list[sources.SourceFile], workers: int, scale: int) -> list[lis
     return batches(files, -(-count // workers) * workers, most)
 
 
-# Formats whose JSON Lines files DuckDB reads (``fast_jsonl``).
-FAST_PATHS = (fast_tinker.SPEC, fast_ray.SPEC, fast_mini.SPEC)
+# The fast path of each format whose JSON Lines files DuckDB reads (``fast_jsonl``), by its adapter's NAME, and why
+# each other format has none; tests/test_index_fast_path.py checks that every adapter is in one of the two.
+FAST_PATHS: dict[str, fast_jsonl.Spec] = {
+    "tinker": fast_tinker.SPEC,
+    "ray": fast_ray.SPEC,
+    "mini-swe-agent": fast_mini.SPEC,
+}
+NO_FAST_PATH: dict[str, str] = {
+    "ares": "one JSON document per file, not JSON Lines: its summarize_bytes reads the writer's layout instead",
+    "atif": "one JSON document per trajectory file, not JSON Lines",
+    "inspect_ai": "zip archives (.eval) whose members are read one by one already",
+}
 
 
 def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int
@@ -226,7 +236,7 @@ def build(files: list[sources.SourceFile], target: store.Store, *, workers: int 
           ) -> list[store.FileEntry]:
     """Summarize these files into new partitions of ``target``; their manifest entries (not yet committed)."""
     workers = workers_for(workers)
-    chosen, rest = fast_jsonl.choose(files, FAST_PATHS)
+    chosen, rest = fast_jsonl.choose(files, tuple(FAST_PATHS.values()))
     entries, left = _fast(chosen, target, workers)
     entries.extend(_ordinary(sorted(rest + left, key=lambda f: f.path), target, workers))
     return entries

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Callable, Sequence
 
 import duckdb
 import orjson
 
-from ares_viewer.base import locations
+from ares_viewer.base import atomic, locations
 from ares_viewer.formats import base, chat, registry
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import store
@@ -72,7 +71,7 @@ class Spec:
     """The module that holds it as ``SPEC``."""
 
     adapter: base.Adapter
-    """The format module whose files it takes (``registry.sniff`` of a file's first line)."""
+    """The adapter whose files it takes (``registry.sniff`` of a file's first line)."""
     load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile]], None]
     """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files (``read``
     runs its ``read_json`` query); raises ``duckdb.Error`` when DuckDB cannot read them."""
@@ -162,9 +161,8 @@ def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.S
     name = target.new_part_name()
     if counts:
         target.parts.mkdir(parents=True, exist_ok=True)
-        tmp = target.parts / f".{name}.tmp"
-        con.execute(f"COPY ({spec.rows}) TO {store.literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
-        os.replace(tmp, target.parts / name)
+        with atomic.written(target.parts / name) as tmp:
+            con.execute(f"COPY ({spec.rows}) TO {store.literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)")
     _drop_tables(con, spec)
     entries = [store.FileEntry(f.path, f.size, f.mtime_ns, "read", name if counts.get(f.path) else None,
                                counts.get(f.path, 0)) for f in files if f.path not in odd]

@@ -249,5 +249,5 @@ LEFT JOIN exception_errors e ON {_join("e", _ENDING)}
 LEFT JOIN nonzero c ON c.rid = r._seq
 """
 
-SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent, load=_load, rows=_ROWS, prepare=_prepare,
+SPEC = fast_jsonl.Spec(module=__name__, adapter=mini_swe_agent.ADAPTER, load=_load, rows=_ROWS, prepare=_prepare,
                        tables=("places", "endings", "exception_errors", "failed_results"), batches=4)

@@ -118,5 +118,5 @@ LEFT JOIN errors e ON e.err IS NOT DISTINCT FROM r.err
 LEFT JOIN pair_counts c ON c.rid = r._seq
 """
 
-SPEC = fast_jsonl.Spec(module=__name__, adapter=ray_runner, load=_load, rows=_ROWS, prepare=_prepare,
+SPEC = fast_jsonl.Spec(module=__name__, adapter=ray_runner.ADAPTER, load=_load, rows=_ROWS, prepare=_prepare,
                        tables=("tasks", "errors"), batches=2)

@@ -161,7 +161,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     _contexts(con)
 
 
-SPEC = fast_jsonl.Spec(module=__name__, adapter=tinker, load=_load, rows=_ROWS, prepare=_prepare,
+SPEC = fast_jsonl.Spec(module=__name__, adapter=tinker.ADAPTER, load=_load, rows=_ROWS, prepare=_prepare,
                        tables=("places", "task_texts", "odd_contexts"), batches=3)
 
 

@@ -13,6 +13,7 @@ import os
 
 import fsspec
 
+from ares_viewer.base import atomic
 from ares_viewer.runs.index import store
 
 _LOGGER = logging.getLogger(__name__)
@@ -38,9 +39,8 @@ def pull(root: str, location: str, target: store.Store) -> bool:
         entries = target.read_manifest(manifest)
         for entry in entries.values():
             if entry.part and not os.path.exists(target.part_path(entry.part)):
-                tmp = target.parts / f".{entry.part}.tmp"
-                fs.get(f"{base}/parts/{entry.part}", str(tmp))
-                os.replace(tmp, target.part_path(entry.part))
+                with atomic.written(target.part_path(entry.part)) as tmp:
+                    fs.get(f"{base}/parts/{entry.part}", str(tmp))
         local = target.read_manifest()
         target.write_manifest({**local, **entries}.values(), local)
         manifest.unlink(missing_ok=True)

@@ -37,6 +37,7 @@ import duckdb
 import orjson
 
 from ares_viewer import model
+from ares_viewer.base import atomic
 
 # Bump when the row layout or the parsing rules change, so old indexes are not reused.
 SCHEMA = 10
@@ -235,14 +236,11 @@ class Store:
         chosen = ", ".join(f'"{c}"' for c in types)
         paths = "[" + ", ".join(literal(b.rows_path) for b in staged) + "]"
         name = staged[0].name
-        tmp = self.parts / f".{name}.tmp"
-        query = (f"COPY (SELECT {chosen} FROM read_json({paths}, format = 'newline_delimited', "
-                 f"columns = {spec}, maximum_object_size = {1 << 30})) TO {literal(str(tmp))} "
-                 "(FORMAT parquet, COMPRESSION zstd)")
         try:
-            with connection() as own:
-                own.execute(query)
-            os.replace(tmp, self.parts / name)
+            with connection() as own, atomic.written(self.parts / name) as tmp:
+                own.execute(f"COPY (SELECT {chosen} FROM read_json({paths}, format = 'newline_delimited', "
+                            f"columns = {spec}, maximum_object_size = {1 << 30})) TO {literal(str(tmp))} "
+                            "(FORMAT parquet, COMPRESSION zstd)")
         finally:
             for batch in staged:
                 with contextlib.suppress(OSError):
@@ -312,13 +310,9 @@ class Store:
             return
         mirror = {"manifest": key, "columns": list(MANIFEST_COLUMNS),
                   "rows": [[getattr(e, name) for name in MANIFEST_COLUMNS] for e in entries]}
-        tmp = self.folder / f".manifest-{uuid.uuid4().hex}.json.tmp"
-        try:
+        # without its mirror, the manifest is read with DuckDB
+        with contextlib.suppress(OSError), atomic.written(self.mirror_path) as tmp:
             tmp.write_bytes(orjson.dumps(mirror))
-            os.replace(tmp, self.mirror_path)
-        except OSError:  # without its mirror, the manifest is read with DuckDB
-            with contextlib.suppress(OSError):
-                tmp.unlink()
 
     def write_manifest(self, entries: Iterable[FileEntry], previous: dict[str, FileEntry] | None = None
                        ) -> ManifestKey | None:
@@ -338,11 +332,10 @@ class Store:
         columns["errors"] = ("VARCHAR[]", [list(e.errors) for e in entries])
         select, params = select_of(columns)
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".manifest-{uuid.uuid4().hex}.tmp"
-        with connection() as con:
-            con.execute(f"COPY ({select}) TO {literal(str(tmp))} (FORMAT parquet)", params)
-        key = self.manifest_key(tmp)  # a rename keeps size, mtime and inode: the key of the file as it is replaced
-        os.replace(tmp, self.manifest_path)
+        with atomic.written(self.manifest_path) as tmp:
+            with connection() as con:
+                con.execute(f"COPY ({select}) TO {literal(str(tmp))} (FORMAT parquet)", params)
+            key = self.manifest_key(tmp)  # a rename keeps size, mtime and inode: the key of the file as it is replaced
         self._write_mirror(key, entries)
         named = {e.part for e in entries if e.part}
         self._collect(named, {e.part for e in (previous or {}).values() if e.part})

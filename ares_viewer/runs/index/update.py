@@ -13,7 +13,7 @@ import pathlib
 import tempfile
 from collections.abc import Collection
 
-from ares_viewer.base import locations
+from ares_viewer.base import atomic, locations
 from ares_viewer.runs import index_cache, sources
 from ares_viewer.runs.index import builder, store
 
@@ -60,16 +60,15 @@ def _without(target: store.Store, part: str, dropped: set[str]) -> str | None:
     """The partition written again without the rows of ``dropped`` files (None when nothing is left)."""
     source = target.part_path(part)
     name = target.new_part_name()
-    tmp = target.parts / f".{name}.tmp"
     with store.connection() as con:
         con.execute("CREATE TEMP TABLE dropped AS SELECT unnest(?) AS path", [sorted(dropped)])
         left = con.execute(f"SELECT count(*) FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped)"
                            ).fetchall()[0][0]
         if not left:
             return None
-        con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped) "
-                    f"ORDER BY path, _seq) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
-    os.replace(tmp, target.parts / name)
+        with atomic.written(target.parts / name) as tmp:
+            con.execute(f"COPY (SELECT * FROM read_parquet('{source}') WHERE path NOT IN (SELECT path FROM dropped) "
+                        f"ORDER BY path, _seq) TO '{tmp}' (FORMAT parquet, COMPRESSION zstd)")
     return name
 
 
@@ -85,12 +84,10 @@ def _compacted(target: store.Store, entries: dict[str, store.FileEntry]) -> dict
     if len(sizes) <= _MAX_PARTS or len(small) < 2:
         return entries
     name = target.new_part_name()
-    tmp = target.parts / f".{name}.tmp"
     sources_ = [target.part_path(p) for p in small]
-    with store.connection() as con:
+    with store.connection() as con, atomic.written(target.parts / name) as tmp:
         con.execute(f"COPY (SELECT * FROM read_parquet({sources_!r}, union_by_name = true)) TO '{tmp}' "
                     "(FORMAT parquet, COMPRESSION zstd)")
-    os.replace(tmp, target.parts / name)
     merged = set(small)
     return {p: dataclasses.replace(e, part=name) if e.part in merged else e for p, e in entries.items()}
 

@@ -7,7 +7,9 @@ reasoning as a ``reasoning`` content part where the file records it) whose tool 
 made, or, for a command in the answer's text, one ``bash`` call with ``{"command": ...}``; its results are tool
 messages tied to those calls, the return code and how the command failed in their ``metadata``. The run's
 ``metadata`` holds the episode id, task, outcome, reward (also as Docent's ``scores``), format, the ending in words
-(``Episode.ending.explanation``) and the file it was read from.
+(``analysis.ending.of(episode).explanation``, as every surface words it) and the file it was read from. It lives in
+the analysis layer for that: the ending is analysis's; the step helpers it shares with the ATIF export are
+``formats.export.steps``.
 
 ``write`` streams a run to a ``.jsonl`` file (one episode in memory at a time, never into the run's folder);
 ``send`` adds such a file to a Docent collection through Docent's SDK, in batches.
@@ -26,6 +28,7 @@ from typing import Any, Protocol
 import orjson
 
 from ares_viewer import model
+from ares_viewer.analysis import ending
 from ares_viewer.base import locations, settings
 from ares_viewer.formats.export.steps import arguments, call_ids, clean, iso, jsonable, results
 
@@ -163,7 +166,7 @@ def to_agent_run(episode: model.Episode) -> dict[str, Any]:
         "metadata": {  # the reward stays null when unknown (never 0), and Docent's scores then hold none
             "episode_id": episode.episode_id, "task": episode.task_name, "outcome": str(episode.outcome),
             "reward": reward, "scores": {} if reward is None else {"reward": reward},
-            "ending": episode.ending.explanation, "format": episode.format, **jsonable(clean({
+            "ending": ending.of(episode).explanation, "format": episode.format, **jsonable(clean({
                 "truncated": episode.truncated, "error": episode.error, "num_actions": episode.num_actions,
                 "source_path": episode.path, "start_time": iso(episode.start_time),
                 "end_time": iso(episode.end_time)}))},
@@ -306,3 +309,7 @@ def export(run: RunLike, out: str | os.PathLike[str], *, episodes: Iterable[str]
         return written
     collection, sent = send(written.path, server, name=locations.Location.of(run.location).name or None)
     return dataclasses.replace(written, sent=sent, collection=collection)
+
+
+# ``ares_viewer.export.docent(run, "out.jsonl")`` in a notebook (``ares_viewer.export`` is this module).
+docent = export

@@ -106,3 +106,28 @@ def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1, 
         logs = pool.submit(inspect_eval, task, model=get_model(MODEL, custom_outputs=_respond), log_dir=str(folder),
                            log_format=log_format, display="none", epochs=epochs, fail_on_error=False).result()
     return pathlib.Path(logs[0].location)
+
+
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "inspect"
+"""The committed log ``arith.eval`` (the hostile archives are built from it), written by
+``python3 -m testdata.inspect_logs``."""
+
+
+def write_fixtures(folder: pathlib.Path = FIXTURES, formats: tuple[str, ...] = ("eval",)) -> list[pathlib.Path]:
+    """Write the task's log in ``formats`` into ``folder`` under stable names (``arith.eval``, ``arith.json``)."""
+    import tempfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for log_format in formats:
+        with tempfile.TemporaryDirectory() as tmp:
+            log = write_logs(pathlib.Path(tmp), log_format)
+            target = folder / f"arith.{log_format}"
+            target.write_bytes(log.read_bytes())
+            written.append(target)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_fixtures():
+        print(f"{path} ({path.stat().st_size:,} bytes)")

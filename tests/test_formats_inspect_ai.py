@@ -104,27 +104,30 @@ def test_search_finds_text_inside_an_eval_log(logs):
 
 
 def test_index_rows_agree_with_the_parsed_samples(logs):
+    """Defect 5 of #43: a .eval log's rows came from ``summaries.json`` (Inspect's ``turn_count`` as the actions, the
+    sample's whole ``model_usage``, the grader's call included, as its tokens and cost), its episodes from the
+    samples: the overview and the Episode page disagreed. Every column of every row is now the parsed episode's."""
     run = ares_viewer.open_run(logs)
-    columns = ["task_name", "outcome", "total_reward", "num_actions", "error", "start_time", "end_time"]
+    assert run.errors == []
     for row in run.episodes.itertuples():
         summary = run.episode(row.episode_id).summary()
-        for column in columns:
+        for column in model.EPISODE_COLUMNS:
             listed, parsed = getattr(row, column), summary[column]
-            assert listed == parsed or (listed != listed and parsed is None), (row.episode_id, column)
-        # The agent's steps' tokens, and in a .eval log's rows the sample's whole usage: the grader's call too.
-        grader = 1 if row.path.endswith(".eval") and row.outcome != "errored" else 0  # errors are not scored
-        assert row.prompt_tokens == summary["prompt_tokens"] + grader * 10
-        assert row.generated_tokens == summary["generated_tokens"] + grader * 7
+            assert listed == parsed or (listed != listed and parsed is None), (row.episode_id, column, listed, parsed)
+    solved = run.episodes[run.episodes["task_name"] == "arith/solve"]
+    assert set(solved["num_actions"]) == {2} and set(solved["prompt_tokens"]) == {40}  # the grader's 10 left out
 
 
-def test_eval_rows_come_from_the_summaries_without_decompressing_samples(logs, monkeypatch):
+def test_eval_rows_are_the_samples_read_once_and_not_the_summaries(logs, monkeypatch):
     path = next(logs.glob("*.eval"))
     read = []
     original = zipped.Archive.read
     monkeypatch.setattr(zipped.Archive, "read", lambda self, name: read.append(name) or original(self, name))
     result = ares_viewer.formats.summarize_file(str(path), path.read_bytes())
     assert len(result.rows) == 2 * len(inspect_logs.SAMPLES) and result.errors == ()
-    assert not [name for name in read if name.startswith("samples/")]
+    samples = [name for name in read if name.startswith("samples/")]
+    assert sorted(samples) == sorted(set(samples)) and len(samples) == len(result.rows)
+    assert "summaries.json" not in read
 
 
 def _zip(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:

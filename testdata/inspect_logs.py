@@ -33,6 +33,8 @@ SAMPLES = {
     "wrong": "answers 41 at once (scored I)",
     "crash": "runs a command that makes the tool raise: the sample errors",
     "loop": "calls the tool until the message limit ends it",
+    "typo": "calls the tool with an argument it does not take (Inspect refuses the call before running it: a "
+            "parsing error), then answers 42",
 }
 # The scorer asks the (mock) model for a note too: a model-graded scorer's call, which is not a step.
 MESSAGE_LIMIT = 6
@@ -83,6 +85,9 @@ def _answer(messages) -> ModelOutput:
         return ModelOutput.from_content(MODEL, "I think it is 41")
     if task == "crash":
         return ModelOutput.for_tool_call(MODEL, "shell", {"cmd": "boom"})
+    if task == "typo":
+        return ModelOutput.from_content(MODEL, "It is 42") if results else ModelOutput.for_tool_call(
+            MODEL, "shell", {"command": "ls"})
     if task == "solve" and results:  # with the model's reasoning, as a reasoning model answers
         return ModelOutput.from_message(ChatMessageAssistant(
             content=[ContentReasoning(reasoning="6 times 7 is 42"), ContentText(text="The answer is 42")],

@@ -53,7 +53,7 @@ def test_a_folder_of_inspect_logs_lists_every_sample_and_epoch(logs):
     assert len(rows) == 3 * len(inspect_logs.SAMPLES)  # two epochs in the .eval log, one in the .json log
     by_task = rows.groupby("task_name")["outcome"].agg(set).to_dict()
     assert by_task == {"arith/solve": {"completed"}, "arith/wrong": {"completed"}, "arith/crash": {"errored"},
-                       "arith/loop": {"truncated"}}
+                       "arith/loop": {"truncated"}, "arith/typo": {"completed"}}
     rewards = rows.groupby("task_name")["total_reward"].max().to_dict()
     assert rewards["arith/solve"] == 1.0 and rewards["arith/wrong"] == 0.0
 
@@ -175,3 +175,25 @@ def test_hostile_eval_logs_are_errors_of_their_own_file(logs, tmp_path, monkeypa
     assert "cut short" in errors[str(tmp_path / "cut.eval")]
     cut = tmp_path / "cut.eval"
     assert ares_viewer.formats.read_file(str(cut), cut.read_bytes()).record_errors[0].cut_short  # pending when live
+
+
+@pytest.mark.parametrize("suffix", [".eval", ".json"])
+def test_a_tool_call_inspect_refused_before_running_is_a_parsing_error(logs, suffix):
+    """#44: Inspect's ``parsing`` ToolCallError (the arguments did not fit the tool, nothing ran) was shown as an
+    ``exception`` of the tool."""
+    run = ares_viewer.open_run(logs)
+    typo = _by_sample(run, suffix, "typo")
+    refused, answer = typo.actions
+    assert refused.failure == "parsing error" and "'cmd' is a required property" in refused.output
+    assert answer.failure is None and typo.total_reward == 1.0
+    assert "ls [parsing error]" in str(typo)
+
+
+def test_a_log_without_cost_has_an_unknown_cost_not_zero(logs):
+    """#44: the mock model records no cost; the index, the episode and the run's headline said $0."""
+    run = ares_viewer.open_run(logs)
+    assert run.episodes["total_cost"].isna().all()
+    episode = run.episode(run.episode_ids[0])
+    assert episode.total_cost is None and episode.summary()["total_cost"] is None
+    assert run.stats()["total_cost"] is None
+    assert "cost: unknown" in str(episode) and "cost: unknown" in str(run)

@@ -15,6 +15,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, behaviours, plots
+from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, flag_panel, loaders, review_panel, state, widgets
 
@@ -68,7 +69,7 @@ def headline(run) -> None:
     cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
     cols[2].metric("Mean reward", widgets.fmt(stats["mean_reward"]), help=_MEAN_HELP)
     cols[3].metric("Mean actions", widgets.fmt(stats["mean_actions"], ".1f"))
-    cols[4].metric("Cost", f"${stats['total_cost']:.2f}")
+    cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2))
     cols[5].metric("Tokens (prompt / gen.)",
                    f"{widgets.compact(stats['prompt_tokens'])} / {widgets.compact(stats['generated_tokens'])}",
                    help=f"{stats['prompt_tokens']:,} prompt / {stats['generated_tokens']:,} generated tokens")

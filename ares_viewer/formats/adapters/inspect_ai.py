@@ -32,7 +32,7 @@ import orjson
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode, locations
-from ares_viewer.formats import base, chat, zipped
+from ares_viewer.formats import base, chat, failures, zipped
 from ares_viewer.formats.adapters import atif
 from ares_viewer.model import EpisodeRow
 
@@ -43,6 +43,9 @@ _SAMPLES = "samples/"
 _HEADERS = ("header.json", "_journal/start.json")
 _SUMMARIES = "summaries.json"
 _ATTACHMENT = "attachment://"
+# How a tool call failed, by the type of Inspect's ``ToolCallError``: ``parsing`` is a call refused before it ran
+# (its arguments did not fit the tool); any other type is an exception of the tool.
+_FAILURES = {"timeout": failures.TIMED_OUT, "parsing": "parsing error"}
 _VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 
 
@@ -288,7 +291,7 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
                 results.append(chat.text(tool.get("result")) + (f"\n{error.get('message')}" if error else ""))
                 command_time += chat.number(tool.get("working_time"), "tool working_time", warnings) or 0.0
                 if error or tool.get("failed"):
-                    failure = "timed out" if error and error.get("type") == "timeout" else "exception"
+                    failure = _FAILURES.get(str(error.get("type")) if error else "", failures.EXCEPTION)
             elif call.call_id in tool_messages:
                 results.append(_message(tool_messages[call.call_id])["content"])
         body = "\n".join(results) if results else None
@@ -318,6 +321,8 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
     if reward is not None and len(steps) > 1:
         steps[-1] = dataclasses.replace(steps[-1], reward=reward)
     metadata = _metadata(sample, spec, key, first)
+    if all(step.cost is None for step in steps):
+        metadata["total_cost"] = None  # no model call records a cost (mock and local models): unknown, not $0
     start, end = atif.timestamp(sample.get("started_at")), atif.timestamp(sample.get("completed_at"))
     return base.episode(
         NAME, path, episode_id=_key_id(path, *key), task_name=f"{spec.get('task', '')}/{key[0]}",

@@ -131,6 +131,7 @@ def format_details(episode: model.Episode) -> None:
         st.markdown(f"**Evaluation** {badge} {escape.md(evaluation.get('rationale') or '')}")
         with st.expander("Evaluation details", icon=":material/fact_check:"):
             st.json(evaluation)
+    answer_and_target(evaluation if isinstance(evaluation, dict) else {}, meta.get("target"))
     verdict = meta.get("verdict")
     if verdict:
         badge = (":green-badge[resolved]" if verdict == "resolved"
@@ -144,6 +145,24 @@ def format_details(episode: model.Episode) -> None:
     if meta.get("group"):
         st.page_link(pages.path("groups"), label="Compare with the other rollouts of its group",
                      icon=":material/group_work:", query_params=state.params())
+
+
+def answer_and_target(evaluation: dict, target: object) -> None:
+    """The answer the scorer judged beside the sample's target (Inspect AI), each saying where it comes from."""
+    answer = evaluation.get("answer")
+    if isinstance(target, list):
+        target = "\n".join(map(str, target))
+    if answer is None and target in (None, ""):
+        return
+    scorer = evaluation.get("scorer")
+    cols = st.columns(2)
+    with cols[0]:
+        st.caption(f"**Answer**, as the scorer {escape.code(str(scorer)) + ' ' if scorer else ''}read it "
+                   "(its score's `answer`)")
+        widgets.text_block("–" if answer is None else str(answer))
+    with cols[1]:
+        st.caption("**Target**, the sample's `target`")
+        widgets.text_block("–" if target is None else str(target))
 
 
 def step_details(step: model.Step) -> None:

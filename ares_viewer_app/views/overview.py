@@ -14,7 +14,7 @@ import time
 import streamlit as st
 
 import ares_viewer
-from ares_viewer.analysis import aggregate_plots, behaviours, plots
+from ares_viewer.analysis import aggregate_plots, behaviours, inspect_metrics, plots
 from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, flag_panel, loaders, review_panel, state, widgets
@@ -90,6 +90,20 @@ def headline(run) -> None:
                    "success rate and shown apart as unscored in the plots. mini-swe-agent trajectories get theirs "
                    "from a SWE-bench evaluation report (`resolved_ids`, ... or per-instance `report.json`) naming "
                    "their run.")
+
+
+def producer_metrics(run) -> None:
+    """Inspect's own metrics of the run's Inspect logs, beside the figures above, each with its source."""
+    metrics = inspect_metrics.of(run)
+    if metrics.empty:
+        return
+    with st.expander(f"Inspect's own metrics ({len(metrics)} from {metrics['log'].nunique()} log(s))", expanded=True,
+                     icon=":material/analytics:"):
+        st.caption("As Inspect computed them when it wrote each log, from its header's `results`: over the samples "
+                   "its scorers scored (errored samples are left out). The figures above are computed here from the "
+                   "samples.")
+        st.dataframe(metrics, hide_index=True,
+                     column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
 
 
 def charts(run) -> None:
@@ -314,6 +328,7 @@ def body(run, following: bool) -> None:
         st.caption(f"Following · refreshed at {time.strftime('%H:%M:%S', time.localtime(change.at))} · "
                    f"{change.parsed_files} file(s) read again · {change.new_episodes:+,} episodes")
     headline(run)
+    producer_metrics(run)
     widgets.load_errors(run)
     if run.pending:
         st.caption(f"{len(run.pending)} file(s) still being written (cut off at their end): read again when they "

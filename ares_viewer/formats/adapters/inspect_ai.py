@@ -174,6 +174,36 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
             for s in samples if isinstance(s, Mapping)]
 
 
+def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str, Any]]:
+    """Inspect's own metrics of one log, as it computed them when it wrote the log: one dict per scorer and metric
+    of its ``results.scores`` (``header.json`` of a ``.eval`` log, the top level of a ``.json`` log), with the log's
+    file name, task, model, how many samples the scorer scored of how many, and ``source``: the file and field the
+    value comes from. [] for a log without results (still running, or cancelled) or a file that is no readable
+    Inspect log (its errors are the run's, from indexing)."""
+    name = locations.Location.of(path).name
+    try:
+        if zipped.is_zip(data):
+            doc, where = _header(zipped.Archive(data, max_member_bytes)), f"{name}: header.json"
+        else:
+            doc, where = orjson.loads(data), name
+    except (ValueError, RecursionError):
+        return []
+    results = jsondecode.object_at(doc, "results") if isinstance(doc, Mapping) else {}
+    scores = results.get("scores")
+    spec = _eval(doc)
+    found = []
+    for n, score in enumerate(scores if isinstance(scores, list) else ()):
+        metrics = score.get("metrics") if isinstance(score, Mapping) else None
+        for metric, value in (metrics.items() if isinstance(metrics, Mapping) else ()):
+            value = value.get("value") if isinstance(value, Mapping) else None
+            found.append({
+                "log": name, "task": spec.get("task"), "model": spec.get("model"), "scorer": score.get("name"),
+                "metric": str(metric), "value": value if isinstance(value, int | float) else None,
+                "scored": chat.count(score.get("scored_samples")), "samples": chat.count(results.get("total_samples")),
+                "source": f"{where} results.scores[{n}].metrics.{metric}.value"})
+    return found
+
+
 def _resolve(value: Any, attachments: Mapping[str, Any]) -> Any:
     """``value`` with ``attachment://`` references replaced by the attachments' text."""
     if isinstance(value, str):

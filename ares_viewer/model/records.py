@@ -318,15 +318,14 @@ class Episode:
 
     @property
     def total_cost(self) -> float | None:
-        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``.
-        None (unknown) when no call has a cost and the reader says the file records none (``metadata``'s
-        ``total_cost`` is None)."""
+        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``, one
+        whose file records no cost says so there (``total_cost`` None): None, unknown, when no call has a cost."""
         costs = [s.cost for s in self.steps if s.cost is not None and s.cost > 0]
         fallback = self.metadata.get("total_cost", 0.0)
+        if not costs and fallback is None:
+            return None
         if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
-        if not costs and fallback is None and all(s.cost is None for s in self.steps):
-            return None
         return float(sum(costs))
 
     @property

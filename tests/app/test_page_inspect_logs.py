@@ -29,12 +29,17 @@ def test_overview_lists_the_samples_of_an_inspect_log(runs, app):
     assert not any("could not be read" in e.label for e in at.expander)
 
 
-def test_episode_page_shows_a_samples_steps_reward_and_explanation(runs, app):
-    at = app(run="inspect")
-    table = at.dataframe(key="overview.table").value
-    solved = table.loc[table["task_name"] == "arith/solve", "episode_id"].iloc[0]
-    at = app("episode", run="inspect", episode=solved, step="1")
+def _episode_page(app, sample: str):
+    """The Episode page of the log's ``sample``, at its first step, opened from the overview's table."""
+    table = app(run="inspect").dataframe(key="overview.table").value
+    at = app("episode", run="inspect", episode=table.loc[table["task_name"] == f"arith/{sample}", "episode_id"].iloc[0],
+             step="1")
     assert not at.exception
+    return at
+
+
+def test_episode_page_shows_a_samples_steps_reward_and_explanation(runs, app):
+    at = _episode_page(app, "solve")
     shown = page_text.of(at)
     assert "ls step0" in shown  # the tool call's command
     assert "answer.txt" in shown  # its result
@@ -55,11 +60,7 @@ def test_overview_shows_inspect_s_own_metrics_with_their_source(runs, app):
 
 
 def test_episode_page_shows_the_target_beside_the_answer(runs, app):
-    at = app(run="inspect")
-    table = at.dataframe(key="overview.table").value
-    wrong = table.loc[table["task_name"] == "arith/wrong", "episode_id"].iloc[0]
-    at = app("episode", run="inspect", episode=wrong, step="1")
-    assert not at.exception
+    at = _episode_page(app, "wrong")
     shown = page_text.of(at)
     assert "**Answer**, as the scorer `contains_target` read it" in shown
     assert "**Target**, the sample's `target`" in shown

@@ -33,6 +33,8 @@ SAMPLES = {
     "wrong": "answers 41 at once (scored I)",
     "crash": "runs a command that makes the tool raise: the sample errors",
     "loop": "calls the tool until the message limit ends it",
+    "typo": "calls the tool with an argument it does not take (Inspect refuses the call before running it: a "
+            "parsing error), then answers 42",
 }
 # The scorer asks the (mock) model for a note too: a model-graded scorer's call, which is not a step.
 MESSAGE_LIMIT = 6
@@ -83,6 +85,9 @@ def _answer(messages) -> ModelOutput:
         return ModelOutput.from_content(MODEL, "I think it is 41")
     if task == "crash":
         return ModelOutput.for_tool_call(MODEL, "shell", {"cmd": "boom"})
+    if task == "typo":
+        return ModelOutput.from_content(MODEL, "It is 42") if results else ModelOutput.for_tool_call(
+            MODEL, "shell", {"command": "ls"})
     if task == "solve" and results:  # with the model's reasoning, as a reasoning model answers
         return ModelOutput.from_message(ChatMessageAssistant(
             content=[ContentReasoning(reasoning="6 times 7 is 42"), ContentText(text="The answer is 42")],
@@ -106,3 +111,28 @@ def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1, 
         logs = pool.submit(inspect_eval, task, model=get_model(MODEL, custom_outputs=_respond), log_dir=str(folder),
                            log_format=log_format, display="none", epochs=epochs, fail_on_error=False).result()
     return pathlib.Path(logs[0].location)
+
+
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "inspect"
+"""The committed log ``arith.eval`` (the hostile archives are built from it), written by
+``python3 -m testdata.inspect_logs``."""
+
+
+def write_fixtures(folder: pathlib.Path = FIXTURES, formats: tuple[str, ...] = ("eval",)) -> list[pathlib.Path]:
+    """Write the task's log in ``formats`` into ``folder`` under stable names (``arith.eval``, ``arith.json``)."""
+    import tempfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for log_format in formats:
+        with tempfile.TemporaryDirectory() as tmp:
+            log = write_logs(pathlib.Path(tmp), log_format)
+            target = folder / f"arith.{log_format}"
+            target.write_bytes(log.read_bytes())
+            written.append(target)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_fixtures():
+        print(f"{path} ({path.stat().st_size:,} bytes)")

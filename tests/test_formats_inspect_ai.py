@@ -53,7 +53,7 @@ def test_a_folder_of_inspect_logs_lists_every_sample_and_epoch(logs):
     assert len(rows) == 3 * len(inspect_logs.SAMPLES)  # two epochs in the .eval log, one in the .json log
     by_task = rows.groupby("task_name")["outcome"].agg(set).to_dict()
     assert by_task == {"arith/solve": {"completed"}, "arith/wrong": {"completed"}, "arith/crash": {"errored"},
-                       "arith/loop": {"truncated"}}
+                       "arith/loop": {"truncated"}, "arith/typo": {"completed"}}
     rewards = rows.groupby("task_name")["total_reward"].max().to_dict()
     assert rewards["arith/solve"] == 1.0 and rewards["arith/wrong"] == 0.0
 
@@ -104,27 +104,30 @@ def test_search_finds_text_inside_an_eval_log(logs):
 
 
 def test_index_rows_agree_with_the_parsed_samples(logs):
+    """Defect 5 of #43: a .eval log's rows came from ``summaries.json`` (Inspect's ``turn_count`` as the actions, the
+    sample's whole ``model_usage``, the grader's call included, as its tokens and cost), its episodes from the
+    samples: the overview and the Episode page disagreed. Every column of every row is now the parsed episode's."""
     run = ares_viewer.open_run(logs)
-    columns = ["task_name", "outcome", "total_reward", "num_actions", "error", "start_time", "end_time"]
+    assert run.errors == []
     for row in run.episodes.itertuples():
         summary = run.episode(row.episode_id).summary()
-        for column in columns:
+        for column in model.EPISODE_COLUMNS:
             listed, parsed = getattr(row, column), summary[column]
-            assert listed == parsed or (listed != listed and parsed is None), (row.episode_id, column)
-        # The agent's steps' tokens, and in a .eval log's rows the sample's whole usage: the grader's call too.
-        grader = 1 if row.path.endswith(".eval") and row.outcome != "errored" else 0  # errors are not scored
-        assert row.prompt_tokens == summary["prompt_tokens"] + grader * 10
-        assert row.generated_tokens == summary["generated_tokens"] + grader * 7
+            assert listed == parsed or (listed != listed and parsed is None), (row.episode_id, column, listed, parsed)
+    solved = run.episodes[run.episodes["task_name"] == "arith/solve"]
+    assert set(solved["num_actions"]) == {2} and set(solved["prompt_tokens"]) == {40}  # the grader's 10 left out
 
 
-def test_eval_rows_come_from_the_summaries_without_decompressing_samples(logs, monkeypatch):
+def test_eval_rows_are_the_samples_read_once_and_not_the_summaries(logs, monkeypatch):
     path = next(logs.glob("*.eval"))
     read = []
     original = zipped.Archive.read
     monkeypatch.setattr(zipped.Archive, "read", lambda self, name: read.append(name) or original(self, name))
     result = ares_viewer.formats.summarize_file(str(path), path.read_bytes())
     assert len(result.rows) == 2 * len(inspect_logs.SAMPLES) and result.errors == ()
-    assert not [name for name in read if name.startswith("samples/")]
+    samples = [name for name in read if name.startswith("samples/")]
+    assert sorted(samples) == sorted(set(samples)) and len(samples) == len(result.rows)
+    assert "summaries.json" not in read
 
 
 def _zip(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
@@ -172,3 +175,25 @@ def test_hostile_eval_logs_are_errors_of_their_own_file(logs, tmp_path, monkeypa
     assert "cut short" in errors[str(tmp_path / "cut.eval")]
     cut = tmp_path / "cut.eval"
     assert ares_viewer.formats.read_file(str(cut), cut.read_bytes()).record_errors[0].cut_short  # pending when live
+
+
+@pytest.mark.parametrize("suffix", [".eval", ".json"])
+def test_a_tool_call_inspect_refused_before_running_is_a_parsing_error(logs, suffix):
+    """#44: Inspect's ``parsing`` ToolCallError (the arguments did not fit the tool, nothing ran) was shown as an
+    ``exception`` of the tool."""
+    run = ares_viewer.open_run(logs)
+    typo = _by_sample(run, suffix, "typo")
+    refused, answer = typo.actions
+    assert refused.failure == "parsing error" and "'cmd' is a required property" in refused.output
+    assert answer.failure is None and typo.total_reward == 1.0
+    assert "ls [parsing error]" in str(typo)
+
+
+def test_a_log_without_cost_has_an_unknown_cost_not_zero(logs):
+    """#44: the mock model records no cost; the index, the episode and the run's headline said $0."""
+    run = ares_viewer.open_run(logs)
+    assert run.episodes["total_cost"].isna().all()
+    episode = run.episode(run.episode_ids[0])
+    assert episode.total_cost is None and episode.summary()["total_cost"] is None
+    assert run.stats()["total_cost"] is None
+    assert "cost: unknown" in str(episode) and "cost: unknown" in str(run)

@@ -4,14 +4,20 @@ memory blowup.
 Python's ``zipfile`` reads the central directory (the member list); each member's bytes are then decompressed
 here from the archive's own bytes (stored, deflate, or zstd, which Inspect AI writes and ``zipfile`` reads only
 from Python 3.14), never extracted to disk. Before ``zipfile`` reads the directory, its size and member count
-as the archive's end record declares them are checked (``MAX_MEMBERS``, ``MAX_DIRECTORY_BYTES``); a member is
-decompressed only up to the size it declares and at most ``max_member_bytes``, and its CRC is checked.
+as the archive's end record declares them are checked (``MAX_MEMBERS``, ``MAX_DIRECTORY_BYTES``). The archive is
+then bounded as a whole before any member is read: no two members may share a name or compressed bytes (a bomb
+whose entries all point at one compressed sample), and the sizes its members declare may add up to at most
+``MAX_RATIO`` times the archive's own size (or ``RATIO_FLOOR`` when that is more). A member is decompressed only up
+to the size it declares, at most ``max_member_bytes`` and ``MAX_RATIO`` times its compressed size (or
+``RATIO_FLOOR``), and its CRC is checked. So reading every member of an archive decompresses at most
+``max(MAX_RATIO * archive size, RATIO_FLOOR)`` bytes, one member at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import struct
 import zipfile
 import zlib
@@ -24,6 +30,10 @@ import zstandard
 MAX_MEMBERS = 1_000_000
 # Bytes of central directory read at most (about 130 bytes a member in an Inspect log).
 MAX_DIRECTORY_BYTES = 256 * 1024 * 1024
+# What the members may declare in all, as a multiple of the archive's size (Inspect logs declare 6 to 8 times their
+# size, a single member up to 65 times), or RATIO_FLOOR bytes when that is more; the same bounds one member.
+MAX_RATIO = 100
+RATIO_FLOOR = 64 * 1024 * 1024
 _MAGIC = b"PK\x03\x04"
 _EMPTY_MAGIC = b"PK\x05\x06"
 # zipfile's end-record layouts (``stringEndArchive``, ``structEndArchive`` ...): module constants its stubs omit.
@@ -83,8 +93,9 @@ class Archive:
         max_member_bytes: the most one member may decompress to.
 
     Raises:
-        ArchiveError: the archive is not a readable zip, or declares more members or a larger directory than
-            the bounds allow.
+        ArchiveError: the archive is not a readable zip, declares more members or a larger directory than
+            the bounds allow, names a member twice, has members sharing compressed bytes, or declares more than
+            ``MAX_RATIO`` times its size in all.
     """
 
     def __init__(self, data: bytes, max_member_bytes: int) -> None:
@@ -101,7 +112,13 @@ class Archive:
         if len(infos) > MAX_MEMBERS:  # the end record under-declared them
             raise ArchiveError(f"the zip archive holds {len(infos):,} members, more than {MAX_MEMBERS:,}")
         self._data = memoryview(data)
-        self._infos = {info.filename: info for info in infos if not info.is_dir()}
+        files = [info for info in infos if not info.is_dir()]
+        self._infos = {info.filename: info for info in files}
+        if len(self._infos) < len(files):
+            names = sorted(info.filename for info in files)
+            twice = next(a for a, b in itertools.pairwise(names) if a == b)
+            raise ArchiveError(f"member {twice!r} appears more than once in the archive (which one is meant?)")
+        self._starts = _check_whole(self._data, files)
         self.max_member_bytes = max_member_bytes
         self._memo: dict[Any, Any] = {}
 
@@ -132,11 +149,10 @@ class Archive:
             raise ArchiveError(f"member {name!r} is {info.file_size:,} bytes, more than {self.max_member_bytes:,}")
         if info.flag_bits & 0x1:
             raise ArchiveError(f"member {name!r} is encrypted")
-        header = bytes(self._data[info.header_offset:info.header_offset + _LOCAL_HEADER.size])
-        if len(header) < _LOCAL_HEADER.size or header[:4] != _MAGIC:
-            raise ArchiveError(f"member {name!r}: bad local header")
-        fields = _LOCAL_HEADER.unpack(header)
-        start = info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+        if info.file_size > max(MAX_RATIO * info.compress_size, RATIO_FLOOR):
+            raise ArchiveError(f"member {name!r} declares {info.file_size:,} bytes from {info.compress_size:,} "
+                               f"compressed, more than {MAX_RATIO} times as many (a zip bomb?)")
+        start = self._starts[name]
         raw = self._data[start:start + info.compress_size]
         limit = info.file_size  # never more than it declares (at most max_member_bytes)
         try:
@@ -151,6 +167,39 @@ class Archive:
         if zlib.crc32(data) != info.CRC:
             raise ArchiveError(f"member {name!r} fails its CRC check (corrupt)")
         return data
+
+
+def _data_start(data: memoryview, info: zipfile.ZipInfo) -> int:
+    """Where a member's compressed bytes start: after its local header, whose own name and extra lengths count."""
+    header = bytes(data[info.header_offset:info.header_offset + _LOCAL_HEADER.size])
+    if len(header) < _LOCAL_HEADER.size or header[:4] != _MAGIC:
+        raise ArchiveError(f"member {info.filename!r}: bad local header")
+    fields = _LOCAL_HEADER.unpack(header)
+    return int(info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10])
+
+
+def _check_whole(data: memoryview, files: list[zipfile.ZipInfo]) -> dict[str, int]:
+    """Each member's data start, once the archive passes its whole bounds: every member's compressed bytes inside
+    the archive and shared with no other member's, and the declared sizes within ``MAX_RATIO`` of its size.
+
+    Raises:
+        ArchiveError: naming the members that overlap, or the sizes that exceed the ratio.
+    """
+    starts = {info.filename: _data_start(data, info) for info in files}
+    spans = sorted((starts[info.filename], starts[info.filename] + info.compress_size, info.header_offset,
+                    info.filename) for info in files)
+    for (_, end, _, name), (_, _, header, other) in itertools.pairwise(spans):
+        if header < end:  # the next member's header, hence its data, lies within this one's compressed bytes
+            raise ArchiveError(f"members {name!r} and {other!r} share compressed bytes (from offset {header:,}): "
+                               "an archive whose entries overlap is refused (a zip bomb?)")
+    if spans and spans[-1][1] > len(data):
+        raise ArchiveError(f"member {spans[-1][3]!r} runs past the end of the archive")
+    total = sum(info.file_size for info in files)
+    if total > max(MAX_RATIO * len(data), RATIO_FLOOR):
+        raise ArchiveError(f"the archive's {len(files):,} members declare {total:,} bytes in all, "
+                           f"{total / max(1, len(data)):,.0f} times its {len(data):,} bytes: more than {MAX_RATIO} "
+                           "times (a zip bomb?)")
+    return starts
 
 
 def _decompress(method: int, raw: memoryview, at_most: int) -> bytes | None:

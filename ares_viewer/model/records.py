@@ -138,7 +138,8 @@ class Step:
             records both times.
         command_time: seconds the command took (from this response to its result), when the file records both.
         failure: how the command failed to finish, when it did not: ``"timed out"``, ``"exception"`` or
-            ``"killed"`` (its ``output`` then holds the failure's text).
+            ``"killed"``, or ``"parsing error"`` when it was refused before it ran (its arguments could not be
+            read); its ``output`` then holds the failure's text.
     """
 
     index: int
@@ -320,10 +321,13 @@ class Episode:
         return end - self.start_time
 
     @property
-    def total_cost(self) -> float:
-        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``."""
+    def total_cost(self) -> float | None:
+        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``, one
+        whose file records no cost says so there (``total_cost`` None): None, unknown, when no call has a cost."""
         costs = [s.cost for s in self.steps if s.cost is not None and s.cost > 0]
-        fallback = self.metadata.get("total_cost")
+        fallback = self.metadata.get("total_cost", 0.0)
+        if not costs and fallback is None:
+            return None
         if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
         return float(sum(costs))

@@ -77,6 +77,11 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def cost_text(value: float | None, digits: int = 4) -> str:
+    """A cost in dollars, or "unknown" when the file records none (never $0)."""
+    return "unknown" if value is None or value != value else f"${value:.{digits}f}"
+
+
 def _time(value: float | None) -> str:
     if value is None:
         return "–"
@@ -96,7 +101,7 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("actions", str(episode.num_actions)),
         ("started", _time(episode.start_time)),
         ("duration", f"{_fmt(episode.duration_s)} s"),
-        ("cost", f"${episode.total_cost:.4f}"),
+        ("cost", cost_text(episode.total_cost)),
         ("tokens", f"{episode.prompt_tokens} prompt / {episode.generated_tokens} generated"),
         *([("note", episode.read_in_part)] if episode.read_in_part else []),
     ]
@@ -234,7 +239,7 @@ def run_text(run: RunView) -> str:
         + (f" ({stats['infrastructure_failures']} infrastructure failures beside it)"
            if stats.get("infrastructure_failures") else "")
         + f"  mean reward: {_fmt(stats['mean_reward'])}"
-        f"  mean actions: {_fmt(stats['mean_actions'])}  cost: ${stats['total_cost']:.4f}",
+        f"  mean actions: {_fmt(stats['mean_actions'])}  cost: {cost_text(stats['total_cost'])}",
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in stats["outcomes"].items()),
     ]
     for _, row in _first_rows(run).iterrows():
@@ -255,7 +260,7 @@ def run_html(run: RunView) -> str:
     figures = (
         f"<b>{stats['episodes']}</b> episodes · success <b>{_fmt(stats['success_rate'])}</b> · "
         f"mean reward <b>{_fmt(stats['mean_reward'])}</b> · mean actions <b>{_fmt(stats['mean_actions'])}</b> · "
-        f"cost <b>${stats['total_cost']:.4f}</b> · "
+        f"cost <b>{cost_text(stats['total_cost'])}</b> · "
         + ", ".join(f"{html.escape(str(k))} {v}" for k, v in stats["outcomes"].items())
     )
     rows = [

@@ -34,8 +34,9 @@ class EpisodeRow(TypedDict):
     """Unix seconds, or None."""
     duration_s: float | None
     """Wall time from start to end (or to the last step when the end is unknown), or None."""
-    total_cost: float
-    """USD: the model calls' costs summed (or the total the file records); 0.0 when unknown."""
+    total_cost: float | None
+    """USD: the model calls' costs summed (or the total the file records); None when the reader knows the file
+    records no cost (``Episode.total_cost``), else 0.0 when unknown."""
     prompt_tokens: int
     """Sum of the known prompt token counts."""
     generated_tokens: int

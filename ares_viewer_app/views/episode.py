@@ -65,7 +65,7 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}")
     widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
                      ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
-                     ("Cost", f"${episode.total_cost:.4f}"), ("Prompt tokens", f"{episode.prompt_tokens:,}"),
+                     ("Cost", render.cost_text(episode.total_cost)), ("Prompt tokens", f"{episode.prompt_tokens:,}"),
                      ("Generated tokens", f"{episode.generated_tokens:,}")])
     if episode.error:
         error_panel(episode)
@@ -133,6 +133,7 @@ def format_details(episode: model.Episode) -> None:
         st.markdown(f"**Evaluation** {badge} {escape.md(evaluation.get('rationale') or '')}")
         with st.expander("Evaluation details", icon=":material/fact_check:"):
             st.json(evaluation)
+    answer_and_target(evaluation if isinstance(evaluation, dict) else {}, meta.get("target"))
     verdict = meta.get("verdict")
     if verdict:
         badge = (":green-badge[resolved]" if verdict == "resolved"
@@ -146,6 +147,24 @@ def format_details(episode: model.Episode) -> None:
     if meta.get("group"):
         st.page_link(pages.path("groups"), label="Compare with the other rollouts of its group",
                      icon=":material/group_work:", query_params=state.params())
+
+
+def answer_and_target(evaluation: dict, target: object) -> None:
+    """The answer the scorer judged beside the sample's target (Inspect AI), each saying where it comes from."""
+    answer = evaluation.get("answer")
+    if isinstance(target, list):
+        target = "\n".join(map(str, target))
+    if answer is None and target in (None, ""):
+        return
+    scorer = evaluation.get("scorer")
+    cols = st.columns(2)
+    with cols[0]:
+        st.caption(f"**Answer**, as the scorer {escape.code(str(scorer)) + ' ' if scorer else ''}read it "
+                   "(its score's `answer`)")
+        widgets.text_block("–" if answer is None else str(answer))
+    with cols[1]:
+        st.caption("**Target**, the sample's `target`")
+        widgets.text_block("–" if target is None else str(target))
 
 
 def step_details(step: model.Step) -> None:

@@ -14,7 +14,8 @@ import time
 import streamlit as st
 
 import ares_viewer
-from ares_viewer.analysis import aggregate_plots, behaviours, plots
+from ares_viewer.analysis import aggregate_plots, behaviours, inspect_metrics, plots
+from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries
 from ares_viewer_app import escape, flag_panel, loaders, review_panel, state, widgets
 
@@ -68,7 +69,7 @@ def headline(run) -> None:
     cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
     cols[2].metric("Mean reward", widgets.fmt(stats["mean_reward"]), help=_MEAN_HELP)
     cols[3].metric("Mean actions", widgets.fmt(stats["mean_actions"], ".1f"))
-    cols[4].metric("Cost", f"${stats['total_cost']:.2f}")
+    cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2))
     cols[5].metric("Tokens (prompt / gen.)",
                    f"{widgets.compact(stats['prompt_tokens'])} / {widgets.compact(stats['generated_tokens'])}",
                    help=f"{stats['prompt_tokens']:,} prompt / {stats['generated_tokens']:,} generated tokens")
@@ -89,6 +90,20 @@ def headline(run) -> None:
                    "success rate and shown apart as unscored in the plots. mini-swe-agent trajectories get theirs "
                    "from a SWE-bench evaluation report (`resolved_ids`, ... or per-instance `report.json`) naming "
                    "their run.")
+
+
+def producer_metrics(run) -> None:
+    """Inspect's own metrics of the run's Inspect logs, beside the figures above, each with its source."""
+    metrics = inspect_metrics.of(run)
+    if metrics.empty:
+        return
+    with st.expander(f"Inspect's own metrics ({len(metrics)} from {metrics['log'].nunique()} log(s))", expanded=True,
+                     icon=":material/analytics:"):
+        st.caption("As Inspect computed them when it wrote each log, from its header's `results`: over the samples "
+                   "its scorers scored (errored samples are left out). The figures above are computed here from the "
+                   "samples.")
+        st.dataframe(metrics, hide_index=True,
+                     column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
 
 
 def charts(run) -> None:
@@ -313,6 +328,7 @@ def body(run, following: bool) -> None:
         st.caption(f"Following · refreshed at {time.strftime('%H:%M:%S', time.localtime(change.at))} · "
                    f"{change.parsed_files} file(s) read again · {change.new_episodes:+,} episodes")
     headline(run)
+    producer_metrics(run)
     widgets.load_errors(run)
     if run.pending:
         st.caption(f"{len(run.pending)} file(s) still being written (cut off at their end): read again when they "

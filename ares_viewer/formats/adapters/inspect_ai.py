@@ -6,8 +6,8 @@ the format is not frozen, so everything is read defensively and what is missing 
 - A ``.eval`` log is a zip: ``header.json`` (or, while running, ``_journal/start.json``) with the ``eval`` spec,
   one ``samples/{id}_epoch_{n}.json`` per sample, and ``summaries.json`` (or ``_journal/summaries/*.json``) with
   one ``EvalSampleSummary`` per sample. Its records are the zip's members (``zipped.Member``): a sample is
-  decompressed only when it is parsed, and the index's rows come from the summaries (``turn_count`` gives the
-  number of actions) without decompressing any sample, unless a summary lacks them (logs before ``turn_count``).
+  decompressed only when it is parsed, and an index row is its sample parsed (the summaries are not read: their
+  ``turn_count`` counts Inspect's turns, not the agent's actions, and their usage includes the scorers' calls).
 - A ``.json`` log is the whole ``EvalLog``: ``{version, status, eval, samples, ...}``.
 
 A sample maps so: each model call of the agent (a ``model`` event outside the scorers' span; without events, each
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +32,7 @@ import orjson
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode, locations
-from ares_viewer.formats import base, chat, zipped
+from ares_viewer.formats import base, chat, failures, zipped
 from ares_viewer.formats.adapters import atif
 from ares_viewer.model import EpisodeRow
 
@@ -43,8 +42,10 @@ INSPECT_VERSIONS = ">=0.3.100,<0.4"
 _SAMPLES = "samples/"
 _HEADERS = ("header.json", "_journal/start.json")
 _SUMMARIES = "summaries.json"
-_JOURNAL_SUMMARIES = "_journal/summaries/"
 _ATTACHMENT = "attachment://"
+# How a tool call failed, by the type of Inspect's ``ToolCallError``: ``parsing`` is a call refused before it ran
+# (its arguments did not fit the tool); any other type is an exception of the tool.
+_FAILURES = {"timeout": failures.TIMED_OUT, "parsing": "parsing error"}
 _VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 
 
@@ -80,30 +81,6 @@ def _header(archive: zipped.Archive) -> Mapping[str, Any]:
         return {}
 
     return archive.memo((NAME, "header"), read)
-
-
-def _summaries(archive: zipped.Archive) -> dict[tuple[str, int], Mapping[str, Any]]:
-    """The sample summaries by (sample id, epoch): ``summaries.json``, else the journal's."""
-
-    def read() -> dict[tuple[str, int], Mapping[str, Any]]:
-        names = archive.names()
-        parts = [_SUMMARIES] if _SUMMARIES in names else sorted(
-            (n for n in names if n.startswith(_JOURNAL_SUMMARIES)), key=_journal_order)
-        found: dict[tuple[str, int], Mapping[str, Any]] = {}
-        for name in parts:
-            listed = _json(zipped.Member(archive, name, 0))
-            for summary in listed if isinstance(listed, list) else ():
-                if isinstance(summary, Mapping):
-                    found[(str(summary.get("id")), chat.integer(summary.get("epoch")) or 1)] = summary
-        return found
-
-    return archive.memo((NAME, "summaries"), read)
-
-
-def _journal_order(name: str) -> int:
-    """``_journal/summaries/{n}.json`` are written in the order of ``n``."""
-    stem = pathlib.PurePosixPath(name).stem
-    return int(stem) if stem.isdigit() else 0
 
 
 def _sample_key(name: str) -> tuple[str, int] | None:
@@ -163,47 +140,10 @@ def _outcome(sample: Mapping[str, Any]) -> model.Outcome:
     return model.Outcome.COMPLETED
 
 
-def _usage_totals(usage: Any) -> tuple[int, int, float]:
-    prompt = generated = 0
-    cost = 0.0
-    for counts in usage.values() if isinstance(usage, Mapping) else ():
-        if isinstance(counts, Mapping):
-            prompt += chat.count(counts.get("input_tokens")) or 0
-            generated += chat.count(counts.get("output_tokens")) or 0
-            cost += chat.number(counts.get("total_cost"), "cost", []) or 0.0
-    return prompt, generated, cost
-
-
-def _error_text(error: Any) -> str | None:
-    if isinstance(error, Mapping):
-        error = error.get("message")
-    return model.describe_error(error) if error else None
-
-
-def _summary_row(summary: Mapping[str, Any], spec: Mapping[str, Any], path: str, key: tuple[str, int]) -> EpisodeRow:
-    start, end = atif.timestamp(summary.get("started_at")), atif.timestamp(summary.get("completed_at"))
-    prompt, generated, cost = _usage_totals(summary.get("model_usage"))
-    first = _first_score(summary.get("scores"))
-    outcome = _outcome(summary)
-    return EpisodeRow(
-        episode_id=_key_id(path, *key), task_name=f"{spec.get('task', '')}/{key[0]}", outcome=outcome.value,
-        total_reward=score_value(first[1].get("value")) if first else None,
-        num_actions=int(summary["turn_count"]), start_time=start, end_time=end,
-        duration_s=end - start if start is not None and end is not None else None, total_cost=cost,
-        prompt_tokens=prompt, generated_tokens=generated, truncated=outcome is model.Outcome.TRUNCATED,
-        error=_error_text(summary.get("error")), nonzero_returncodes=0, context_rewrites=0, path=path, format=NAME,
-        warnings=[])
-
-
 def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
-    """A sample member's row from the log's sample summaries when they have it, else from parsing the sample."""
-    if isinstance(doc, zipped.Member):
-        key = _sample_key(doc.name)
-        if key is None:
-            return []
-        summary = _summaries(doc.archive).get(key)
-        if summary is not None and chat.integer(summary.get("turn_count")) is not None:
-            return [_summary_row(summary, _eval(_header(doc.archive)), path, key)]
+    """The rows of the episodes ``parse`` reads from the record: a ``.eval`` log's row is its sample parsed, never
+    its summary (``summaries.json`` counts turns, not the agent's actions, and a whole sample's usage, the
+    scorers' calls included), so a row and its Episode page say the same."""
     return [EpisodeRow(**{**e.summary(), "warnings": list(e.warnings)}) for e in parse(doc, path, record)]
 
 
@@ -227,6 +167,36 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         raise chat.FormatError(f"'samples' is a {type(samples).__name__}, expected a list of samples")
     return [_sample_episode(s, _eval(doc), path, (str(s.get("id")), chat.integer(s.get("epoch")) or 1))
             for s in samples if isinstance(s, Mapping)]
+
+
+def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str, Any]]:
+    """Inspect's own metrics of one log, as it computed them when it wrote the log: one dict per scorer and metric
+    of its ``results.scores`` (``header.json`` of a ``.eval`` log, the top level of a ``.json`` log), with the log's
+    file name, task, model, how many samples the scorer scored of how many, and ``source``: the file and field the
+    value comes from. [] for a log without results (still running, or cancelled) or a file that is no readable
+    Inspect log (its errors are the run's, from indexing)."""
+    name = locations.Location.of(path).name
+    try:
+        if zipped.is_zip(data):
+            doc, where = _header(zipped.Archive(data, max_member_bytes)), f"{name}: header.json"
+        else:
+            doc, where = orjson.loads(data), name
+    except (ValueError, RecursionError):
+        return []
+    results = jsondecode.object_at(doc, "results") if isinstance(doc, Mapping) else {}
+    scores = results.get("scores")
+    spec = _eval(doc)
+    found = []
+    for n, score in enumerate(scores if isinstance(scores, list) else ()):
+        metrics = score.get("metrics") if isinstance(score, Mapping) else None
+        for metric, value in (metrics.items() if isinstance(metrics, Mapping) else ()):
+            value = value.get("value") if isinstance(value, Mapping) else None
+            found.append({
+                "log": name, "task": spec.get("task"), "model": spec.get("model"), "scorer": score.get("name"),
+                "metric": str(metric), "value": value if isinstance(value, int | float) else None,
+                "scored": chat.count(score.get("scored_samples")), "samples": chat.count(results.get("total_samples")),
+                "source": f"{where} results.scores[{n}].metrics.{metric}.value"})
+    return found
 
 
 def _resolve(value: Any, attachments: Mapping[str, Any]) -> Any:
@@ -346,7 +316,7 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
                 results.append(chat.text(tool.get("result")) + (f"\n{error.get('message')}" if error else ""))
                 command_time += chat.number(tool.get("working_time"), "tool working_time", warnings) or 0.0
                 if error or tool.get("failed"):
-                    failure = "timed out" if error and error.get("type") == "timeout" else "exception"
+                    failure = _FAILURES.get(str(error.get("type")) if error else "", failures.EXCEPTION)
             elif call.call_id in tool_messages:
                 results.append(_message(tool_messages[call.call_id])["content"])
         body = "\n".join(results) if results else None
@@ -376,6 +346,8 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
     if reward is not None and len(steps) > 1:
         steps[-1] = dataclasses.replace(steps[-1], reward=reward)
     metadata = _metadata(sample, spec, key, first)
+    if all(step.cost is None for step in steps):
+        metadata["total_cost"] = None  # no model call records a cost (mock and local models): unknown, not $0
     start, end = atif.timestamp(sample.get("started_at")), atif.timestamp(sample.get("completed_at"))
     return base.episode(
         NAME, path, episode_id=_key_id(path, *key), task_name=f"{spec.get('task', '')}/{key[0]}",

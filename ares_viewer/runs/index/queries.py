@@ -194,7 +194,7 @@ class Queries:
             "mean_reward": float(mean_reward) if mean_reward is not None else None,
             "rewarded": int(rewarded),
             "mean_actions": float(mean_actions) if n else None,
-            "total_cost": float(cost or 0.0),
+            "total_cost": float(cost) if cost is not None else None,  # None: no episode's file records a cost
             "prompt_tokens": int(prompt or 0),
             "generated_tokens": int(generated or 0),
             "outcomes": {o: int(c) for o, c in outcomes},

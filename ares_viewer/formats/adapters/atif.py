@@ -101,6 +101,34 @@ def _results(step: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     return found
 
 
+def _said(body: str) -> tuple[chat.CommandResult, str | None]:
+    """What one observation result says about its command, read from that result alone, and how the command
+    failed to finish (``failures``), if it did. A result in mini-swe-agent's text protocol (``<returncode>``,
+    ``<output>``) or its tool-calling JSON (``{"returncode", "output"}``) gives its return code and output;
+    any other content is the output. A command that timed out or raised shows the exception's text, with what
+    it printed before, as the mini-swe-agent adapter shows it."""
+    returncode: int | None = None
+    output: str | None = body
+    elided = 0
+    if "<returncode>" in body:
+        parsed = agent_text.parse_result(body)
+        returncode, output, elided = parsed.returncode, parsed.output, parsed.elided_chars
+        if returncode is None and "</exception>" in body:  # a long exception pushes it past where it is looked for
+            returncode = agent_text.returncode(body[body.find("</exception>"):])
+    elif body.startswith("{") and '"returncode"' in body:
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, Mapping) and isinstance(decoded.get("output"), str):
+            returncode, output = chat.integer(decoded.get("returncode")), decoded["output"]
+    failure = failures.classify(body, returncode)
+    if failure is not None:
+        shown = (failures.exception_text(body) or body.strip(), (output or "").strip())
+        output = "\n\n".join(p for p in dict.fromkeys(shown) if p)
+    return chat.CommandResult(returncode, output, elided, body, False), failure
+
+
 def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
     extra = jsondecode.object_at(doc, "extra")
     for key in ("task_name", "task_id", "instance_id", "task"):
@@ -174,15 +202,16 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         call = len(links) - 1
         calls = _calls(step.get("tool_calls"))
         results = _results(step)
-        body = "\n".join(content for _, content in results) if results else None
-        outcome = agent_text.parse_result(body) if body is not None and "<returncode>" in body else None
-        said = None
-        if body is not None:
-            said = chat.CommandResult(outcome.returncode if outcome else None, outcome.output if outcome else body,
-                                      outcome.elided_chars if outcome else 0, body, False)
-        failure = failures.classify(body, said.returncode) if said is not None else None
+        # Each result is read alone: the step's own is the first one's; the others are in ``extra.results``.
+        read = [(source_call, *_said(content)) for source_call, content in results]
+        said, failure = (read[0][1], read[0][2]) if read else (None, None)
         metrics = jsondecode.object_at(step, "metrics")
         extra: dict[str, Any] = {}
+        if len(read) > 1:
+            names = {c.call_id: chat.command((c,)) for c in calls}
+            extra["results"] = [{"call_id": source_call, "command": names.get(source_call),
+                                 "returncode": result.returncode, "output": result.output, "failure": how}
+                                for source_call, result, how in read]
         for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
             if step.get(key) is not None:
                 extra[key] = step[key]

@@ -1,0 +1,54 @@
+"""harbor jobs written by harbor 0.25.0's own code (``tests/producers/harbor_jobs.py``; the files are kept in
+``tests/fixtures/harbor``, so the format stays covered without harbor, Python 3.12 or Docker).
+
+- ``oracle-job``: a real harbor job with the oracle agent, trials ``hello-pass__*`` (reward 1.0) and
+  ``hello-fail__*`` (reward 0.0); no ATIF trajectory (the oracle agent writes ``agent/oracle.txt`` only).
+- ``mini-job``: harbor's mini-swe-agent agent's trials: ``agent/mini-swe-agent.trajectory.json`` beside the
+  ATIF ``agent/trajectory.json`` harbor's converter wrote; ``mini0001`` reward 1.0, ``mini0002`` reward 0.0 (a
+  command that timed out, then a format error).
+- ``atif-features.json``: harbor's ATIF models: two observation results in one step and the newer fields.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import ares_viewer
+
+HARBOR = pathlib.Path(__file__).resolve().parent / "fixtures" / "harbor"
+MINI_JOB = HARBOR / "mini-job"
+ORACLE_JOB = HARBOR / "oracle-job"
+FEATURES = HARBOR / "atif-features.json"
+
+
+def _open(location: pathlib.Path) -> ares_viewer.Run:
+    return ares_viewer.open_run(location, use_cache=False)
+
+
+def test_two_observation_results_stay_two_results_each_with_its_own_output():
+    run = _open(FEATURES)
+    episode = run.episode("features-1")
+    step = episode.step(1)
+    assert step.command == "echo one"
+    assert step.output == "one\n"  # the first result alone, never the two joined
+    assert [(r["call_id"], r["command"], r["output"]) for r in step.extra["results"]] == [
+        ("c1", "echo one", "one\n"), ("c2", "echo two", "two\n")]
+    # The model's context holds them as two tool results, as harbor wrote them.
+    assert [(m.tool_call_id, m.content) for m in episode.context(2) if m.role == "tool"][:2] == [
+        ("c1", "one\n"), ("c2", "two\n")]
+
+
+def test_a_timed_out_step_shows_the_exception_text():
+    trajectory = json.loads((MINI_JOB / "hello-pass__mini0002" / "agent" / "trajectory.json").read_text())
+    written = trajectory["steps"][2]["observation"]["results"][0]["content"]
+    assert written.startswith("<exception>") and "timed out after 2 seconds" in written
+    run = _open(MINI_JOB)
+    step = run.episode("mini-job/hello-pass__mini0002").step(1)
+    assert step.command == "sleep 5; echo done"
+    assert step.failure == "timed out"
+    assert step.returncode == -1
+    assert step.output.startswith("An error occurred while executing the command")
+    assert "timed out after 2 seconds" in step.output
+    # The format error harbor's converter appended to the same step is a result of its own.
+    assert step.extra["results"][1]["output"].startswith("Format error:")

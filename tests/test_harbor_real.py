@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import pathlib
 
+import pytest
+
 import ares_viewer
 
 HARBOR = pathlib.Path(__file__).resolve().parent / "fixtures" / "harbor"
@@ -52,3 +54,47 @@ def test_a_timed_out_step_shows_the_exception_text():
     assert "timed out after 2 seconds" in step.output
     # The format error harbor's converter appended to the same step is a result of its own.
     assert step.extra["results"][1]["output"].startswith("Format error:")
+
+
+def _listed_as_parsed(run: ares_viewer.Run) -> None:
+    """Every index row gives the figures of its parsed episode."""
+    for row in run.episodes.to_dict("records"):
+        episode = run.episode(row["episode_id"])
+        parsed = episode.summary()
+        for column in ("task_name", "total_reward", "outcome", "num_actions", "total_cost", "error"):
+            assert row[column] == pytest.approx(parsed[column]) if isinstance(parsed[column], float) \
+                else row[column] == parsed[column], (row["episode_id"], column)
+
+
+def test_a_mini_swe_agent_trial_is_one_episode_with_its_log_attached():
+    run = _open(MINI_JOB)
+    assert not run.errors
+    assert sorted(run.episode_ids) == ["mini-job/hello-pass__mini0001", "mini-job/hello-pass__mini0002"]
+    rows = run.episodes.set_index("episode_id")
+    assert rows["total_reward"].to_dict() == {"mini-job/hello-pass__mini0001": 1.0,
+                                              "mini-job/hello-pass__mini0002": 0.0}
+    assert set(rows["format"]) == {"atif"}
+    stats = run.stats()
+    assert stats["episodes"] == 2 and stats["success_rate"] == 0.5
+    # Each trial's cost once: harbor's agent_result.cost_usd (0.06 and 0.04), never the log's copy added.
+    assert stats["total_cost"] == pytest.approx(0.10)
+    log = MINI_JOB / "hello-pass__mini0001" / "agent" / "mini-swe-agent.trajectory.json"
+    assert run.episode("mini-job/hello-pass__mini0001").metadata["agent_logs"] == [str(log)]
+    _listed_as_parsed(run)
+
+
+def test_an_oracle_trial_without_a_trajectory_is_an_episode():
+    run = _open(ORACLE_JOB)
+    assert not run.errors
+    rows = run.episodes.set_index("episode_id")
+    assert len(rows) == 2
+    rewards = {name.split("/")[1].split("__")[0]: reward for name, reward in rows["total_reward"].items()}
+    assert rewards == {"hello-pass": 1.0, "hello-fail": 0.0}
+    assert set(rows["task_name"]) == {"ares/hello-pass", "ares/hello-fail"}
+    assert set(rows["outcome"]) == {"completed"}
+    assert run.stats()["success_rate"] == 0.5
+    failed = run.episode(next(i for i in run.episode_ids if "hello-fail" in i))
+    # Its verifier's output, from the trial's verifier/test-stdout.txt.
+    assert "FAILED test_hello: /app/hello.txt holds Goodbye" in failed.metadata["verifier"]["output"]
+    assert failed.metadata["harbor_trial"]["agent"] == {"name": "oracle", "version": "1.0.0"}
+    _listed_as_parsed(run)

@@ -339,7 +339,8 @@ class Run:
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
             output = sources.read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)
-            episode = harbor.with_trial(episode, trial, output)
+            logs = self.table.attached.get(str(trial["folder"]), ())
+            episode = harbor.with_trial(episode, trial, output, logs)
         if episode.episode_id != key:  # a repeated id: the episode answers to the key the run lists it under
             episode = dataclasses.replace(episode, episode_id=key)
         given = verdicts.reward_for(episode.format, episode.task_name, episode.total_reward, episode.path,

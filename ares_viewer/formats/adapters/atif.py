@@ -49,13 +49,18 @@ def trial_folder(path: str) -> str | None:
     return None
 
 
+def trial_id(folder: str) -> str:
+    """The episode id of the harbor trial in ``folder``: ``{job}/{trial}``."""
+    pure = pathlib.PurePosixPath(folder)
+    return f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
+
+
 def episode_id(doc: Any, path: str, record: int | None = None) -> str:
     """A harbor trial's ``{job}/{trial}``; else the ``session_id`` (or ``trajectory_id``), else the file's name."""
     _steps(doc)
     trial = trial_folder(path)
     if trial is not None:
-        pure = pathlib.PurePosixPath(trial)
-        base = f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
+        base = trial_id(trial)
     else:
         base = next((str(doc[k]) for k in ("session_id", "trajectory_id") if isinstance(doc.get(k), str | int)
                      and str(doc[k])), None) or locations.Location.of(path).name.split(".")[0]

@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode, locations
-from ares_viewer.formats import chat
+from ares_viewer.formats import base, chat
 from ares_viewer.formats.adapters import atif
 
+NAME = "harbor"  # the format of a trial listed from its result alone (``trial_episode``)
 RESULT = "result.json"
 TEST_OUTPUT = "verifier/test-stdout.txt"
 TEST_OUTPUT_BYTES = 256 * 1024
@@ -98,9 +99,35 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
     }
 
 
+def trial_episode(trial: Mapping[str, Any]) -> model.Episode:
+    """The trial as an episode from its result alone (format ``harbor``, no steps): what the run lists for a
+    trial whose agent wrote no ATIF trajectory (the oracle agent, an agent that failed to start), with its
+    task, reward, outcome, error, times and cost; opened, it has the verifier's output too (``with_trial``)."""
+    folder = str(trial["folder"])
+    episode = base.episode(
+        NAME, str(trial["result_path"]), episode_id=atif.trial_id(folder),
+        task_name=str(trial["task_name"] or trial["trial_name"] or ""), outcome=model.Outcome(trial["outcome"]),
+        steps=[model.Step(index=0, kind=model.StepKind.FIRST)], messages=[], links=[], metadata={}, warnings=[])
+    return with_trial(episode, trial)
+
+
+def folder_of(path: str, episode_format: str) -> str | None:
+    """The trial folder a file of the run belongs to: ``<trial>/result.json`` (read as a ``harbor`` trial) and
+    anything in ``<trial>/agent/`` (the ATIF trajectory, the agent's own log); None for any other file."""
+    pure = locations.Location.of(path).pure(backslashes=True)
+    if episode_format == NAME and pure.name == RESULT:
+        return str(pure.parent)
+    if pure.parent.name == "agent":
+        return str(pure.parent.parent)
+    return None
+
+
 def trial_of(path: str, episode_format: str, trials: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The trial result (``read``'s, by trial folder) of an ATIF trajectory at ``path``; None for any other file."""
-    return trials.get(atif.trial_folder(path) or "") if episode_format == atif.NAME else None
+    """The trial result (``read``'s, by trial folder) of an ATIF trajectory at ``path``, or of the trial's own
+    ``result.json``; None for any other file."""
+    if episode_format == atif.NAME:
+        return trials.get(atif.trial_folder(path) or "")
+    return trials.get(folder_of(path, episode_format) or "") if episode_format == NAME else None
 
 
 def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
@@ -124,12 +151,16 @@ def test_output_path(trial: Mapping[str, Any]) -> str:
 
 
 def with_trial(episode: model.Episode, trial: Mapping[str, Any],
-               test_output: tuple[str, int] | None = None) -> model.Episode:
+               test_output: tuple[str, int] | None = None, agent_logs: Sequence[str] = ()) -> model.Episode:
     """An ATIF episode with its trial's task, reward (the verifier's), outcome, error and times; with
     ``test_output`` (the tail of ``verifier/test-stdout.txt`` and the file's size), the verifier's record too, so
-    the ending names the failing tests the output names, with that file as their source."""
+    the ending names the failing tests the output names, with that file as their source; with ``agent_logs``,
+    the agent's own logs in the trial (``agent/mini-swe-agent.trajectory.json``), which are no episodes of their
+    own, in ``metadata["agent_logs"]``."""
     metadata = {**episode.metadata, "harbor_trial": {k: trial[k] for k in ("trial_name", "rewards", "agent",
                                                                              "model", "result_path")}}
+    if agent_logs:
+        metadata["agent_logs"] = list(agent_logs)
     if test_output is not None and "verifier" not in metadata:
         text, size = test_output
         metadata["verifier"] = model.VerifierRecord(

@@ -35,6 +35,60 @@ class Overrides:
 
     table: store.Columns | None
     verdicts: verdicts.Verdicts
+    hidden: store.Columns | None = None
+    attached: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class _Trial:
+    """The rows of one harbor trial folder: its ATIF trajectory's, its ``result.json``'s, its agent's own logs'."""
+
+    atif: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    logs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def _trials(con: duckdb.DuckDBPyConnection) -> dict[str, _Trial]:
+    """The rows of the run's harbor trial folders, by folder (``harbor.folder_of``)."""
+    found: dict[str, _Trial] = {}
+    where = "format IN (?, ?) OR path LIKE '%/agent/%' OR path LIKE '%\\agent\\%'"
+    for row in _rows(con, where, [atif.NAME, harbor.NAME]):
+        folder = harbor.folder_of(row["path"], row["format"])
+        if folder is None:
+            continue
+        trial = found.setdefault(folder, _Trial())
+        if row["format"] == harbor.NAME:
+            trial.result = row
+        elif row["format"] == atif.NAME and atif.trial_folder(row["path"]) is not None:
+            trial.atif = row
+        else:
+            trial.logs.append(row)
+    return found
+
+
+def trial_rows(con: duckdb.DuckDBPyConnection, trials: Mapping[str, Mapping[str, Any]]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[str]]]:
+    """One episode per harbor trial, whatever files sit in its folder: its ATIF trajectory's row when it has one,
+    else its ``result.json``'s (the trial from its result alone). Returns the kept rows with their trial's
+    result applied, the rows hidden (the result's row beside a trajectory, the agent's own logs beside either),
+    and the hidden logs by trial folder (attached to the trial's episode when it opens)."""
+    changed: list[dict[str, Any]] = []
+    hidden: list[dict[str, Any]] = []
+    attached: dict[str, list[str]] = {}
+    for folder, found in _trials(con).items():
+        keeper = found.atif or found.result
+        if keeper is None:  # an agent's log with neither a trajectory nor a result beside it: an episode itself
+            continue
+        hidden += [row for row in (found.result, *found.logs) if row is not None and row is not keeper]
+        if found.logs:
+            attached[folder] = [row["path"] for row in found.logs]
+        trial = trials.get(folder)
+        if trial is not None:
+            harbor.apply_to_row(keeper, trial)
+            reward = keeper["total_reward"]
+            keeper["verdict"] = f"verifier ({keeper['harbor_result']})" if reward is not None else None
+            changed.append(keeper)
+    return changed, hidden, attached
 
 
 def _rows(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -48,15 +102,7 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
               trials: Mapping[str, Mapping[str, Any]]) -> Overrides:
     """Trial results applied to the ATIF trajectories of their folders, and the reports' verdicts to the
     trajectories that record no reward (``verdicts.join``: each report scores the run it names)."""
-    changed: list[dict[str, Any]] = []
-    if trials:
-        for row in _rows(con, "format = ? AND path LIKE '%trajectory.json'", [atif.NAME]):
-            trial = harbor.trial_of(row["path"], row["format"], trials)
-            if trial is not None:
-                harbor.apply_to_row(row, trial)
-                reward = row["total_reward"]
-                row["verdict"] = f"verifier ({row['harbor_result']})" if reward is not None else None
-                changed.append(row)
+    changed, hidden, attached = trial_rows(con, trials)
     joined = verdicts.join(reports, ())
     if reports:
         formats = sorted(verdicts.APPLIES_TO)
@@ -68,11 +114,16 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
                 row["total_reward"] = given[0]
                 row["verdict"] = verdicts.source(given[1], given[2], given[0])
                 changed.append(row)
+    hidden_table: store.Columns | None = None
+    if hidden:
+        hidden_table = {"path": ("VARCHAR", [row["path"] for row in hidden]),
+                        "_seq": ("BIGINT", [row["_seq"] for row in hidden])}
     if not changed:
-        return Overrides(None, joined)
+        return Overrides(None, joined, hidden_table, attached)
     types = {"path": "VARCHAR", "_seq": "BIGINT", **{c: store.ROW_TYPES[c] for c in OVERRIDDEN},
              "harbor_result": "VARCHAR", "verdict": "VARCHAR"}
-    return Overrides({name: (kind, [row.get(name) for row in changed]) for name, kind in types.items()}, joined)
+    return Overrides({name: (kind, [row.get(name) for row in changed]) for name, kind in types.items()}, joined,
+                     hidden_table, attached)
 
 
 def relative(path: str, location: str) -> str:

@@ -39,7 +39,7 @@ import orjson
 from ares_viewer import model
 
 # Bump when the row layout or the parsing rules change, so old indexes are not reused.
-SCHEMA = 9
+SCHEMA = 10
 
 # The episode table's common columns, in order (``model.EpisodeRow``'s); formats may add their own after them.
 EPISODE_COLUMNS = model.EPISODE_COLUMNS

@@ -98,3 +98,21 @@ def test_an_oracle_trial_without_a_trajectory_is_an_episode():
     assert "FAILED test_hello: /app/hello.txt holds Goodbye" in failed.metadata["verifier"]["output"]
     assert failed.metadata["harbor_trial"]["agent"] == {"name": "oracle", "version": "1.0.0"}
     _listed_as_parsed(run)
+
+
+def test_totals_are_the_files_own_with_the_steps_sum_beside():
+    # harbor's converter dropped the format-error call from the steps of mini0002 but kept it in final_metrics
+    # (mini-swe-agent's instance_cost: 4 calls of 0.01); its steps record no cost at all.
+    trajectory = json.loads((MINI_JOB / "hello-pass__mini0002" / "agent" / "trajectory.json").read_text())
+    assert trajectory["final_metrics"]["total_cost_usd"] == pytest.approx(0.04)
+    assert not any((s.get("metrics") or {}).get("cost_usd") for s in trajectory["steps"])
+    run = _open(MINI_JOB)
+    assert run.episode("mini-job/hello-pass__mini0002").total_cost == pytest.approx(0.04)
+    # atif-features.json: final_metrics 0.02 USD, 380 and 40 tokens; its steps sum 0.015, 250 and 25.
+    run = _open(FEATURES)
+    episode = run.episode("features-1")
+    assert (episode.total_cost, episode.prompt_tokens, episode.generated_tokens) == (pytest.approx(0.02), 380, 40)
+    assert episode.steps_sums() == {"cost": pytest.approx(0.015), "prompt_tokens": 250, "generated_tokens": 25}
+    assert "cost: $0.0200 (steps' sum $0.0150)" in str(episode)
+    row = run.episodes.iloc[0]
+    assert (row["total_cost"], row["prompt_tokens"], row["generated_tokens"]) == (pytest.approx(0.02), 380, 40)

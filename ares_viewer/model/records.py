@@ -315,26 +315,53 @@ class Episode:
             return None
         return end - self.start_time
 
+    def recorded_total(self, name: str) -> float | None:
+        """The producer's own total of ``name`` (``cost``, ``prompt_tokens``, ``generated_tokens``) where it keeps
+        one apart from the steps (``metadata["totals"]``: ATIF's ``final_metrics``, harbor's ``result.json``),
+        else None. It counts calls no step keeps (a format error harbor's converter dropped)."""
+        totals = self.metadata.get("totals")
+        value = totals.get(name) if isinstance(totals, Mapping) else None
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def steps_sums(self) -> dict[str, float]:
+        """The steps' sums of the totals the producer records apart (``recorded_total``) that differ from them:
+        shown beside the totals."""
+        sums = {"cost": self._steps_cost(), "prompt_tokens": float(self._steps_tokens("prompt_tokens")),
+                "generated_tokens": float(self._steps_tokens("generated_tokens"))}
+        return {name: value for name, value in sums.items()
+                if (total := self.recorded_total(name)) is not None and abs(total - value) > 1e-9}
+
+    def _steps_cost(self) -> float:
+        return float(sum(s.cost for s in self.steps if s.cost is not None and s.cost > 0))
+
+    def _steps_tokens(self, name: str) -> int:
+        return sum(n for s in self.steps if (n := getattr(s.usage, name)) and n > 0)
+
     @property
     def total_cost(self) -> float:
-        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``."""
-        costs = [s.cost for s in self.steps if s.cost is not None and s.cost > 0]
+        """The producer's total cost (USD) where it records one (``recorded_total``), else the sum of the model
+        calls' costs; a format that records only an episode's total keeps it in ``metadata["total_cost"]``."""
+        recorded = self.recorded_total("cost")
+        if recorded is not None:
+            return recorded
         fallback = self.metadata.get("total_cost")
+        costs = self._steps_cost()
         if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
-        return float(sum(costs))
+        return costs
 
     @property
     def prompt_tokens(self) -> int:
-        """Sum of known prompt token counts."""
-        return sum(s.usage.prompt_tokens for s in self.steps if s.usage.prompt_tokens and s.usage.prompt_tokens > 0)
+        """The producer's total where it records one (``recorded_total``), else the sum of known prompt tokens."""
+        recorded = self.recorded_total("prompt_tokens")
+        return int(recorded) if recorded is not None else self._steps_tokens("prompt_tokens")
 
     @property
     def generated_tokens(self) -> int:
-        """Sum of known generated token counts."""
-        return sum(
-            s.usage.generated_tokens for s in self.steps if s.usage.generated_tokens and s.usage.generated_tokens > 0
-        )
+        """The producer's total where it records one (``recorded_total``), else the sum of known generated
+        tokens."""
+        recorded = self.recorded_total("generated_tokens")
+        return int(recorded) if recorded is not None else self._steps_tokens("generated_tokens")
 
     @property
     def error(self) -> str | None:

@@ -96,9 +96,16 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("actions", str(episode.num_actions)),
         ("started", _time(episode.start_time)),
         ("duration", f"{_fmt(episode.duration_s)} s"),
-        ("cost", f"${episode.total_cost:.4f}"),
-        ("tokens", f"{episode.prompt_tokens} prompt / {episode.generated_tokens} generated"),
+        ("cost", f"${episode.total_cost:.4f}" + _beside(episode, "cost", "${:.4f}")),
+        ("tokens", f"{episode.prompt_tokens}{_beside(episode, 'prompt_tokens', '{:.0f}')} prompt / "
+                   f"{episode.generated_tokens}{_beside(episode, 'generated_tokens', '{:.0f}')} generated"),
     ]
+
+
+def _beside(episode: Episode, name: str, form: str) -> str:
+    """The steps' sum beside a total the producer records, when they differ (``Episode.steps_sums``)."""
+    value = episode.steps_sums().get(name)
+    return "" if value is None else f" (steps' sum {form.format(value)})"
 
 
 def _message_line(message: Message, limit: int = 120) -> str:

@@ -255,6 +255,11 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         metadata["model"] = agent["model_name"]
     identifier = episode_id(doc, path, record)
     finished = isinstance(doc.get("final_metrics"), Mapping)
+    if finished:  # the producer's totals: they count calls no step keeps (see ``model.Episode.recorded_total``)
+        final = doc["final_metrics"]
+        metadata["totals"] = {"cost": chat.number(final.get("total_cost_usd"), "total_cost_usd", warnings),
+                              "prompt_tokens": chat.count(final.get("total_prompt_tokens")),
+                              "generated_tokens": chat.count(final.get("total_completion_tokens"))}
     return [base.episode(
         NAME, path, episode_id=identifier, task_name=_task(doc, raw_steps, identifier),
         outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE, start_time=first_time,

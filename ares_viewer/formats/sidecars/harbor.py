@@ -95,6 +95,8 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         "model": info.get("name"),
         "agent": {k: agent.get(k) for k in ("name", "version") if agent.get(k) is not None},
         "cost": chat.number(usage.get("cost_usd"), "cost_usd", []),
+        "prompt_tokens": chat.count(usage.get("n_input_tokens")),
+        "generated_tokens": chat.count(usage.get("n_output_tokens")),
         "result_path": path,
     }
 
@@ -140,8 +142,17 @@ def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
     row["end_time"] = trial["end_time"] if trial["end_time"] is not None else row["end_time"]
     if row["start_time"] is not None and row["end_time"] is not None:
         row["duration_s"] = row["end_time"] - row["start_time"]
-    if not row["total_cost"] and trial["cost"]:
-        row["total_cost"] = trial["cost"]
+    for name, value in _totals(trial).items():
+        column = "total_cost" if name == "cost" else name
+        if not row[column] and value:
+            row[column] = value
+
+
+def _totals(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent's totals harbor keeps in ``agent_result`` (cost, input and output tokens; a result read by an
+    older version has the cost alone). An episode whose own figure is 0 or unknown takes them (``with_trial``,
+    and ``apply_to_row`` alike)."""
+    return {name: trial.get(name) for name in ("cost", "prompt_tokens", "generated_tokens")}
 
 
 def test_output_path(trial: Mapping[str, Any]) -> str:
@@ -168,8 +179,12 @@ def with_trial(episode: model.Episode, trial: Mapping[str, Any],
             output_path=test_output_path(trial)).to_json()
     if trial["error"]:
         metadata["error"] = trial["error"]
-    if not episode.total_cost and trial["cost"]:
-        metadata["total_cost"] = trial["cost"]
+    totals = dict(metadata.get("totals") or {})
+    for name, value in _totals(trial).items():
+        if not getattr(episode, "total_cost" if name == "cost" else name) and value:
+            totals[name] = value
+    if totals:
+        metadata["totals"] = totals
     if trial["model"] and "model" not in metadata:
         metadata["model"] = trial["model"]
     return dataclasses.replace(

@@ -24,7 +24,8 @@ from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.runs.index import store
 
 # The columns a trial result or a report's verdict may change; the view takes them from ``overrides``.
-OVERRIDDEN = ("task_name", "total_reward", "outcome", "error", "start_time", "end_time", "duration_s", "total_cost")
+OVERRIDDEN = ("task_name", "total_reward", "outcome", "error", "start_time", "end_time", "duration_s", "total_cost",
+              "prompt_tokens", "generated_tokens")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,7 @@ def test_two_observation_results_stay_two_results_each_with_its_own_output():
     assert [(r["call_id"], r["command"], r["output"]) for r in step.extra["results"]] == [
         ("c1", "echo one", "one\n"), ("c2", "echo two", "two\n")]
     # The model's context holds them as two tool results, as harbor wrote them.
-    assert [(m.tool_call_id, m.content) for m in episode.context(2) if m.role == "tool"][:2] == [
+    assert [(m.tool_call_id, m.content) for m in episode.context(3) if m.role == "tool"][:2] == [
         ("c1", "one\n"), ("c2", "two\n")]
 
 
@@ -61,9 +61,13 @@ def _listed_as_parsed(run: ares_viewer.Run) -> None:
     for row in run.episodes.to_dict("records"):
         episode = run.episode(row["episode_id"])
         parsed = episode.summary()
-        for column in ("task_name", "total_reward", "outcome", "num_actions", "total_cost", "error"):
-            assert row[column] == pytest.approx(parsed[column]) if isinstance(parsed[column], float) \
-                else row[column] == parsed[column], (row["episode_id"], column)
+        for column in ("task_name", "total_reward", "outcome", "num_actions", "total_cost", "prompt_tokens",
+                       "generated_tokens", "error"):
+            listed, opened = row[column], parsed[column]
+            if opened is None:
+                assert listed is None or listed != listed, (row["episode_id"], column)  # None or NaN
+            else:
+                assert listed == pytest.approx(opened), (row["episode_id"], column)
 
 
 def test_a_mini_swe_agent_trial_is_one_episode_with_its_log_attached():
@@ -116,3 +120,26 @@ def test_totals_are_the_files_own_with_the_steps_sum_beside():
     assert "cost: $0.0200 (steps' sum $0.0150)" in str(episode)
     row = run.episodes.iloc[0]
     assert (row["total_cost"], row["prompt_tokens"], row["generated_tokens"]) == (pytest.approx(0.02), 380, 40)
+
+
+def test_newer_atif_fields_subagents_copied_context_and_steps_that_are_no_model_call():
+    run = _open(FEATURES)
+    rows = run.episodes.set_index("episode_id")
+    assert "features-1/helper-1" in rows.index  # the embedded sub-agent is an episode of its own
+    parent = run.episode("features-1")
+    helper = run.episode("features-1/helper-1")
+    assert parent.metadata["subagent_episodes"] == ["features-1/helper-1"]
+    assert helper.metadata["parent_episode"] == "features-1"
+    assert (helper.num_actions, helper.step(1).command, helper.step(1).output) == (1, "ls /app", "hello.txt\n")
+    # A copied-context step is context, not the task: the task is the first user step of this trajectory.
+    assert parent.task_name == "Create hello.txt, then show two files."
+    assert parent.metadata["copied_context_steps"] == 1
+    assert next(m.content for m in parent.context(1) if m.role == "user") == "Earlier: the task was set up."
+    # llm_call_count 0: an action no model call made; it answers no context and links the sub-agent it ran.
+    dispatch = parent.step(2)
+    assert dispatch.command == 'delegate {"task": "list"}'
+    assert dispatch.context_index is None and dispatch.extra["model_call"] is False
+    assert dispatch.extra["subagents"] == ["features-1/helper-1"]
+    assert len(parent.links) == 3  # two model calls and the final observation
+    assert rows.loc["features-1", "num_actions"] == parent.num_actions == 3
+    _listed_as_parsed(run)

@@ -61,7 +61,8 @@ def _trials(con: duckdb.DuckDBPyConnection) -> dict[str, _Trial]:
         if row["format"] == harbor.NAME:
             trial.result = row
         elif row["format"] == atif.NAME and atif.trial_folder(row["path"]) is not None:
-            trial.atif = row
+            if row["_seq"] == 0:  # the trajectory's own; those after it are its sub-agents', episodes of their own
+                trial.atif = row
         else:
             trial.logs.append(row)
     return found

@@ -62,7 +62,7 @@ def _listed_as_parsed(run: ares_viewer.Run) -> None:
         episode = run.episode(row["episode_id"])
         parsed = episode.summary()
         for column in ("task_name", "total_reward", "outcome", "num_actions", "total_cost", "prompt_tokens",
-                       "generated_tokens", "error"):
+                       "generated_tokens", "error", "nonzero_returncodes", "context_rewrites"):
             listed, opened = row[column], parsed[column]
             if opened is None:
                 assert listed is None or listed != listed, (row["episode_id"], column)  # None or NaN
@@ -142,4 +142,21 @@ def test_newer_atif_fields_subagents_copied_context_and_steps_that_are_no_model_
     assert dispatch.extra["subagents"] == ["features-1/helper-1"]
     assert len(parent.links) == 3  # two model calls and the final observation
     assert rows.loc["features-1", "num_actions"] == parent.num_actions == 3
+    _listed_as_parsed(run)
+
+
+def test_a_continued_trajectory_is_joined_to_the_one_it_continues():
+    run = _open(HARBOR)
+    assert not run.errors and not run.warnings
+    assert not [i for i in run.episode_ids if "cont" in i or "@" in i]  # the continuation is no episode apart
+    episode = run.episode("features-1")
+    assert episode.metadata["continuations"] == [str(HARBOR / "atif-features.cont.json")]
+    assert episode.num_actions == 4
+    last = episode.step(4)
+    assert last.response == "Checked again." and last.context_rewritten
+    assert [m.content for m in episode.context(4)] == ["Summary of the earlier part."]
+    # The totals are the two files' final_metrics summed: 0.02 + 0.002 USD, 380 + 50 prompt tokens.
+    assert (episode.total_cost, episode.prompt_tokens) == (pytest.approx(0.022), 430)
+    row = run.episodes.set_index("episode_id").loc["features-1"]
+    assert (row["num_actions"], row["total_cost"], row["context_rewrites"]) == (4, pytest.approx(0.022), 1)
     _listed_as_parsed(run)

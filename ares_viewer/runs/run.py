@@ -23,6 +23,7 @@ from ares_viewer import formats, model
 from ares_viewer.base import settings
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.formats import errors as read_errors
+from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
 from ares_viewer.runs import asked, sources
@@ -336,6 +337,8 @@ class Run:
 
     def _as_listed(self, key: str, path: str, episode: model.Episode) -> model.Episode:
         """A parsed episode as the run lists it: its harbor trial, its key, a report's verdict."""
+        if episode.format == atif.NAME and path in self.table.continued:  # as its row: joined to its continuation
+            episode = atif.with_continuations(episode, sources.read_bytes)
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
             output = sources.read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)

@@ -20,7 +20,8 @@ import dataclasses
 import datetime
 import json
 import pathlib
-from collections.abc import Mapping
+import posixpath
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ares_viewer import model
@@ -149,9 +150,79 @@ def misnamed(path: str) -> str | None:
 
 
 def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
-    """The trajectory's index rows (``parse``'s summaries: ATIF files hold no cumulative contexts to skip)."""
-    return [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})
+    """The trajectory's index rows (``parse``'s summaries: ATIF files hold no cumulative contexts to skip); a
+    trajectory continued in another file names it in the column ``continued_in`` (``runs.index.joins`` joins
+    the two rows as ``continued`` joins the two episodes)."""
+    rows = [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})
             for episode in parse(doc, path, record)]
+    following = continuation_path(path, doc.get("continued_trajectory_ref"))
+    if following is not None:
+        rows[0] = model.with_columns(rows[0], {"continued_in": following})
+    return rows
+
+
+def continuation_path(path: str, ref: Any) -> str | None:
+    """Where the trajectory at ``path`` continues (``continued_trajectory_ref``, relative to its folder unless
+    absolute), or None."""
+    if not isinstance(ref, str) or not ref.strip():
+        return None
+    if "://" in ref or ref.startswith("/"):
+        return ref
+    head = path.replace("\\", "/").rpartition("/")[0]
+    if "://" in head:
+        return f"{head}/{ref}"
+    return posixpath.normpath(f"{head}/{ref}" if head else ref)
+
+
+def continued(episode: model.Episode, following: model.Episode) -> model.Episode:
+    """``episode`` joined to the trajectory that continues it: its actions follow, numbered on; the first call
+    of the continuation starts a new context (a rewrite: it was summarized or cut); the outcome and end are the
+    continuation's; the totals are the two episodes' sums."""
+    actions, calls, pool = len(episode.steps) - 1, len(episode.links), len(episode.messages)
+    steps = [dataclasses.replace(s, kind=model.StepKind.MID) if s.kind == model.StepKind.LAST else s
+             for s in episode.steps]
+    for step in following.steps[1:]:
+        index = None if step.context_index is None else step.context_index + calls
+        steps.append(dataclasses.replace(step, index=step.index + actions, context_index=index,
+                                         context_rewritten=step.context_rewritten or index == calls))
+    links = [*episode.links, *(dataclasses.replace(link, added=tuple(i + pool for i in link.added),
+                                                   rewritten=link.rewritten or n == 0)
+                               for n, link in enumerate(following.links))]
+    totals = {"cost": episode.total_cost + following.total_cost,
+              "prompt_tokens": episode.prompt_tokens + following.prompt_tokens,
+              "generated_tokens": episode.generated_tokens + following.generated_tokens}
+    continuations = [*episode.metadata.get("continuations", []), following.path]
+    metadata = {**episode.metadata, "totals": totals, "continuations": continuations}
+    if following.metadata.get("error"):
+        metadata["error"] = following.metadata["error"]
+    return dataclasses.replace(
+        episode, steps=tuple(steps), links=tuple(links), messages=(*episode.messages, *following.messages),
+        metadata=metadata,
+        outcome=following.outcome, end_time=following.end_time if following.end_time is not None
+        else episode.end_time, warnings=(*episode.warnings, *following.warnings))
+
+
+def with_continuations(episode: model.Episode, read: Callable[[str], bytes], limit: int = 100) -> model.Episode:
+    """``episode`` joined to each trajectory that continues it, in turn (``continued_trajectory_ref``), read by
+    ``read``; a continuation that cannot be read is a warning, and ends the chain."""
+    at, ref = episode.path, episode.metadata.get("continued_trajectory_ref")
+    seen = {at}
+    for _ in range(limit):
+        following = continuation_path(at, ref)
+        if following is None or following in seen:
+            break
+        seen.add(following)
+        try:
+            doc = json.loads(read(following))
+            part = parse(doc, following)[0]
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            return dataclasses.replace(episode, warnings=(
+                *episode.warnings, f"continued in {following}, which cannot be read ({reason})"))
+        episode = continued(episode, part)
+        at, ref = following, doc.get("continued_trajectory_ref")
+    return episode
+
 
 
 def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:

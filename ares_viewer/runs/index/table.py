@@ -70,14 +70,22 @@ class EpisodeTable:
         # A big run's id count, and its answers, are kept beside its parts; a small one's are quicker to do again.
         self.folder = target.folder
         self.state = None if small else kept.state(location, parts, {"reports": self.reports, "trials": self.trials})
-        repeated = joins.renamed(self.con, location) if small else joins.renamed_kept(
-            self.con, location, target.folder, self.state)
+        listed = "raw_episodes"
+        if changed.hidden is not None:  # rows that are part of another episode (a harbor trial's agent log)
+            self._table("hidden", changed.hidden)
+            self.con.execute("CREATE VIEW listed_episodes AS SELECT e.* FROM raw_episodes e "
+                             "ANTI JOIN hidden h ON e.path = h.path AND e._seq = h._seq")
+            listed = "listed_episodes"
+        repeated = joins.renamed(self.con, location, listed) if small else joins.renamed_kept(
+            self.con, location, target.folder, self.state, listed)
         self.verdicts: verdicts.Verdicts = changed.verdicts
         self.errors = list(changed.verdicts.errors)
         self.notes = [*changed.verdicts.notes, *repeated.warnings]
         self.originals = repeated.originals
         # harbor trials' agent logs that are no episodes of their own, by trial folder
         self.attached = changed.attached
+        # ATIF trajectories joined to their continuations in the run (``joins.continuations``), by file
+        self.continued = changed.continued
         self._create_view(changed.table, repeated.table, bool(self.reports or self.trials), changed.hidden)
         names = [r[0] for r in self.con.execute("DESCRIBE episodes").fetchall()]
         extra = sorted(set(names) - set(store.EPISODE_COLUMNS) - set(store.INTERNAL))
@@ -90,8 +98,7 @@ class EpisodeTable:
             self.con.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
             return
         replaced, added, joined, where = [], [], "", ""
-        if hidden is not None:  # rows that are part of another episode (a harbor trial's agent log)
-            self._table("hidden", hidden)
+        if hidden is not None:  # the table ``hidden`` (made in ``__init__``)
             joined += " LEFT JOIN hidden h ON e.path = h.path AND e._seq = h._seq"
             where = " WHERE h._seq IS NULL"
         if overrides is not None:

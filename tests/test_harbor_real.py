@@ -101,6 +101,9 @@ def test_an_oracle_trial_without_a_trajectory_is_an_episode():
     # Its verifier's output, from the trial's verifier/test-stdout.txt.
     assert "FAILED test_hello: /app/hello.txt holds Goodbye" in failed.metadata["verifier"]["output"]
     assert failed.metadata["harbor_trial"]["agent"] == {"name": "oracle", "version": "1.0.0"}
+    # harbor's agent_result.cost_usd is null: the cost is unknown, never 0.
+    assert failed.total_cost is None and rows["total_cost"].isna().all()
+    assert "cost: –" in str(failed)
     _listed_as_parsed(run)
 
 

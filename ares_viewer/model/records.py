@@ -338,9 +338,11 @@ class Episode:
         return sum(n for s in self.steps if (n := getattr(s.usage, name)) and n > 0)
 
     @property
-    def total_cost(self) -> float:
+    def total_cost(self) -> float | None:
         """The producer's total cost (USD) where it records one (``recorded_total``), else the sum of the model
-        calls' costs; a format that records only an episode's total keeps it in ``metadata["total_cost"]``."""
+        calls' costs; a format that records only an episode's total keeps it in ``metadata["total_cost"]``. None
+        (unknown, never 0) when the producer keeps totals apart and says nothing of the cost, and no call has one
+        (a harbor trial whose ``agent_result.cost_usd`` is null, an ATIF file whose ``final_metrics`` has none)."""
         recorded = self.recorded_total("cost")
         if recorded is not None:
             return recorded
@@ -348,6 +350,9 @@ class Episode:
         costs = self._steps_cost()
         if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
+        totals = self.metadata.get("totals")
+        if not costs and isinstance(totals, Mapping) and "cost" in totals:
+            return None
         return costs
 
     @property

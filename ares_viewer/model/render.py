@@ -96,7 +96,8 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("actions", str(episode.num_actions)),
         ("started", _time(episode.start_time)),
         ("duration", f"{_fmt(episode.duration_s)} s"),
-        ("cost", f"${episode.total_cost:.4f}" + _beside(episode, "cost", "${:.4f}")),
+        ("cost", ("–" if episode.total_cost is None else f"${episode.total_cost:.4f}")
+                 + _beside(episode, "cost", "${:.4f}")),
         ("tokens", f"{episode.prompt_tokens}{_beside(episode, 'prompt_tokens', '{:.0f}')} prompt / "
                    f"{episode.generated_tokens}{_beside(episode, 'generated_tokens', '{:.0f}')} generated"),
     ]

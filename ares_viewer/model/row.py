@@ -34,8 +34,9 @@ class EpisodeRow(TypedDict):
     """Unix seconds, or None."""
     duration_s: float | None
     """Wall time from start to end (or to the last step when the end is unknown), or None."""
-    total_cost: float
-    """USD: the model calls' costs summed (or the total the file records); 0.0 when unknown."""
+    total_cost: float | None
+    """USD: the total the file records, or the model calls' costs summed; 0.0 when unknown, except where the
+    producer keeps totals and says nothing of the cost (harbor, ATIF ``final_metrics``): None there."""
     prompt_tokens: int
     """Sum of the known prompt token counts."""
     generated_tokens: int

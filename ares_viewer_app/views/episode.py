@@ -65,7 +65,8 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}")
     widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
                      ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
-                     ("Cost", f"${episode.total_cost:.4f}"), ("Prompt tokens", f"{episode.prompt_tokens:,}"),
+                     ("Cost", widgets.UNKNOWN if episode.total_cost is None else f"${episode.total_cost:.4f}"),
+                     ("Prompt tokens", f"{episode.prompt_tokens:,}"),
                      ("Generated tokens", f"{episode.generated_tokens:,}")])
     if episode.error:
         error_panel(episode)

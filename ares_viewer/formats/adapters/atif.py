@@ -188,7 +188,8 @@ def continued(episode: model.Episode, following: model.Episode) -> model.Episode
     links = [*episode.links, *(dataclasses.replace(link, added=tuple(i + pool for i in link.added),
                                                    rewritten=link.rewritten or n == 0)
                                for n, link in enumerate(following.links))]
-    totals = {"cost": episode.total_cost + following.total_cost,
+    costs = [c for c in (episode.total_cost, following.total_cost) if c is not None]
+    totals = {"cost": sum(costs) if costs else None,
               "prompt_tokens": episode.prompt_tokens + following.prompt_tokens,
               "generated_tokens": episode.generated_tokens + following.generated_tokens}
     continuations = [*episode.metadata.get("continuations", []), following.path]

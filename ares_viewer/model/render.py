@@ -97,13 +97,13 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("started", _time(episode.start_time)),
         ("duration", f"{_fmt(episode.duration_s)} s"),
         ("cost", ("–" if episode.total_cost is None else f"${episode.total_cost:.4f}")
-                 + _beside(episode, "cost", "${:.4f}")),
-        ("tokens", f"{episode.prompt_tokens}{_beside(episode, 'prompt_tokens', '{:.0f}')} prompt / "
-                   f"{episode.generated_tokens}{_beside(episode, 'generated_tokens', '{:.0f}')} generated"),
+                 + steps_sum_note(episode, "cost", "${:.4f}")),
+        ("tokens", f"{episode.prompt_tokens}{steps_sum_note(episode, 'prompt_tokens', '{:.0f}')} prompt / "
+                   f"{episode.generated_tokens}{steps_sum_note(episode, 'generated_tokens', '{:.0f}')} generated"),
     ]
 
 
-def _beside(episode: Episode, name: str, form: str) -> str:
+def steps_sum_note(episode: Episode, name: str, form: str) -> str:
     """The steps' sum beside a total the producer records, when they differ (``Episode.steps_sums``)."""
     value = episode.steps_sums().get(name)
     return "" if value is None else f" (steps' sum {form.format(value)})"

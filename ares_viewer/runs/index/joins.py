@@ -95,18 +95,20 @@ def continuations(con: duckdb.DuckDBPyConnection) -> tuple[dict[tuple[str, int],
 def _trials(con: duckdb.DuckDBPyConnection) -> dict[str, _Trial]:
     """The rows of the run's harbor trial folders, by folder (``harbor.folder_of``)."""
     found: dict[str, _Trial] = {}
-    where = "format IN (?, ?) OR path LIKE '%/agent/%' OR path LIKE '%\\agent\\%'"
-    for row in _rows(con, where, [atif.NAME, harbor.NAME]):
+    where = "format = ? OR path LIKE '%/agent/%' OR path LIKE '%\\agent\\%'"  # few rows of a big run
+    for row in _rows(con, where, [harbor.NAME]):
         folder = harbor.folder_of(row["path"], row["format"])
         if folder is None:
             continue
         trial = found.setdefault(folder, _Trial())
         if row["format"] == harbor.NAME:
             trial.result = row
-        elif row["format"] == atif.NAME and atif.trial_folder(row["path"]) is not None:
-            if row["_seq"] == 0:  # the trajectory's own; those after it are its sub-agents', episodes of their own
+        elif row["format"] == atif.NAME:
+            # agent/trajectory.json's own row; its sub-agents' and other ATIF files (a continuation, a sub-agent's
+            # trajectory) stay episodes of their own
+            if atif.trial_folder(row["path"]) is not None and row["_seq"] == 0:
                 trial.atif = row
-        else:
+        else:  # the agent's own log in another format (mini-swe-agent's)
             trial.logs.append(row)
     return found
 

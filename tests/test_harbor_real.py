@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+import pandas as pd
 import pytest
 
 import ares_viewer
@@ -65,7 +66,7 @@ def _listed_as_parsed(run: ares_viewer.Run) -> None:
                        "generated_tokens", "error", "nonzero_returncodes", "context_rewrites"):
             listed, opened = row[column], parsed[column]
             if opened is None:
-                assert listed is None or listed != listed, (row["episode_id"], column)  # None or NaN
+                assert pd.isna(listed), (row["episode_id"], column)  # None, NaN or NA
             else:
                 assert listed == pytest.approx(opened), (row["episode_id"], column)
 
@@ -104,6 +105,9 @@ def test_an_oracle_trial_without_a_trajectory_is_an_episode():
     # harbor's agent_result.cost_usd is null: the cost is unknown, never 0.
     assert failed.total_cost is None and rows["total_cost"].isna().all()
     assert "cost: –" in str(failed)
+    # Its token counts are null too: unknown, never 0.
+    assert failed.prompt_tokens is None and rows["prompt_tokens"].isna().all()
+    assert "tokens: – prompt / – generated" in str(failed)
     _listed_as_parsed(run)
 
 

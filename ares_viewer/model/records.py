@@ -350,23 +350,32 @@ class Episode:
         costs = self._steps_cost()
         if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
+        return None if not costs and self._unknown_total("cost") else costs
+
+    def _unknown_total(self, name: str) -> bool:
+        """Whether the producer keeps totals apart and says nothing of ``name`` (``metadata["totals"]`` holds it
+        as None): with no step's figure either, the episode's is unknown, never 0."""
         totals = self.metadata.get("totals")
-        if not costs and isinstance(totals, Mapping) and "cost" in totals:
-            return None
-        return costs
+        return isinstance(totals, Mapping) and name in totals and totals[name] is None
 
     @property
-    def prompt_tokens(self) -> int:
-        """The producer's total where it records one (``recorded_total``), else the sum of known prompt tokens."""
-        recorded = self.recorded_total("prompt_tokens")
-        return int(recorded) if recorded is not None else self._steps_tokens("prompt_tokens")
+    def prompt_tokens(self) -> int | None:
+        """The producer's total where it records one (``recorded_total``), else the sum of known prompt tokens
+        (None where the producer keeps totals, says nothing of these and no step has any: unknown, never 0)."""
+        return self._tokens("prompt_tokens")
 
     @property
-    def generated_tokens(self) -> int:
+    def generated_tokens(self) -> int | None:
         """The producer's total where it records one (``recorded_total``), else the sum of known generated
-        tokens."""
-        recorded = self.recorded_total("generated_tokens")
-        return int(recorded) if recorded is not None else self._steps_tokens("generated_tokens")
+        tokens (None where the producer keeps totals, says nothing of these and no step has any)."""
+        return self._tokens("generated_tokens")
+
+    def _tokens(self, name: str) -> int | None:
+        recorded = self.recorded_total(name)
+        if recorded is not None:
+            return int(recorded)
+        summed = self._steps_tokens(name)
+        return None if not summed and self._unknown_total(name) else summed
 
     @property
     def error(self) -> str | None:

@@ -98,8 +98,9 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("duration", f"{_fmt(episode.duration_s)} s"),
         ("cost", ("–" if episode.total_cost is None else f"${episode.total_cost:.4f}")
                  + steps_sum_note(episode, "cost", "${:.4f}")),
-        ("tokens", f"{episode.prompt_tokens}{steps_sum_note(episode, 'prompt_tokens', '{:.0f}')} prompt / "
-                   f"{episode.generated_tokens}{steps_sum_note(episode, 'generated_tokens', '{:.0f}')} generated"),
+        ("tokens", f"{_fmt(episode.prompt_tokens)}{steps_sum_note(episode, 'prompt_tokens', '{:.0f}')} prompt / "
+                   f"{_fmt(episode.generated_tokens)}{steps_sum_note(episode, 'generated_tokens', '{:.0f}')} "
+                   "generated"),
     ]
 
 

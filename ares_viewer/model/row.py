@@ -37,10 +37,11 @@ class EpisodeRow(TypedDict):
     total_cost: float | None
     """USD: the total the file records, or the model calls' costs summed; 0.0 when unknown, except where the
     producer keeps totals and says nothing of the cost (harbor, ATIF ``final_metrics``): None there."""
-    prompt_tokens: int
-    """Sum of the known prompt token counts."""
-    generated_tokens: int
-    """Sum of the known generated token counts."""
+    prompt_tokens: int | None
+    """Sum of the known prompt token counts (or the total the file records; None where the producer keeps totals
+    and says nothing of these, as ``total_cost``)."""
+    generated_tokens: int | None
+    """Sum of the known generated token counts (or the total the file records; None as ``prompt_tokens``)."""
     truncated: bool
     """True when a step or token limit ended the episode."""
     error: str | None

@@ -67,9 +67,9 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
                      ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
                      ("Cost", (widgets.UNKNOWN if episode.total_cost is None else f"${episode.total_cost:.4f}")
                       + render.steps_sum_note(episode, "cost", "${:.4f}")),
-                     ("Prompt tokens", f"{episode.prompt_tokens:,}"
+                     ("Prompt tokens", widgets.fmt(episode.prompt_tokens, ",")
                       + render.steps_sum_note(episode, "prompt_tokens", "{:,.0f}")),
-                     ("Generated tokens", f"{episode.generated_tokens:,}"
+                     ("Generated tokens", widgets.fmt(episode.generated_tokens, ",")
                       + render.steps_sum_note(episode, "generated_tokens", "{:,.0f}"))])
     if episode.error:
         error_panel(episode)

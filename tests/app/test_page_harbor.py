@@ -27,7 +27,7 @@ def test_a_trial_without_a_trajectory_opens_with_its_reward_and_an_unknown_cost(
     at = app("episode", run="harbor", episode=trial)
     assert not at.exception
     figures = page_text.figures(at)
-    assert figures["Reward"] == "0" and figures["Cost"] == "–"
+    assert figures["Reward"] == "0" and figures["Cost"] == "–" and figures["Prompt tokens"] == "–"
 
 
 def test_the_episode_page_shows_the_steps_sum_beside_the_files_total(runs, app):

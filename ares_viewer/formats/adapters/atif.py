@@ -188,10 +188,8 @@ def continued(episode: model.Episode, following: model.Episode) -> model.Episode
     links = [*episode.links, *(dataclasses.replace(link, added=tuple(i + pool for i in link.added),
                                                    rewritten=link.rewritten or n == 0)
                                for n, link in enumerate(following.links))]
-    costs = [c for c in (episode.total_cost, following.total_cost) if c is not None]
-    totals = {"cost": sum(costs) if costs else None,
-              "prompt_tokens": episode.prompt_tokens + following.prompt_tokens,
-              "generated_tokens": episode.generated_tokens + following.generated_tokens}
+    totals = {name: _sum(getattr(episode, attribute), getattr(following, attribute)) for name, attribute in
+              (("cost", "total_cost"), ("prompt_tokens", "prompt_tokens"), ("generated_tokens", "generated_tokens"))}
     continuations = [*episode.metadata.get("continuations", []), following.path]
     metadata = {**episode.metadata, "totals": totals, "continuations": continuations}
     if following.metadata.get("error"):
@@ -201,6 +199,12 @@ def continued(episode: model.Episode, following: model.Episode) -> model.Episode
         metadata=metadata,
         outcome=following.outcome, end_time=following.end_time if following.end_time is not None
         else episode.end_time, warnings=(*episode.warnings, *following.warnings))
+
+
+def _sum(first: float | None, second: float | None) -> float | None:
+    """Two parts' figure: their sum, either when the other is unknown, None when both are."""
+    known = [value for value in (first, second) if value is not None]
+    return sum(known) if known else None
 
 
 def with_continuations(episode: model.Episode, read: Callable[[str], bytes], limit: int = 100) -> model.Episode:

@@ -144,14 +144,14 @@ def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
         row["duration_s"] = row["end_time"] - row["start_time"]
     for name, value in _totals(trial).items():
         column = "total_cost" if name == "cost" else name
-        if not row[column] and (value or name == "cost"):  # a cost neither records is unknown, never 0
-            row[column] = value
+        if not row[column]:  # a figure neither records is unknown, never 0
+            row[column] = value if value or value is None else row[column]
 
 
 def _totals(trial: Mapping[str, Any]) -> dict[str, Any]:
     """The agent's totals harbor keeps in ``agent_result`` (cost, input and output tokens; a result read by an
     older version has the cost alone). An episode whose own figure is 0 or unknown takes them (``with_trial``,
-    and ``apply_to_row`` alike); a cost that neither records is unknown (None), never 0."""
+    and ``apply_to_row`` alike); a figure that neither records is unknown (None), never 0."""
     return {name: trial.get(name) for name in ("cost", "prompt_tokens", "generated_tokens")}
 
 
@@ -181,7 +181,7 @@ def with_trial(episode: model.Episode, trial: Mapping[str, Any],
         metadata["error"] = trial["error"]
     totals = dict(metadata.get("totals") or {})
     for name, value in _totals(trial).items():
-        if not getattr(episode, "total_cost" if name == "cost" else name) and (value or name == "cost"):
+        if not getattr(episode, "total_cost" if name == "cost" else name) and (value or value is None):
             totals[name] = value
     if totals:
         metadata["totals"] = totals

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 
 import pandas as pd
 import pytest
@@ -166,4 +167,24 @@ def test_a_continued_trajectory_is_joined_to_the_one_it_continues():
     assert (episode.total_cost, episode.prompt_tokens) == (pytest.approx(0.022), 430)
     row = run.episodes.set_index("episode_id").loc["features-1"]
     assert (row["num_actions"], row["total_cost"], row["context_rewrites"]) == (4, pytest.approx(0.022), 1)
+    _listed_as_parsed(run)
+
+
+def test_a_trial_whose_trajectory_is_missing_is_its_result_with_the_agents_log(tmp_path):
+    # harbor writes agent/trajectory.json only when its converter succeeds: without it, the trial is its result,
+    # and the agent's own log beside it is still no episode of its own.
+    job = tmp_path / "mini-job"
+    shutil.copytree(MINI_JOB, job)
+    (job / "hello-pass__mini0002" / "agent" / "trajectory.json").unlink()
+    run = _open(job)
+    assert not run.errors
+    rows = run.episodes.set_index("episode_id")
+    assert rows["format"].to_dict() == {"mini-job/hello-pass__mini0001": "atif",
+                                        "mini-job/hello-pass__mini0002": "harbor"}
+    episode = run.episode("mini-job/hello-pass__mini0002")
+    assert episode.total_reward == 0.0 and episode.total_cost == pytest.approx(0.04)
+    log = job / "hello-pass__mini0002" / "agent" / "mini-swe-agent.trajectory.json"
+    assert episode.metadata["agent_logs"] == [str(log)]
+    assert "FAILED test_hello" in episode.metadata["verifier"]["output"]
+    assert run.stats()["success_rate"] == 0.5
     _listed_as_parsed(run)

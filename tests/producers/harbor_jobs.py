@@ -174,7 +174,8 @@ def mini_trial(job: pathlib.Path, tasks: pathlib.Path, log: pathlib.Path, reward
     task = _task(tasks, "hello-pass", "Hello, world!")
     paths = TrialPaths(job / name)
     paths.mkdir()
-    model = json.loads(log.read_text())["info"]["config"]["model"].get("model_name", "deterministic")
+    info = json.loads(log.read_text())["info"]
+    model = info["config"]["model"].get("model_name", "deterministic")
     config = TrialConfig(task=TaskConfig(path=task), trial_name=name, trials_dir=job,
                          agent=AgentConfig(name="mini-swe-agent", model_name=model))
     paths.config_path.write_text(config.model_dump_json(indent=4, exclude_defaults=True))
@@ -190,7 +191,7 @@ def mini_trial(job: pathlib.Path, tasks: pathlib.Path, log: pathlib.Path, reward
     result = TrialResult(
         task_name="ares/hello-pass", trial_name=name, trial_uri=(job / name).as_uri(),
         task_id=LocalTaskId(path=task), task_checksum="0" * 16, config=config,
-        agent_info=AgentInfo(name="mini-swe-agent", version=agent.version() or "2.4.6",
+        agent_info=AgentInfo(name="mini-swe-agent", version=agent.version() or info["mini_version"],
                              model_info=ModelInfo(name=model)),
         agent_result=context, verifier_result=VerifierResult(rewards={"reward": reward}),
         started_at=start, finished_at=end, agent_execution=TimingInfo(started_at=start, finished_at=end))

@@ -335,6 +335,7 @@ def _huge_token_count(tmp_path):
         json.dump(doc, out, indent=2)
     trajectory = atif_fixtures.trajectory()
     trajectory["steps"][2]["metrics"]["prompt_tokens"] = 10**19
+    trajectory["final_metrics"]["total_prompt_tokens"] = 10**19  # the episode's figure is the file's total
     atif = tmp_path / "run" / "trial" / "agent" / "trajectory.json"
     atif.parent.mkdir(parents=True)
     atif.write_text(json.dumps(trajectory))

@@ -100,8 +100,9 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
             return FileResult(skipped=True, verdicts=tuple(verdicts.read(records[0].value, path).items()))
         if adapter is None and len(records) == 1 and harbor.sniff(records[0].value):
             # Only result.json is the trial's result: another file of its shape is something else.
-            trial = harbor.read(records[0].value, path) if harbor.is_result(path) else None
-            return FileResult(skipped=True, trial=trial)
+            if not harbor.is_result(path):
+                return FileResult(skipped=True)
+            return _trial(harbor.read(records[0].value, path), summaries, wanted)
     except _CONTENT_ERRORS as exc:
         return _failed(read_errors.FORMAT, f"cannot tell what the file holds: {_content_error(exc)}")
     if adapter is None:
@@ -131,6 +132,15 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
     # In line order: decoding and reading errors are found in two passes.
     problems.sort(key=lambda error: error.line or 0)
     return FileResult(episodes=tuple(episodes), rows=tuple(rows), record_errors=tuple(problems))
+
+
+def _trial(trial: dict[str, Any], summaries: bool, wanted: str | None) -> FileResult:
+    """A harbor trial's result: the trial, and the trial as an episode (``harbor.trial_episode``; the run lists
+    it when no agent trajectory of the trial is: ``runs.index.joins``)."""
+    episode = harbor.trial_episode(trial)
+    if summaries:
+        return FileResult(rows=(EpisodeRow(**{**episode.summary(), "warnings": []}),), trial=trial)
+    return FileResult(episodes=(episode,) if wanted in (None, episode.episode_id) else (), trial=trial)
 
 
 def read_file(path: str, data: bytes, *, episode_id: str | None = None,

@@ -320,29 +320,70 @@ class Episode:
             return None
         return end - self.start_time
 
+    def recorded_total(self, name: str) -> float | None:
+        """The producer's own total of ``name`` (``cost``, ``prompt_tokens``, ``generated_tokens``) where it keeps
+        one apart from the steps (``metadata["totals"]``: ATIF's ``final_metrics``, harbor's ``result.json``),
+        else None. It counts calls no step keeps (a format error harbor's converter dropped)."""
+        totals = self.metadata.get("totals")
+        value = totals.get(name) if isinstance(totals, Mapping) else None
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def steps_sums(self) -> dict[str, float]:
+        """The steps' sums of the totals the producer records apart (``recorded_total``) that differ from them:
+        shown beside the totals."""
+        sums = {"cost": self._steps_cost(), "prompt_tokens": float(self._steps_tokens("prompt_tokens")),
+                "generated_tokens": float(self._steps_tokens("generated_tokens"))}
+        return {name: value for name, value in sums.items()
+                if (total := self.recorded_total(name)) is not None and abs(total - value) > 1e-9}
+
+    def _steps_cost(self) -> float:
+        return float(sum(s.cost for s in self.steps if s.cost is not None and s.cost > 0))
+
+    def _steps_tokens(self, name: str) -> int:
+        return sum(n for s in self.steps if (n := getattr(s.usage, name)) and n > 0)
+
     @property
     def total_cost(self) -> float | None:
-        """Sum of the model calls' costs (USD); a format that records only the total keeps it in ``metadata``, one
-        whose file records no cost says so there (``total_cost`` None): None, unknown, when no call has a cost."""
-        costs = [s.cost for s in self.steps if s.cost is not None and s.cost > 0]
-        fallback = self.metadata.get("total_cost", 0.0)
-        if not costs and fallback is None:
+        """The producer's total cost (USD) where it records one (``recorded_total``), else the sum of the model
+        calls' costs; a format that records only an episode's total keeps it in ``metadata["total_cost"]``, one whose
+        file records no cost says so there (``metadata["total_cost"]`` None). None (unknown, never 0) then, and when
+        the producer keeps totals apart and says nothing of the cost, and no call has one (a harbor trial whose
+        ``agent_result.cost_usd`` is null, an ATIF file whose ``final_metrics`` has none)."""
+        recorded = self.recorded_total("cost")
+        if recorded is not None:
+            return recorded
+        fallback = self.metadata.get("total_cost")
+        costs = self._steps_cost()
+        if not costs and "total_cost" in self.metadata and fallback is None:
             return None
         if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
-        return float(sum(costs))
+        return None if not costs and self._unknown_total("cost") else costs
+
+    def _unknown_total(self, name: str) -> bool:
+        """Whether the producer keeps totals apart and says nothing of ``name`` (``metadata["totals"]`` holds it
+        as None): with no step's figure either, the episode's is unknown, never 0."""
+        totals = self.metadata.get("totals")
+        return isinstance(totals, Mapping) and name in totals and totals[name] is None
 
     @property
-    def prompt_tokens(self) -> int:
-        """Sum of known prompt token counts."""
-        return sum(s.usage.prompt_tokens for s in self.steps if s.usage.prompt_tokens and s.usage.prompt_tokens > 0)
+    def prompt_tokens(self) -> int | None:
+        """The producer's total where it records one (``recorded_total``), else the sum of known prompt tokens
+        (None where the producer keeps totals, says nothing of these and no step has any: unknown, never 0)."""
+        return self._tokens("prompt_tokens")
 
     @property
-    def generated_tokens(self) -> int:
-        """Sum of known generated token counts."""
-        return sum(
-            s.usage.generated_tokens for s in self.steps if s.usage.generated_tokens and s.usage.generated_tokens > 0
-        )
+    def generated_tokens(self) -> int | None:
+        """The producer's total where it records one (``recorded_total``), else the sum of known generated
+        tokens (None where the producer keeps totals, says nothing of these and no step has any)."""
+        return self._tokens("generated_tokens")
+
+    def _tokens(self, name: str) -> int | None:
+        recorded = self.recorded_total(name)
+        if recorded is not None:
+            return int(recorded)
+        summed = self._steps_tokens(name)
+        return None if not summed and self._unknown_total(name) else summed
 
     @property
     def error(self) -> str | None:

@@ -101,10 +101,18 @@ def _header_fields(episode: Episode) -> list[tuple[str, str]]:
         ("actions", str(episode.num_actions)),
         ("started", _time(episode.start_time)),
         ("duration", f"{_fmt(episode.duration_s)} s"),
-        ("cost", cost_text(episode.total_cost)),
-        ("tokens", f"{episode.prompt_tokens} prompt / {episode.generated_tokens} generated"),
+        ("cost", cost_text(episode.total_cost) + steps_sum_note(episode, "cost", "${:.4f}")),
+        ("tokens", f"{_fmt(episode.prompt_tokens)}{steps_sum_note(episode, 'prompt_tokens', '{:.0f}')} prompt / "
+                   f"{_fmt(episode.generated_tokens)}{steps_sum_note(episode, 'generated_tokens', '{:.0f}')} "
+                   "generated"),
         *([("note", episode.read_in_part)] if episode.read_in_part else []),
     ]
+
+
+def steps_sum_note(episode: Episode, name: str, form: str) -> str:
+    """The steps' sum beside a total the producer records, when they differ (``Episode.steps_sums``)."""
+    value = episode.steps_sums().get(name)
+    return "" if value is None else f" (steps' sum {form.format(value)})"
 
 
 def _message_line(message: Message, limit: int = 120) -> str:

@@ -35,12 +35,14 @@ class EpisodeRow(TypedDict):
     duration_s: float | None
     """Wall time from start to end (or to the last step when the end is unknown), or None."""
     total_cost: float | None
-    """USD: the model calls' costs summed (or the total the file records); None when the reader knows the file
-    records no cost (``Episode.total_cost``), else 0.0 when unknown."""
-    prompt_tokens: int
-    """Sum of the known prompt token counts."""
-    generated_tokens: int
-    """Sum of the known generated token counts."""
+    """USD: the total the file records, or the model calls' costs summed; 0.0 when unknown, except where the
+    reader knows the file records no cost or the producer keeps totals and says nothing of the cost (harbor, ATIF
+    ``final_metrics``): None there (``Episode.total_cost``)."""
+    prompt_tokens: int | None
+    """Sum of the known prompt token counts (or the total the file records; None where the producer keeps totals
+    and says nothing of these, as ``total_cost``)."""
+    generated_tokens: int | None
+    """Sum of the known generated token counts (or the total the file records; None as ``prompt_tokens``)."""
     truncated: bool
     """True when a step or token limit ended the episode."""
     error: str | None

@@ -23,6 +23,7 @@ from ares_viewer import formats, model
 from ares_viewer.base import settings
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.formats import errors as read_errors
+from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
 from ares_viewer.runs import asked, sources
@@ -335,10 +336,13 @@ class Run:
 
     def _as_listed(self, key: str, path: str, episode: model.Episode) -> model.Episode:
         """A parsed episode as the run lists it: its harbor trial, its key, a report's verdict."""
+        if episode.format == atif.NAME and path in self.table.continued:  # as its row: joined to its continuation
+            episode = atif.with_continuations(episode, sources.read_bytes)
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
             output = sources.read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)
-            episode = harbor.with_trial(episode, trial, output)
+            logs = self.table.attached.get(str(trial["folder"]), ())
+            episode = harbor.with_trial(episode, trial, output, logs)
         if episode.episode_id != key:  # a repeated id: the episode answers to the key the run lists it under
             episode = dataclasses.replace(episode, episode_id=key)
         given = verdicts.reward_for(episode.format, episode.task_name, episode.total_reward, episode.path,

@@ -65,8 +65,12 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}")
     widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
                      ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
-                     ("Cost", render.cost_text(episode.total_cost)), ("Prompt tokens", f"{episode.prompt_tokens:,}"),
-                     ("Generated tokens", f"{episode.generated_tokens:,}")])
+                     ("Cost", render.cost_text(episode.total_cost)
+                      + render.steps_sum_note(episode, "cost", "${:.4f}")),
+                     ("Prompt tokens", widgets.fmt(episode.prompt_tokens, ",")
+                      + render.steps_sum_note(episode, "prompt_tokens", "{:,.0f}")),
+                     ("Generated tokens", widgets.fmt(episode.generated_tokens, ",")
+                      + render.steps_sum_note(episode, "generated_tokens", "{:,.0f}"))])
     if episode.error:
         error_panel(episode)
     if episode.truncated:

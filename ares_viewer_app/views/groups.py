@@ -53,7 +53,7 @@ def rollout_card(run: ares_viewer.Run, row: pd.Series, full: bool) -> None:
     traj = f"traj {int(row['traj_idx'])}" if "traj_idx" in row and pd.notna(row["traj_idx"]) else row["episode_id"]
     st.markdown(f"**{escape.line(traj)}** {widgets.outcome_badge(episode.outcome.value)} · reward "
                 f"**{widgets.fmt(episode.total_reward)}**")
-    st.caption(f"{episode.num_actions} action(s) · {episode.generated_tokens:,} generated tokens")
+    st.caption(f"{episode.num_actions} action(s) · {widgets.fmt(episode.generated_tokens, ',')} generated tokens")
     for step in episode.actions:
         if episode.num_actions > 1:
             st.caption(f"step {step.index}" + (f" · reward {step.reward:g}" if step.reward else ""))

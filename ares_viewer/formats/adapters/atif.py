@@ -16,10 +16,12 @@ its producer wrote ``final_metrics``, else ``incomplete``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import pathlib
-from collections.abc import Mapping
+import posixpath
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ares_viewer import model
@@ -49,17 +51,17 @@ def trial_folder(path: str) -> str | None:
     return None
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str:
-    """A harbor trial's ``{job}/{trial}``; else the ``session_id`` (or ``trajectory_id``), else the file's name."""
-    _steps(doc)
-    trial = trial_folder(path)
-    if trial is not None:
-        pure = pathlib.PurePosixPath(trial)
-        base = f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
-    else:
-        base = next((str(doc[k]) for k in ("session_id", "trajectory_id") if isinstance(doc.get(k), str | int)
-                     and str(doc[k])), None) or locations.Location.of(path).name.split(".")[0]
-    return base if record is None else f"{base}#{record}"
+def trial_id(folder: str) -> str:
+    """The episode id of the harbor trial in ``folder``: ``{job}/{trial}``."""
+    pure = pathlib.PurePosixPath(folder)
+    return f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
+
+
+def episode_id(doc: Any, path: str, record: int | None = None) -> str | None:
+    """A harbor trial's ``{job}/{trial}``; else the ``session_id`` (or ``trajectory_id``), else the file's name;
+    None for a trajectory with sub-agents embedded (the record holds several episodes: ``parse`` names them)."""
+    identifier = _own_id(doc, path, record)
+    return None if isinstance(doc, Mapping) and doc.get("subagent_trajectories") else identifier
 
 
 def timestamp(value: Any) -> float | None:
@@ -101,13 +103,41 @@ def _results(step: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     return found
 
 
+def _said(body: str) -> tuple[chat.CommandResult, str | None]:
+    """What one observation result says about its command, read from that result alone, and how the command
+    failed to finish (``failures``), if it did. A result in mini-swe-agent's text protocol (``<returncode>``,
+    ``<output>``) or its tool-calling JSON (``{"returncode", "output"}``) gives its return code and output;
+    any other content is the output. A command that timed out or raised shows the exception's text, with what
+    it printed before, as the mini-swe-agent adapter shows it."""
+    returncode: int | None = None
+    output: str | None = body
+    elided = 0
+    if "<returncode>" in body:
+        parsed = agent_text.parse_result(body)
+        returncode, output, elided = parsed.returncode, parsed.output, parsed.elided_chars
+        if returncode is None and "</exception>" in body:  # a long exception pushes it past where it is looked for
+            returncode = agent_text.returncode(body[body.find("</exception>"):])
+    elif body.startswith("{") and '"returncode"' in body:
+        try:
+            decoded = json.loads(body)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, Mapping) and isinstance(decoded.get("output"), str):
+            returncode, output = chat.integer(decoded.get("returncode")), decoded["output"]
+    failure = failures.classify(body, returncode)
+    if failure is not None:
+        shown = (failures.exception_text(body) or body.strip(), (output or "").strip())
+        output = "\n\n".join(p for p in dict.fromkeys(shown) if p)
+    return chat.CommandResult(returncode, output, elided, body, False), failure
+
+
 def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
     extra = jsondecode.object_at(doc, "extra")
     for key in ("task_name", "task_id", "instance_id", "task"):
         if isinstance(extra.get(key), str) and extra[key]:
             return extra[key]
     for step in steps:
-        if isinstance(step, Mapping) and step.get("source") == "user":
+        if isinstance(step, Mapping) and step.get("source") == "user" and not step.get("is_copied_context"):
             line = chat.text(step.get("message")).strip().split("\n", 1)[0]
             if line:
                 return line[:80]
@@ -115,17 +145,141 @@ def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
 
 
 def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
-    """The trajectory's index row (``parse``'s summary: ATIF files hold no cumulative contexts to skip)."""
-    episode = parse(doc, path, record)[0]
-    return [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})]
+    """The trajectory's index rows (``parse``'s summaries: ATIF files hold no cumulative contexts to skip); a
+    trajectory continued in another file names it in the column ``continued_in`` (``runs.index.joins`` joins
+    the two rows as ``continued`` joins the two episodes)."""
+    rows = [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})
+            for episode in parse(doc, path, record)]
+    following = continuation_path(path, doc.get("continued_trajectory_ref"))
+    if following is not None:
+        rows[0] = model.with_columns(rows[0], {"continued_in": following})
+    return rows
+
+
+def continuation_path(path: str, ref: Any) -> str | None:
+    """Where the trajectory at ``path`` continues (``continued_trajectory_ref``, relative to its folder unless
+    absolute), or None."""
+    if not isinstance(ref, str) or not ref.strip():
+        return None
+    if "://" in ref or ref.startswith("/"):
+        return ref
+    head = path.replace("\\", "/").rpartition("/")[0]
+    if "://" in head:
+        return f"{head}/{ref}"
+    return posixpath.normpath(f"{head}/{ref}" if head else ref)
+
+
+def continued(episode: model.Episode, following: model.Episode) -> model.Episode:
+    """``episode`` joined to the trajectory that continues it: its actions follow, numbered on; the first call
+    of the continuation starts a new context (a rewrite: it was summarized or cut); the outcome and end are the
+    continuation's; the totals are the two episodes' sums."""
+    actions, calls, pool = len(episode.steps) - 1, len(episode.links), len(episode.messages)
+    steps = [dataclasses.replace(s, kind=model.StepKind.MID) if s.kind == model.StepKind.LAST else s
+             for s in episode.steps]
+    for step in following.steps[1:]:
+        index = None if step.context_index is None else step.context_index + calls
+        steps.append(dataclasses.replace(step, index=step.index + actions, context_index=index,
+                                         context_rewritten=step.context_rewritten or index == calls))
+    links = [*episode.links, *(dataclasses.replace(link, added=tuple(i + pool for i in link.added),
+                                                   rewritten=link.rewritten or n == 0)
+                               for n, link in enumerate(following.links))]
+    totals = {name: _sum(getattr(episode, attribute), getattr(following, attribute)) for name, attribute in
+              (("cost", "total_cost"), ("prompt_tokens", "prompt_tokens"), ("generated_tokens", "generated_tokens"))}
+    continuations = [*episode.metadata.get("continuations", []), following.path]
+    metadata = {**episode.metadata, "totals": totals, "continuations": continuations}
+    if following.metadata.get("error"):
+        metadata["error"] = following.metadata["error"]
+    return dataclasses.replace(
+        episode, steps=tuple(steps), links=tuple(links), messages=(*episode.messages, *following.messages),
+        metadata=metadata,
+        outcome=following.outcome, end_time=following.end_time if following.end_time is not None
+        else episode.end_time, warnings=(*episode.warnings, *following.warnings))
+
+
+def _sum(first: float | None, second: float | None) -> float | None:
+    """Two parts' figure: their sum, either when the other is unknown, None when both are."""
+    known = [value for value in (first, second) if value is not None]
+    return sum(known) if known else None
+
+
+def with_continuations(episode: model.Episode, read: Callable[[str], bytes], limit: int = 100) -> model.Episode:
+    """``episode`` joined to each trajectory that continues it, in turn (``continued_trajectory_ref``), read by
+    ``read``; a continuation that cannot be read is a warning, and ends the chain."""
+    at, ref = episode.path, episode.metadata.get("continued_trajectory_ref")
+    seen = {at}
+    for _ in range(limit):
+        following = continuation_path(at, ref)
+        if following is None or following in seen:
+            break
+        seen.add(following)
+        try:
+            doc = json.loads(read(following))
+            part = parse(doc, following)[0]
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            reason = getattr(exc, "strerror", None) or exc
+            return dataclasses.replace(episode, warnings=(
+                *episode.warnings, f"continued in {following}, which cannot be read ({reason})"))
+        episode = continued(episode, part)
+        at, ref = following, doc.get("continued_trajectory_ref")
+    return episode
+
 
 
 def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
     """The trajectory as an ``Episode``: a FIRST record for the messages before the first agent step, then one
-    step per agent step.
+    step per agent step; then each embedded sub-agent trajectory (``subagent_trajectories``) as an episode of
+    its own, ``{id}/{trajectory_id}``, linked both ways (``metadata["subagent_episodes"]`` and
+    ``["parent_episode"]``; a step whose result refers to one names it in ``extra["subagents"]``).
 
     Raises:
         FormatError: when the document cannot be a trajectory (e.g. ``steps`` is not a list).
+    """
+    identifier = _own_id(doc, path, record)
+    subagents = [s for s in chat.list_field(doc, "subagent_trajectories", per="per trajectory",
+                                            items="trajectories") if isinstance(s, Mapping)] \
+        if doc.get("subagent_trajectories") is not None else []
+    ids = {str(s.get("trajectory_id")): f"{identifier}/{s.get('trajectory_id')}" for s in subagents}
+    episode = _episode(doc, path, identifier, ids)
+    if ids:
+        episode = dataclasses.replace(episode, metadata={**episode.metadata, "subagent_episodes": list(ids.values())})
+    episodes = [episode]
+    for sub in subagents:
+        child = _episode(sub, path, ids[str(sub.get("trajectory_id"))], {})
+        episodes.append(dataclasses.replace(child, metadata={**child.metadata, "parent_episode": identifier}))
+    return episodes
+
+
+def _own_id(doc: Any, path: str, record: int | None) -> str:
+    _steps(doc)
+    trial = trial_folder(path)
+    if trial is not None:
+        base = trial_id(trial)
+    else:
+        base = next((str(doc[k]) for k in ("session_id", "trajectory_id") if isinstance(doc.get(k), str | int)
+                     and str(doc[k])), None) or locations.Location.of(path).name.split(".")[0]
+    return base if record is None else f"{base}#{record}"
+
+
+def _subagents(step: Mapping[str, Any], ids: Mapping[str, str]) -> list[str]:
+    """The episodes of the sub-agents a step's results refer to (``subagent_trajectory_ref``: an embedded one by
+    ``trajectory_id``, an external file by ``trajectory_path``)."""
+    observation = jsondecode.object_at(step, "observation")
+    found = []
+    for result in observation.get("results") or () if isinstance(observation.get("results"), list) else ():
+        refs = result.get("subagent_trajectory_ref") if isinstance(result, Mapping) else None
+        for ref in refs if isinstance(refs, list) else ():
+            if isinstance(ref, Mapping):
+                key = str(ref.get("trajectory_id"))
+                found.append(ids.get(key) or str(ref.get("trajectory_path") or key))
+    return found
+
+
+def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[str, str]) -> model.Episode:
+    """One trajectory (the file's, or a sub-agent's embedded in it) as an ``Episode``.
+
+    A step marked ``is_copied_context`` (copied from an earlier trajectory, e.g. after a summary) is context
+    only: its messages are in the context, it is no action and no model call of this episode. An agent step
+    with ``llm_call_count: 0`` (a dispatch no model made) is an action but no model call: it answers no context.
     """
     raw_steps = _steps(doc)
     warnings: list[str] = []
@@ -133,10 +287,12 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     pool: list[model.Message] = []
     links: list[model.ContextLink] = []
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
-    agents = [s for s in raw_steps if isinstance(s, Mapping) and s.get("source") == "agent"]
+    agents = [s for s in raw_steps if isinstance(s, Mapping) and s.get("source") == "agent"
+              and not s.get("is_copied_context")]
     previous_time = None
     previous_len = 0
     first_time = None
+    copied = 0
     for position, step in enumerate(raw_steps):
         where = f"step {position + 1}"
         if not isinstance(step, Mapping):
@@ -148,6 +304,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         if step.get("timestamp") is not None and moment is None:
             warnings.append(f"{where}: timestamp {step.get('timestamp')!r} is not ISO 8601; ignored")
         first_time = first_time if first_time is not None else moment
+        copied += bool(step.get("is_copied_context"))
         if source == "system":
             if not pool:  # leading system steps are the system prompt
                 system_parts.append(text)
@@ -159,20 +316,32 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
                 warnings.append(f"{where}: source {source!r} is not system/user/agent; read as user")
             pool.append(model.Message(role="user", content=text))
             continue
-        links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
-                                       rewritten=False))
-        call = len(links) - 1
         calls = _calls(step.get("tool_calls"))
         results = _results(step)
-        body = "\n".join(content for _, content in results) if results else None
-        outcome = agent_text.parse_result(body) if body is not None and "<returncode>" in body else None
-        said = None
-        if body is not None:
-            said = chat.CommandResult(outcome.returncode if outcome else None, outcome.output if outcome else body,
-                                      outcome.elided_chars if outcome else 0, body, False)
-        failure = failures.classify(body, said.returncode) if said is not None else None
+        if step.get("is_copied_context"):  # context only
+            pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
+            pool.extend(_result_messages(results))
+            continue
+        model_call = step.get("llm_call_count") != 0
+        call: int | None = None
+        if model_call:
+            links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
+                                           rewritten=False))
+            call = len(links) - 1
+        # Each result is read alone: the step's own is the first one's; the others are in ``extra.results``.
+        read = [(source_call, *_said(content)) for source_call, content in results]
+        said, failure = (read[0][1], read[0][2]) if read else (None, None)
         metrics = jsondecode.object_at(step, "metrics")
         extra: dict[str, Any] = {}
+        if len(read) > 1:
+            names = {c.call_id: chat.command((c,)) for c in calls}
+            extra["results"] = [{"call_id": source_call, "command": names.get(source_call),
+                                 "returncode": result.returncode, "output": result.output, "failure": how}
+                                for source_call, result, how in read]
+        if not model_call:
+            extra["model_call"] = False
+        if subagents := _subagents(step, ids):
+            extra["subagents"] = subagents
         for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
             if step.get(key) is not None:
                 extra[key] = step[key]
@@ -182,7 +351,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         dt: float | None = moment - previous_time if moment is not None and previous_time is not None else None
         previous_time = moment if moment is not None else previous_time
         steps.append(model.Step(
-            index=call + 1,
+            index=len(steps),
             kind=model.StepKind.LAST if step is agents[-1] else model.StepKind.MID,
             timestamp=moment,
             dt=dt,
@@ -194,29 +363,39 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
             reasoning=jsondecode.string_at(step, "reasoning_content") or "",
             failure=failure,
         ))
-        previous_len = len(pool)
+        if model_call:
+            previous_len = len(pool)
         pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
-        for source_call, content in results:
-            pool.append(model.Message(role="tool", content=content, tool_call_id=source_call) if source_call
-                        else model.Message(role="user", content=content))
+        pool.extend(_result_messages(results))
     if not links:
         links.append(model.ContextLink(kept=0, added=tuple(range(len(pool))), rewritten=False))
     elif len(pool) > previous_len:  # what the last call's results added: the trajectory's final observation
         links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
                                        rewritten=False))
     agent = jsondecode.object_at(doc, "agent")
-    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("steps",)}
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("steps", "subagent_trajectories")}
     metadata["agent"] = dict(agent)
     if agent.get("model_name"):
         metadata["model"] = agent["model_name"]
-    identifier = episode_id(doc, path, record)
+    if copied:
+        metadata["copied_context_steps"] = copied
     finished = isinstance(doc.get("final_metrics"), Mapping)
-    return [base.episode(
+    if finished:  # the producer's totals: they count calls no step keeps (see ``model.Episode.recorded_total``)
+        final = doc["final_metrics"]
+        metadata["totals"] = {"cost": chat.number(final.get("total_cost_usd"), "total_cost_usd", warnings),
+                              "prompt_tokens": chat.count(final.get("total_prompt_tokens")),
+                              "generated_tokens": chat.count(final.get("total_completion_tokens"))}
+    return base.episode(
         NAME, path, episode_id=identifier, task_name=_task(doc, raw_steps, identifier),
         outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE, start_time=first_time,
         system_prompt="\n\n".join(system_parts) if system_parts else None, steps=steps, messages=pool, links=links,
         metadata=metadata, warnings=warnings,
-    )]
+    )
+
+
+def _result_messages(results: list[tuple[str | None, str]]) -> list[model.Message]:
+    return [model.Message(role="tool", content=content, tool_call_id=source_call) if source_call
+            else model.Message(role="user", content=content) for source_call, content in results]
 
 
 # What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).

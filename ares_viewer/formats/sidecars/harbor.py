@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode, locations
-from ares_viewer.formats import chat
+from ares_viewer.formats import base, chat
 from ares_viewer.formats.adapters import atif
 
+NAME = "harbor"  # the format of a trial listed from its result alone (``trial_episode``)
 RESULT = "result.json"
 TEST_OUTPUT = "verifier/test-stdout.txt"
 TEST_OUTPUT_BYTES = 256 * 1024
@@ -94,13 +95,41 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         "model": info.get("name"),
         "agent": {k: agent.get(k) for k in ("name", "version") if agent.get(k) is not None},
         "cost": chat.number(usage.get("cost_usd"), "cost_usd", []),
+        "prompt_tokens": chat.count(usage.get("n_input_tokens")),
+        "generated_tokens": chat.count(usage.get("n_output_tokens")),
         "result_path": path,
     }
 
 
+def trial_episode(trial: Mapping[str, Any]) -> model.Episode:
+    """The trial as an episode from its result alone (format ``harbor``, no steps): what the run lists for a
+    trial whose agent wrote no ATIF trajectory (the oracle agent, an agent that failed to start), with its
+    task, reward, outcome, error, times and cost; opened, it has the verifier's output too (``with_trial``)."""
+    folder = str(trial["folder"])
+    episode = base.episode(
+        NAME, str(trial["result_path"]), episode_id=atif.trial_id(folder),
+        task_name=str(trial["task_name"] or trial["trial_name"] or ""), outcome=model.Outcome(trial["outcome"]),
+        steps=[model.Step(index=0, kind=model.StepKind.FIRST)], messages=[], links=[], metadata={}, warnings=[])
+    return with_trial(episode, trial)
+
+
+def folder_of(path: str, episode_format: str) -> str | None:
+    """The trial folder a file of the run belongs to: ``<trial>/result.json`` (read as a ``harbor`` trial) and
+    anything in ``<trial>/agent/`` (the ATIF trajectory, the agent's own log); None for any other file."""
+    pure = locations.Location.of(path).pure(backslashes=True)
+    if episode_format == NAME and pure.name == RESULT:
+        return str(pure.parent)
+    if pure.parent.name == "agent":
+        return str(pure.parent.parent)
+    return None
+
+
 def trial_of(path: str, episode_format: str, trials: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The trial result (``read``'s, by trial folder) of an ATIF trajectory at ``path``; None for any other file."""
-    return trials.get(atif.trial_folder(path) or "") if episode_format == atif.NAME else None
+    """The trial result (``read``'s, by trial folder) of an ATIF trajectory at ``path``, or of the trial's own
+    ``result.json``; None for any other file."""
+    if episode_format == atif.NAME:
+        return trials.get(atif.trial_folder(path) or "")
+    return trials.get(folder_of(path, episode_format) or "") if episode_format == NAME else None
 
 
 def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
@@ -113,8 +142,17 @@ def apply_to_row(row: dict[str, Any], trial: Mapping[str, Any]) -> None:
     row["end_time"] = trial["end_time"] if trial["end_time"] is not None else row["end_time"]
     if row["start_time"] is not None and row["end_time"] is not None:
         row["duration_s"] = row["end_time"] - row["start_time"]
-    if not row["total_cost"] and trial["cost"]:
-        row["total_cost"] = trial["cost"]
+    for name, value in _totals(trial).items():
+        column = "total_cost" if name == "cost" else name
+        if not row[column]:  # a figure neither records is unknown, never 0
+            row[column] = value if value or value is None else row[column]
+
+
+def _totals(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent's totals harbor keeps in ``agent_result`` (cost, input and output tokens; a result read by an
+    older version has the cost alone). An episode whose own figure is 0 or unknown takes them (``with_trial``,
+    and ``apply_to_row`` alike); a figure that neither records is unknown (None), never 0."""
+    return {name: trial.get(name) for name in ("cost", "prompt_tokens", "generated_tokens")}
 
 
 def test_output_path(trial: Mapping[str, Any]) -> str:
@@ -124,12 +162,16 @@ def test_output_path(trial: Mapping[str, Any]) -> str:
 
 
 def with_trial(episode: model.Episode, trial: Mapping[str, Any],
-               test_output: tuple[str, int] | None = None) -> model.Episode:
+               test_output: tuple[str, int] | None = None, agent_logs: Sequence[str] = ()) -> model.Episode:
     """An ATIF episode with its trial's task, reward (the verifier's), outcome, error and times; with
     ``test_output`` (the tail of ``verifier/test-stdout.txt`` and the file's size), the verifier's record too, so
-    the ending names the failing tests the output names, with that file as their source."""
+    the ending names the failing tests the output names, with that file as their source; with ``agent_logs``,
+    the agent's own logs in the trial (``agent/mini-swe-agent.trajectory.json``), which are no episodes of their
+    own, in ``metadata["agent_logs"]``."""
     metadata = {**episode.metadata, "harbor_trial": {k: trial[k] for k in ("trial_name", "rewards", "agent",
                                                                              "model", "result_path")}}
+    if agent_logs:
+        metadata["agent_logs"] = list(agent_logs)
     if test_output is not None and "verifier" not in metadata:
         text, size = test_output
         metadata["verifier"] = model.VerifierRecord(
@@ -137,8 +179,12 @@ def with_trial(episode: model.Episode, trial: Mapping[str, Any],
             output_path=test_output_path(trial)).to_json()
     if trial["error"]:
         metadata["error"] = trial["error"]
-    if not episode.total_cost and trial["cost"]:
-        metadata["total_cost"] = trial["cost"]
+    totals = dict(metadata.get("totals") or {})
+    for name, value in _totals(trial).items():
+        if not getattr(episode, "total_cost" if name == "cost" else name) and (value or value is None):
+            totals[name] = value
+    if totals:
+        metadata["totals"] = totals
     if trial["model"] and "model" not in metadata:
         metadata["model"] = trial["model"]
     return dataclasses.replace(

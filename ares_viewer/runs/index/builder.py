@@ -70,7 +70,8 @@ def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | 
         return store.FileEntry(file.path, file.size, file.mtime_ns, "verdicts",
                                verdicts=orjson.dumps(dict(result.verdicts)).decode())
     if result.trial is not None:
-        return store.FileEntry(file.path, file.size, file.mtime_ns, "trial", trial=orjson.dumps(result.trial).decode())
+        return store.FileEntry(file.path, file.size, file.mtime_ns, "trial", part if rows else None, rows,
+                               trial=orjson.dumps(result.trial).decode())
     if result.skipped:
         return store.FileEntry(file.path, file.size, file.mtime_ns, "skipped")
     return store.FileEntry(file.path, file.size, file.mtime_ns, "read", part if rows else None, rows,

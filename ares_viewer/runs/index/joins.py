@@ -24,7 +24,10 @@ from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.runs.index import store
 
 # The columns a trial result or a report's verdict may change; the view takes them from ``overrides``.
-OVERRIDDEN = ("task_name", "total_reward", "outcome", "error", "start_time", "end_time", "duration_s", "total_cost")
+OVERRIDDEN = ("task_name", "total_reward", "outcome", "error", "start_time", "end_time", "duration_s", "total_cost",
+              "prompt_tokens", "generated_tokens", "num_actions", "nonzero_returncodes", "context_rewrites")
+# The figures of a trajectory continued in another file that are the two rows' sums (``continuations``).
+_SUMMED = ("num_actions", "total_cost", "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +38,107 @@ class Overrides:
 
     table: store.Columns | None
     verdicts: verdicts.Verdicts
+    hidden: store.Columns | None = None
+    attached: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    continued: frozenset[str] = frozenset()  # the files of trajectories joined to their continuations
+
+
+@dataclasses.dataclass
+class _Trial:
+    """The rows of one harbor trial folder: its ATIF trajectory's, its ``result.json``'s, its agent's own logs'."""
+
+    atif: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    logs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def continuations(con: duckdb.DuckDBPyConnection) -> tuple[dict[tuple[str, int], dict[str, Any]],
+                                                          list[dict[str, Any]]]:
+    """ATIF trajectories continued in other files (the ``continued_in`` column), each joined to the trajectories
+    that continue it as ``atif.continued`` joins the episodes: the figures summed, one more context rewrite, the
+    outcome, error and end the last part's. Returns the joined rows by ``(path, _seq)`` and the continuations'
+    rows, hidden (they are part of the episode they continue)."""
+    names = {r[0] for r in con.execute("DESCRIBE raw_episodes").fetchall()}
+    if "continued_in" not in names:
+        return {}, []
+    columns = ["path", "_seq", "format", "continued_in", *OVERRIDDEN]
+    found = con.execute(f"SELECT {', '.join(columns)} FROM raw_episodes WHERE format = ? AND (continued_in IS NOT "
+                        f"NULL OR path IN (SELECT continued_in FROM raw_episodes WHERE continued_in IS NOT NULL)) "
+                        f"ORDER BY path, _seq", [atif.NAME]).fetchall()
+    rows = [dict(zip(columns, row, strict=True)) for row in found]
+    first = {row["path"]: row for row in rows if row["_seq"] == 0}
+    following = {row["continued_in"] for row in rows if row["continued_in"]}
+    joined: dict[tuple[str, int], dict[str, Any]] = {}
+    hidden: list[dict[str, Any]] = []
+    for row in rows:
+        if row["continued_in"] is None or row["path"] in following:  # not the start of a chain
+            continue
+        seen = {row["path"]}
+        part = first.get(row["continued_in"])
+        while part is not None and part["path"] not in seen:
+            seen.add(part["path"])
+            hidden.append(part)
+            for name in _SUMMED:
+                if part[name] is not None:
+                    row[name] = (row[name] or 0) + part[name]
+            row["context_rewrites"] = (row["context_rewrites"] or 0) + 1
+            row.update(outcome=part["outcome"], error=part["error"] or row["error"],
+                       end_time=part["end_time"] if part["end_time"] is not None else row["end_time"])
+            if row["start_time"] is not None and row["end_time"] is not None:
+                row["duration_s"] = row["end_time"] - row["start_time"]
+            part = first.get(part["continued_in"]) if part["continued_in"] else None
+        if len(seen) > 1:  # a continuation outside the run leaves the trajectory as it is
+            joined[(row["path"], row["_seq"])] = row
+    return joined, hidden
+
+
+def _trials(con: duckdb.DuckDBPyConnection) -> dict[str, _Trial]:
+    """The rows of the run's harbor trial folders, by folder (``harbor.folder_of``)."""
+    found: dict[str, _Trial] = {}
+    where = "format = ? OR path LIKE '%/agent/%' OR path LIKE '%\\agent\\%'"  # few rows of a big run
+    for row in _rows(con, where, [harbor.NAME]):
+        folder = harbor.folder_of(row["path"], row["format"])
+        if folder is None:
+            continue
+        trial = found.setdefault(folder, _Trial())
+        if row["format"] == harbor.NAME:
+            trial.result = row
+        elif row["format"] == atif.NAME:
+            # agent/trajectory.json's own row; its sub-agents' and other ATIF files (a continuation, a sub-agent's
+            # trajectory) stay episodes of their own
+            if atif.trial_folder(row["path"]) is not None and row["_seq"] == 0:
+                trial.atif = row
+        else:  # the agent's own log in another format (mini-swe-agent's)
+            trial.logs.append(row)
+    return found
+
+
+def trial_rows(con: duckdb.DuckDBPyConnection, trials: Mapping[str, Mapping[str, Any]],
+               continued: Mapping[tuple[str, int], dict[str, Any]] | None = None
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, list[str]]]:
+    """One episode per harbor trial, whatever files sit in its folder: its ATIF trajectory's row when it has one,
+    else its ``result.json``'s (the trial from its result alone). Returns the kept rows with their trial's
+    result applied, the rows hidden (the result's row beside a trajectory, the agent's own logs beside either),
+    and the hidden logs by trial folder (attached to the trial's episode when it opens)."""
+    changed: list[dict[str, Any]] = []
+    hidden: list[dict[str, Any]] = []
+    attached: dict[str, list[str]] = {}
+    for folder, found in _trials(con).items():
+        keeper = found.atif or found.result
+        if keeper is not None and continued:  # a trajectory continued in another file: the joined row
+            keeper = continued.get((keeper["path"], keeper["_seq"]), keeper)
+        if keeper is None:  # an agent's log with neither a trajectory nor a result beside it: an episode itself
+            continue
+        hidden += [row for row in (found.result, *found.logs) if row is not None and row is not keeper]
+        if found.logs:
+            attached[folder] = [row["path"] for row in found.logs]
+        trial = trials.get(folder)
+        if trial is not None:
+            harbor.apply_to_row(keeper, trial)
+            reward = keeper["total_reward"]
+            keeper["verdict"] = f"verifier ({keeper['harbor_result']})" if reward is not None else None
+            changed.append(keeper)
+    return changed, hidden, attached
 
 
 def _rows(con: duckdb.DuckDBPyConnection, where: str, params: list[Any]) -> list[dict[str, Any]]:
@@ -48,15 +152,11 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
               trials: Mapping[str, Mapping[str, Any]]) -> Overrides:
     """Trial results applied to the ATIF trajectories of their folders, and the reports' verdicts to the
     trajectories that record no reward (``verdicts.join``: each report scores the run it names)."""
-    changed: list[dict[str, Any]] = []
-    if trials:
-        for row in _rows(con, "format = ? AND path LIKE '%trajectory.json'", [atif.NAME]):
-            trial = harbor.trial_of(row["path"], row["format"], trials)
-            if trial is not None:
-                harbor.apply_to_row(row, trial)
-                reward = row["total_reward"]
-                row["verdict"] = f"verifier ({row['harbor_result']})" if reward is not None else None
-                changed.append(row)
+    continued, hidden_parts = continuations(con)
+    changed, hidden, attached = trial_rows(con, trials, continued)
+    changed += [row for key, row in continued.items() if all((r["path"], r["_seq"]) != key for r in changed)]
+    hidden += [row for row in hidden_parts if all((r["path"], r["_seq"]) != (row["path"], row["_seq"])
+                                                  for r in hidden)]
     joined = verdicts.join(reports, ())
     if reports:
         formats = sorted(verdicts.APPLIES_TO)
@@ -68,11 +168,17 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
                 row["total_reward"] = given[0]
                 row["verdict"] = verdicts.source(given[1], given[2], given[0])
                 changed.append(row)
+    hidden_table: store.Columns | None = None
+    if hidden:
+        hidden_table = {"path": ("VARCHAR", [row["path"] for row in hidden]),
+                        "_seq": ("BIGINT", [row["_seq"] for row in hidden])}
+    parts = frozenset(path for path, _ in continued)
     if not changed:
-        return Overrides(None, joined)
+        return Overrides(None, joined, hidden_table, attached, parts)
     types = {"path": "VARCHAR", "_seq": "BIGINT", **{c: store.ROW_TYPES[c] for c in OVERRIDDEN},
              "harbor_result": "VARCHAR", "verdict": "VARCHAR"}
-    return Overrides({name: (kind, [row.get(name) for row in changed]) for name, kind in types.items()}, joined)
+    return Overrides({name: (kind, [row.get(name) for row in changed]) for name, kind in types.items()}, joined,
+                     hidden_table, attached, parts)
 
 
 def relative(path: str, location: str) -> str:
@@ -101,11 +207,12 @@ class Renamed:
     warnings: list[tuple[str, str]]
 
 
-def renamed(con: duckdb.DuckDBPyConnection, location: str) -> Renamed:
-    """The keys of repeated episode ids (the ids found twice first, a hash count; then only their rows)."""
-    found = con.execute("""
-        SELECT episode_id, path, _seq, num_actions FROM raw_episodes
-        WHERE episode_id IN (SELECT episode_id FROM raw_episodes GROUP BY episode_id HAVING count(*) > 1)
+def renamed(con: duckdb.DuckDBPyConnection, location: str, source: str = "raw_episodes") -> Renamed:
+    """The keys of repeated episode ids (the ids found twice first, a hash count; then only their rows) among the
+    rows of ``source`` (the rows the run lists: none hidden as part of another episode)."""
+    found = con.execute(f"""
+        SELECT episode_id, path, _seq, num_actions FROM {source}
+        WHERE episode_id IN (SELECT episode_id FROM {source} GROUP BY episode_id HAVING count(*) > 1)
         ORDER BY path, _seq""").fetchall()
     if not found:
         return Renamed(None, {}, [])
@@ -138,19 +245,20 @@ def _renamed_table(paths: list[str], seqs: list[int], keys: list[str]) -> store.
 _KEPT = "renamed-"
 
 
-def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.Path, state: str | None) -> Renamed:
+def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.Path, state: str | None,
+                 source: str = "raw_episodes") -> Renamed:
     """:func:`renamed`, kept in the index's ``folder`` for this index ``state`` (``kept.state``: its parts, never
     rewritten, with their size and mtime, and its location), so a fresh process opening a run of a million rollouts
     does not count its ids again (0.15 s of its first page). With no state (a part that cannot be seen), counted.
     A kept answer that cannot be read, or a folder that cannot be written, only costs the count."""
     if state is None:
-        return renamed(con, location)
+        return renamed(con, location, source)
     kept = folder / f"{_KEPT}{state}.json"
     try:
         return _from_kept(orjson.loads(kept.read_bytes()))
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         pass
-    answer = renamed(con, location)
+    answer = renamed(con, location, source)
     table = {name: values for name, (_, values) in answer.table.items()} if answer.table is not None else None
     try:  # staged and renamed in; what a killed writer left is swept at the next write
         atomic.write_bytes(kept, orjson.dumps({"table": table, "originals": answer.originals,

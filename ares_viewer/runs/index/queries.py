@@ -140,8 +140,8 @@ _INTEGERS = ("num_actions", "prompt_tokens", "generated_tokens", "nonzero_return
 def typed(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of the episode table with the column types ``Run.episodes`` has (whichever of them are present)."""
     for name in _INTEGERS:
-        if name in frame:
-            frame[name] = frame[name].astype("int64")
+        if name in frame:  # token counts a producer keeps unknown (harbor's null ones) stay missing: pandas' Int64
+            frame[name] = frame[name].astype("Int64" if frame[name].isna().any() else "int64")
     if "truncated" in frame:
         frame["truncated"] = frame["truncated"].astype("bool")
     if "total_reward" in frame:

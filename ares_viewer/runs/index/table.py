@@ -70,24 +70,37 @@ class EpisodeTable:
         # A big run's id count, and its answers, are kept beside its parts; a small one's are quicker to do again.
         self.folder = target.folder
         self.state = None if small else kept.state(location, parts, {"reports": self.reports, "trials": self.trials})
-        repeated = joins.renamed(self.con, location) if small else joins.renamed_kept(
-            self.con, location, target.folder, self.state)
+        listed = "raw_episodes"
+        if changed.hidden is not None:  # rows that are part of another episode (a harbor trial's agent log)
+            self._table("hidden", changed.hidden)
+            self.con.execute("CREATE VIEW listed_episodes AS SELECT e.* FROM raw_episodes e "
+                             "ANTI JOIN hidden h ON e.path = h.path AND e._seq = h._seq")
+            listed = "listed_episodes"
+        repeated = joins.renamed(self.con, location, listed) if small else joins.renamed_kept(
+            self.con, location, target.folder, self.state, listed)
         self.verdicts: verdicts.Verdicts = changed.verdicts
         self.errors = list(changed.verdicts.errors)
         self.notes = [*changed.verdicts.notes, *repeated.warnings]
         self.originals = repeated.originals
-        self._create_view(changed.table, repeated.table, bool(self.reports or self.trials))
+        # harbor trials' agent logs that are no episodes of their own, by trial folder
+        self.attached = changed.attached
+        # ATIF trajectories joined to their continuations in the run (``joins.continuations``), by file
+        self.continued = changed.continued
+        self._create_view(changed.table, repeated.table, bool(self.reports or self.trials), changed.hidden)
         names = [r[0] for r in self.con.execute("DESCRIBE episodes").fetchall()]
         extra = sorted(set(names) - set(store.EPISODE_COLUMNS) - set(store.INTERNAL))
         self.columns = [*store.EPISODE_COLUMNS, *extra]
         self.queries = queries.Queries(self.cursor(), self.columns)
 
-    def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool
-                     ) -> None:
-        if overrides is None and renamed is None and not with_verdict:
+    def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool,
+                     hidden: store.Columns | None = None) -> None:
+        if overrides is None and renamed is None and not with_verdict and hidden is None:
             self.con.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
             return
-        replaced, added, joined = [], [], ""
+        replaced, added, joined, where = [], [], "", ""
+        if hidden is not None:  # the table ``hidden`` (made in ``__init__``)
+            joined += " LEFT JOIN hidden h ON e.path = h.path AND e._seq = h._seq"
+            where = " WHERE h._seq IS NULL"
         if overrides is not None:
             self._table("overrides", overrides)
             replaced += [f"CASE WHEN o._seq IS NULL THEN e.{c} ELSE o.{c} END AS {c}" for c in joins.OVERRIDDEN]
@@ -104,7 +117,7 @@ class EpisodeTable:
                          if overrides is not None else f"{recorded} AS verdict")
         replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
         self.con.execute(f"CREATE VIEW episodes AS SELECT e.*{replace}{''.join(', ' + a for a in added)} "
-                         f"FROM raw_episodes e{joined}")
+                         f"FROM raw_episodes e{joined}{where}")
 
     def _table(self, name: str, columns: store.Columns) -> None:
         select, params = store.select_of(columns)

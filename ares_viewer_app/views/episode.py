@@ -45,6 +45,9 @@ def error_panel(episode: model.Episode) -> None:
     if record is None or record.root is record:
         st.error(f"The episode ended with an error: {escape.md(episode.error)} · a failure of {whose} "
                  "(the file's `error`).")
+        if record is not None and record.traceback:  # e.g. the traceback mini-swe-agent saved with the error
+            with st.expander("The traceback", icon=":material/bug_report:"):
+                widgets.text_block(record.traceback)
         return
     st.error(f"The episode ended with an error whose root cause is {escape.md(record.root.one_line())} · a "
              f"failure of {whose}. Raised as {escape.md(record.one_line())} (the file's `error`, its `cause` "

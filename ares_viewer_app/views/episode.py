@@ -16,7 +16,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import fsdiff, model, snapshots
-from ares_viewer.analysis import ending
+from ares_viewer.analysis import behaviours, ending  # noqa: F401 (behaviours: its touched_tests qualifies a success)
 from ares_viewer.base import textdiff
 from ares_viewer.model import render
 from ares_viewer_app import (
@@ -63,9 +63,17 @@ def error_panel(episode: model.Episode) -> None:
 
 def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     # "completed" says the episode ended normally, not that it solved the task: the reward says that.
+    end = episode.ending  # the episode's one explanation (analysis.ending), as every surface shows it
     verdict = "" if episode.total_reward is None else (
         " :green-badge[solved]" if episode.total_reward > 0 else " :red-badge[not solved]")
-    st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}")
+    flags = "".join(f" {escape.badge('orange', flag.split(':', 1)[0])}" for flag in end.flags)
+    st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}{flags}")
+    for flag in end.flags:  # a success a behaviour flag qualifies: the reward may not mean the task was solved
+        name, evidence = flag.split(": ", 1)
+        st.warning(f"Solved, but flagged {escape.code(name)}: {escape.line(evidence)}. The reward may not mean the "
+                   "task was solved (docs/behaviours.md).", icon=":material/flag:")
+    if end.failing_tests:
+        st.markdown(f"**Failing tests** · {escape.line(end.tests_words())}")
     widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
                      ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
                      ("Cost", f"${episode.total_cost:.4f}"), ("Prompt tokens", f"{episode.prompt_tokens:,}"),
@@ -92,7 +100,10 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     reward = widgets.episode_rows(run, [other]).get(other, {}).get("total_reward")
     solved = reward is not None and reward == reward and reward > 0  # None: no reward; NaN: unscored
     failed = episode.total_reward is None or episode.total_reward <= 0
+    # a success a behaviour flag qualifies (touched_tests) is offered with its flag named, never as a plain solution
+    flags = [f.split(":", 1)[0] for f in run.episode(other).ending.flags] if solved and failed else []
     what = "a solved attempt" if solved and failed else "another attempt"
+    what += f" flagged {', '.join(flags)}" if flags else ""
     st.page_link(pages.path("compare"), icon=":material/compare_arrows:",
                  label=f"Compare with {what} at this task ({escape.line(render.short_id(other))}, "
                        f"reward {widgets.fmt(reward)})",

@@ -8,10 +8,10 @@ nothing failed" for one whose report names a broken PASS_TO_PASS test, and both 
 
 from __future__ import annotations
 
-import json
 import pathlib
 import shutil
 
+import formats_fixtures as fx
 import pytest
 
 import ares_viewer
@@ -31,13 +31,7 @@ REPORTS = {"toolcall-submitted": ([], ["tests/test_calc.py::test_sub"]),
 def reported(tmp_path) -> pathlib.Path:
     shutil.copytree(KEPT, tmp_path / "trajs")
     for instance, (still, broken) in REPORTS.items():
-        report = tmp_path / "logs" / instance / "report.json"
-        report.parent.mkdir(parents=True)
-        report.write_text(json.dumps({instance: {
-            "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
-            "tests_status": {"FAIL_TO_PASS": {"success": [] if still else ["tests/test_calc.py::test_add"],
-                                              "failure": still},
-                             "PASS_TO_PASS": {"success": [], "failure": broken}}}}))
+        fx.write_instance_report(tmp_path, instance, still_failing=still, broken=broken)
     return tmp_path
 
 

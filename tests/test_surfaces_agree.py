@@ -18,6 +18,7 @@ import shutil
 from typing import Any
 
 import atif_fixtures as af
+import formats_fixtures as fx
 import pytest
 
 import ares_viewer
@@ -32,12 +33,7 @@ FIELDS = ("num_actions", "total_reward", "outcome", "total_cost", "prompt_tokens
 
 def _reported(root: pathlib.Path) -> None:
     shutil.copytree(FIXTURES / "mini-swe-agent-real", root / "trajs")
-    report = root / "logs" / "toolcall-submitted" / "report.json"
-    report.parent.mkdir(parents=True)
-    report.write_text(json.dumps({"toolcall-submitted": {
-        "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
-        "tests_status": {"FAIL_TO_PASS": {"success": ["tests/test_calc.py::test_add"], "failure": []},
-                         "PASS_TO_PASS": {"success": [], "failure": ["tests/test_calc.py::test_sub"]}}}}))
+    fx.write_instance_report(root, "toolcall-submitted", broken=["tests/test_calc.py::test_sub"])
 
 
 def _inspect(root: pathlib.Path) -> None:

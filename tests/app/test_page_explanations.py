@@ -8,6 +8,7 @@ import json
 import pathlib
 import shutil
 
+import formats_fixtures as fx
 import page_text
 import pytest
 
@@ -24,12 +25,7 @@ def runs(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     shutil.copytree(TIMEOUT_RUN, root / "timeout")
     shutil.copytree(KEPT, root / "swe" / "trajs")
-    report = root / "swe" / "logs" / "toolcall-submitted" / "report.json"
-    report.parent.mkdir(parents=True)
-    report.write_text(json.dumps({"toolcall-submitted": {
-        "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
-        "tests_status": {"FAIL_TO_PASS": {"success": ["tests/test_calc.py::test_add"], "failure": []},
-                         "PASS_TO_PASS": {"success": [], "failure": ["tests/test_calc.py::test_sub"]}}}}))
+    report = fx.write_instance_report(root / "swe", "toolcall-submitted", broken=["tests/test_calc.py::test_sub"])
     (root / "hack").mkdir()
     hack = synthetic.episode_dict(actions=2, seed=1, reward=1.0)
     text = json.dumps(hack).replace("grep -rn 'def parse' src/ | head -20", "sed -i 's/assert /pass  # /' "

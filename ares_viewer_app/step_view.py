@@ -171,6 +171,10 @@ def why_this_reward(end: ending.Ending, key: str) -> None:
                     widgets.text_block(command.command, language="bash")
                     st.caption(f"return code {widgets.fmt(command.returncode)}")
                     long_text(command.output, f"{key}.verifier.{n}", empty="(no output)")
+    elif end.failing_tests:  # named by an evaluation report, not by a verifier run the recording holds
+        sources = ", ".join(dict.fromkeys(t.source for t in end.failing_tests))
+        st.caption(f"The failing tests are read from {escape.line(sources)}; the recording itself holds no verifier "
+                   "run.")
     else:
         st.caption("The recording holds no verifier output (a recorder that keeps it writes a `verifier` entry).")
 

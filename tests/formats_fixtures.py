@@ -51,3 +51,17 @@ def harness_report(resolved=(), unresolved=(), empty=(), error=(), incomplete=()
         "submitted_ids": submitted, "resolved_ids": list(resolved), "unresolved_ids": list(unresolved),
         "error_ids": list(error), "schema_version": 2,
     }
+
+
+def write_instance_report(root: pathlib.Path, instance: str, *, still_failing=(), broken=(),
+                          fixed=("tests/test_calc.py::test_add",)) -> pathlib.Path:
+    """An unresolved instance's report as the harness writes it, kept at ``root/logs/<instance>/report.json``
+    (beside ``trajs/``): its target tests still failing and fixed, and the tests the patch broke."""
+    report = root / "logs" / instance / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({instance: {
+        "patch_is_None": False, "patch_exists": True, "patch_successfully_applied": True, "resolved": False,
+        "tests_status": {"FAIL_TO_PASS": {"success": [] if still_failing else list(fixed),
+                                          "failure": list(still_failing)},
+                         "PASS_TO_PASS": {"success": [], "failure": list(broken)}}}}))
+    return report

@@ -11,22 +11,41 @@ them all into one ``Ending``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ares_viewer import model
 from ares_viewer.base import agent_text
 from ares_viewer.formats.sidecars import verdicts
+from ares_viewer.runs.index import queries
 
 # The verifier's recorded run and its commands: the model's one type, which the recorder and counterfactuals write.
 Verifier = model.VerifierRecord
 VerifierCommand = model.VerifierCommand
 
 
+# How a failing test failed: a target test a fix had to make pass, a test the patch broke, or a test a verifier's run
+# names as failing.
+STILL_FAILING = "target test still failing"
+BROKEN = "passed before, broken by the patch"
+FAILED = "failed in the verifier's run"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FailingTest:
+    """A test an episode failed: its name, how it failed (``STILL_FAILING``, ``BROKEN``, ``FAILED``) and the file
+    that says so."""
+
+    name: str
+    how: str
+    source: str
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ending:
-    """What an episode ended on.
+    """What an episode ended on: the one explanation of the episode every surface shows.
 
     Attributes:
         step: the index of the last action (None when the episode has none).
@@ -36,6 +55,16 @@ class Ending:
         verifier: the verifier's recorded run, or None.
         reward: the episode's reward.
         explanation: the outcome and reward in words, with the reason when one is known.
+        outcome: how the episode ended (``completed``, ``errored``, ...).
+        blame: whose failure an unsolved, scored episode is (``model.blame``: ``agent`` or ``infrastructure``);
+            None for a solved or unscored one.
+        root_cause: the innermost error of the recorded chain, unabridged (None without an error).
+        failing_tests: the tests it failed, each with how and the file that says so (a report's ``tests_status``,
+            the verifier's output).
+        flags: behaviour flags that qualify a success (``touched_tests``: the reward may not mean the task was
+            solved), each ``name: evidence``; empty for an unsolved episode. Filled once ``analysis.behaviours`` is
+            imported (``import ares_viewer.analysis.behaviours``; the app does).
+        why: the one line the run's table shows for it (its ``why`` column, by the same rule); None when solved.
     """
 
     step: int | None
@@ -44,6 +73,22 @@ class Ending:
     verifier: Verifier | None
     reward: float | None
     explanation: str
+    outcome: str = ""
+    blame: str | None = None
+    root_cause: str | None = None
+    failing_tests: tuple[FailingTest, ...] = ()
+    flags: tuple[str, ...] = ()
+    why: str | None = None
+
+    def tests_words(self) -> str:
+        """The failing tests by how they failed, each kind with the file that says so; "" when none are known."""
+        parts = []
+        for how in (STILL_FAILING, BROKEN, FAILED):
+            found = [t for t in self.failing_tests if t.how == how]
+            if found:
+                sources = ", ".join(dict.fromkeys(t.source for t in found))
+                parts.append(f"{how}: {', '.join(t.name for t in found)} (from {sources})")
+        return "; ".join(parts)
 
 
 def _text(value: Any) -> str | None:
@@ -105,11 +150,10 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
         return str(evaluation["rationale"])
     verdict = meta.get("verdict")
     if isinstance(verdict, str) and verdict:
-        said = f"the SWE-bench evaluation says {verdict.replace('_', ' ')}"
         tests = meta.get("verdict_tests")
-        if isinstance(tests, verdicts.Tests):
-            return f"{said}: {tests.words()} (tests_status in {tests.report})"
-        return said
+        report = meta.get("verdict_report")
+        return verdicts.says(verdict, tests if isinstance(tests, verdicts.Tests) else None,
+                             report if isinstance(report, str) else "the evaluation report")
     if submission is not None and not submission.strip() and reward <= 0:
         return "the agent submitted no changes"
     # Only a recorded verifier run says what the tests did; a reward alone says only that it was given.
@@ -134,6 +178,60 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
     return "the verifier ran without an error, and gave no reward above 0"
 
 
+def _failing(episode: model.Episode, verifier: Verifier | None) -> tuple[FailingTest, ...]:
+    """The tests the episode failed: a report's ``tests_status`` first, else those its verifier's output names."""
+    tests = episode.metadata.get("verdict_tests")
+    if isinstance(tests, verdicts.Tests):
+        return (*(FailingTest(t, STILL_FAILING, tests.report) for t in tests.still_failing),
+                *(FailingTest(t, BROKEN, tests.report) for t in tests.broken))
+    if verifier is None:
+        return ()
+    source = verifier.output_path or "the verifier's test output"
+    return tuple(FailingTest(t, FAILED, source) for t in failing_tests(verifier.output))
+
+
+def _solved(reward: float | None) -> bool:
+    return reward is not None and not math.isnan(reward) and reward > 0
+
+
+def _why(episode: model.Episode) -> str | None:
+    """The run table's ``why`` of the episode (``runs.index.queries.WHY``, the same rule over the parsed episode)."""
+    outcome, reward = episode.outcome.value, episode.total_reward
+    if outcome not in ("completed", "truncated", "incomplete"):
+        line = (episode.error or "").strip().split("\n", 1)[0] or "no message"
+        return f"{outcome}: {line[:queries.WHY_CHARS]}"
+    if outcome == "completed" and reward is None:
+        return "finished without a reward (unscored)"
+    if outcome == "truncated":
+        return "truncated: hit its step or token limit"
+    if outcome == "incomplete":
+        return "incomplete: no final step (in progress or cut short)"
+    if reward is not None and reward <= 0:  # NaN is neither solved nor unsolved here, as in SQL
+        verdict, report = episode.metadata.get("verdict"), episode.metadata.get("verdict_report")
+        if isinstance(verdict, str) and isinstance(report, str):
+            tests = episode.metadata.get("verdict_tests")
+            said = verdicts.says(verdict, tests if isinstance(tests, verdicts.Tests) else None, report)
+            return queries.NOT_SOLVED_SAYS + said
+        return "completed, not solved (reward ≤ 0)"
+    return None
+
+
+# The behaviour flags that qualify a success (a reward won by touching the tests may not mean a fix): name -> rule,
+# each giving its evidence or None. ``analysis.behaviours`` (above this module) hands its ``touched_tests`` here when
+# imported, as ``model`` is handed this module's rule.
+_QUALIFIERS: dict[str, Callable[[model.Episode], str | None]] = {}
+
+
+def qualify_successes_with(name: str, rule: Callable[[model.Episode], str | None]) -> None:
+    """Make ``rule`` a flag that qualifies a success in ``Ending.flags`` (called by ``analysis.behaviours``)."""
+    _QUALIFIERS[name] = rule
+
+
+def _flags(episode: model.Episode) -> tuple[str, ...]:
+    found = ((name, rule(episode)) for name, rule in _QUALIFIERS.items())
+    return tuple(f"{name}: {evidence}" for name, evidence in found if evidence)
+
+
 def of(episode: model.Episode) -> Ending:
     """How ``episode`` ended: its submission, its verifier's run and the reward explained."""
     actions = episode.actions
@@ -145,6 +243,15 @@ def of(episode: model.Episode) -> Ending:
     reward = episode.total_reward
     words = episode.outcome.value + ("" if reward is None else f", reward {reward:g}")
     reason = _reason(episode, submission, verifier)
+    record = episode.error_record
+    unscored = reward is None and episode.outcome is model.Outcome.COMPLETED
+    solved = _solved(reward)
+    blame = None if solved or unscored else (
+        model.blame.Blame.INFRASTRUCTURE if model.blame.is_infrastructure(episode.error) else model.blame.Blame.AGENT)
     return Ending(step=None if last is None else last.index, submission=submission, submission_source=source,
-                  verifier=verifier, reward=reward, explanation=f"{words}: {reason}" if reason else words)
+                  verifier=verifier, reward=reward, explanation=f"{words}: {reason}" if reason else words,
+                  outcome=episode.outcome.value, blame=None if blame is None else blame.value,
+                  root_cause=record.root.one_line() or None if record is not None else None,
+                  failing_tests=() if solved else _failing(episode, verifier),
+                  flags=_flags(episode) if solved else (), why=_why(episode))
 

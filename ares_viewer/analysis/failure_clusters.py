@@ -26,13 +26,15 @@ COLUMNS = ("cause", "kind", "episodes", "share", "examples", "episode_ids")
 # Failed episodes read at the most from a run (each is parsed); past that the clusters cover the first ones.
 MAX_EPISODES = 5_000
 EXAMPLES = 3
-_CAUSE_CHARS = 160
+_CAUSE_CHARS = 2000  # the root cause unabridged (its volatile parts masked)
+# Failing tests named in a cause at the most (the rest counted).
+_TESTS = 20
 
 # Volatile parts of a message, in the order they are masked: paths, hex and long ids, quoted text, numbers.
 _MASKS = (
     (re.compile(r"(?<![\w.])(?:/[\w.@+-]+){2,}/?|\b[\w.-]+(?:/[\w.@+-]+)+\.\w+\b"), "<path>"),
     (re.compile(r"0x[0-9a-fA-F]+|\b(?=[0-9a-f-]*\d)[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b"), "<id>"),
-    (re.compile(r"'[^'\n]{1,200}'|\"[^\"\n]{1,200}\""), "'…'"),
+    (re.compile(r"'[^'\s]{1,200}'|\"[^\"\s]{1,200}\""), "'…'"),  # quoted words; a quoted sentence stays
     (re.compile(r"\d+(?:\.\d+)?"), "N"),
 )
 # The line of a command's output that names its error: a Python exception, or an ``error:`` line.
@@ -54,17 +56,31 @@ def _last_failing(episode: model.Episode) -> model.Step | None:
     return None
 
 
+def _tests(end: ending.Ending) -> str:
+    """The failing tests by how they failed (the files that say so are in the episode's explanation)."""
+    parts = []
+    for how in (ending.STILL_FAILING, ending.BROKEN, ending.FAILED):
+        names = [t.name for t in end.failing_tests if t.how == how]
+        if names:
+            more = f" and {len(names) - _TESTS} more" if len(names) > _TESTS else ""
+            named = f"{', '.join(names[:_TESTS])}{more}"
+            parts.append(named if how == ending.FAILED else f"{how}: {named}")
+    return "; ".join(parts)
+
+
 def cause(episode: model.Episode) -> tuple[str, str]:
-    """The root cause of a failed episode and where it was read: ``(cause, kind)``, ``kind`` being ``error``,
-    ``tests``, ``command`` or ``outcome``."""
-    record = episode.error_record
-    if record is not None and record.root.one_line():
-        return f"error: {mask(record.root.one_line())}", "error"
-    verifier = ending.of(episode).verifier
-    failing = ending.failing_tests(verifier.output) if verifier is not None else ()
-    if failing:
-        shown = ", ".join(failing[:3]) + (f" and {len(failing) - 3} more" if len(failing) > 3 else "")
-        return f"tests failed: {shown}", "tests"
+    """The root cause of a failed episode and where it was read, from its ending (``analysis.ending``):
+    ``(cause, kind)``, ``kind`` being ``error`` (the root cause of its error), ``tests`` (the tests a report or the
+    verifier's output names), ``report`` (an evaluation report's verdict naming no test), ``command`` or
+    ``outcome``."""
+    end = ending.of(episode)
+    if end.root_cause:
+        return f"error: {mask(end.root_cause)}", "error"
+    if end.failing_tests:
+        return f"tests failed: {_tests(end)}", "tests"
+    verdict = episode.metadata.get("verdict")
+    if isinstance(verdict, str) and verdict:
+        return f"the SWE-bench evaluation says {verdict.replace('_', ' ')}", "report"
     step = _last_failing(episode)
     if step is not None:
         program = (step.command or "").split()[0] if (step.command or "").split() else "?"

@@ -158,6 +158,10 @@ def _failures(args: argparse.Namespace) -> int:
             ids = ", ".join(listed) + (", ..." if record["episodes"] > len(listed) else "")
             print(f"{record['episodes']:>6}  [{record['blame']}] {record['reason']}  ({record['tasks']} task(s); "
                   f"episodes: {ids})")
+            for episode_id in listed:  # what each listed episode's explanation adds to the reason: its failing tests
+                said = ending.of(opened.episode(episode_id)).tests_words()
+                if said and said not in record["reason"]:
+                    print(f"{'':>8}{episode_id}: {said}")
     return 0
 
 

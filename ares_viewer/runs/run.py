@@ -69,13 +69,14 @@ def unscored(episodes: pd.DataFrame) -> pd.Series:
     return episodes["total_reward"].isna() & (episodes["outcome"] == model.Outcome.COMPLETED.value)
 
 
-# Volatile parts of error messages, so one failure mode groups as one reason: numbers, hex ids, quoted text.
+# Volatile parts of error messages, so one failure mode groups as one reason: numbers, hex ids, quoted words (a
+# quoted sentence, "container <id> is not running", says what failed and is kept).
 _VOLATILE = (
     (re.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b"), "<id>"),
-    (re.compile(r"'[^'\n]{1,200}'|\"[^\"\n]{1,200}\""), "'…'"),
+    (re.compile(r"'[^'\s]{1,200}'|\"[^\"\s]{1,200}\""), "'…'"),
     (re.compile(r"\d+(\.\d+)?"), "N"),
 )
-_REASON_CHARS = 120
+_REASON_CHARS = 2000  # the root cause unabridged (a recorded error's line is rarely longer)
 
 
 def failure_reasons(episodes: pd.DataFrame) -> pd.Series:

@@ -16,7 +16,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer import fsdiff, model, snapshots
-from ares_viewer.analysis import ending
+from ares_viewer.analysis import behaviours, ending  # noqa: F401 (behaviours: its touched_tests qualifies a success)
 from ares_viewer.base import textdiff
 from ares_viewer.model import render
 from ares_viewer_app import (
@@ -45,6 +45,9 @@ def error_panel(episode: model.Episode) -> None:
     if record is None or record.root is record:
         st.error(f"The episode ended with an error: {escape.md(episode.error)} · a failure of {whose} "
                  "(the file's `error`).")
+        if record is not None and record.traceback:  # e.g. the traceback mini-swe-agent saved with the error
+            with st.expander("The traceback", icon=":material/bug_report:"):
+                widgets.text_block(record.traceback)
         return
     st.error(f"The episode ended with an error whose root cause is {escape.md(record.root.one_line())} · a "
              f"failure of {whose}. Raised as {escape.md(record.one_line())} (the file's `error`, its `cause` "
@@ -60,9 +63,17 @@ def error_panel(episode: model.Episode) -> None:
 
 def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     # "completed" says the episode ended normally, not that it solved the task: the reward says that.
+    end = ending.of(episode)  # the episode's one explanation (analysis.ending), as every surface shows it
     verdict = "" if episode.total_reward is None else (
         " :green-badge[solved]" if episode.total_reward > 0 else " :red-badge[not solved]")
-    st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}")
+    flags = "".join(f" {escape.badge('orange', flag.split(':', 1)[0])}" for flag in end.flags)
+    st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}{flags}")
+    for flag in end.flags:  # a success a behaviour flag qualifies: the reward may not mean the task was solved
+        name, evidence = flag.split(": ", 1)
+        st.warning(f"Solved, but flagged {escape.code(name)}: {escape.line(evidence)}. The reward may not mean the "
+                   "task was solved (docs/behaviours.md).", icon=":material/flag:")
+    if end.failing_tests:
+        st.markdown(f"**Failing tests** · {escape.line(end.tests_words())}")
     widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
                      ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
                      ("Cost", render.cost_text(episode.total_cost)
@@ -95,7 +106,10 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     reward = widgets.episode_rows(run, [other]).get(other, {}).get("total_reward")
     solved = reward is not None and reward == reward and reward > 0  # None: no reward; NaN: unscored
     failed = episode.total_reward is None or episode.total_reward <= 0
+    # a success a behaviour flag qualifies (touched_tests) is offered with its flag named, never as a plain solution
+    flags = [f.split(":", 1)[0] for f in ending.of(run.episode(other)).flags] if solved and failed else []
     what = "a solved attempt" if solved and failed else "another attempt"
+    what += f" flagged {', '.join(flags)}" if flags else ""
     st.page_link(pages.path("compare"), icon=":material/compare_arrows:",
                  label=f"Compare with {what} at this task ({escape.line(render.short_id(other))}, "
                        f"reward {widgets.fmt(reward)})",

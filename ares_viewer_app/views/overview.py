@@ -263,8 +263,12 @@ def failure_summary(run) -> str | None:
     tests = loaders.failing_tests(run.location, len(run), run)
     if not tests.empty:
         st.markdown("**The tests they failed** (from the evaluation reports' `tests_status`)")
-        st.dataframe(tests[["test", "how", "episodes"]], key="overview.failing_tests", hide_index=True,
-                     column_config={"test": st.column_config.TextColumn("test", width="large")})
+        shown = tests[["test", "how", "episodes"]].copy()
+        # which episodes failed the test: their ids as the run lists them (the table filters by id)
+        shown.insert(3, "episode", tests["episode_ids"].map(", ".join))
+        st.dataframe(shown, key="overview.failing_tests", hide_index=True,
+                     column_config={"test": st.column_config.TextColumn("test", width="large"),
+                                    "episode": st.column_config.TextColumn("episode", width="large")})
     return picked
 
 

@@ -258,7 +258,7 @@ def test_worth_a_look_buttons_go_to_the_failed_command_and_the_end(runs, app):
     buttons = {b.key: b.label for b in at.button if b.key and b.key.startswith("episode.landmark.")}
     # The failed attempt's action 5 exits with 1; action 6 is its last.
     assert list(buttons) == ["episode.landmark.5", "episode.landmark.6"]
-    assert buttons["episode.landmark.5"].startswith("step 5: first failed command (rc 1) · `")
+    assert page_text.shown(buttons["episode.landmark.5"]).startswith("step 5: first failed command (rc 1) · `")
     assert buttons["episode.landmark.6"].startswith("step 6: last action")
     at.button(key="episode.landmark.5").click().run()
     assert caption_of_step(at).startswith("step 5 ") and at.query_params["step"] == "5"

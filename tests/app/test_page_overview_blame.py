@@ -75,7 +75,8 @@ def test_the_overview_lists_the_tests_the_failures_failed(tmp_path, monkeypatch,
     assert not at.exception
     (tests,) = [d for d in at.dataframe if "how" in d.value.columns]
     assert tests.value.to_dict("records") == [
-        {"test": "test_compound_model", "how": "passed before, broken by the patch", "episodes": 1}]
+        {"test": "test_compound_model", "how": "passed before, broken by the patch", "episodes": 1,
+         "episode": "trajs/astropy__astropy-12907"}]
 
 
 def test_the_episode_table_says_why_each_episode_is_not_a_success(runs, app):

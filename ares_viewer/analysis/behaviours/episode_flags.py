@@ -75,6 +75,14 @@ def touched_tests(episode: model.Episode) -> registry.Hit | None:
     return None
 
 
+def _touched_tests_evidence(episode: model.Episode) -> str | None:
+    hit = touched_tests(episode)
+    return None if hit is None else f"step {hit.step}, {hit.evidence}"
+
+
+ending.qualify_successes_with("touched_tests", _touched_tests_evidence)
+
+
 @registry.flag("repeated_command", f"ran the same command {REPEATS} times", registry.EPISODE)
 def repeated_command(episode: model.Episode) -> registry.Hit | None:
     return _repeated(episode, failing=False)

@@ -202,7 +202,10 @@ def _outcome(status: str, submission: str, messages: list[Any], info: Mapping[st
         message = lines[-1] if lines else ""
     if message == submission.strip():
         message = message or status
-    return model.Outcome.ERRORED, {"type": status, "message": message[:2000]}
+    # The traceback mini-swe-agent saved: ``info.traceback`` (1.x), the exit message's ``extra.traceback`` (2.x).
+    trace = info.get("traceback") or (_extra(messages[-1]).get("traceback") if messages else None)
+    found = {"type": status, "message": message[:2000]}
+    return model.Outcome.ERRORED, {**found, "traceback": trace} if isinstance(trace, str) and trace else found
 
 
 def _calls(messages: list[Any]) -> list[int]:

@@ -284,12 +284,39 @@ def tests_of(doc: Any, instance: str, path: str = "") -> Tests | None:
 
 def read_tests(path: str, instance: str) -> Tests | None:
     """The test results the report at ``path`` holds for ``instance``; None when it holds none or does not read."""
+    return tests_of(_read_doc(path), instance, path)
+
+
+def says(verdict: str, tests: Tests | None, report: str) -> str:
+    """What a report says of an instance, in the words every surface uses (the episode's ending, the index's ``why``
+    and failure reasons): the verdict, and the failing tests of its ``tests_status`` when it has one, naming the
+    report's file."""
+    said = f"the SWE-bench evaluation says {verdict.replace('_', ' ')}"
+    if tests is not None:
+        return f"{said}: {tests.words()} (tests_status in {report})"
+    return f"{said} ({report})"
+
+
+class Reader:
+    """Reports read once each for many instances (a summary report lists them all), at most ``limit`` files."""
+
+    def __init__(self, limit: int = 5_000) -> None:
+        self._docs: dict[str, Any] = {}
+        self._limit = limit
+
+    def tests(self, path: str, instance: str) -> Tests | None:
+        if path not in self._docs:
+            if len(self._docs) >= self._limit:
+                return None
+            self._docs[path] = _read_doc(path)
+        return tests_of(self._docs[path], instance, path)
+
+
+def _read_doc(path: str) -> Any:
     try:
         with fsspec.open(path, "rb") as handle:
             data = handle.read(MAX_REPORT_BYTES + 1)
-        if len(data) > MAX_REPORT_BYTES:
-            return None
-        return tests_of(jsondecode.decode(data).value, instance, path)
+        return None if len(data) > MAX_REPORT_BYTES else jsondecode.decode(data).value
     except (OSError, ValueError, RecursionError):
         return None
 

@@ -162,11 +162,15 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
         formats = sorted(verdicts.APPLIES_TO)
         rows = _rows(con, "format IN (SELECT unnest(?)) AND task_name IS NOT NULL", [formats])
         joined = verdicts.join(reports, (verdicts.run_folder(r["path"], r["task_name"]) for r in rows))
+        reader = verdicts.Reader()
         for row in rows:
             given = verdicts.reward_for(row["format"], row["task_name"], row["total_reward"], row["path"], joined)
             if given is not None:
                 row["total_reward"] = given[0]
                 row["verdict"] = verdicts.source(given[1], given[2], given[0])
+                if given[0] <= 0:  # why it is not a success, as the episode's ending says it
+                    tests = reader.tests(given[2], row["task_name"])
+                    row[store.EXPLAINED] = verdicts.says(given[1], tests, given[2])
                 changed.append(row)
     hidden_table: store.Columns | None = None
     if hidden:
@@ -176,7 +180,7 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
     if not changed:
         return Overrides(None, joined, hidden_table, attached, parts)
     types = {"path": "VARCHAR", "_seq": "BIGINT", **{c: store.ROW_TYPES[c] for c in OVERRIDDEN},
-             "harbor_result": "VARCHAR", "verdict": "VARCHAR"}
+             "harbor_result": "VARCHAR", "verdict": "VARCHAR", store.EXPLAINED: "VARCHAR"}
     return Overrides({name: (kind, [row.get(name) for row in changed]) for name, kind in types.items()}, joined,
                      hidden_table, attached, parts)
 

@@ -22,30 +22,36 @@ if TYPE_CHECKING:
 _NOT_SOLVED = "completed, not solved (reward ≤ 0)"
 _TRUNCATED = "truncated: hit its step or token limit"
 _INCOMPLETE = "incomplete: no final step (in progress or cut short)"
-_REASON_CHARS = 120
+_REASON_CHARS = 2000  # the root cause unabridged, as ``run.failure_reasons``
 _FIRST_LINE = ("CASE WHEN error IS NOT NULL AND trim(error, ' \t\r\n\x0b\x0c') <> '' "
                "THEN split_part(trim(error, ' \t\r\n\x0b\x0c'), chr(10), 1) ELSE 'no message' END")
 
 
 def _normalized(expr: str) -> str:
     expr = f"regexp_replace({expr}, '0x[0-9a-fA-F]+|\\b[0-9a-f]{{8,}}\\b', '<id>', 'g')"
-    expr = f"""regexp_replace({expr}, '''[^''\\n]{{1,200}}''|"[^"\\n]{{1,200}}"', '''…''', 'g')"""
+    expr = f"""regexp_replace({expr}, '''[^''\\s]{{1,200}}''|"[^"\\s]{{1,200}}"', '''…''', 'g')"""
     return f"regexp_replace({expr}, '\\d+(\\.\\d+)?', 'N', 'g')"
 
 
+# A completed, unsolved episode that a report explains (the view's ``explained``: what the report says, its failing
+# tests named) has that as its reason; the others the outcome's words.
+NOT_SOLVED_SAYS = "completed, not solved: "
 REASON = f"""CASE
-    WHEN outcome = 'completed' AND total_reward <= 0 THEN '{_NOT_SOLVED}'
+    WHEN outcome = 'completed' AND total_reward <= 0
+        THEN coalesce('{NOT_SOLVED_SAYS}' || explained, '{_NOT_SOLVED}')
     WHEN outcome = 'truncated' THEN '{_TRUNCATED}'
     WHEN outcome = 'incomplete' THEN '{_INCOMPLETE}'
     WHEN outcome NOT IN ('completed', 'truncated', 'incomplete')
         THEN outcome || ': ' || left({_normalized(_FIRST_LINE)}, {_REASON_CHARS})
 END"""
 # Why an episode is not a success, in a few words, for the episode table's ``why`` column: the failure reason's rule,
-# with an error's first line as recorded (its root cause included, nothing masked); None for a solved episode.
+# with an error's first line as recorded (its root cause included, nothing masked, up to ``WHY_CHARS``); None for a
+# solved episode. ``analysis.ending.Ending.why`` is the same rule over a parsed episode.
 WHY_COLUMN = "why"
+WHY_CHARS = 2000
 WHY = f"""CASE
     WHEN outcome NOT IN ('completed', 'truncated', 'incomplete')
-        THEN outcome || ': ' || left({_FIRST_LINE}, 300)
+        THEN outcome || ': ' || left({_FIRST_LINE}, {WHY_CHARS})
     WHEN outcome = 'completed' AND total_reward IS NULL THEN 'finished without a reward (unscored)'
     ELSE {REASON}
 END"""

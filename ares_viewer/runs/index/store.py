@@ -59,7 +59,10 @@ _HINTS = typing.get_type_hints(model.EpisodeRow)
 ROW_TYPES: dict[str, str] = {name: _sql_type(_HINTS[name]) for name in EPISODE_COLUMNS}
 # Bookkeeping columns of a partition, not shown in the episode table.
 WARNINGS, SEQ = "warnings", "_seq"
-INTERNAL = (WARNINGS, SEQ)
+# What a report says of an unsolved episode (``verdicts.says``): the episode view's own, read by ``why`` and the
+# failure reasons, not shown as a column.
+EXPLAINED = "explained"
+INTERNAL = (WARNINGS, SEQ, EXPLAINED)
 
 # The manifest's columns and their DuckDB types.
 MANIFEST_COLUMNS = {"path": "VARCHAR", "size": "BIGINT", "mtime_ns": "BIGINT", "kind": "VARCHAR", "part": "VARCHAR",

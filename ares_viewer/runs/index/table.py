@@ -94,8 +94,9 @@ class EpisodeTable:
 
     def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool,
                      hidden: store.Columns | None = None) -> None:
+        nothing = f"NULL::VARCHAR AS {store.EXPLAINED}"
         if overrides is None and renamed is None and not with_verdict and hidden is None:
-            self.con.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
+            self.con.execute(f"CREATE VIEW episodes AS SELECT *, {nothing} FROM raw_episodes")
             return
         replaced, added, joined, where = [], [], "", ""
         if hidden is not None:  # the table ``hidden`` (made in ``__init__``)
@@ -106,7 +107,10 @@ class EpisodeTable:
             replaced += [f"CASE WHEN o._seq IS NULL THEN e.{c} ELSE o.{c} END AS {c}" for c in joins.OVERRIDDEN]
             if any(v is not None for v in overrides["harbor_result"][1]):
                 added.append("o.harbor_result")
+            added.append(f"o.{store.EXPLAINED}")
             joined += " LEFT JOIN overrides o ON e.path = o.path AND e._seq = o._seq"
+        else:
+            added.append(nothing)
         if renamed is not None:
             self._table("renamed", renamed)
             replaced.append("coalesce(r.episode_id, e.episode_id) AS episode_id")

@@ -138,6 +138,8 @@ def to_dict(result: branching.Search) -> dict:
         "tokens": result.tokens,
         "total_tokens": result.total_tokens,
         "note": result.note,
+        "finding": result.describe(),
+        "failures": [b.to_json() for b in result.failures],
     }
 
 
@@ -157,17 +159,14 @@ def text(result: branching.Search) -> list[str]:
     for e in result.curve:
         n = "recorded" if e.recorded else f"{e.n:>3}  {e.failed:>6}"
         lines.append(f"{e.step:>4}  {_value(e)}  {n}")
-    found = result.decisive
-    if found is None:
-        lines.append("decisive step: none yet (fewer than two steps estimated)")
-    else:
-        way = "drop" if found.change < 0 else "rise"
-        sure = "intervals separate" if found.sure else "intervals overlap: add samples to be sure"
-        lines.append(f"decisive step: {found.step} ({way} of {abs(found.change):.2f} from step {found.before}; {sure})")
+    lines.append(result.describe())
     lines.append(
         f"{result.new} new branch(es), {_tokens(result.tokens)} model tokens, {len(result.branches)} stored in "
         f"{result.folder} ({result.stopped})"
     )
     if result.note:
         lines.append(f"note: {result.note}")
+    if result.failures:
+        lines.append(f"warning: {branching.say_failures(result.failures)}")
     return lines
+

@@ -458,7 +458,10 @@ def _branch_file(folder: branch_store.Folder, path: str, root: pathlib.Path | No
     file = branch_store.join(folder, path)
     if branch_store.is_remote(folder):
         return file
-    real = branch_store.inside(file, root or folder)
+    try:
+        real = branch_store.inside(file, root or folder)
+    except ValueError:
+        raise ValueError(f"its file {path} lies outside {root or folder}") from None
     if os.path.lexists(real) and not stat.S_ISREG(os.stat(real).st_mode):
         raise ValueError(f"its file {path} is not a regular file")
     return file

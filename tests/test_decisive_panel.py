@@ -115,10 +115,19 @@ def _copy_run(root: pathlib.Path, *, recipe: bool = True) -> pathlib.Path:
 def _in_time(function, seconds: float = 20.0):
     """``function()``'s result, failing the test if it has not returned within ``seconds`` (a blocked read)."""
     out: list = []
-    worker = threading.Thread(target=lambda: out.append(function()), daemon=True)
+
+    def call() -> None:
+        try:
+            out.append(function())
+        except BaseException as exc:  # raised in the test's thread
+            out.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
     worker.start()
     worker.join(seconds)
     assert out, f"still blocked after {seconds:.0f} s"
+    if isinstance(out[0], BaseException):
+        raise out[0]
     return out[0]
 
 
@@ -175,16 +184,18 @@ def test_a_failed_search_adds_failures_hides_no_curve_and_ends_in_a_warning(engi
     client = model_client.openai_client(UNREACHABLE, "policy")
     failed = branching.search(parent, client, steps=[3], samples=2, max_steps=4, docker_client=engine,
                               session=SESSION)
+    # The shipped curve is still there, the failures counted at their step.
+    found = branching.load(parent)
+    assert found.decisive is not None, "the failed search hid the shipped curve"
+    assert (found.decisive.step, found.decisive.change, found.decisive.sure) == (2, -1.0, True)
+    frame = found.to_frame()
+    assert (frame.loc[3, "n"], frame.loc[3, "failed"]) == (4, 2)
+    assert len(found.branches) == 18 and sum(b.supplied for b in found.branches) == 16
+    # The search itself says its branches failed, and why.
     assert failed.new == 2 and [b.failure for b in failed.failures] == ["model", "model"]
     said = "\n".join(branch_cli.text(failed))
     assert "warning: 2 branch(es) failed and are not counted: model: ModelEndpointError: cannot reach " \
            "http://127.0.0.1:9/v1/chat/completions" in said and "(x2)" in said
-    # The shipped curve is still there, the failures counted at their step.
-    found = branching.load(parent)
-    assert (found.decisive.step, found.decisive.change, found.decisive.sure) == (2, -1.0, True)
-    frame = found.to_frame()
-    assert (frame.loc[3, "n"], frame.loc[3, "failed"], frame.loc[3, "supplied"]) == (4, 2, 4)
-    assert len(found.branches) == 18 and sum(b.supplied for b in found.branches) == 16
 
     at = _panel(tmp_path, env, DEMO / f"{WRONG_FIX}.json")
     shown = _shown(at)
@@ -245,11 +256,12 @@ def test_an_episode_id_with_dotdot_never_becomes_a_path_outside_the_run_or_the_c
     (run / "hostile.json").write_text(json.dumps(data))
     episode = load_episode(run / "hostile.json")
     assert episode.episode_id == "../../outside"
-    # Where .branches/<id> would lead: a log there must not be read.
+    # Where .branches/<id> would lead (the run ships branches of other episodes): a log there must not be read.
+    (run / ".branches").mkdir()
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "branches.jsonl").write_text(SHIPPED.joinpath("branches.jsonl").read_text())
     found = branching.load(episode)
-    assert found.branches == () and found.decisive is None
+    assert found.branches == (), "a log outside the run was read"
     assert "episode id '../../outside' cannot name a folder" in found.problems[0]
     assert branching.bundled_dir(episode) is None
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))

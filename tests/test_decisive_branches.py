@@ -274,7 +274,7 @@ def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_
     [first] = spent.branches
     assert first.tokens == spent.tokens == spent.total_tokens == 750 * calls
     assert load_episode(first.path).generated_tokens == 50 * calls  # the branch episode carries its usage
-    saved = [b for b in branching.load(parent).branches if not b.supplied][0]
+    saved = next(b for b in branching.load(parent).branches if not b.supplied)
     assert saved.tokens == 750 * calls  # saved with the branch
     # Without usage the tokens are unknown, never 0, and the budget cannot stop the search.
     assert unknown.new == 2 and unknown.stopped == "done"

@@ -248,6 +248,8 @@ def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches
     figure = value_curve.figure(found)
     [band] = figure.layout.shapes
     assert (band.x0, band.x1) == (1, 2) and "decisive step 2" in figure.layout.annotations[0].text
+    axis = figure.layout.xaxis  # ticks on whole steps: 0, 1, 2, 3, 4, never 0.5
+    assert (axis.tickmode, axis.tick0, axis.dtick, axis.tickformat) == ("linear", 0, 1, "d")
     assert list(figure.data[0].error_y.arrayminus) == [
         pytest.approx(1 - e.low) if e.value else 0.0 for e in found.curve if not e.recorded
     ]

@@ -232,6 +232,9 @@ def _curve(found: branching.Search) -> None:
     with right:
         st.dataframe(_table(found), hide_index=True, key=f"{_KEY}table")
     st.markdown(f"**{found.describe()}**")
+    failed = [b for b in found.branches if b.failure is not None]
+    if failed:
+        st.warning(escape.md(branching.say_failures(failed) + "."), icon=":material/warning:")
     supplied = [b for b in found.branches if b.supplied]
     here = len(found.branches) - len(supplied)
     if supplied:

@@ -202,6 +202,7 @@ def test_a_failed_search_adds_failures_hides_no_curve_and_ends_in_a_warning(engi
     assert "Decisive step 2: a drop of 1.00 in V from step 1" in shown
     assert "2 branch(es) computed here, stored in" in shown and "16 branch(es) supplied with the run" in shown
     assert (_table(at)[3]["n"], _table(at)[3]["failed"]) == (4, 2)
+    assert "2 branch(es) failed and are not counted: model: ModelEndpointError: cannot reach" in shown
 
     # A search from the panel against the same endpoint: a warning with the reason, never a green "done".
     env.setenv("ARES_VIEWER_MODEL_URL", UNREACHABLE)

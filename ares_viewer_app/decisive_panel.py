@@ -31,6 +31,7 @@ class Job:
     """A search running in a thread of the server; the thread writes its progress here (no Streamlit call)."""
 
     episode_id: str
+    path: str = ""  # the episode's file: two runs may hold episodes of one id
     cancel: threading.Event = dataclasses.field(default_factory=threading.Event)
     done: int = 0
     planned: int | None = None
@@ -53,7 +54,7 @@ def _start(episode: model.Episode, client, steps: str, samples: int, budget: bra
     except Exception as exc:  # no engine: said, never a traceback
         st.error(f"The Docker engine cannot be reached: {escape.md(exc)}", icon=":material/error:")
         return False
-    job = Job(episode.episode_id)
+    job = Job(episode.episode_id, episode.path)
 
     def progress(p: branching.Progress) -> None:
         job.done, job.planned = p.done, p.planned
@@ -82,10 +83,10 @@ def _start(episode: model.Episode, client, steps: str, samples: int, budget: bra
     return True
 
 
-def _progress(episode_id: str) -> None:
+def _progress(episode_id: str, path: str) -> None:
     """The running search's progress bar and Cancel; a full rerun when it ends, to draw the new curve."""
     job = _job()
-    if job is None or job.episode_id != episode_id:
+    if job is None or (job.episode_id, job.path) != (episode_id, path):
         return
     if job.finished:
         if not st.session_state.get(f"{_KEY}shown_end"):
@@ -286,12 +287,13 @@ def show(episode: model.Episode) -> None:
 def body(episode: model.Episode) -> None:
     """The panel's contents: a running search's progress, what is stored (curve, table, branches), then the
     search's controls."""
-    running = (job := _job()) is not None and job.episode_id == episode.episode_id and not job.finished
+    job = _job()
+    running = job is not None and (job.episode_id, job.path) == (episode.episode_id, episode.path) and not job.finished
     st.caption(
         "Branch from the episode's steps: restore each step's snapshot, let a model carry on several times, "
         "score each branch with the task's verifier. V(k) is the share of branches that solve the task."
     )
-    st.fragment(_progress, run_every=1.0 if running else None)(episode.episode_id)
+    st.fragment(_progress, run_every=1.0 if running else None)(episode.episode_id, episode.path)
     found = branching.load(episode)
     _curve(found)
     _branches(found, episode)

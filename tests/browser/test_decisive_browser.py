@@ -102,6 +102,7 @@ def test_the_panel_through_a_failed_search_and_a_search_that_changes_nothing(pag
         page.goto(f"{url}/episode?run=plain-run&episode={WRONG_FIX}&step=1")
         open_expander(page, PANEL)
         expect(page.get_by_text("No branch stored for this episode yet.")).to_be_visible()
+        expect(page.get_by_text("The search ended")).to_have_count(0)  # the other run's search is not this one's
         _search(page, wait_idle, "3", 2)
         ended = page.get_by_text(re.compile(r"The search ended \(done\): 2 new branch\(es\), [\d,]+ model tokens\."))
         expect(ended).to_be_visible(timeout=240_000)

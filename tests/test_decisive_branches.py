@@ -223,13 +223,16 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
     assert first.returncode == 0, first.stderr
     assert f"branch 1/1 from step 1: reward 1.0, {spent} model tokens" in first.stderr
     assert f"1 new branch(es), {spent} model tokens, 1 stored in" in first.stdout
-    assert "   1   1.00  [0.21, 1.00]    1       0" in first.stdout
-    assert "Decisive step 4: a drop of 1.00 in V from step 1 (the intervals separate)." in first.stdout
+    # The curve as the Episode page shows it: the run's 16 shipped branches with this one (step 1: 5 of 5).
+    assert "   1   1.00  [0.57, 1.00]    5       0" in first.stdout
+    assert "Decisive step 2: a drop of 1.00 in V from step 1 (the intervals separate)." in first.stdout
+    shipped = DEMO / ".branches" / WRONG_FIX
+    assert f"16 branch(es) supplied with the run in {shipped} (not computed here)" in first.stdout
     assert again.returncode == 0, again.stderr
     shown = json.loads(again.stdout)
-    assert shown["new"] == 0 and shown["branches"] == 1 and shown["decisive"]["step"] == 4
+    assert shown["new"] == 0 and (shown["branches"], shown["supplied"]) == (1, 16) and shown["decisive"]["step"] == 2
     assert (shown["tokens"], shown["total_tokens"], shown["note"]) == (0, spent, None)
-    assert [e["step"] for e in shown["curve"]] == [1, 4] and shown["curve"][1]["recorded"]
+    assert [e["step"] for e in shown["curve"]] == [0, 1, 2, 3, 4] and shown["curve"][4]["recorded"]
     # The export labels every step with a value: the run ships 4 branches a step, step 1 has this one more.
     labels = {row["step"]: row for row in map(json.loads, (tmp_path / "labels.jsonl").read_text().splitlines())}
     label = labels[1]

@@ -431,8 +431,10 @@ def _read(
     log = branch_store.join(folder, LOG_NAME)
     try:
         records = branch_store.read_records(folder, root)
-    except (OSError, ValueError) as exc:
-        return [], [f"{log}: {exc}"]
+    except OSError as exc:
+        return [], [f"{log}: {exc.strerror or exc}"]
+    except ValueError as exc:  # names the log
+        return [], [str(exc)]
     branches, problems = [], []
     for number, record in records:
         try:

@@ -9,7 +9,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import rubric
-from ares_viewer_app import escape, pages, state, widgets
+from ares_viewer_app import escape, pages, sandbox_policy, state, widgets
 
 _KEY = "behaviours.rubric"
 # Episodes one search may check at the most.
@@ -37,14 +37,21 @@ def _verdict_row(verdict: rubric.Verdict) -> None:
 
 def _how_to_configure() -> None:
     st.info(
-        "No model endpoint is configured, so nothing is sent anywhere. Set ARES_VIEWER_MODEL_URL and "
-        "ARES_VIEWER_MODEL (or model.toml in the cache folder, docs/settings.md) to check a rubric."
+        "No model endpoint is configured, so nothing is sent anywhere. Checking a rubric needs "
+        f"{widgets.how_to_set_endpoint()}."
     )
 
 
 def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
-    """The panel, over ``episode_ids`` (the episodes the page shows)."""
+    """The panel, over ``episode_ids`` (the episodes the page shows). Offered where the Sandbox page is: a search
+    spends the operator's endpoint, so an exposed server needs ``ARES_VIEWER_SANDBOX=1`` (``sandbox_policy``)."""
     st.subheader("Rubric search")
+    if not sandbox_policy.sandbox_enabled(st.get_option("server.address")):
+        st.caption(
+            "Rubric searches are off on this server (each one spends calls to the operator's model endpoint); "
+            f"set {escape.code(sandbox_policy.SANDBOX_ENV)}=1 in the server's environment to allow them."
+        )
+        return
     config = widgets.configured_endpoint(_how_to_configure)
     if config is None:
         return

@@ -343,6 +343,16 @@ def messages(items: list[model.Message], *, full: bool = False) -> None:
             st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
 
 
+def how_to_set_endpoint() -> str:
+    """What a panel that needs a model endpoint says is missing and how to set it (markdown; the rubric search and
+    the decisive-step panel say it alike)."""
+    return (
+        f"a model endpoint, which the server's operator sets: {escape.code(model_client.URL_ENV)} and "
+        f"{escape.code(model_client.MODEL_ENV)} in the server's environment, or "
+        f"{escape.code(model_client.config_path())} (docs/settings.md)"
+    )
+
+
 def configured_endpoint(unconfigured: Callable[[], None]) -> model_client.EndpointConfig | None:
     """The model endpoint the user configured; None after showing why not (an unusable configuration's error, or
     ``unconfigured()`` when there is none)."""

@@ -130,7 +130,8 @@ def test_model_errors_are_not_rewards_and_a_cancelled_search_resumes_with_what_i
     assert resumed.new == 1 and resumed.stopped == "done"
     [v1] = [e for e in resumed.curve if e.step == 1]
     assert (v1.value, v1.n, v1.failed) == (1.0, 2, 2)  # two errors, not two zeros: V stays 1
-    assert branching.load(parent).branches == resumed.branches
+    stored = branching.load(parent).branches  # with the 16 the sample run ships, marked as such
+    assert [b for b in stored if not b.supplied] == list(resumed.branches) and sum(b.supplied for b in stored) == 16
 
 
 def test_bad_step_choices_are_refused_with_the_reason(parent):
@@ -222,21 +223,26 @@ def test_the_branch_command_prints_the_curve_and_the_decisive_step_and_a_rerun_a
     assert first.returncode == 0, first.stderr
     assert f"branch 1/1 from step 1: reward 1.0, {spent} model tokens" in first.stderr
     assert f"1 new branch(es), {spent} model tokens, 1 stored in" in first.stdout
-    assert "   1   1.00  [0.21, 1.00]    1       0" in first.stdout
-    assert "decisive step: 4 (drop of 1.00 from step 1; intervals separate)" in first.stdout
+    # The curve as the Episode page shows it: the run's 16 shipped branches with this one (step 1: 5 of 5).
+    assert "   1   1.00  [0.57, 1.00]    5       0" in first.stdout
+    assert "Decisive step 2: a drop of 1.00 in V from step 1 (the intervals separate)." in first.stdout
+    shipped = DEMO / ".branches" / WRONG_FIX
+    assert f"16 branch(es) supplied with the run in {shipped} (not computed here)" in first.stdout
     assert again.returncode == 0, again.stderr
     shown = json.loads(again.stdout)
-    assert shown["new"] == 0 and shown["branches"] == 1 and shown["decisive"]["step"] == 4
+    assert shown["new"] == 0 and (shown["branches"], shown["supplied"]) == (1, 16) and shown["decisive"]["step"] == 2
     assert (shown["tokens"], shown["total_tokens"], shown["note"]) == (0, spent, None)
-    assert [e["step"] for e in shown["curve"]] == [1, 4] and shown["curve"][1]["recorded"]
-    [label] = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in shown["curve"]] == [0, 1, 2, 3, 4] and shown["curve"][4]["recorded"]
+    # The export labels every step with a value: the run ships 4 branches a step, step 1 has this one more.
+    labels = {row["step"]: row for row in map(json.loads, (tmp_path / "labels.jsonl").read_text().splitlines())}
+    label = labels[1]
     parent = load_episode(DEMO / f"{WRONG_FIX}.json")
-    assert (label["step"], label["V"], label["n"]) == (1, 1.0, 1) and label["action"] == parent.step(1).response
+    assert (label["V"], label["n"], label["supplied"]) == (1.0, 5, 4) and label["action"] == parent.step(1).response
 
 
 def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches_open(parent):
     found = branching.load(parent)
-    assert found.folder == DEMO / ".branches" / WRONG_FIX
+    assert found.supplied_folder == DEMO / ".branches" / WRONG_FIX and all(b.supplied for b in found.branches)
     assert (found.decisive.step, found.decisive.change, found.decisive.sure) == (2, -1.0, True)
     assert list(found.to_frame()["n"]) == [4, 4, 4, 4, 0]
     for branch in found.branches:
@@ -245,6 +251,8 @@ def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches
     figure = value_curve.figure(found)
     [band] = figure.layout.shapes
     assert (band.x0, band.x1) == (1, 2) and "decisive step 2" in figure.layout.annotations[0].text
+    axis = figure.layout.xaxis  # ticks on whole steps: 0, 1, 2, 3, 4, never 0.5
+    assert (axis.tickmode, axis.tick0, axis.dtick, axis.tickformat) == ("linear", 0, 1, "d")
     assert list(figure.data[0].error_y.arrayminus) == [
         pytest.approx(1 - e.low) if e.value else 0.0 for e in found.curve if not e.recorded
     ]
@@ -271,7 +279,8 @@ def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_
     [first] = spent.branches
     assert first.tokens == spent.tokens == spent.total_tokens == 750 * calls
     assert load_episode(first.path).generated_tokens == 50 * calls  # the branch episode carries its usage
-    assert branching.load(parent).branches[0].tokens == 750 * calls  # saved with the branch
+    saved = next(b for b in branching.load(parent).branches if not b.supplied)
+    assert saved.tokens == 750 * calls  # saved with the branch
     # Without usage the tokens are unknown, never 0, and the budget cannot stop the search.
     assert unknown.new == 2 and unknown.stopped == "done"
     assert unknown.tokens is None and unknown.total_tokens is None and unknown.branches[-1].tokens is None

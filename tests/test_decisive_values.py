@@ -104,3 +104,18 @@ def test_the_bundled_sample_exports_as_process_reward_rows_in_jsonl_and_parquet(
     assert json.loads(table[2]["messages"]) == wrong["messages"] and table[2]["branch_ids"] == wrong["branch_ids"]
     with pytest.raises(ValueError, match=r"labels\.csv: process-reward data is written as \.jsonl or \.parquet"):
         process_rewards.write([episode], tmp_path / "labels.csv")
+
+
+def test_no_step_is_decisive_when_v_does_not_change_and_the_sentence_says_so():
+    # #43 defect 3: a 2-branch search from step 3 (0 of 2 solved) of a reward-0 episode.
+    curve = [values.estimate(3, [0.0, 0.0]), values.terminal(4, 0.0)]
+    assert values.decisive(curve) is None
+    assert values.describe(curve) == (
+        "No change found: V is 0.00 at steps 3 and 4 (the intervals overlap: more samples could still show a "
+        "change), so no step is decisive."
+    )
+    drop = [values.estimate(1, [1.0] * 4), values.estimate(2, [0.0] * 4), values.terminal(4, 0.0)]
+    assert values.describe(drop) == "Decisive step 2: a drop of 1.00 in V from step 1 (the intervals separate)."
+    assert values.describe([values.estimate(3, [0.0, None])]) == (
+        "No decisive step yet: fewer than two steps have a value."
+    )

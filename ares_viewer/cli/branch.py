@@ -116,7 +116,14 @@ def run(args: argparse.Namespace) -> int:
         worker.join()
     if failed:
         raise failed[0]
-    result = found[0]
+    # The curve as the Episode page shows it: with the branches the run ships (branching.load), this call's
+    # figures kept.
+    searched = found[0]
+    result = dataclasses.replace(
+        branching.load(episode, args.branches_to),
+        new=searched.new, stopped=searched.stopped, tokens=searched.tokens, note=searched.note,
+        failures=searched.failures,
+    )
     if args.export:
         written = process_rewards.write([episode], args.export, args.branches_to)
         print(f"{written} process-reward row(s) written to {args.export}", file=sys.stderr)
@@ -133,12 +140,16 @@ def to_dict(result: branching.Search) -> dict:
         "folder": str(result.folder),
         "curve": [vars(e) for e in result.curve],
         "decisive": None if result.decisive is None else vars(result.decisive),
-        "branches": len(result.branches),
+        "branches": sum(1 for b in result.branches if not b.supplied),
+        "supplied": sum(1 for b in result.branches if b.supplied),
+        "problems": list(result.problems),
         "new": result.new,
         "stopped": result.stopped,
         "tokens": result.tokens,
         "total_tokens": result.total_tokens,
         "note": result.note,
+        "finding": result.describe(),
+        "failures": [b.to_json() for b in result.failures],
     }
 
 
@@ -158,17 +169,19 @@ def text(result: branching.Search) -> list[str]:
     for e in result.curve:
         n = "recorded" if e.recorded else f"{e.n:>3}  {e.failed:>6}"
         lines.append(f"{e.step:>4}  {_value(e)}  {n}")
-    found = result.decisive
-    if found is None:
-        lines.append("decisive step: none yet (fewer than two steps estimated)")
-    else:
-        way = "drop" if found.change < 0 else "rise"
-        sure = "intervals separate" if found.sure else "intervals overlap: add samples to be sure"
-        lines.append(f"decisive step: {found.step} ({way} of {abs(found.change):.2f} from step {found.before}; {sure})")
+    lines.append(result.describe())
+    supplied = sum(1 for b in result.branches if b.supplied)
     lines.append(
-        f"{result.new} new branch(es), {_tokens(result.tokens)} model tokens, {len(result.branches)} stored in "
-        f"{result.folder} ({result.stopped})"
+        f"{result.new} new branch(es), {_tokens(result.tokens)} model tokens, {len(result.branches) - supplied} "
+        f"stored in {result.folder} ({result.stopped})"
     )
+    if supplied:
+        lines.append(f"{supplied} branch(es) supplied with the run in {result.supplied_folder} (not computed here)")
+    for problem in result.problems:
+        lines.append(f"warning: left out: {problem}")
     if result.note:
         lines.append(f"note: {result.note}")
+    if result.failures:
+        lines.append(f"warning: {branching.say_failures(result.failures)}")
     return lines
+

@@ -19,6 +19,7 @@ import os
 import pathlib
 import posixpath
 import shutil
+import stat
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,8 @@ from ares_viewer.snapshots import mirror
 
 LOG_NAME = "branches.jsonl"
 STAGING_DIRNAME = "branch-staging"
+# The most bytes of a branch log read (about 100,000 branches).
+MAX_LOG_BYTES = 64 * 2**20
 
 Folder = pathlib.Path | str  # a local folder, or an fsspec URL
 
@@ -45,14 +48,24 @@ def join(folder: Folder, name: str) -> Folder:
     return pathlib.Path(folder).expanduser() / name
 
 
-def read_records(folder: Folder) -> list[tuple[int, Any]]:
-    """The log's records, numbered from 1; a line that is not JSON (a half-written last one) as its exception."""
+def read_records(folder: Folder, root: str | os.PathLike | None = None) -> list[tuple[int, Any]]:
+    """The log's records, numbered from 1; a line that is not JSON (a half-written last one) as its exception.
+
+    A local log is read as an untrusted file: it must lie inside ``root`` (default: ``folder``) once symlinks are
+    resolved, be a regular file (a FIFO or a device is refused without opening it for a blocking read) and hold
+    at most :data:`MAX_LOG_BYTES`.
+
+    Raises:
+        ValueError: the log is outside ``root``, not a regular file, or too large (the reason, naming the file).
+    """
     try:
         if is_remote(folder):
             fs, path, _ = mirror.url_to_fs(str(join(folder, LOG_NAME)))
             text = fs.cat_file(path).decode("utf-8", errors="replace")
         else:
-            text = pathlib.Path(join(folder, LOG_NAME)).read_text(encoding="utf-8", errors="replace")
+            text = read_confined(pathlib.Path(join(folder, LOG_NAME)), root or folder, MAX_LOG_BYTES).decode(
+                "utf-8", errors="replace"
+            )
     except FileNotFoundError:
         return []
     records: list[tuple[int, Any]] = []
@@ -62,6 +75,47 @@ def read_records(folder: Folder) -> list[tuple[int, Any]]:
         except ValueError as exc:
             records.append((number, exc))
     return records
+
+
+def inside(path: str | os.PathLike, root: str | os.PathLike) -> str:
+    """``path``'s real location (symlinks resolved), checked to lie inside ``root``'s.
+
+    Raises:
+        ValueError: it lies outside ``root``.
+    """
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise ValueError(f"{path} lies outside {root}")
+    return real
+
+
+def read_confined(path: pathlib.Path, root: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of ``path``, an untrusted regular file inside ``root``, at most ``limit`` of them.
+
+    It is opened without blocking (a FIFO with no writer would hold the reader forever) and checked to be a
+    regular file before a byte is read.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ValueError: it lies outside ``root``, is not a regular file, or holds more than ``limit`` bytes.
+    """
+    real = inside(path, root)
+    if not stat.S_ISREG(os.stat(real).st_mode):  # refused before it is opened
+        raise ValueError(f"{path} is not a regular file (a FIFO, device, socket or folder): not read")
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # swapped since
+            raise ValueError(f"{path} is not a regular file (a FIFO, device, socket or folder): not read")
+        if info.st_size > limit:
+            raise ValueError(f"{path} holds {info.st_size:,} bytes, over the {limit:,} byte limit: not read")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path} grew over the {limit:,} byte limit while read: not read")
+    return data
 
 
 def start(folder: Folder, parent: dict[str, Any]) -> None:

@@ -21,8 +21,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import pathlib
+import stat
 import threading
 import time
 import typing
@@ -34,6 +36,7 @@ from ares_viewer.base import locations
 from ares_viewer.counterfactual import branch_ray, branch_store, completion, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
+from ares_viewer.snapshots import per_step
 
 __all__ = [
     "Branch",
@@ -44,6 +47,7 @@ __all__ = [
     "bundled_dir",
     "load",
     "parse_steps",
+    "say_failures",
     "search",
     "store_dir",
 ]
@@ -90,6 +94,8 @@ class Branch:
         duration_s: its wall time.
         tokens: the model tokens its calls spent (prompt and generated, as the endpoint reported them); None when
             unknown (the endpoint, or a branch stored before tokens were counted, reported none).
+        supplied: it came with the run (``.branches/``, :func:`bundled_dir`): a result this installation did not
+            compute, read as untrusted input. Never written to a log.
     """
 
     step: int
@@ -102,14 +108,54 @@ class Branch:
     container: str | None = None
     duration_s: float = 0.0
     tokens: int | None = None
+    supplied: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        record = dataclasses.asdict(self)
+        del record["supplied"]
+        return record
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Branch:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
+    def from_json(cls, data: Any) -> Branch:
+        """A log's record, its fields checked (it may come from a file the run shipped).
+
+        Raises:
+            ValueError: not an object, or a field of the wrong type or out of range (which, and why).
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"a {type(data).__name__}, not a JSON object")
+        fields = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data and f.name != "supplied"}
+        for name, kinds in _FIELD_TYPES.items():
+            value = fields.get(name)
+            if name in _REQUIRED and name not in fields:
+                raise ValueError(f"no {name}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+                raise ValueError(f"{name} is {type(value).__name__} {str(value)[:40]!r}, not {kinds[0].__name__}")
+        if fields["step"] < 0:
+            raise ValueError(f"step {fields['step']} is negative")
+        for name in ("reward", "duration_s", "tokens"):
+            value = fields.get(name)
+            if value is not None and not (math.isfinite(value) and (value >= 0 or name == "reward")):
+                raise ValueError(f"{name} {value!r} is not a finite number" + ("" if name == "reward" else " >= 0"))
+        if fields.get("error") is not None:
+            fields["error"] = fields["error"][:_MAX_ERROR]
+        return cls(**fields)
+
+
+_REQUIRED = ("step", "status")
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "step": (int,),
+    "episode_id": (str,),
+    "path": (str,),
+    "status": (str,),
+    "reward": (float, int),
+    "failure": (str,),
+    "error": (str,),
+    "container": (str,),
+    "duration_s": (float, int),
+    "tokens": (int,),
+}
+_MAX_ERROR = 2000  # characters of a branch's error kept (a shipped log's may be of any length)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +181,9 @@ class Search:
         tokens: the model tokens this call's branches spent; None when the endpoint reported no usage (unknown).
         total_tokens: the same over every stored branch; None when any is unknown.
         note: what the caller should know about the budget (the token budget could not apply), or None.
+        failures: this call's branches that gave no reward (each with its failure and error).
+        supplied_folder: the run's ``.branches/<episode_id>/`` when branches came with it (:attr:`Branch.supplied`).
+        problems: what could not be read (a log or a line of one, with the reason); those were left out.
     """
 
     folder: branch_store.Folder
@@ -146,12 +195,20 @@ class Search:
     tokens: int | None = 0
     total_tokens: int | None = 0
     note: str | None = None
+    failures: tuple[Branch, ...] = ()
+    supplied_folder: pathlib.Path | None = None
+    problems: tuple[str, ...] = ()
 
     def of_step(self, step: int) -> list[Branch]:
         return [b for b in self.branches if b.step == step]
 
+    def folder_of(self, branch: Branch) -> branch_store.Folder:
+        """The folder holding ``branch``'s episode (open it as a run to list it)."""
+        return self.supplied_folder if branch.supplied and self.supplied_folder is not None else self.folder
+
     def to_frame(self) -> Any:
-        """The curve as a DataFrame indexed by step: V, low, high, n, failed, recorded."""
+        """The curve as a DataFrame indexed by step: V, low, high, n, failed, recorded, supplied (how many of the
+        step's branches came with the run)."""
         import pandas
 
         rows = [
@@ -163,10 +220,16 @@ class Search:
                 "n": e.n,
                 "failed": e.failed,
                 "recorded": e.recorded,
+                "supplied": sum(1 for b in self.of_step(e.step) if b.supplied),
             }
             for e in self.curve
         ]
-        return pandas.DataFrame(rows, columns=["step", "V", "low", "high", "n", "failed", "recorded"]).set_index("step")
+        columns = ["step", "V", "low", "high", "n", "failed", "recorded", "supplied"]
+        return pandas.DataFrame(rows, columns=columns).set_index("step")
+
+    def describe(self) -> str:
+        """The decisive step in words, or what the branches show instead (``values.describe``)."""
+        return values.describe(self.curve)
 
 
 def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) -> branch_store.Folder:
@@ -174,8 +237,12 @@ def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) 
     URL such as ``s3://bucket/branches``) when given, else in the cache folder.
 
     Raises:
-        ValueError: ``store`` lies in the episode's run folder (branches are never written there).
+        ValueError: the episode's id cannot name a folder (``..``, a separator: it comes from a file), or ``store``
+            lies in the episode's run folder (branches are never written there).
     """
+    if not per_step.names_a_folder(episode.episode_id):
+        raise ValueError(f"episode id {episode.episode_id!r} cannot name a folder: branches are kept only for ids "
+                         "of letters, digits, '.', '_' and '-'")
     key = hashlib.sha256(f"{episode.path}\0{episode.episode_id}".encode()).hexdigest()[:16]
     name = f"{episode.episode_id[:36]}-{key}"
     if store is None:
@@ -190,21 +257,30 @@ def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) 
 
 def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
     """Branches shipped with a run (read only, never written): ``.branches/<episode_id>/`` beside a local episode
-    file, a hidden folder a listing does not walk into. The bundled sample carries one."""
-    if not locations.is_local(episode.path):
+    file, a hidden folder a listing does not walk into. The bundled sample carries one. None for a remote episode
+    or an id that cannot name a folder."""
+    if not locations.is_local(episode.path) or not per_step.names_a_folder(episode.episode_id):
         return None
     return pathlib.Path(episode.path).parent / BUNDLED_DIRNAME / episode.episode_id
 
 
 def load(episode: model.Episode, store: branch_store.Folder | None = None) -> Search:
-    """What is stored for ``episode`` (no branch run): its branches in the cache folder (or ``store``) and the
-    estimates from them, else the branches shipped with its run (:func:`bundled_dir`)."""
-    folder = store_dir(episode, store)
-    branches = _read(folder)
+    """What is stored for ``episode`` (no branch run): its branches in the cache folder (or ``store``) and those
+    shipped with its run (:func:`bundled_dir`, marked :attr:`Branch.supplied`), and the estimates from all of
+    them. A failed branch adds to its step's failures and hides nothing. Never raises for what it reads: a log
+    or a line that cannot be used is left out and named in :attr:`Search.problems`."""
+    try:
+        folder = store_dir(episode, store)
+    except ValueError as exc:
+        return Search(index_cache.cache_dir() / "branches", (), None, (), problems=(str(exc),))
+    branches, problems = _read(folder)
     shipped = bundled_dir(episode)
-    if not branches and store is None and shipped is not None and (shipped / LOG_NAME).is_file():
-        folder, branches = shipped, _read(shipped)
-    return _summary(episode, folder, branches)
+    supplied: list[Branch] = []
+    if shipped is not None and os.path.lexists(shipped / LOG_NAME):
+        supplied, more = _read(shipped, root=pathlib.Path(episode.path).parent, supplied=True)
+        problems += more
+    found = _summary(episode, folder, [*supplied, *branches])
+    return dataclasses.replace(found, supplied_folder=shipped if supplied else None, problems=tuple(problems))
 
 
 def branchable_steps(episode: model.Episode) -> list[int]:
@@ -323,27 +399,74 @@ def search(
         note = "the endpoint reported no token usage: tokens spent are unknown" + (
             f", so the token budget of {budget.token_budget:,} could not apply" if budget.token_budget else ""
         )
-    return dataclasses.replace(summary, new=runner.started, stopped=runner.stopped or "done", tokens=tokens, note=note)
+    failures = tuple(b for b in runner.branches[runner.stored :] if b.failure is not None)
+    return dataclasses.replace(
+        summary, new=runner.started, stopped=runner.stopped or "done", tokens=tokens, note=note, failures=failures
+    )
+
+
+def say_failures(failed: Sequence[Branch]) -> str:
+    """Failed branches in one line: how many, and each distinct reason with its count (the CLI and the app)."""
+    reasons: dict[str, int] = {}
+    for b in failed:
+        said = f"{b.failure}: {b.error or 'no reason recorded'}"
+        reasons[said] = reasons.get(said, 0) + 1
+    listed = "; ".join(f"{said}" + (f" (x{n})" if n > 1 else "") for said, n in reasons.items())
+    return f"{len(failed)} branch(es) failed and are not counted: {listed}"
 
 
 def _counted(branches: Sequence[Branch], step: int) -> int:
     return sum(1 for b in branches if b.step == step and b.reward is not None)
 
 
-def _read(folder: branch_store.Folder) -> list[Branch]:
-    """The stored branches (a half-written last line, from a process that died mid-write, is skipped)."""
-    branches = []
-    for number, record in branch_store.read_records(folder):
+def _read(
+    folder: branch_store.Folder, root: pathlib.Path | None = None, supplied: bool = False
+) -> tuple[list[Branch], list[str]]:
+    """The branches a log records and what could not be read, each problem naming the log (and line) and why.
+
+    Every record is checked (:meth:`Branch.from_json`); a local one's file must lie inside ``root`` (default: the
+    folder) and be a regular file. ``supplied`` marks branches shipped with a run. A half-written last line, from
+    a process that died mid-write, is one of the problems.
+    """
+    log = branch_store.join(folder, LOG_NAME)
+    try:
+        records = branch_store.read_records(folder, root)
+    except OSError as exc:
+        return [], [f"{log}: {exc.strerror or exc}"]
+    except ValueError as exc:  # names the log
+        return [], [str(exc)]
+    branches, problems = [], []
+    for number, record in records:
         try:
             if isinstance(record, Exception):
-                raise record
-            branch = Branch.from_json(record)
+                raise ValueError(f"not JSON ({record})")
+            branch = dataclasses.replace(Branch.from_json(record), supplied=supplied)
             if branch.path is not None:  # stored relative to the folder, so a store can be moved or shipped
-                branch = dataclasses.replace(branch, path=str(branch_store.join(folder, branch.path)))
+                branch = dataclasses.replace(branch, path=str(_branch_file(folder, branch.path, root)))
             branches.append(branch)
-        except (ValueError, TypeError) as exc:
-            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", folder, number, exc)
-    return branches
+        except ValueError as exc:
+            _LOGGER.warning("%s line %d is not a branch record, skipped: %s", log, number, exc)
+            problems.append(f"{log} line {number}: {exc}; skipped")
+    return branches, problems
+
+
+def _branch_file(folder: branch_store.Folder, path: str, root: pathlib.Path | None) -> branch_store.Folder:
+    """A record's episode file, in ``folder``; a local one checked to lie inside ``root`` (default: ``folder``)
+    and to be a regular file when it exists (never a FIFO or a device a page would block on).
+
+    Raises:
+        ValueError: it lies outside, or is not a regular file.
+    """
+    file = branch_store.join(folder, path)
+    if branch_store.is_remote(folder):
+        return file
+    try:
+        real = branch_store.inside(file, root or folder)
+    except ValueError:
+        raise ValueError(f"its file {path} lies outside {root or folder}") from None
+    if os.path.lexists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        raise ValueError(f"its file {path} is not a regular file")
+    return file
 
 
 def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch]) -> Search:
@@ -355,7 +478,7 @@ def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequ
     last = episode.steps[-1].index if episode.steps else None
     if last is not None and last not in possible and episode.total_reward is not None:
         curve.append(values.terminal(last, episode.total_reward))
-    spent = [b.tokens for b in branches]
+    spent = [b.tokens for b in branches if not b.supplied]  # what this installation spent
     total = None if None in spent else sum(t for t in spent if t is not None)
     return Search(folder, tuple(curve), values.decisive(curve), tuple(branches), total_tokens=total)
 
@@ -380,7 +503,8 @@ class _Runner:
         self.ray_address = ray_address
         self.max_steps, self.restore, self.progress = max_steps, restore, progress
         self.cancel = cancel or threading.Event()
-        self.branches = _read(folder)
+        self.branches = _read(folder)[0]
+        self.stored = len(self.branches)
         self.started = 0
         self.done = 0
         self.tokens = 0

@@ -3,8 +3,9 @@
 A row labels action k of an episode (the step whose state V(k) values) with its Monte Carlo value: ``episode_id``,
 ``task_name``, ``step``, ``system_prompt``, ``messages`` (the exact messages the model answered when it produced
 action k; for step 0, the first request), ``action`` (its response text; None for step 0), ``V``, ``low``,
-``high`` (the Wilson interval), ``n``, ``failed`` and ``branch_ids`` (the branches counted and failed, so every
-label can be traced back to its rollouts). The terminal step's recorded reward is no estimate and gets no row.
+``high`` (the Wilson interval), ``n``, ``failed``, ``branch_ids`` (the branches counted and failed, so every
+label can be traced back to its rollouts) and ``supplied`` (how many of them came with the run, computed elsewhere:
+``branching.Branch.supplied``). The terminal step's recorded reward is no estimate and gets no row.
 In Parquet, ``messages`` is a JSON string (message contents may be text or lists of parts).
 
 >>> rows = process_rewards.rows(episode, branching.load(episode))
@@ -49,6 +50,7 @@ def rows(episode: model.Episode, found: branching.Search) -> list[dict[str, Any]
                 "n": e.n,
                 "failed": e.failed,
                 "branch_ids": [b.episode_id for b in found.of_step(e.step) if b.episode_id is not None],
+                "supplied": sum(1 for b in found.of_step(e.step) if b.supplied),
             }
         )
     return out

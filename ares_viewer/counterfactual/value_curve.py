@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from ares_viewer.analysis import plots
@@ -19,7 +21,8 @@ _RISE = "#1a7f37"
 
 def figure(search: branching.Search) -> go.Figure:
     """V(k) with error bars to the Wilson interval; the recorded terminal value as a hollow diamond; the decisive
-    step shaded (red for a drop, green for a rise). Each point carries its step as ``customdata``."""
+    step shaded (red for a drop, green for a rise), none when V does not change; ticks on whole steps. Each point
+    carries its step as ``customdata``."""
     known = [e for e in search.curve if e.value is not None]
     estimated = [e for e in known if not e.recorded]
     fig = go.Figure()
@@ -66,9 +69,11 @@ def figure(search: branching.Search) -> go.Figure:
             annotation_text=f"decisive step {found.step} ({found.change:+.2f})",
             annotation_position="top",
         )
+    steps = [e.step for e in known] or [0]
+    every = max(1, math.ceil((max(steps) - min(steps)) / 12))  # whole steps, at most about 12 ticks
     return plots.layout(
         fig,
         "Value of each step's state: P(solved) when the policy carries on from it",
-        xaxis_title="step",
+        xaxis={"title": "step", "tickmode": "linear", "tick0": min(steps), "dtick": every, "tickformat": "d"},
         yaxis={"title": "V(k)", "range": [-0.05, 1.1]},
     )

@@ -8,8 +8,9 @@ a verifier that gave no reward) are not samples at all: they never count as a re
 
 The decisive step is the step whose action changed V the most: ``change(k) = V(k) - V(k-1)`` over the steps
 estimated (a drop for a failed episode, a rise for a solved one: the largest in size either way). It is *sure*
-when the two intervals do not overlap. The terminal step's value is the recorded episode's reward (its state is
-final: the verifier's verdict is its value), so a search needs no branches there.
+when the two intervals do not overlap. When V does not change at all, no step is decisive ("no change found").
+The terminal step's value is the recorded episode's reward (its state is final: the verifier's verdict is its
+value), so a search needs no branches there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["CONFIDENCE", "Decisive", "Estimate", "decisive", "estimate", "next_probe", "separated", "wilson"]
+__all__ = [
+    "CONFIDENCE", "Decisive", "Estimate", "decisive", "describe", "estimate", "next_probe", "separated", "wilson",
+]
 
 CONFIDENCE = 0.95
 SUCCESS_AT = 0.5
@@ -103,15 +106,43 @@ class Decisive:
 
 
 def decisive(curve: Sequence[Estimate]) -> Decisive | None:
-    """The largest change of V between consecutive estimated steps of ``curve`` (None with fewer than two); ties go
-    to the earlier step (the first action that lost, or won, the task)."""
-    known = sorted((e for e in curve if e.value is not None), key=lambda e: e.step)
+    """The largest change of V between consecutive estimated steps of ``curve``; ties go to the earlier step (the
+    first action that lost, or won, the task). None with fewer than two estimated steps, and None when V does not
+    change at all: no step is decisive then (:func:`describe` says so)."""
     best: Decisive | None = None
-    for a, b in itertools.pairwise(known):
+    for a, b in itertools.pairwise(_known(curve)):
         change = b.value - a.value  # type: ignore[operator]
-        if best is None or abs(change) > abs(best.change):
+        if abs(change) > _NO_CHANGE and (best is None or abs(change) > abs(best.change)):
             best = Decisive(b.step, a.step, change, separated(a, b))
     return best
+
+
+def describe(curve: Sequence[Estimate]) -> str:
+    """What the curve shows, in one sentence (the app and the CLI say this): the decisive step with its change and
+    whether the intervals separate, or "No change found" with the value and whether any intervals separate, or
+    that fewer than two steps have a value."""
+    known = _known(curve)
+    if len(known) < 2:
+        return "No decisive step yet: fewer than two steps have a value."
+    found = decisive(curve)
+    if found is not None:
+        way = "drop" if found.change < 0 else "rise"
+        sure = "the intervals separate" if found.sure else "the intervals overlap: more samples would make it sure"
+        return f"Decisive step {found.step}: a {way} of {abs(found.change):.2f} in V from step {found.before} ({sure})."
+    steps = [str(e.step) for e in known]
+    where = f"{', '.join(steps[:-1])} and {steps[-1]}" if len(steps) < 8 else f"all {len(steps)} steps with a value"
+    apart = any(separated(a, b) for a, b in itertools.pairwise(known))
+    intervals = (
+        "some intervals separate" if apart else "the intervals overlap: more samples could still show a change"
+    )
+    return f"No change found: V is {known[0].value:.2f} at steps {where} ({intervals}), so no step is decisive."
+
+
+_NO_CHANGE = 1e-9  # V is a share of a few samples: a smaller difference is rounding, not a change
+
+
+def _known(curve: Sequence[Estimate]) -> list[Estimate]:
+    return sorted((e for e in curve if e.value is not None), key=lambda e: e.step)
 
 
 def next_probe(curve: Mapping[int, Estimate], steps: Sequence[int]) -> tuple[list[int], bool]:

@@ -100,9 +100,15 @@ def episode_snapshots_dir(run_dir: str | os.PathLike[str], episode_id: str) -> p
     Raises:
         ValueError: When ``episode_id`` is not a single safe path component.
     """
-    if not _EPISODE_ID_RE.match(episode_id or "") or episode_id in {".", ".."}:
+    if not names_a_folder(episode_id):
         raise ValueError(f"episode id {episode_id!r} cannot name a snapshot folder")
     return pathlib.Path(run_dir) / SNAPSHOTS_DIRNAME / episode_id
+
+
+def names_a_folder(episode_id: str | None) -> bool:
+    """Whether ``episode_id`` (untrusted: it comes from a file) may become a folder name: one plain path component
+    of letters, digits, ``.``, ``_`` and ``-`` (never ``..`` or a separator), at most 200 characters."""
+    return bool(_EPISODE_ID_RE.fullmatch(episode_id or "")) and episode_id not in {".", ".."}
 
 
 def step_dirname(step_index: int) -> str:

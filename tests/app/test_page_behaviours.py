@@ -63,6 +63,7 @@ def test_rubric_search_says_what_it_sends_and_an_endpoint_failure_is_not_a_no(sa
     with chat_server.serve([yes, no]) as server:  # a third request is answered HTTP 400
         monkeypatch.setenv("ARES_VIEWER_MODEL_URL", server.base_url)
         monkeypatch.setenv("ARES_VIEWER_MODEL", "judge")
+        monkeypatch.setenv("ARES_VIEWER_SANDBOX", "1")  # rubric searches are offered where the sandbox is
         at = app("behaviours", run="demo-run")
         at.selectbox(key="behaviours.task").set_value("textkit__slugify-accents").run()
         at.text_area(key="behaviours.rubric.text").input("the agent throws away the accented letters").run()
@@ -92,6 +93,7 @@ def test_the_matches_are_grouped_on_request(samples, app, monkeypatch):
     with chat_server.serve([yes, yes, yes, groups]) as server:
         monkeypatch.setenv("ARES_VIEWER_MODEL_URL", server.base_url)
         monkeypatch.setenv("ARES_VIEWER_MODEL", "judge")
+        monkeypatch.setenv("ARES_VIEWER_SANDBOX", "1")  # rubric searches are offered where the sandbox is
         at = app("behaviours", run="demo-run")
         at.selectbox(key="behaviours.task").set_value("textkit__slugify-accents").run()
         at.text_area(key="behaviours.rubric.text").input("the agent edits the slug module").run()

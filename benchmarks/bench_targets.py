@@ -4,7 +4,9 @@ Writes two 200-step episodes of one task (cumulative observations, as ARES write
 indexes them, serves the app (this checkout) and drives Debian's Chromium through Playwright:
 
 - Compare of the two episodes, cold: the first page of a fresh server (episodes not parsed, nothing aligned), to
-  the aligned-steps table drawn and to Streamlit idle;
+  the aligned-steps table drawn and to Streamlit idle; and the same for the two longest real episodes of the public
+  real run in ``../shared/real-runs/`` (``--real``: real episodes differ from generated ones in what costs: long,
+  distinct commands and outputs, heredocs), where it is present;
 - the Episode page, warm (the episode parsed): a link to step 100 until the step is drawn (content, checked at every
   frame: ``chromium.wait``), until its step timeline is drawn, and until Streamlit is idle; and when the step view
   and the step list's current row reached the page, as the page itself recorded;
@@ -38,6 +40,9 @@ import time
 
 from benchmarks import bench_index, chromium
 from testdata import synthetic
+
+# The public real run (mini-swe-agent on SWE-bench, copied byte for byte: its SOURCES.md), beside the checkout.
+REAL_RUN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "mswea2-deepseek-chat-dev"
 
 # The step timeline (``ares_viewer_app.timeline``), drawn with step k shaded: the component (hover texts, clicks), or
 # shown at all: the component or the still picture the page draws first (decoded).
@@ -128,6 +133,27 @@ def inspect_open_one(folder: pathlib.Path, work: pathlib.Path, episode_id: str, 
     return chromium.best(lambda: inspect_log.read_eval_log_sample(str(log), id=episode_id), repeat)
 
 
+def real_compare(source: pathlib.Path, work: pathlib.Path, env: dict[str, str], repeat: int) -> list[tuple]:
+    """Compare of the two longest episodes of a real run, cold (a fresh server each time): its figure rows."""
+    import ares_viewer
+
+    if not source.is_dir():
+        return [("Compare of two real episodes, cold", None, f"no real run at {source}")]
+    shutil.copytree(source, work / "runs" / "real")
+    run = ares_viewer.open_run(work / "runs" / "real")
+    longest = run.episodes.sort_values("num_actions", ascending=False).head(2)
+    a, b = longest["episode_id"].tolist()
+    sizes = " x ".join(str(n) for n in longest["num_actions"])
+    times = []
+    for n in range(repeat):
+        with chromium.served_page(env, work / f"real-{n}.log") as (page, url):
+            times.append(chromium.shown(page, f"{url}/compare?run=real&episode={a}&other={b}",
+                                        text="aligned (rows|steps)"))
+    drawn, idle = min(c for c, _ in times), min(i for _, i in times)
+    return [(f"Compare of two real episodes ({sizes}), cold: drawn", drawn, verdict(drawn, 3.0)),
+            (f"Compare of two real episodes ({sizes}), cold: idle", idle, "")]
+
+
 def verdict(seconds: float, target: float) -> str:
     return f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
 
@@ -137,6 +163,7 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=200)
     parser.add_argument("--output-chars", type=int, default=2100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--real", type=pathlib.Path, default=REAL_RUN, help="a real run to compare two episodes of")
     args = parser.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-targets-"))
@@ -214,12 +241,14 @@ def main() -> None:
         page_end = f".st-key-episode_read_step_{reader.PAGE_STEPS - 1}"  # the first page's last step
         transcript = [chromium.shown(page, episode_url + "&view=transcript", page_end) for _ in range(args.repeat)]
 
+    real = real_compare(args.real, work, env, args.repeat)
     t_compare, t_compare_idle = min(c for c, _ in compare), min(i for _, i in compare)
     t_content, t_timeline, t_idle, t_view_dom, t_list_dom, t_shown = (min(o[i] for o in opened) for i in range(6))
     t_read, t_read_idle = min(c for c, _ in transcript), min(i for _, i in transcript)
     n = args.actions
     rows = [
-        ("Inspect read_eval_log_sample, one sample", t_inspect, "the same episode, Inspect's writer"),
+        ("Inspect read_eval_log_sample, one sample", t_inspect,
+         "the same episode, Inspect's writer" if t_inspect is not None else "inspect-ai not installed"),
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
         ("floor at a page's path (/p), idle", min(i for _, i in floor_path), "the same page, opened at a path"),
         ("floor of the Episode page's elements (/p): marker", min(c for c, _ in like),
@@ -236,12 +265,13 @@ def main() -> None:
         ("next step with j, to drawn and idle", t_next, verdict(t_next, 0.3)),
         (f"Compare {n} x {n}, cold: aligned table drawn", t_compare, verdict(t_compare, 3.0)),
         (f"Compare {n} x {n}, cold: idle", t_compare_idle, ""),
+        *real,
         (f"transcript of {n} steps: first page drawn", t_read, ""),
         (f"transcript of {n} steps: to idle", t_read_idle, verdict(t_read_idle, 2.0)),
     ]
     print(f"episodes: 2 x {n} actions, {size / 1e6:.0f} MB; Chromium 1500 x 1000; best of {args.repeat}")
     for name, seconds, note in rows:
-        figure = "inspect-ai not installed" if seconds is None else f"{seconds:7.3f} s"
+        figure = "not measured" if seconds is None else f"{seconds:7.3f} s"
         print(f"{name:<48} {figure:>10}   {note}")
     print(
         f"{'overview, 1,000,000 vs 100 Tinker rollouts':<48} not measured here: python3 -m benchmarks.bench_scale "

@@ -2,7 +2,8 @@
 
 A global sequence alignment (Needleman–Wunsch): every step of both episodes appears once, in order,
 either paired with a step of the other episode or facing a gap. Pairs score by how similar their
-commands are (``difflib.SequenceMatcher`` ratio, mapped to -1..1); a gap costs ``gap``. So an
+commands are (their normalized Indel similarity, ``rapidfuzz.fuzz.ratio``, mapped to -1..1; every pair of two
+episodes is scored at once in C++, so two real 180-step attempts align in milliseconds); a gap costs ``gap``. So an
 extra ``ls`` in one attempt becomes a gap instead of shifting every later pair out of step.
 Where the files each step changed are known (from snapshots: ``fsdiff.files_by_step``), two steps that
 changed the same files pair up too, whatever their commands: a ``sed`` fix and a heredoc rewrite of the
@@ -14,11 +15,12 @@ same file are the same move.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import shlex
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from rapidfuzz import fuzz, process
 
 if TYPE_CHECKING:
     from ares_viewer import model
@@ -50,13 +52,18 @@ class Pair:
 
 
 def similarity(x: str | None, y: str | None) -> float:
-    """How alike two commands are, 0..1 (``SequenceMatcher.ratio``; two missing commands are alike)."""
-    x, y = (x or "")[:_COMPARE_CHARS], (y or "")[:_COMPARE_CHARS]
-    if x == y:
-        return 1.0
-    if not x or not y:
-        return 0.0
-    return difflib.SequenceMatcher(None, x, y, autojunk=False).ratio()
+    """How alike two commands are, 0..1: twice their longest common subsequence over their lengths summed, of
+    their first 400 characters (``rapidfuzz.fuzz.ratio``; two missing commands are alike)."""
+    return fuzz.ratio((x or "")[:_COMPARE_CHARS], (y or "")[:_COMPARE_CHARS]) / 100
+
+
+def similarities(xs: Sequence[str | None], ys: Sequence[str | None]) -> list[list[float]]:
+    """``similarity`` of every pair of ``xs`` and ``ys`` (rows: ``xs``), computed at once by rapidfuzz in C++."""
+    if not xs or not ys:
+        return [[] for _ in xs]
+    clipped_x = [(x or "")[:_COMPARE_CHARS] for x in xs]
+    clipped_y = [(y or "")[:_COMPARE_CHARS] for y in ys]
+    return (process.cdist(clipped_x, clipped_y, scorer=fuzz.ratio) / 100).tolist()
 
 
 def align(a: Sequence[Any], b: Sequence[Any], *, gap: float = GAP,
@@ -164,19 +171,20 @@ def align_episodes(a: model.Episode, b: model.Episode, *, gap: float = GAP,
     """
     a_steps, b_steps = a.actions, b.actions
     none: frozenset[str] = frozenset()
-    items_a = [(s.command or s.response, frozenset((files_a or {}).get(s.index, none))) for s in a_steps]
-    items_b = [(s.command or s.response, frozenset((files_b or {}).get(s.index, none))) for s in b_steps]
+    files_of_a = [frozenset((files_a or {}).get(s.index, none)) for s in a_steps]
+    files_of_b = [frozenset((files_b or {}).get(s.index, none)) for s in b_steps]
+    commands = similarities([s.command or s.response for s in a_steps], [s.command or s.response for s in b_steps])
 
-    def score(x: tuple[str, frozenset[str]], y: tuple[str, frozenset[str]]) -> float:
-        return max(similarity(x[0], y[0]), file_similarity(x[1], y[1]))
+    def score(i: int, j: int) -> float:
+        return max(commands[i][j], file_similarity(files_of_a[i], files_of_b[j]))
 
-    pairs = align(items_a, items_b, gap=gap, score=score)
+    pairs = align(range(len(a_steps)), range(len(b_steps)), gap=gap, score=score)
     result = []
     for p in pairs:
         shared: tuple[str, ...] = ()
         if p.a is not None and p.b is not None:  # not a gap
-            (cmd_a, fa), (cmd_b, fb) = items_a[p.a], items_b[p.b]
-            if file_similarity(fa, fb) > similarity(cmd_a, cmd_b):
+            fa, fb = files_of_a[p.a], files_of_b[p.b]
+            if file_similarity(fa, fb) > commands[p.a][p.b]:
                 shared = tuple(sorted(fa & fb))
         result.append(Pair(None if p.a is None else a_steps[p.a].index, None if p.b is None else b_steps[p.b].index,
                            p.similarity, shared))

@@ -11,7 +11,8 @@ MATH_RL = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tinker" / 
 
 
 def _links(at) -> dict[str, dict[str, list[str]]]:
-    return {str(link.proto.label): urllib.parse.parse_qs(link.proto.query_string) for link in at.get("page_link")}
+    return {page_text.shown(str(link.proto.label)): urllib.parse.parse_qs(link.proto.query_string)
+            for link in at.get("page_link")}
 
 
 def test_the_lost_task_links_to_compare_with_its_failure_against_the_other_runs_best(runs, app):

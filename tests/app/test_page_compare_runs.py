@@ -27,7 +27,7 @@ def test_the_lost_task_links_to_compare_with_its_failure_against_the_other_runs_
     compare = _links(at)["Compare run-a's failing attempt with run-b's best"]
     assert compare["run"] == ["run-a"] and compare["episode"] == [runs["run-a"]["errored"]]
     assert compare["other"] == [runs["run-b"]["solved3"]] and compare["other_in"] == ["run-b"]
-    attempts = _links(at)["The task's attempts in run B (run\\-a)"]
+    attempts = _links(at)["The task's attempts in run B (run-a)"]
     assert attempts["run"] == ["run-a"] and attempts["task"] == ["calc__calc-3"]
 
 

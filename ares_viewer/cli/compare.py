@@ -79,6 +79,9 @@ def text(found: compare_runs.Comparison) -> list[str]:
     lines.append(f"sign test over tasks: {sign.better} better on B, {sign.worse} worse, {sign.ties} tied: p = {p}")
     for title, rows in (("lost", found.lost()), ("gained", found.gained())):
         lines.append(f"\n{title} ({len(rows)}; q < {found.alpha} or solved on one side only):")
+        words = found.significance(rows)
+        if words:
+            lines.append(f"  {words}")
         for row in rows.head(_LISTED).itertuples():
             lines.append(
                 f"  {row.task_name}  {_rate(row.rate_a)} of {row.judged_a} → {_rate(row.rate_b)} of "

@@ -136,6 +136,9 @@ def headline(found: compare_runs.Comparison) -> None:
         f"way round. Behaviour changed: mean actions, cost or tokens differing by more than "
         f"{found.change:.0%} of the larger, or another most frequent failure."
     )
+    words = found.significance(pd.concat([found.lost(), found.gained()]))
+    if words:
+        st.info(f"Lost and gained: {escape.md(words)}", icon=":material/info:")
 
 
 def _listed(found: compare_runs.Comparison) -> pd.DataFrame:
@@ -157,7 +160,12 @@ def _listed(found: compare_runs.Comparison) -> pd.DataFrame:
             show=None if st.session_state["compare_runs.show"] == "all" else st.session_state["compare_runs.show"]
         ),
     )
-    return {"all": found.tasks, "lost": found.lost(), "gained": found.gained(), "changed": found.changed()}[shown]
+    listed = {"all": found.tasks, "lost": found.lost(), "gained": found.gained(), "changed": found.changed()}[shown]
+    if shown in ("lost", "gained"):
+        words = found.significance(listed)
+        if words:
+            st.info(escape.md(words), icon=":material/info:")
+    return listed
 
 
 def task_table(tasks: pd.DataFrame) -> None:

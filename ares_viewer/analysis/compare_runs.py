@@ -100,7 +100,7 @@ class Side:
     @property
     def label(self) -> str:
         if self.by is None:
-            return self.run.location.rstrip("/").rsplit("/", 1)[-1] or self.run.location
+            return self.run.run_id or self.run.location.rstrip("/").rsplit("/", 1)[-1] or self.run.location
         return f"{self.by}={self.value}"
 
     def where(self) -> tuple[str, list[Any]]:

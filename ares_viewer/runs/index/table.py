@@ -17,7 +17,8 @@ import duckdb
 import orjson
 
 from ares_viewer.formats.sidecars import harbor, verdicts
-from ares_viewer.runs.index import joins, kept, queries, store
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import joins, kept, queries, store, subruns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,9 +50,12 @@ class EpisodeTable:
         key: this table's own number in the process (what ``Run.queries`` keeps its answers under).
         state: a big run's index state (``kept.state``: its answers are kept on disk under it in ``folder``, the
             index's own); None for a run small enough to ask again.
+        run_ids: the run folders of the episodes (``subruns``): with two or more, the view has a ``run_id`` column.
+        sub_run: the one run of them this table shows (``LOCATION::RUN_ID``), or None for all.
     """
 
-    def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "") -> None:
+    def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "",
+                 sub_run: str | None = None) -> None:
         self.con = duckdb.connect()
         self.key = next(_KEYS)
         self._lock = threading.Lock()
@@ -66,10 +70,19 @@ class EpisodeTable:
         source = f"read_parquet({parts!r}, union_by_name = true)" if parts else f"({_empty_select()})"
         small = sum(e.rows for e in entries.values() if e.part) <= IN_MEMORY_ROWS
         self.con.execute(f"CREATE {'TABLE' if small else 'VIEW'} raw_episodes AS SELECT * FROM {source}")
+        self.run_ids = subruns.run_ids(self.con)
+        self.sub_run = sub_run
+        if sub_run is not None and sub_run not in self.run_ids.names:
+            raise sources.LocationError(f"{location}{subruns.SEPARATOR}{sub_run}: no such run; the runs of "
+                                        f"{location}: {', '.join(self.run_ids.names)}")
+        # a run folder opened alone: its reports beside it (mini-swe-agent's ``<model>.<run_id>.json``)
+        nearby = subruns.nearby_reports(self.con, location, self.reports)
+        self.reports.update(nearby.found)
         changed = joins.overrides(self.con, self.reports, self.trials)
         # A big run's id count, and its answers, are kept beside its parts; a small one's are quicker to do again.
         self.folder = target.folder
-        self.state = None if small else kept.state(location, parts, {"reports": self.reports, "trials": self.trials})
+        shown = location if sub_run is None else f"{location}{subruns.SEPARATOR}{sub_run}"
+        self.state = None if small else kept.state(shown, parts, {"reports": self.reports, "trials": self.trials})
         repeated = joins.renamed(self.con, location) if small else joins.renamed_kept(
             self.con, location, target.folder, self.state)
         self.verdicts: verdicts.Verdicts = changed.verdicts
@@ -77,17 +90,35 @@ class EpisodeTable:
         self.notes = [*changed.verdicts.notes, *repeated.warnings]
         self.originals = repeated.originals
         self._create_view(changed.table, repeated.table, bool(self.reports or self.trials))
+        # mini-swe-agent runs no report scores: where their reports were looked for (also among ``notes``)
+        self.missing_reports = self._unscored_notes(nearby)
+        self.notes.extend(self.missing_reports)
         names = [r[0] for r in self.con.execute("DESCRIBE episodes").fetchall()]
         extra = sorted(set(names) - set(store.EPISODE_COLUMNS) - set(store.INTERNAL))
         self.columns = [*store.EPISODE_COLUMNS, *extra]
         self.queries = queries.Queries(self.cursor(), self.columns)
 
+    def _unscored_notes(self, nearby: subruns.Nearby) -> list[tuple[str, str]]:
+        """For each mini-swe-agent run folder no report names whose trajectories keep no reward: where the run
+        looked for its report."""
+        notes = []
+        for folder, places in nearby.looked.items():
+            count = self.con.execute(
+                f"SELECT count(*) FROM episodes WHERE total_reward IS NULL AND ({subruns.folder_sql()}) = ?",
+                [folder]).fetchone()
+            if count and count[0]:
+                notes.append((folder, subruns.unscored_note(folder, places, int(count[0]))))
+        return notes
+
     def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool
                      ) -> None:
-        if overrides is None and renamed is None and not with_verdict:
+        several = len(self.run_ids.names) > 1
+        if overrides is None and renamed is None and not with_verdict and not several:
             self.con.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
             return
         replaced, added, joined = [], [], ""
+        if several:  # which run of the folder each episode is (``subruns``)
+            added.append(f"{self.run_ids.sql('e.path', 'e.format')} AS {subruns.COLUMN}")
         if overrides is not None:
             self._table("overrides", overrides)
             replaced += [f"CASE WHEN o._seq IS NULL THEN e.{c} ELSE o.{c} END AS {c}" for c in joins.OVERRIDDEN]
@@ -103,8 +134,10 @@ class EpisodeTable:
             added.append(f"CASE WHEN o._seq IS NOT NULL THEN o.verdict ELSE {recorded} END AS verdict"
                          if overrides is not None else f"{recorded} AS verdict")
         replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
-        self.con.execute(f"CREATE VIEW episodes AS SELECT e.*{replace}{''.join(', ' + a for a in added)} "
-                         f"FROM raw_episodes e{joined}")
+        select = f"SELECT e.*{replace}{''.join(', ' + a for a in added)} FROM raw_episodes e{joined}"
+        if several and self.sub_run is not None:  # one run of the folder: every question sees only its episodes
+            select = f"SELECT * FROM ({select}) WHERE {subruns.COLUMN} = {store.literal(self.sub_run)}"
+        self.con.execute(f"CREATE VIEW episodes AS {select}")
 
     def _table(self, name: str, columns: store.Columns) -> None:
         select, params = store.select_of(columns)

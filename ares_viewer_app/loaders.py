@@ -20,6 +20,7 @@ from ares_viewer.analysis import align, compare_runs, ending
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
+from ares_viewer.runs.index import subruns
 from ares_viewer_app import access, timeline
 
 # A checkout's bundled sample runs (an installed wheel has none: it lists the working directory's runs instead).
@@ -85,10 +86,15 @@ def location(run: str) -> str:
     """Where a run parameter points: a run listed under the root, a folder of counterfactuals (see
     ``counterfactual.out_root``, opened on any server: the app wrote them), or a folder, file, glob or URL.
 
+    ``NAME::RUN_ID`` is one run of the folder ``NAME`` points to (``subruns``): the folder's location with it.
+
     Raises:
         access.RefusedLocationError: on a server reachable from other machines, for a location outside the runs
             folder (see :mod:`ares_viewer_app.access`).
     """
+    base, sub_run = subruns.split(run)
+    if sub_run is not None:
+        return f"{location(base)}{subruns.SEPARATOR}{sub_run}"
     root = runs_root()
     address = st.get_option("server.address")
     if run in list_runs(root):
@@ -108,6 +114,7 @@ def _within(where: str) -> str | None:
     """On an exposed server, the folder no file of the run at ``where`` may resolve outside of: the runs folder
     for a run under it (or a glob), else the run's own location (the operator's run, a counterfactual folder).
     None on a local server, and for a URL."""
+    where = subruns.split(where)[0]  # one run of a folder: the folder's
     if not exposed() or "://" in where or "::" in where:
         return None
     root = runs_root()

@@ -240,9 +240,18 @@ class Run:
         return result.parsed
 
     @property
+    def run_ids(self) -> tuple[str, ...]:
+        """The runs of the folder (``run_id``s, sorted) when it holds two or more, else ``()``; a sub-run lists its
+        folder's (:mod:`ares_viewer.runs.index.subruns`)."""
+        names = self.table.run_ids.names
+        return names if len(names) > 1 else ()
+
+    @property
     def missing_reports(self) -> list[tuple[str, str]]:
         """``(run folder, message)`` for each mini-swe-agent run whose trajectories no evaluation report scores: the
-        folders where its report was looked for (:mod:`ares_viewer.runs.index.subruns`); also among ``warnings``."""
+        folders where its report was looked for (:mod:`ares_viewer.runs.index.subruns`). Not among ``warnings``: a
+        run of other tasks than SWE-bench's has no report; ``compare-runs`` and the overview say it beside the
+        unscored count."""
         return list(self.table.missing_reports)
 
     @property

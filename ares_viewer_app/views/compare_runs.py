@@ -14,6 +14,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, compare_runs
 from ares_viewer.review import queue_items
+from ares_viewer.runs.index import subruns
 from ares_viewer_app import escape, loaders, pages, queue_panel, review_panel, state, widgets
 
 _OTHER_RUN, _SPLIT = "Another run", "Two sides of this run"
@@ -45,8 +46,11 @@ def _name(run: ares_viewer.Run) -> str:
 
 
 def other_run(run: ares_viewer.Run) -> tuple[ares_viewer.Run, str] | None:
-    """Run B, picked among the other runs of the runs folder (``other_run``); None when there is none."""
-    names = [n for n in loaders.list_runs(loaders.runs_root()) if loaders.location(n) != run.location]
+    """Run B, picked among the other runs of the runs folder and the other runs of this run's folder when it holds
+    several (``NAME::RUN_ID``) (``other_run``); None when there is none."""
+    folder = subruns.split(_name(run))[0]
+    inside = [f"{folder}{subruns.SEPARATOR}{run_id}" for run_id in run.run_ids]
+    names = [n for n in [*inside, *loaders.list_runs(loaders.runs_root())] if loaders.location(n) != run.location]
     named = state.get("other_run")
     if named and named not in names:
         names.insert(0, named)  # a location the link names, outside the picker's list
@@ -71,7 +75,8 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
     """The column this run is split by (``by``) and its two values (``side``), picked; None when it has none."""
     columns = [c for c in run.queries.columns if c not in _NOT_SPLIT]
     by = state.get("by")
-    by = by if by in columns else ("iteration" if "iteration" in columns else columns[0])
+    default = next((c for c in ("run_id", "iteration") if c in columns), columns[0])  # the folder's runs first
+    by = by if by in columns else default
     left, middle, right = st.columns(3)
     st.session_state["compare_runs.by"] = by
     left.selectbox(
@@ -127,6 +132,9 @@ def headline(found: compare_runs.Comparison) -> None:
         help="Exact two-sided sign test over the tasks both "
         "sides judged: is B better on more tasks than chance allows?",
     )
+    for side in {id(found.a.run): found.a.run, id(found.b.run): found.b.run}.values():
+        for _, message in side.missing_reports:  # why a side's trajectories are unscored
+            st.caption(f"{escape.md(message[:1].upper() + message[1:])}.")
     counts = found.counts()
     st.caption(
         f"{counts['tasks']:,} tasks · **{counts['lost']} lost**, **{counts['gained']} gained**, "

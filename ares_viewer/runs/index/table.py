@@ -90,9 +90,9 @@ class EpisodeTable:
         self.notes = [*changed.verdicts.notes, *repeated.warnings]
         self.originals = repeated.originals
         self._create_view(changed.table, repeated.table, bool(self.reports or self.trials))
-        # mini-swe-agent runs no report scores: where their reports were looked for (also among ``notes``)
+        # mini-swe-agent runs no report scores: where their reports were looked for (not a warning: a run on other
+        # tasks than SWE-bench's has none; said where its episodes are called unscored)
         self.missing_reports = self._unscored_notes(nearby)
-        self.notes.extend(self.missing_reports)
         names = [r[0] for r in self.con.execute("DESCRIBE episodes").fetchall()]
         extra = sorted(set(names) - set(store.EPISODE_COLUMNS) - set(store.INTERNAL))
         self.columns = [*store.EPISODE_COLUMNS, *extra]

@@ -147,3 +147,20 @@ def test_only_a_run_id_after_the_separator_makes_a_sub_run():
 def test_a_compare_side_of_a_sub_run_is_labelled_by_its_run_id():
     side = compare_runs.Side(ares_viewer.open_run(f"{BATCH}::{DEV}"))
     assert side.label == DEV
+
+
+def test_a_big_runs_folders_are_kept_beside_its_index_and_its_sub_run_reads_the_same(monkeypatch, tmp_path):
+    """Past ``IN_MEMORY_ROWS`` the table is a view over the partitions: the run folders are worked out once per index
+    state and kept beside it, and a sub-run reads the same episodes as a small one."""
+    from ares_viewer.runs.index import table
+
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(table, "IN_MEMORY_ROWS", 0)
+    big = ares_viewer.open_run(f"{BATCH}::{RERUN}")
+    assert sorted(big.episode_ids) == [f"{RERUN}/{MARSHMALLOW}", f"{RERUN}/{SQLFLUFF}"]
+    assert big.stats()["success_rate"] == 0.5
+    (kept,) = big.index_store.folder.glob("run-folders-*.json")
+    calls = []
+    monkeypatch.setattr(subruns, "run_folders", lambda con: calls.append(con) or [])
+    again = ares_viewer.open_run(BATCH)  # another table of the same parts: the kept folders, not a query
+    assert again.run_ids == (DEV, RERUN) and not calls

@@ -40,7 +40,7 @@ MOST = 256
 MOST_BYTES = 64 * 1024 * 1024
 MAX_BYTES = 4 * 1024 * 1024
 # The modules whose code shapes the answers: another version of them is another state.
-_SHAPERS = ("queries.py", "table.py", "joins.py", "store.py", "kept.py")
+_SHAPERS = ("queries.py", "table.py", "joins.py", "store.py", "kept.py", "subruns.py")
 
 
 class UnkeptError(ValueError):

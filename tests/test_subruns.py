@@ -159,7 +159,7 @@ def test_a_big_runs_folders_are_kept_beside_its_index_and_its_sub_run_reads_the_
     big = ares_viewer.open_run(f"{BATCH}::{RERUN}")
     assert sorted(big.episode_ids) == [f"{RERUN}/{MARSHMALLOW}", f"{RERUN}/{SQLFLUFF}"]
     assert big.stats()["success_rate"] == 0.5
-    (kept,) = big.index_store.folder.glob("run-folders-*.json")
+    assert len(list(big.index_store.folder.glob("run-folders-*.json"))) == 1
     calls = []
     monkeypatch.setattr(subruns, "run_folders", lambda con: calls.append(con) or [])
     again = ares_viewer.open_run(BATCH)  # another table of the same parts: the kept folders, not a query

@@ -33,12 +33,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
-import orjson
 
-from ares_viewer.base import atomic, jsondecode, locations
+from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats.adapters import atif, inspect_ai, mini_swe_agent, tinker
 from ares_viewer.formats.sidecars import verdicts
-from ares_viewer.runs.index import store
+from ares_viewer.runs.index import kept, store
 
 COLUMN = "run_id"
 # ``LOCATION::RUN_ID``: one run of a folder holding several (fsspec's chained URLs put a URL after ``::``, never this).
@@ -128,24 +127,10 @@ _KEPT = "run-folders-"
 
 def run_folders_kept(con: duckdb.DuckDBPyConnection, folder: pathlib.Path, state: str | None
                      ) -> list[tuple[str, str]]:
-    """:func:`run_folders`, kept in the index's ``folder`` for this index ``state`` (its parts, never rewritten), so a
-    fresh process opening a big run does not read every file's path again. With no state, worked out."""
-    if state is None:
-        return run_folders(con)
-    kept = folder / f"{_KEPT}{state}.json"
-    try:
-        return [(str(f), str(k)) for f, k in orjson.loads(kept.read_bytes())]
-    except (OSError, orjson.JSONDecodeError, TypeError, ValueError):
-        pass
-    found = run_folders(con)
-    try:  # staged and renamed in; what a killed writer left is swept at the next write
-        atomic.write_bytes(kept, orjson.dumps(found))
-        for old in folder.glob(f"{_KEPT}*.json"):  # the answers for earlier parts: never asked again
-            if old != kept:
-                old.unlink(missing_ok=True)
-    except OSError:  # a folder that cannot be written: no staging left behind
-        atomic.staging(kept).unlink(missing_ok=True)
-    return found
+    """:func:`run_folders`, kept in the index's ``folder`` for this index ``state`` (``kept.beside``), so a fresh
+    process opening a big run does not read every file's path again. With no state, worked out."""
+    return kept.beside(folder, _KEPT, state, lambda: run_folders(con), list,
+                       lambda saved: [(str(f), str(k)) for f, k in saved])
 
 
 def run_ids(folders: Sequence[tuple[str, str]]) -> RunIds:

@@ -110,6 +110,14 @@ def location(run: str) -> str:
     return access.check(run, root=root, address=address)
 
 
+def other_runs(run: ares_viewer.Run, name: str) -> list[str]:
+    """The runs a page may set beside ``run`` (named ``name`` in the URL): the other runs of its folder when it holds
+    several (``NAME::RUN_ID``), then the other runs under the runs folder."""
+    folder = subruns.split(name)[0]
+    inside = [f"{folder}{subruns.SEPARATOR}{run_id}" for run_id in run.run_ids]
+    return [n for n in [*inside, *list_runs(runs_root())] if location(n) != run.location]
+
+
 def _within(where: str) -> str | None:
     """On an exposed server, the folder no file of the run at ``where`` may resolve outside of: the runs folder
     for a run under it (or a glob), else the run's own location (the operator's run, a counterfactual folder).

@@ -14,7 +14,6 @@ import streamlit as st
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, compare_runs
 from ares_viewer.review import queue_items
-from ares_viewer.runs.index import subruns
 from ares_viewer_app import escape, loaders, pages, queue_panel, review_panel, state, widgets
 
 _OTHER_RUN, _SPLIT = "Another run", "Two sides of this run"
@@ -48,9 +47,7 @@ def _name(run: ares_viewer.Run) -> str:
 def other_run(run: ares_viewer.Run) -> tuple[ares_viewer.Run, str] | None:
     """Run B, picked among the other runs of the runs folder and the other runs of this run's folder when it holds
     several (``NAME::RUN_ID``) (``other_run``); None when there is none."""
-    folder = subruns.split(_name(run))[0]
-    inside = [f"{folder}{subruns.SEPARATOR}{run_id}" for run_id in run.run_ids]
-    names = [n for n in [*inside, *loaders.list_runs(loaders.runs_root())] if loaders.location(n) != run.location]
+    names = loaders.other_runs(run, _name(run))
     named = state.get("other_run")
     if named and named not in names:
         names.insert(0, named)  # a location the link names, outside the picker's list

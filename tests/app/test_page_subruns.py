@@ -78,3 +78,19 @@ def test_a_run_folder_alone_applies_its_reports_or_says_where_it_looked(tmp_path
     alone = app(None, run=DEV)
     shown = page_text.of(alone)
     assert f"No evaluation report names run {DEV} (<model>.{DEV}.json): looked in {output / DEV}" in shown
+
+
+def test_one_run_of_a_folder_outside_the_runs_folder_is_refused_on_an_exposed_server(batch, app, exposed, tmp_path):
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    shutil.copytree(BATCH, outside)
+    at = app(None, run=f"{outside}::{RERUN}")
+    assert any("reachable from other machines" in e.value for e in at.error), [e.value for e in at.error]
+    assert not at.get("metric")
+    inside = app(None, run=f"{batch}::{RERUN}")  # a run of a folder under the runs folder opens
+    assert {m.label: m.value for m in inside.metric}["Episodes"] == "2"
+
+
+def test_compare_offers_the_folders_other_runs_beside_this_one(batch, app):
+    at = app("compare", run=f"{batch}::{DEV}")
+    assert not at.exception
+    assert at.selectbox(key="compare.other_run").options[0] == f"{batch}::{RERUN}"

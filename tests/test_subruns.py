@@ -89,7 +89,7 @@ def test_a_run_folder_without_its_report_says_where_it_looked(tmp_path):
     assert (folder, message) not in run.warnings  # a run of other tasks has no report: not a problem of its files
     # the report put where it said: found
     shutil.copy(BATCH / f"deepseek__deepseek-chat.{DEV}.json", tmp_path)
-    found = ares_viewer.open_run(out / DEV, use_cache=False)
+    found = ares_viewer.open_run(out / DEV)  # the same index, a table made again: the folder above changed
     assert found.stats()["judged"] == 2 and found.missing_reports == []
 
 

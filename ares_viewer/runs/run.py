@@ -130,7 +130,8 @@ def _table(target: store.Store, result: index_update.Update, location: str, sub_
     """The episode table of an index state (of one of its runs, ``sub_run``), made once per state."""
     if result.manifest is None:
         return index_table.EpisodeTable(target, result.entries, location, sub_run)
-    return _TABLES.get_or_compute((str(target.folder), location, sub_run, result.manifest),
+    # the folders above the run where its reports may be (``subruns.nearby_reports``): a report put there is seen
+    return _TABLES.get_or_compute((str(target.folder), location, sub_run, result.manifest, subruns.around(location)),
                                   lambda: index_table.EpisodeTable(target, result.entries, location, sub_run))
 
 

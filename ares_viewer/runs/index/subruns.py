@@ -218,6 +218,24 @@ def nearby_reports(folders: Sequence[tuple[str, str]], location: str, known: Map
     return Nearby(found, looked)
 
 
+def around(location: str) -> tuple[tuple[str, int], ...]:
+    """The folders above a local ``location`` that :func:`nearby_reports` may look in, with their mtimes: a report
+    put there (or removed) changes them, so a table made before is made again."""
+    if not locations.is_local(location):
+        return ()
+    found, folder = [], os.path.abspath(location)
+    for _ in range(_LEVELS_UP):
+        above = os.path.dirname(folder)
+        if above == folder:
+            break
+        folder = above
+        try:
+            found.append((folder, os.stat(folder).st_mtime_ns))
+        except OSError:
+            found.append((folder, 0))
+    return tuple(found)
+
+
 def unscored_note(folder: str, places: Sequence[str], count: int) -> str:
     """What the run says of a mini-swe-agent run folder no report names, whose trajectories keep no reward."""
     name = posixpath.basename(folder)

@@ -33,6 +33,15 @@ def test_a_folder_holding_two_runs_names_each_episodes_run():
     assert rows["run_id"].to_dict() == {f"{DEV}/{MARSHMALLOW}": DEV, f"{DEV}/{SQLFLUFF}": DEV,
                                         f"{RERUN}/{MARSHMALLOW}": RERUN, f"{RERUN}/{SQLFLUFF}": RERUN}
     assert "run_id" in run.queries.columns
+    # each run's own figures, as each opened alone counts them
+    assert run.per_run() == [
+        {"run_id": DEV, "episodes": 2, "judged": 2, "successes": 2, "success_rate": 1.0, "unscored": 0,
+         "infrastructure": 0},
+        {"run_id": RERUN, "episodes": 2, "judged": 2, "successes": 1, "success_rate": 0.5, "unscored": 0,
+         "infrastructure": 0}]
+    for figures in run.per_run():
+        alone = ares_viewer.open_run(f"{BATCH}::{figures['run_id']}").stats()
+        assert (alone["success_rate"], alone["judged"]) == (figures["success_rate"], figures["judged"])
     # each run scored by its own report, as the folder's index already did
     assert rows.loc[f"{DEV}/{SQLFLUFF}", "total_reward"] == 1.0
     assert rows.loc[f"{RERUN}/{SQLFLUFF}", "total_reward"] == 0.0

@@ -247,6 +247,11 @@ class Run:
         names = self.table.run_ids.names
         return names if len(names) > 1 else ()
 
+    def per_run(self) -> list[dict[str, Any]]:
+        """For a folder holding several runs, each run's headline figures as ``stats()`` counts them (``run_id``,
+        ``episodes``, ``judged``, ``successes``, ``success_rate``, ``unscored``, ``infrastructure``); else ``[]``."""
+        return self._recovered(lambda: subruns.per_run(self.table.cursor()))
+
     @property
     def missing_reports(self) -> list[tuple[str, str]]:
         """``(run folder, message)`` for each mini-swe-agent run whose trajectories no evaluation report scores: the

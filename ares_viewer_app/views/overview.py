@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import time
 
+import pandas as pd
 import streamlit as st
 
 import ares_viewer
@@ -357,7 +358,11 @@ def sub_runs(run: ares_viewer.Run) -> None:
         st.page_link(pages.path("overview"), label="All runs of the folder", icon=":material/folder_open:",
                      query_params=state.params(run=folder, episode=None, step=None, other=None))
         return
-    st.caption(f"This folder holds {len(run.run_ids)} runs (the table's run column); open one alone:")
+    st.caption(f"This folder holds {len(run.run_ids)} runs (the table's run column), each with its own success rate "
+               "(over its judged episodes, as the headline counts them); open one alone:")
+    st.dataframe(pd.DataFrame(run.per_run()).rename(columns={"run_id": "run", "success_rate": "success rate"}),
+                 hide_index=True,
+                 column_config={"success rate": st.column_config.NumberColumn("success rate", format="percent")})
     for run_id in run.run_ids[:_RUN_LINKS]:
         st.page_link(pages.path("overview"), label=run_id, icon=":material/subdirectory_arrow_right:",
                      query_params=state.params(run=f"{folder}{subruns.SEPARATOR}{run_id}", episode=None, step=None,

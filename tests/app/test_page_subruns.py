@@ -33,6 +33,8 @@ def test_the_overview_of_a_folder_of_runs_has_a_run_column_and_opens_each_run(ba
     table = at.dataframe(key="overview.table").value
     assert list(table.columns[:1]) == ["run_id"] and sorted(table["run_id"]) == [DEV, DEV, RERUN, RERUN]
     assert "This folder holds 2 runs" in page_text.of(at)
+    (runs,) = [d.value.set_index("run") for d in at.dataframe if "success rate" in d.value.columns]
+    assert runs["success rate"].to_dict() == {DEV: 1.0, RERUN: 0.5}  # not one success rate for the folder alone
     assert _links(at)[RERUN]["run"] == [f"{batch}::{RERUN}"]
     # the sidebar chooses one of them, and the URL names it
     chooser = at.selectbox(key="app.sub_run")

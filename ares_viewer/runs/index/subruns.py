@@ -37,7 +37,7 @@ import duckdb
 from ares_viewer.base import jsondecode, locations
 from ares_viewer.formats.adapters import atif, inspect_ai, mini_swe_agent, tinker
 from ares_viewer.formats.sidecars import verdicts
-from ares_viewer.runs.index import kept, store
+from ares_viewer.runs.index import kept, queries, store
 
 COLUMN = "run_id"
 # ``LOCATION::RUN_ID``: one run of a folder holding several (fsspec's chained URLs put a URL after ``::``, never this).
@@ -216,6 +216,23 @@ def nearby_reports(folders: Sequence[tuple[str, str]], location: str, known: Map
         if not any(name in verdicts.run_ids(path) for path in found):
             looked[folder] = tuple(places)
     return Nearby(found, looked)
+
+
+def per_run(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Each run's headline figures, counted as ``Run.stats`` counts them (the success rate over the episodes the
+    agent can be judged on): ``run_id``, ``episodes``, ``judged``, ``successes``, ``success_rate`` (None when none is
+    judged), ``unscored``, ``infrastructure``; ``[]`` when the table has no ``run_id`` column."""
+    if COLUMN not in [r[0] for r in con.execute("DESCRIBE episodes").fetchall()]:
+        return []
+    rows = con.execute(f"""
+        SELECT {COLUMN}, count(*),
+               count(*) FILTER (WHERE NOT {queries.UNSCORED} AND NOT {queries.INFRASTRUCTURE_FAILURE}),
+               count(*) FILTER (WHERE NOT {queries.UNSCORED} AND {queries.SOLVED}),
+               count(*) FILTER (WHERE {queries.UNSCORED}), count(*) FILTER (WHERE {queries.INFRASTRUCTURE_FAILURE})
+        FROM episodes GROUP BY ALL ORDER BY 1""").fetchall()
+    return [{"run_id": r[0], "episodes": int(r[1]), "judged": int(r[2]), "successes": int(r[3]),
+             "success_rate": r[3] / r[2] if r[2] else None, "unscored": int(r[4]), "infrastructure": int(r[5])}
+            for r in rows]
 
 
 def around(location: str) -> tuple[tuple[str, int], ...]:

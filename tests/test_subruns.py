@@ -8,6 +8,7 @@ two instances, in ``run-batch``'s published layout, with each run's summary repo
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -118,6 +119,9 @@ def test_the_command_compares_sub_runs_and_says_where_reports_were_looked_for(tm
     unscored = command(str(tmp_path / DEV), str(BATCH / "output" / RERUN))
     assert "0 judged episodes (2 in all; 2 unscored left out)" in unscored.stdout
     assert f"no evaluation report names run {DEV} (<model>.{DEV}.json): looked in {tmp_path / DEV}" in unscored.stdout
+    as_json = json.loads(command(str(tmp_path / DEV), str(BATCH / "output" / RERUN), "--json").stdout)
+    assert as_json["missing_reports"]["a"][0].startswith(f"no evaluation report names run {DEV}")
+    assert as_json["missing_reports"]["b"] == []
     wrong = command(f"{BATCH}::nope", f"{BATCH}::{RERUN}")
     assert wrong.returncode == 2 and "no such run" in wrong.stderr
 

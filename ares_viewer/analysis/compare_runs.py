@@ -260,6 +260,9 @@ class Comparison:
             "sign_test": dataclasses.asdict(self.sign_test),
             "counts": self.counts(),
             "significance": {"lost": self.significance(self.lost()), "gained": self.significance(self.gained())},
+            # where the reports of a side's unscored mini-swe-agent runs were looked for (``Run.missing_reports``)
+            "missing_reports": {"a": [m for _, m in self.a.run.missing_reports],
+                                "b": [m for _, m in self.b.run.missing_reports]},
             "tasks": rows,
         }
 

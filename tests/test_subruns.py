@@ -153,6 +153,7 @@ def test_inspect_logs_in_one_folder_are_a_run_each(tmp_path):
 def test_only_a_run_id_after_the_separator_makes_a_sub_run():
     assert subruns.split("runs/batch::deepseek_chat_dev") == ("runs/batch", "deepseek_chat_dev")
     assert subruns.split("simplecache::s3://bucket/run") == ("simplecache::s3://bucket/run", None)
+    assert subruns.split("zip://run/*.json::/data/runs.zip") == ("zip://run/*.json::/data/runs.zip", None)
     assert subruns.split("runs/batch") == ("runs/batch", None)
     assert subruns.split("::x") == ("::x", None)
 

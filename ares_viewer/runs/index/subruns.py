@@ -50,9 +50,10 @@ _LEVELS_UP = 2
 
 def split(location: str) -> tuple[str, str | None]:
     """``(location, run_id)`` of ``LOCATION::RUN_ID``; ``(location, None)`` for any other location, fsspec's chained
-    URLs included (``simplecache::s3://...``: a URL after the separator)."""
+    URLs included (``simplecache::s3://...``, ``zip://member::/data/archive.zip``: a URL or a path from the root
+    after the separator)."""
     base, sep, run_id = location.rpartition(SEPARATOR)
-    if not sep or not base or not run_id or "://" in run_id:
+    if not sep or not base or not run_id or "://" in run_id or run_id.startswith(("/", "~", "\\")):
         return location, None
     return base, run_id
 

@@ -20,6 +20,7 @@ from ares_viewer.analysis import align, compare_runs, ending
 from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
+from ares_viewer.runs.index import subruns
 from ares_viewer_app import access, timeline
 
 # A checkout's bundled sample runs (an installed wheel has none: it lists the working directory's runs instead).
@@ -85,10 +86,15 @@ def location(run: str) -> str:
     """Where a run parameter points: a run listed under the root, a folder of counterfactuals (see
     ``counterfactual.out_root``, opened on any server: the app wrote them), or a folder, file, glob or URL.
 
+    ``NAME::RUN_ID`` is one run of the folder ``NAME`` points to (``subruns``): the folder's location with it.
+
     Raises:
         access.RefusedLocationError: on a server reachable from other machines, for a location outside the runs
             folder (see :mod:`ares_viewer_app.access`).
     """
+    base, sub_run = subruns.split(run)
+    if sub_run is not None:
+        return f"{location(base)}{subruns.SEPARATOR}{sub_run}"
     root = runs_root()
     address = st.get_option("server.address")
     if run in list_runs(root):
@@ -104,10 +110,19 @@ def location(run: str) -> str:
     return access.check(run, root=root, address=address)
 
 
+def other_runs(run: ares_viewer.Run, name: str) -> list[str]:
+    """The runs a page may set beside ``run`` (named ``name`` in the URL): the other runs of its folder when it holds
+    several (``NAME::RUN_ID``), then the other runs under the runs folder."""
+    folder = subruns.split(name)[0]
+    inside = [f"{folder}{subruns.SEPARATOR}{run_id}" for run_id in run.run_ids]
+    return [n for n in [*inside, *list_runs(runs_root())] if location(n) != run.location]
+
+
 def _within(where: str) -> str | None:
     """On an exposed server, the folder no file of the run at ``where`` may resolve outside of: the runs folder
     for a run under it (or a glob), else the run's own location (the operator's run, a counterfactual folder).
     None on a local server, and for a URL."""
+    where = subruns.split(where)[0]  # one run of a folder: the folder's
     if not exposed() or "://" in where or "::" in where:
         return None
     root = runs_root()

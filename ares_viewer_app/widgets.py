@@ -15,13 +15,15 @@ from ares_viewer import model
 from ares_viewer.base import settings
 from ares_viewer.counterfactual import model_client
 from ares_viewer.model import colours, render
-from ares_viewer.runs.index import queries
+from ares_viewer.runs.index import queries, subruns
 from ares_viewer_app import access, escape, loaders, pages, state
 
 # Characters of one message or output shown before "show long texts in full" is asked for:
 # the agent elides outputs at 10,000 characters, so this shows a normal one whole.
 CLIP = 12_000
 OTHER_LOCATION = "Other folder or URL…"
+# The sub-run chooser's choice of the whole folder (every run it holds).
+ALL_RUNS = "All runs of the folder"
 # The most episodes an episode chooser lists: a page of the run, never all of it (typing narrows them).
 CHOICES = 200
 _LABEL_COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_actions"]
@@ -101,8 +103,9 @@ def run_picker() -> None:
         state.update(run=default)
         current = default
     options = [*names, OTHER_LOCATION]
+    folder = subruns.split(current)[0] if current else None  # ``NAME::RUN_ID``: one run of the folder NAME
     if not st.session_state.get("app.run_other"):
-        st.session_state["app.run_choice"] = current if current in names else OTHER_LOCATION
+        st.session_state["app.run_choice"] = folder if folder in names else OTHER_LOCATION
     with st.sidebar:
         st.selectbox("Run", options, key="app.run_choice", on_change=_pick_run,
                      help=f"Runs found under {escape.code(root)}")
@@ -111,11 +114,34 @@ def run_picker() -> None:
                 st.session_state.setdefault("app.run_typed", current)
             st.text_input("Folder, file, glob or URL", key="app.run_typed", on_change=_type_run,
                           placeholder="/path/to/run or s3://bucket/run")
+        if folder and current:
+            sub_run_picker(folder, current)
         if st.button("Reload run", help="Read the files again (new or changed episodes)", key="app.reload"):
             loaders.load_run.clear()
             loaders.list_runs.clear()
         st.caption("Keys on the episode page: j / → next step, k / ← previous, J / n next failed step, "
                    "K / p previous failed step, Home / End.")
+
+
+def sub_run_picker(folder: str, current: str) -> None:
+    """Under the run chooser, for a folder holding several runs (its ``run_id`` column): all of them, or one alone
+    (``NAME::RUN_ID`` in the URL: every page then sees only that run's episodes)."""
+    try:
+        runs = loaders.load_run(loaders.location(folder)).run_ids
+    except Exception:  # the page itself says why the run cannot be opened
+        return
+    if not runs:
+        return
+    chosen = subruns.split(current)[1]
+    st.session_state["app.sub_run"] = chosen if chosen in runs else ALL_RUNS
+
+    def picked() -> None:
+        choice = st.session_state["app.sub_run"]
+        run = folder if choice == ALL_RUNS else f"{folder}{subruns.SEPARATOR}{choice}"
+        state.update(run=run, episode=None, step=None, other=None)
+
+    st.selectbox(f"Runs in this folder ({len(runs)})", [ALL_RUNS, *runs], key="app.sub_run", on_change=picked,
+                 help="The folder holds several runs (its run_id column): open one of them alone")
 
 
 def current_run() -> ares_viewer.Run:

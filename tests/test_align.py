@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
-from ares_viewer.analysis import align
+import ares_viewer
+from ares_viewer.analysis import align, ending
 from ares_viewer.runs.run import load_episode
 from testdata import synthetic
 
@@ -174,3 +176,29 @@ def test_without_snapshots_a_file_the_submitted_patch_edits_is_never_called_one_
     assert [x.what for x in only_b] == ["edited /testbed/astroid/modutils.py"]
     assert "submitted patch" in align.files_source(None, None, patches=True)
     assert "snapshots" in align.files_source({1: {}}, {1: {"/t/a.py": "modified"}}, patches=True)
+
+
+BATCH = pathlib.Path(__file__).resolve().parent / "fixtures" / "mini-swe-agent-batch"
+MARSHMALLOW = "marshmallow-code__marshmallow-1359"
+
+
+def test_an_edit_known_only_from_the_submitted_patch_names_no_step():
+    """A real mini-swe-agent attempt (SOURCES.md) edited src/marshmallow/fields.py with Python scripts (steps
+    42-49) and submitted with ``cat patch.txt`` (step 74): the submit command made no edit, and no command names
+    the file, so the edit is known from the patch alone and no step is named for it."""
+    a = ares_viewer.open_run(BATCH / "output" / "deepseek_chat_dev").episode(f"deepseek_chat_dev/{MARSHMALLOW}")
+    b = ares_viewer.open_run(BATCH / "output" / "deepseek_chat_dev_rerun").episode(
+        f"deepseek_chat_dev_rerun/{MARSHMALLOW}")
+    assert a.actions[-1].index == 74 and a.actions[-1].command.endswith("cat patch.txt")
+    patch = ending.of(a).submission
+    assert align.patch_files(patch) == {"src/marshmallow/fields.py"}
+    (edit,) = [x for x in align.activities(a, patch=patch) if x.what == "edited src/marshmallow/fields.py"]
+    assert edit.steps == () and edit.known_from == align.FROM_PATCH
+    assert str(edit) == ("edited src/marshmallow/fields.py (known only from the submitted patch: no step shows it)")
+    # a file a command plainly wrote keeps its steps, and the patch does not add the submit step to it
+    written = {x.what: x.steps for x in align.activities(a, patch=patch)}
+    assert written["edited patch.txt"] == (70,)
+    assert all(74 not in steps for what, steps in written.items() if what.startswith("edited "))
+    # both attempts edited the file by script: the edit is the same on both sides, never "only A"
+    only_a, only_b = align.contrast(a, b, patch_a=patch, patch_b=ending.of(b).submission)
+    assert not [x for x in only_a + only_b if "fields.py" in x.what]

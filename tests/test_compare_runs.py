@@ -83,6 +83,18 @@ def test_a_significant_drop_is_lost_even_when_both_runs_solved_the_task(tmp_path
     assert rows.loc["drops", "low"] < -0.8 < rows.loc["drops", "high"] < 0
     assert found.tasks["task_name"].iloc[0] == "drops"  # the most significant first
     assert found.sign_test == compare_runs.SignTest(better=0, worse=2, ties=1, p_value=0.5)
+    assert found.significance(found.lost()) is None  # a significant drop needs no warning
+
+
+def test_a_lost_list_without_a_significant_difference_says_so_in_words(demo):
+    """Solved once on A, never on B, one attempt each: listed as lost, but q = 1, and the list says so."""
+    root, _ = demo
+    found = ares_viewer.compare_runs(root / "run-b", root / "run-a")
+    assert list(found.lost()["task_name"]) == ["calc__calc-3"] and found.lost()["q_value"].min() >= 0.05
+    words = found.significance(found.lost())
+    assert words.startswith("No difference here is significant: every q ≥ 0.05 (the smallest is 1)")
+    assert found.significance(found.gained()) is None  # an empty list needs no words
+    assert found.to_dict()["significance"] == {"lost": words, "gained": None}
 
 
 def test_unscored_and_infrastructure_failures_stay_out_of_the_rates(tmp_path):
@@ -159,6 +171,8 @@ def test_the_command_prints_the_lost_task_and_its_json(demo):
     assert done.returncode == 0, done.stderr
     assert "3 tasks: 1 lost, 0 gained" in done.stdout
     assert "lost (1;" in done.stdout and "  calc__calc-3  100% of 1 → 0% of 1" in done.stdout
+    lost = done.stdout.split("lost (1;", 1)[1].split("gained (0;", 1)[0]
+    assert "No difference here is significant: every q ≥ 0.05" in lost
     as_json = subprocess.run(
         [sys.executable, "-m", "ares_viewer.cli", "compare-runs", str(root / "run-b"), str(root / "run-a"), "--json"],
         capture_output=True,

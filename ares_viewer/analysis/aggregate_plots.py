@@ -131,6 +131,8 @@ def compare_reward_histograms(runs: list[tuple[str, pd.DataFrame]]) -> go.Figure
     fig = go.Figure()
     for (label, bins), colour in zip(runs, plots.RUN_COLOURS * len(runs), strict=False):
         per_bin = bins.groupby(["low", "high"], as_index=False)["episodes"].sum()
+        if per_bin.empty:  # a run none of whose episodes is scored: no bars (an empty width fails plotly)
+            continue
         share = 100 * per_bin["episodes"] / max(int(per_bin["episodes"].sum()), 1)
         fig.add_trace(go.Bar(**_bin_bars(per_bin), y=share, name=plots.plain(label), opacity=0.6, marker_color=colour,
                              hovertemplate="%{y:.1f}% of episodes, %{customdata}<extra></extra>"))

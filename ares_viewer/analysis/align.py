@@ -304,14 +304,23 @@ def patch_files(patch: str | None) -> set[str]:
 FILE_VERBS = {"added": "added", "modified": "edited", "deleted": "deleted", "type_changed": "replaced"}
 
 
+# Where an edit no step shows was read: the attempt's submitted patch names the file, no command does.
+FROM_PATCH = "the submitted patch"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Activity:
-    """Something an attempt did: what (``ran the tests``, ``edited src/core.py``) and at which steps."""
+    """Something an attempt did: what (``ran the tests``, ``edited src/core.py``) and at which steps; or, for an
+    edit no step shows (made by a script, say), no step and where it is known from (``known_from``:
+    :data:`FROM_PATCH`)."""
 
     what: str
     steps: tuple[int, ...]
+    known_from: str | None = None
 
     def __str__(self) -> str:
+        if not self.steps:
+            return f"{self.what} (known only from {self.known_from or 'no step'}: no step shows it)"
         return f"{self.what} (step{'s' if len(self.steps) > 1 else ''} {', '.join(map(str, self.steps[:5]))}" + (
             ", …)" if len(self.steps) > 5 else ")")
 
@@ -321,8 +330,9 @@ def activities(episode: model.Episode, files: Mapping[int, Mapping[str, str]] | 
     """What an episode's actions did, by kind (:data:`ACTIVITIES`) and by file added, edited or deleted.
 
     Changed files come from ``files`` (step -> path -> change kind, from snapshots: ``fsdiff.files_by_step``)
-    when given; else from what the commands unambiguously write (:func:`edited_files`) and from the submitted
-    ``patch`` (its files "edited" at the last action), all of them "edited".
+    when given; else from what the commands unambiguously write (:func:`edited_files`), all of them "edited", and
+    from the submitted ``patch``: a file it changes that no command names is "edited" at no step, known only from
+    the patch (the submit command printed the patch; it did not make the edit).
     """
     found: dict[str, list[int]] = {}
     for step in episode.actions:
@@ -334,13 +344,17 @@ def activities(episode: model.Episode, files: Mapping[int, Mapping[str, str]] | 
             written = {path: FILE_VERBS.get(kind, "edited") for path, kind in files.get(step.index, {}).items()}
         else:
             written = dict.fromkeys(edited_files(command), "edited")
-            if step is episode.actions[-1]:
-                written |= dict.fromkeys(patch_files(patch), "edited")
         for path, verb in sorted(written.items()):
             steps = found.setdefault(f"{verb} {path}", [])
             if step.index not in steps:
                 steps.append(step.index)
-    return [Activity(what, tuple(steps)) for what, steps in found.items()]
+    listed = [Activity(what, tuple(steps)) for what, steps in found.items()]
+    if files is None:
+        for path in sorted(patch_files(patch)):
+            what = f"edited {path}"
+            if not any(_same(what, x.what) for x in listed):
+                listed.append(Activity(what, (), FROM_PATCH))
+    return listed
 
 
 def _same(x: str, y: str) -> bool:

@@ -100,7 +100,7 @@ class Side:
     @property
     def label(self) -> str:
         if self.by is None:
-            return self.run.location.rstrip("/").rsplit("/", 1)[-1] or self.run.location
+            return self.run.run_id or self.run.location.rstrip("/").rsplit("/", 1)[-1] or self.run.location
         return f"{self.by}={self.value}"
 
     def where(self) -> tuple[str, list[Any]]:
@@ -191,6 +191,20 @@ class Comparison:
         """Tasks solved on B and never on A, or significantly better on B."""
         return self.tasks[self.tasks["status"] == GAINED]
 
+    def significance(self, listed: pd.DataFrame) -> str | None:
+        """In words, when no task of ``listed`` (the lost or gained list) differs significantly (every q ≥ ``alpha``,
+        or no q at all): what puts them on the list is then only that one side solved them and the other never did,
+        which chance alone may do. None when ``listed`` is empty or one of them is significant."""
+        if listed.empty:
+            return None
+        q = listed["q_value"].dropna()
+        if bool((q < self.alpha).any()):
+            return None
+        smallest = f" (the smallest is {q.min():.3g})" if len(q) else ""
+        return (f"No difference here is significant: every q ≥ {self.alpha}{smallest}. These tasks are listed only "
+                "because one side solved them and the other never did, which chance alone can do at these numbers "
+                "of attempts.")
+
     def changed(self) -> pd.DataFrame:
         """Tasks whose behaviour differs beyond ``change``: mean actions, cost, tokens, or the top failure."""
         return self.tasks[self.tasks["changes"].map(len) > 0]
@@ -245,6 +259,10 @@ class Comparison:
             "overall": {"a": self.overall_a, "b": self.overall_b},
             "sign_test": dataclasses.asdict(self.sign_test),
             "counts": self.counts(),
+            "significance": {"lost": self.significance(self.lost()), "gained": self.significance(self.gained())},
+            # where the reports of a side's unscored mini-swe-agent runs were looked for (``Run.missing_reports``)
+            "missing_reports": {"a": [m for _, m in self.a.run.missing_reports],
+                                "b": [m for _, m in self.b.run.missing_reports]},
             "tasks": rows,
         }
 

@@ -69,6 +69,10 @@ def text(found: compare_runs.Comparison) -> list[str]:
             f"{name}: {label}: {_rate(overall['rate'])} solved of {overall['judged']:,} judged episodes "
             f"({overall['episodes']:,} in all{'; ' + beside + ' left out' if beside else ''})"
         )
+    runs = [found.a.run] if found.a.run is found.b.run else [found.a.run, found.b.run]
+    for side_run, overall in zip(runs, (found.overall_a, found.overall_b), strict=False):
+        if overall["unscored"] or len(runs) == 1:  # why its trajectories are unscored: where reports were looked for
+            lines += [f"  {message}" for _, message in side_run.missing_reports]
     counts, sign = found.counts(), found.sign_test
     lines.append(
         f"{counts['tasks']:,} tasks: {counts['lost']} lost, {counts['gained']} gained, {counts['same']} "
@@ -79,6 +83,9 @@ def text(found: compare_runs.Comparison) -> list[str]:
     lines.append(f"sign test over tasks: {sign.better} better on B, {sign.worse} worse, {sign.ties} tied: p = {p}")
     for title, rows in (("lost", found.lost()), ("gained", found.gained())):
         lines.append(f"\n{title} ({len(rows)}; q < {found.alpha} or solved on one side only):")
+        words = found.significance(rows)
+        if words:
+            lines.append(f"  {words}")
         for row in rows.head(_LISTED).itertuples():
             lines.append(
                 f"  {row.task_name}  {_rate(row.rate_a)} of {row.judged_a} → {_rate(row.rate_b)} of "

@@ -39,12 +39,20 @@ from ares_viewer.fsdiff.history import (
     previous_step,
     step_changes,
 )
-from ares_viewer.fsdiff.ranking import NOISE_PARTS, changed_lines, is_noise, main_file
+from ares_viewer.fsdiff.ranking import (
+    NOISE_PARTS,
+    changed_lines,
+    internals_words,
+    is_noise,
+    main_file,
+    version_control_only,
+)
 from ares_viewer.fsdiff.tree import VCS_FOLDERS, TreeNode, change_tree, initial_collapsed, visible_nodes
 
 __all__ = [
     "ADDED", "CHANGE_KINDS", "DELETED", "MAX_DIFF_BYTES", "MODIFIED", "NOISE_PARTS", "TYPE_CHANGED", "VCS_FOLDERS",
     "FileChange", "FileDiff", "FsDiff", "HistoryPoint", "TreeNode", "as_text", "change_tree", "changed_lines",
-    "compare", "diff_snapshots", "episode_patch", "file_history", "files_by_step", "initial_collapsed", "is_binary",
-    "is_noise", "main_file", "patch", "paths_by_step", "previous_step", "step_changes", "visible_nodes",
+    "compare", "diff_snapshots", "episode_patch", "file_history", "files_by_step", "initial_collapsed",
+    "internals_words", "is_binary", "is_noise", "main_file", "patch", "paths_by_step", "previous_step", "step_changes",
+    "version_control_only", "visible_nodes",
 ]

@@ -20,6 +20,25 @@ def is_noise(path: str) -> bool:
     return any(part in path + "/" for part in NOISE_PARTS) or path.endswith((".pyc", ".pyo"))
 
 
+_VCS_PARTS = tuple(f"/{name}/" for name in sorted(tree.VCS_FOLDERS))
+
+
+def version_control_only(diff: changes.FsDiff) -> list[str]:
+    """The changed files when every one is version control's own bookkeeping (``.git/index``, ``.git/objects/...``,
+    as ``git add`` writes them), else ``[]``: such a step changed no file of the work tree, and a reader should be
+    told so rather than shown ``.git/index``."""
+    files = [c.path for c in diff.file_changes()]
+    if files and all(any(part in "/" + path.lstrip("/") for part in _VCS_PARTS) for path in files):
+        return files
+    return []
+
+
+def internals_words(paths: list[str], shown: int = 2) -> str:
+    """The first few of ``paths`` in a line: ``/testbed/.git/index, /testbed/.git/objects/f8/21b0 and 3 more``."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
 _CODE_SUFFIXES = frozenset(
     {
         ".py",

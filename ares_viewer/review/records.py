@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ares_viewer.base import locations
 from ares_viewer.runs import run as run_module
+from ares_viewer.runs.index import subruns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,7 +87,7 @@ def run_key(location: str | os.PathLike | run_module.Run) -> str:
     """
     if isinstance(location, run_module.Run):
         location = location.location
-    text = os.fspath(location)
+    text = subruns.split(os.fspath(location))[0]  # a run of a folder holding several: the folder's notes
     if not locations.is_local(text):
         return text.rstrip("/")
     return os.path.realpath(os.path.expanduser(text))

@@ -28,7 +28,7 @@ from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
 from ares_viewer.runs import asked, sources
 from ares_viewer.runs.index import shared as index_shared
-from ares_viewer.runs.index import store
+from ares_viewer.runs.index import store, subruns
 from ares_viewer.runs.index import table as index_table
 from ares_viewer.runs.index import update as index_update
 
@@ -126,12 +126,14 @@ def load_episode(path: str | os.PathLike) -> model.Episode:
 _TABLES: BoundedCache[index_table.EpisodeTable] = BoundedCache(maxsize=8)
 
 
-def _table(target: store.Store, result: index_update.Update, location: str) -> index_table.EpisodeTable:
-    """The episode table of an index state, made once per state."""
+def _table(target: store.Store, result: index_update.Update, location: str, sub_run: str | None = None
+           ) -> index_table.EpisodeTable:
+    """The episode table of an index state (of one of its runs, ``sub_run``), made once per state."""
     if result.manifest is None:
-        return index_table.EpisodeTable(target, result.entries, location)
-    return _TABLES.get_or_compute((str(target.folder), location, result.manifest),
-                                  lambda: index_table.EpisodeTable(target, result.entries, location))
+        return index_table.EpisodeTable(target, result.entries, location, sub_run)
+    # the folders above the run where its reports may be (``subruns.nearby_reports``): a report put there is seen
+    return _TABLES.get_or_compute((str(target.folder), location, sub_run, result.manifest, subruns.around(location)),
+                                  lambda: index_table.EpisodeTable(target, result.entries, location, sub_run))
 
 
 class Run:
@@ -141,7 +143,9 @@ class Run:
     reopening an unchanged run parses nothing, and a changed one parses only its new or changed files.
 
     Attributes:
-        location: what was opened.
+        location: what was opened: a folder, file, glob or URL, or ``LOCATION::RUN_ID``, one run of a folder holding
+            several (a sub-run: :mod:`ares_viewer.runs.index.subruns`); ``folder`` is the location without it and
+            ``run_id`` the run (None for the whole location).
         episodes: one row per readable episode (see ``EPISODE_COLUMNS``), a pandas DataFrame built on first use.
             At a million episodes it takes about a gigabyte: for large runs ask ``query()``/``relation`` (lazy,
             in DuckDB) or the aggregate functions (``stats``, ``failures``, ``table.queries``) instead.
@@ -165,15 +169,16 @@ class Run:
     def __init__(self, location: str | os.PathLike, *, use_cache: bool = True, workers: int | None = None,
                  shared_index: str | None = None, within: str | None = None) -> None:
         self.location = os.fspath(location)
+        self.folder, self.run_id = subruns.split(self.location)
         self._within = within
         self._use_cache = use_cache
         self._workers = workers
-        self._store, temporary = index_update.store_for(self.location, use_cache=use_cache)
+        self._store, temporary = index_update.store_for(self.folder, use_cache=use_cache)
         if temporary:
             weakref.finalize(self, shutil.rmtree, self._store.folder, True)
         self._shared = shared_index if shared_index is not None else settings.SHARED_INDEX.get()
         if self._shared:
-            index_shared.pull(self._shared, index_update.canonical(self.location), self._store)
+            index_shared.pull(self._shared, index_update.canonical(self.folder), self._store)
         self._open: BoundedCache[model.Episode] = BoundedCache(maxsize=_EPISODE_CACHE_SIZE)
         self._lock = threading.RLock()
         self.refresh()
@@ -188,7 +193,7 @@ class Run:
     def _refresh(self, *, check: bool) -> int:
         """``refresh``; ``check``: a query failed on the index as it was, so each partition is read to find one
         damaged where its size does not show it (it heals: its files are read again)."""
-        listing = sources.listing(self.location, within=self._within)
+        listing = sources.listing(self.folder, within=self._within)
         files = listing.files
         with self._lock:
             self.listing_cut = listing.cut
@@ -200,13 +205,13 @@ class Run:
             old = getattr(self, "table", None)  # None on the first look, from __init__
             following = old is not None
             try:
-                self.table: index_table.EpisodeTable = _table(self._store, result, self.location)
+                self.table: index_table.EpisodeTable = _table(self._store, result, self.folder, self.run_id)
             except duckdb.Error:  # a partition damaged where its size does not show it: found by reading each
                 damaged = self._store.unreadable(result.entries)
                 if not damaged:
                     raise
                 result = index_update.update(self._store, files, workers=self._workers, damaged=damaged)
-                self.table = _table(self._store, result, self.location)
+                self.table = _table(self._store, result, self.folder, self.run_id)
             self._entries = result.entries
             self.parsed_files = result.parsed
             self._frame: pd.DataFrame | None = None
@@ -235,6 +240,26 @@ class Run:
         # The previous table is left to the garbage collector: another thread may still be reading it.
         del old
         return result.parsed
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """The runs of the folder (``run_id``s, sorted) when it holds two or more, else ``()``; a sub-run lists its
+        folder's (:mod:`ares_viewer.runs.index.subruns`)."""
+        names = self.table.run_ids.names
+        return names if len(names) > 1 else ()
+
+    def per_run(self) -> list[dict[str, Any]]:
+        """For a folder holding several runs, each run's headline figures as ``stats()`` counts them (``run_id``,
+        ``episodes``, ``judged``, ``successes``, ``success_rate``, ``unscored``, ``infrastructure``); else ``[]``."""
+        return self._recovered(lambda: subruns.per_run(self.table.cursor()))
+
+    @property
+    def missing_reports(self) -> list[tuple[str, str]]:
+        """``(run folder, message)`` for each mini-swe-agent run whose trajectories no evaluation report scores: the
+        folders where its report was looked for (:mod:`ares_viewer.runs.index.subruns`). Not among ``warnings``: a
+        run of other tasks than SWE-bench's has no report; ``compare-runs`` and the overview say it beside the
+        unscored count."""
+        return list(self.table.missing_reports)
 
     @property
     def index_store(self) -> store.Store:

@@ -251,7 +251,7 @@ def episodes_section(run: ares_viewer.Run) -> None:
 
 
 def runs_section(run: ares_viewer.Run) -> None:
-    names = [n for n in loaders.list_runs(loaders.runs_root()) if loaders.location(n) != run.location]
+    names = loaders.other_runs(run, state.get("run") or run.location)
     if not names:
         st.caption("Another run under the runs folder would show here, side by side with this one.")
         return

@@ -45,8 +45,9 @@ def _name(run: ares_viewer.Run) -> str:
 
 
 def other_run(run: ares_viewer.Run) -> tuple[ares_viewer.Run, str] | None:
-    """Run B, picked among the other runs of the runs folder (``other_run``); None when there is none."""
-    names = [n for n in loaders.list_runs(loaders.runs_root()) if loaders.location(n) != run.location]
+    """Run B, picked among the other runs of the runs folder and the other runs of this run's folder when it holds
+    several (``NAME::RUN_ID``) (``other_run``); None when there is none."""
+    names = loaders.other_runs(run, _name(run))
     named = state.get("other_run")
     if named and named not in names:
         names.insert(0, named)  # a location the link names, outside the picker's list
@@ -71,7 +72,8 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
     """The column this run is split by (``by``) and its two values (``side``), picked; None when it has none."""
     columns = [c for c in run.queries.columns if c not in _NOT_SPLIT]
     by = state.get("by")
-    by = by if by in columns else ("iteration" if "iteration" in columns else columns[0])
+    default = next((c for c in ("run_id", "iteration") if c in columns), columns[0])  # the folder's runs first
+    by = by if by in columns else default
     left, middle, right = st.columns(3)
     st.session_state["compare_runs.by"] = by
     left.selectbox(
@@ -127,6 +129,9 @@ def headline(found: compare_runs.Comparison) -> None:
         help="Exact two-sided sign test over the tasks both "
         "sides judged: is B better on more tasks than chance allows?",
     )
+    for side in {id(found.a.run): found.a.run, id(found.b.run): found.b.run}.values():
+        for _, message in side.missing_reports:  # why a side's trajectories are unscored
+            st.caption(f"{escape.md(message[:1].upper() + message[1:])}.")
     counts = found.counts()
     st.caption(
         f"{counts['tasks']:,} tasks · **{counts['lost']} lost**, **{counts['gained']} gained**, "
@@ -136,6 +141,9 @@ def headline(found: compare_runs.Comparison) -> None:
         f"way round. Behaviour changed: mean actions, cost or tokens differing by more than "
         f"{found.change:.0%} of the larger, or another most frequent failure."
     )
+    words = found.significance(pd.concat([found.lost(), found.gained()]))
+    if words:
+        st.info(f"Lost and gained: {escape.md(words)}", icon=":material/info:")
 
 
 def _listed(found: compare_runs.Comparison) -> pd.DataFrame:
@@ -157,7 +165,12 @@ def _listed(found: compare_runs.Comparison) -> pd.DataFrame:
             show=None if st.session_state["compare_runs.show"] == "all" else st.session_state["compare_runs.show"]
         ),
     )
-    return {"all": found.tasks, "lost": found.lost(), "gained": found.gained(), "changed": found.changed()}[shown]
+    listed = {"all": found.tasks, "lost": found.lost(), "gained": found.gained(), "changed": found.changed()}[shown]
+    if shown in ("lost", "gained"):
+        words = found.significance(listed)
+        if words:
+            st.info(escape.md(words), icon=":material/info:")
+    return listed
 
 
 def task_table(tasks: pd.DataFrame) -> None:

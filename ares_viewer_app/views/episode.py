@@ -310,6 +310,12 @@ def files_changed(episode: model.Episode, k: int, refs: dict[int, snapshots.Snap
         st.caption(f"No files changed at this step (compared with {before}).")
         return
     old_name = "base" if diff.old_step is None else diff.old_step
+    internals = fsdiff.version_control_only(diff)
+    if internals:  # ``git add`` alone: no file of the work tree changed, so no file is opened for it
+        words = f"This step changed version-control internals only ({fsdiff.internals_words(internals)})"
+        st.page_link(pages.path("files"), label=words, icon=":material/difference:",
+                     query_params=state.params(step=k, old=old_name, file=None))
+        return
     st.page_link(pages.path("files"), label=f"{len(files)} file{'' if len(files) == 1 else 's'} changed at this step",
                  icon=":material/difference:",
                  query_params=state.params(step=k, old=old_name, file=main.path))

@@ -233,7 +233,8 @@ def shown_file(diff: fsdiff.FsDiff) -> str | None:
     named = state.get("file")
     if named in diff.paths() or (named and (_exists(diff.stat_old(named)) or _exists(diff.stat_new(named)))):
         return named
-    first = fsdiff.main_file(diff) or (diff.changes[0] if diff.changes else None)
+    internals = fsdiff.version_control_only(diff)
+    first = None if internals else fsdiff.main_file(diff) or (diff.changes[0] if diff.changes else None)
     current = first.path if first is not None else None
     if named:
         widgets.shown_instead(f"{escape.code(named)} is not a file at {side_label(diff.old_step)} or at step "
@@ -446,6 +447,12 @@ def show(where: str, episode: model.Episode) -> None:
     if diff.changes:  # else the sentence below says it once, without an empty tree and its filter
         change_tree(diff)
     if path is None:
+        internals = fsdiff.version_control_only(diff)
+        if internals:  # nothing of the work tree to open: said, and the tree above still opens each file
+            st.info(f"Between {side_label(old_step)} and step {new_step} only version control's own files changed "
+                    f"({escape.md(fsdiff.internals_words(internals))}"
+                    "): no file of the work tree. Pick one in the tree above to see it.", icon=":material/info:")
+            return
         st.success(f"No files differ between {side_label(old_step)} and step {new_step}.")
         return
     pick_file(diff, path)

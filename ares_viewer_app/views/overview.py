@@ -11,13 +11,14 @@ import dataclasses
 import functools
 import time
 
+import pandas as pd
 import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import aggregate_plots, behaviours, inspect_metrics, plots
 from ares_viewer.model import render
-from ares_viewer.runs.index import live, queries
-from ares_viewer_app import escape, flag_panel, loaders, review_panel, state, widgets
+from ares_viewer.runs.index import live, queries, subruns
+from ares_viewer_app import escape, flag_panel, loaders, pages, review_panel, state, widgets
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "why",
@@ -32,7 +33,8 @@ _POINTS = 1000
 # Values a filter offers to pick from (the "Contains" filter finds the others).
 _CHOICES = 1000
 # The table's headers (and the names "Sort by" offers) of columns not shown by their own name.
-_COLUMN_LABELS = {"task_name": "task", "total_reward": "reward", "num_actions": "actions", "duration_s": "duration (s)",
+_COLUMN_LABELS = {"run_id": "run",
+                  "task_name": "task", "total_reward": "reward", "num_actions": "actions", "duration_s": "duration (s)",
                   "total_cost": "cost ($)", "prompt_tokens": "prompt tok.", "generated_tokens": "gen. tok.",
                   "nonzero_returncodes": "rc≠0", "context_rewrites": "ctx rewrites"}
 _RUN_ORDER = "run order"
@@ -90,6 +92,8 @@ def headline(run) -> None:
                    "success rate and shown apart as unscored in the plots. mini-swe-agent trajectories get theirs "
                    "from a SWE-bench evaluation report (`resolved_ids`, ... or per-instance `report.json`) naming "
                    "their run.")
+        for _, message in run.missing_reports:  # where a run's report was looked for
+            st.caption(f"{escape.md(message[:1].upper() + message[1:])}.")
 
 
 def producer_metrics(run) -> None:
@@ -280,6 +284,8 @@ def table(run, reason: str | None = None) -> None:
     if reason is not None:
         st.caption(f"Only the {total} episode{'' if total == 1 else 's'} of the failure reason selected above.")
     columns = [c for c in _TRAINING_COLUMNS if c in run.queries.columns] + [c for c in _TABLE_COLUMNS if c != "labels"]
+    if "run_id" in run.queries.columns and run.run_id is None:  # a folder of several runs: each episode's run first
+        columns.insert(0, "run_id")
     if "verdict" in run.queries.columns:  # rewards an evaluation report gave: the verdict beside the reward
         columns.insert(columns.index("total_reward") + 1, "verdict")
     cols = st.columns([3, 2, 2])
@@ -353,7 +359,34 @@ def show(run: ares_viewer.Run) -> None:
                                    "files are read, and rows already shown keep their place.")
     every = top[2].selectbox("Refresh every", _FOLLOW_EVERY, index=1, key="overview.follow_every",
                              format_func=lambda s: f"{s} s", disabled=not following)
+    sub_runs(run)
     st.fragment(body, run_every=f"{every}s" if following else None)(run, following)
+
+
+# Runs of a folder linked at once from its overview (the sidebar's chooser lists them all).
+_RUN_LINKS = 20
+
+
+def sub_runs(run: ares_viewer.Run) -> None:
+    """For a folder holding several runs, a link to each run alone; for one of them, a link back to them all."""
+    if not run.run_ids:
+        return
+    name = state.get("run") or run.location
+    folder = subruns.split(name)[0]
+    if run.run_id is not None:
+        st.caption(f"One of the {len(run.run_ids)} runs of this folder: {escape.code(run.run_id)}.")
+        st.page_link(pages.path("overview"), label="All runs of the folder", icon=":material/folder_open:",
+                     query_params=state.params(run=folder, episode=None, step=None, other=None))
+        return
+    st.caption(f"This folder holds {len(run.run_ids)} runs (the table's run column), each with its own success rate "
+               "(over its judged episodes, as the headline counts them); open one alone:")
+    st.dataframe(pd.DataFrame(run.per_run()).rename(columns={"run_id": "run", "success_rate": "success rate"}),
+                 hide_index=True,
+                 column_config={"success rate": st.column_config.NumberColumn("success rate", format="percent")})
+    for run_id in run.run_ids[:_RUN_LINKS]:
+        st.page_link(pages.path("overview"), label=run_id, icon=":material/subdirectory_arrow_right:",
+                     query_params=state.params(run=f"{folder}{subruns.SEPARATOR}{run_id}", episode=None, step=None,
+                                               other=None))
 
 
 run = widgets.current_run()

@@ -237,3 +237,18 @@ def test_what_each_attempt_alone_did_is_worked_out_once_per_pair_not_on_every_re
     at.run()  # a rerun of the same pair, as picking a row of the table makes
     assert len(calls) <= 1  # none when an earlier test of the same pair filled the cache
     assert page_text.of(at) == summary
+
+
+BATCH = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-batch"
+
+
+def test_an_edit_known_only_from_the_submitted_patch_is_said_so_and_names_no_step(app, monkeypatch):
+    """A real mini-swe-agent attempt edited fields.py by Python scripts and submitted with ``cat patch.txt`` at step
+    74: Compare names the edit from the patch and no step, never "edited ... (step 74)"."""
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(BATCH / "output"))
+    at = app("compare", run="deepseek_chat_dev", episode="deepseek_chat_dev/marshmallow-code__marshmallow-1359",
+             other="deepseek_chat_dev/sqlfluff__sqlfluff-1733")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert ("edited src/marshmallow/fields.py (known only from the submitted patch: no step shows it)" in shown), shown
+    assert "fields.py (step 74)" not in shown

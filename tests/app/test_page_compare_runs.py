@@ -39,6 +39,10 @@ def test_the_url_picks_the_list_and_the_task(runs, app):
     assert "Task calc__calc-2" in page_text.of(at)
     lost = app("compare_runs", run="run-b", other_run="run-a", show="lost")
     assert list(lost.dataframe[0].value["task"]) == ["calc__calc-3"]
+    # one attempt a side: the lost task is not a significant difference, and the list says so in words
+    said = [page_text.shown(i.value) for i in lost.info]
+    assert any(s.startswith("No difference here is significant: every q ≥ 0.05") for s in said), said
+    assert any(s.startswith("Lost and gained: No difference here is significant") for s in said), said
     unknown = app("compare_runs", run="run-b", other_run="run-a", pick="nope")
     assert "Neither side attempted the task `nope`" in page_text.of(unknown)
 

@@ -322,3 +322,24 @@ def test_a_file_of_another_episode_is_not_carried_into_the_next_one(samples, app
     at.switch_page("views/files.py").run()
     assert not at.exception and not at.warning
     assert at.query_params["episode"] == EXPLORER and at.query_params.get("file") != PAGING
+
+
+SUBMITTED = "e53da836-e11a-422f-ae90-9e861f7e5d0b"  # its last action, 4, submits: ``git add -A`` writes .git only
+
+
+def test_a_step_that_changed_only_version_control_internals_says_so_and_opens_no_git_file(samples, app):
+    at = files_page(app, episode=SUBMITTED, step="4")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "Between step 3 and step 4 only version control's own files changed (/testbed/.git/index" in shown
+    assert "no file of the work tree" in shown
+    assert at.query_params.get("file") is None  # .git/index is not opened as if the agent had edited it
+    assert not [c for c in at.code if c.language == "diff"]
+    # named by the URL, it still opens
+    named = files_page(app, episode=SUBMITTED, step="4", file="/testbed/.git/index")
+    assert named.query_params["file"] == "/testbed/.git/index"
+    # the Episode page's step says the same and links to the Files page without a file
+    episode = app("episode", run="demo-run", episode=SUBMITTED, step="4")
+    (link,) = [x for x in episode.get("page_link") if x.proto.page == "files"]
+    assert link.proto.label.startswith("This step changed version-control internals only (/testbed/.git/index")
+    assert "file=" not in link.proto.query_string

@@ -34,7 +34,9 @@ def test_training_run_shows_reward_over_iterations(runs, app):
     assert len(charts) == 5  # the four reward figures and the training curve
     assert "Reward over training iterations" in charts[-1].proto.spec
     table = at.dataframe(key="overview.table").value
-    assert list(table.columns[:4]) == ["iteration", "split", "group_idx", "traj_idx"]
+    # two Tinker log folders (guess-number, math-rl): two runs, each episode's run first, then the training columns
+    assert list(table.columns[:5]) == ["run_id", "iteration", "split", "group_idx", "traj_idx"]
+    assert sorted(set(table["run_id"])) == ["guess-number", "math-rl"]
     # Runs without iterations have no training curve.
     assert len(app(run="ray").get("plotly_chart")) == 4
 

@@ -16,12 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import duckdb
-import orjson
 
-from ares_viewer.base import atomic, locations
+from ares_viewer.base import locations
 from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
-from ares_viewer.runs.index import store
+from ares_viewer.runs.index import kept, store
 
 # The columns a trial result or a report's verdict may change; the view takes them from ``overrides``.
 OVERRIDDEN = ("task_name", "total_reward", "outcome", "error", "start_time", "end_time", "duration_s", "total_cost",
@@ -251,28 +250,16 @@ _KEPT = "renamed-"
 
 def renamed_kept(con: duckdb.DuckDBPyConnection, location: str, folder: pathlib.Path, state: str | None,
                  source: str = "raw_episodes") -> Renamed:
-    """:func:`renamed`, kept in the index's ``folder`` for this index ``state`` (``kept.state``: its parts, never
+    """:func:`renamed`, kept in the index's ``folder`` for this index ``state`` (``kept.beside``: its parts, never
     rewritten, with their size and mtime, and its location), so a fresh process opening a run of a million rollouts
     does not count its ids again (0.15 s of its first page). With no state (a part that cannot be seen), counted.
     A kept answer that cannot be read, or a folder that cannot be written, only costs the count."""
-    if state is None:
-        return renamed(con, location, source)
-    kept = folder / f"{_KEPT}{state}.json"
-    try:
-        return _from_kept(orjson.loads(kept.read_bytes()))
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        pass
-    answer = renamed(con, location, source)
-    table = {name: values for name, (_, values) in answer.table.items()} if answer.table is not None else None
-    try:  # staged and renamed in; what a killed writer left is swept at the next write
-        atomic.write_bytes(kept, orjson.dumps({"table": table, "originals": answer.originals,
-                                               "warnings": answer.warnings}))
-        for old in folder.glob(f"{_KEPT}*.json"):  # the answers for earlier parts: never asked again
-            if old != kept:
-                old.unlink(missing_ok=True)
-    except OSError:  # a folder that cannot be written: no staging left behind
-        atomic.staging(kept).unlink(missing_ok=True)
-    return answer
+
+    def encode(answer: Renamed) -> dict[str, Any]:
+        table = {name: values for name, (_, values) in answer.table.items()} if answer.table is not None else None
+        return {"table": table, "originals": answer.originals, "warnings": answer.warnings}
+
+    return kept.beside(folder, _KEPT, state, lambda: renamed(con, location, source), encode, _from_kept)
 
 
 def _from_kept(saved: dict[str, Any]) -> Renamed:

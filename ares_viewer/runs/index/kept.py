@@ -40,7 +40,7 @@ MOST = 256
 MOST_BYTES = 64 * 1024 * 1024
 MAX_BYTES = 4 * 1024 * 1024
 # The modules whose code shapes the answers: another version of them is another state.
-_SHAPERS = ("queries.py", "table.py", "joins.py", "store.py", "kept.py")
+_SHAPERS = ("queries.py", "table.py", "joins.py", "store.py", "kept.py", "subruns.py")
 
 
 class UnkeptError(ValueError):
@@ -185,3 +185,28 @@ def _trim(home: pathlib.Path) -> None:
         kept, total = kept + 1, total + size
         if kept > MOST or total > MOST_BYTES:
             pathlib.Path(path).unlink(missing_ok=True)
+
+
+def beside(folder: pathlib.Path, prefix: str, state: str | None, work: Callable[[], _T],
+           encode: Callable[[_T], Any], decode: Callable[[Any], _T]) -> _T:
+    """``work()``'s answer, kept as JSON in the index's ``folder`` (``{prefix}{state}.json``) for this index ``state``
+    (``state``: its parts, never rewritten), so a fresh process does not work it out again; a new state's file
+    removes the earlier states' files of ``prefix``. With no state (a part that cannot be seen), worked out. A kept
+    file that cannot be read (``decode`` raising ``KeyError``, ``TypeError`` or ``ValueError``), or a folder that
+    cannot be written, only costs the work."""
+    if state is None:
+        return work()
+    kept = folder / f"{prefix}{state}.json"
+    try:
+        return decode(orjson.loads(kept.read_bytes()))
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        pass
+    answer = work()
+    try:  # staged and renamed in; what a killed writer left is swept at the next write
+        atomic.write_bytes(kept, orjson.dumps(encode(answer)))
+        for old in folder.glob(f"{prefix}*.json"):  # the answers for earlier parts: never asked again
+            if old != kept:
+                old.unlink(missing_ok=True)
+    except OSError:  # a folder that cannot be written: no staging left behind
+        atomic.staging(kept).unlink(missing_ok=True)
+    return answer

@@ -17,7 +17,8 @@ import duckdb
 import orjson
 
 from ares_viewer.formats.sidecars import harbor, verdicts
-from ares_viewer.runs.index import joins, kept, queries, store
+from ares_viewer.runs import sources
+from ares_viewer.runs.index import joins, kept, queries, store, subruns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,9 +50,12 @@ class EpisodeTable:
         key: this table's own number in the process (what ``Run.queries`` keeps its answers under).
         state: a big run's index state (``kept.state``: its answers are kept on disk under it in ``folder``, the
             index's own); None for a run small enough to ask again.
+        run_ids: the run folders of the episodes (``subruns``): with two or more, the view has a ``run_id`` column.
+        sub_run: the one run of them this table shows (``LOCATION::RUN_ID``), or None for all.
     """
 
-    def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "") -> None:
+    def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "",
+                 sub_run: str | None = None) -> None:
         self.con = duckdb.connect()
         self.key = next(_KEYS)
         self._lock = threading.Lock()
@@ -66,10 +70,21 @@ class EpisodeTable:
         source = f"read_parquet({parts!r}, union_by_name = true)" if parts else f"({_empty_select()})"
         small = sum(e.rows for e in entries.values() if e.part) <= IN_MEMORY_ROWS
         self.con.execute(f"CREATE {'TABLE' if small else 'VIEW'} raw_episodes AS SELECT * FROM {source}")
+        folders = subruns.run_folders(self.con) if small else subruns.run_folders_kept(
+            self.con, target.folder, kept.state(location, parts, {}))
+        self.run_ids = subruns.run_ids(folders)
+        self.sub_run = sub_run
+        if sub_run is not None and sub_run not in self.run_ids.names:
+            raise sources.LocationError(f"{location}{subruns.SEPARATOR}{sub_run}: no such run; the runs of "
+                                        f"{location}: {', '.join(self.run_ids.names)}")
+        # a run folder opened alone: its reports beside it (mini-swe-agent's ``<model>.<run_id>.json``)
+        nearby = subruns.nearby_reports(folders, location, self.reports)
+        self.reports.update(nearby.found)
         changed = joins.overrides(self.con, self.reports, self.trials)
         # A big run's id count, and its answers, are kept beside its parts; a small one's are quicker to do again.
         self.folder = target.folder
-        self.state = None if small else kept.state(location, parts, {"reports": self.reports, "trials": self.trials})
+        shown = location if sub_run is None else f"{location}{subruns.SEPARATOR}{sub_run}"
+        self.state = None if small else kept.state(shown, parts, {"reports": self.reports, "trials": self.trials})
         listed = "raw_episodes"
         if changed.hidden is not None:  # rows that are part of another episode (a harbor trial's agent log)
             self._table("hidden", changed.hidden)
@@ -87,18 +102,36 @@ class EpisodeTable:
         # ATIF trajectories joined to their continuations in the run (``joins.continuations``), by file
         self.continued = changed.continued
         self._create_view(changed.table, repeated.table, bool(self.reports or self.trials), changed.hidden)
+        # mini-swe-agent runs no report scores: where their reports were looked for (not a warning: a run on other
+        # tasks than SWE-bench's has none; said where its episodes are called unscored)
+        self.missing_reports = self._unscored_notes(nearby)
         names = [r[0] for r in self.con.execute("DESCRIBE episodes").fetchall()]
         extra = sorted(set(names) - set(store.EPISODE_COLUMNS) - set(store.INTERNAL))
         self.columns = [*store.EPISODE_COLUMNS, *extra]
         self.queries = queries.Queries(self.cursor(), self.columns)
 
+    def _unscored_notes(self, nearby: subruns.Nearby) -> list[tuple[str, str]]:
+        """For each mini-swe-agent run folder no report names whose trajectories keep no reward: where the run
+        looked for its report."""
+        notes = []
+        for folder, places in nearby.looked.items():
+            count = self.con.execute(
+                f"SELECT count(*) FROM episodes WHERE total_reward IS NULL AND starts_with(path, ?) "
+                f"AND ({subruns.folder_sql()}) = ?", [folder + "/", folder]).fetchone()
+            if count and count[0]:
+                notes.append((folder, subruns.unscored_note(folder, places, int(count[0]))))
+        return notes
+
     def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool,
                      hidden: store.Columns | None = None) -> None:
         nothing = f"NULL::VARCHAR AS {store.EXPLAINED}"
-        if overrides is None and renamed is None and not with_verdict and hidden is None:
+        several = len(self.run_ids.names) > 1
+        if overrides is None and renamed is None and not with_verdict and hidden is None and not several:
             self.con.execute(f"CREATE VIEW episodes AS SELECT *, {nothing} FROM raw_episodes")
             return
         replaced, added, joined, where = [], [], "", ""
+        if several:  # which run of the folder each episode is (``subruns``)
+            added.append(f"{self.run_ids.sql('e.path', 'e.format')} AS {subruns.COLUMN}")
         if hidden is not None:  # the table ``hidden`` (made in ``__init__``)
             joined += " LEFT JOIN hidden h ON e.path = h.path AND e._seq = h._seq"
             where = " WHERE h._seq IS NULL"
@@ -120,8 +153,13 @@ class EpisodeTable:
             added.append(f"CASE WHEN o._seq IS NOT NULL THEN o.verdict ELSE {recorded} END AS verdict"
                          if overrides is not None else f"{recorded} AS verdict")
         replace = f" REPLACE ({', '.join(replaced)})" if replaced else ""
-        self.con.execute(f"CREATE VIEW episodes AS SELECT e.*{replace}{''.join(', ' + a for a in added)} "
-                         f"FROM raw_episodes e{joined}{where}")
+        select = f"SELECT e.*{replace}{''.join(', ' + a for a in added)} FROM raw_episodes e{joined}{where}"
+        if several and self.sub_run is not None:  # one run of the folder: every question sees only its episodes
+            # its files found once (a semi-join per question: 0.1 s at a million files, where the run folder worked
+            # out per row took seconds)
+            self.con.execute(f"CREATE TABLE sub_run_files AS {self.run_ids.files_sql(self.sub_run)}")
+            select = f"SELECT * FROM ({select}) WHERE path IN (SELECT path FROM sub_run_files)"
+        self.con.execute(f"CREATE VIEW episodes AS {select}")
 
     def _table(self, name: str, columns: store.Columns) -> None:
         select, params = store.select_of(columns)

@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 
+import chat_server
 import pytest
+from test_counterfactual import DEMO, WRONG_FIX
+from test_decisive_branches import Policy
 
+from ares_viewer import counterfactual
+from ares_viewer.counterfactual import branching
 from ares_viewer.review import labelschema
+from ares_viewer.runs.run import load_episode
+
+SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 
 # --- A label schema's score bounds are finite numbers ------------------------------------------------------------
 
@@ -42,3 +51,30 @@ def test_a_finite_score_schema_exports_as_strict_json():
     assert parsed.field("severity").clean(5) == 5.0
     with pytest.raises(labelschema.SchemaError, match=r"between -2\.5 and 5"):
         parsed.field("severity").clean(math.inf)
+
+
+# --- A token budget counts every call: no usage, or a total of 0, is counted by the call's size -------------------
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}, None],
+    ids=["total-0", "no-usage"],
+)
+def test_an_endpoint_reporting_zero_or_no_tokens_does_not_disable_the_token_budget(
+    engine, tmp_path, monkeypatch, usage
+):
+    parent = load_episode(DEMO / f"{WRONG_FIX}.json")
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    with chat_server.serve(Policy(seed=11)) as server:
+        server.usage = usage
+        client = counterfactual.openai_client(server.base_url, "policy")
+        searched = branching.search(parent, client, steps=[1], samples=6, max_steps=4, docker_client=engine,
+                                    budget=branching.Budget(parallel=1, token_budget=1000), session=SESSION)
+    assert searched.stopped == "token budget" and searched.new < 6
+    assert searched.tokens is None  # what was spent stays unknown, never 0
+    assert "token budget of 1,000 counted each such call as its size" in searched.note
+    [branch] = [b for b in searched.branches if not b.supplied]
+    assert branch.tokens is None and branch.counted_tokens >= 1000
+    saved = next(b for b in branching.load(parent).branches if not b.supplied)
+    assert saved.counted_tokens == branch.counted_tokens  # the log keeps what the budget counted

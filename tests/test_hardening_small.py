@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import uuid
 
 import chat_server
@@ -14,9 +15,10 @@ import pytest
 from test_counterfactual import DEMO, WRONG_FIX
 from test_decisive_branches import Policy
 
-from ares_viewer import counterfactual
+from ares_viewer import cli, counterfactual
 from ares_viewer.counterfactual import branching
 from ares_viewer.review import labelschema
+from ares_viewer.runs import run as run_module
 from ares_viewer.runs.run import load_episode
 
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
@@ -78,3 +80,21 @@ def test_an_endpoint_reporting_zero_or_no_tokens_does_not_disable_the_token_budg
     assert branch.tokens is None and branch.counted_tokens >= 1000
     saved = next(b for b in branching.load(parent).branches if not b.supplied)
     assert saved.counted_tokens == branch.counted_tokens  # the log keeps what the budget counted
+
+
+# --- Branches are never stored inside the run's tree ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", [".", "elsewhere/branches"], ids=["the-run-top", "a-folder-in-the-run"])
+def test_branches_to_a_folder_of_the_run_is_refused_when_episodes_sit_one_folder_down(tmp_path, capsys, where):
+    run = tmp_path / "run"
+    (run / "trial-1").mkdir(parents=True)
+    shutil.copy(DEMO / f"{WRONG_FIX}.json", run / "trial-1" / f"{WRONG_FIX}.json")
+    before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    argv = ["branch", str(run), WRONG_FIX, "--branches-to", str(run / where), "--max-rollouts", "0",
+            "--endpoint", "http://127.0.0.1:9/v1", "--model", "policy"]
+    assert cli.main(argv) == 1
+    error = capsys.readouterr().err
+    assert "branches are never written into the run folder" in error and "list as the run's episodes" in error
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before  # nothing written into the run
+    assert run_module.Run(run, use_cache=False).episode_ids == [WRONG_FIX]

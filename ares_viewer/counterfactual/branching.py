@@ -240,13 +240,19 @@ class Search:
         return values.describe(self.curve)
 
 
-def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) -> branch_store.Folder:
+def store_dir(
+    episode: model.Episode, store: branch_store.Folder | None = None, run: str | os.PathLike | None = None
+) -> branch_store.Folder:
     """The folder holding ``episode``'s branches (keyed by its file and id): in ``store`` (a folder or an fsspec
     URL such as ``s3://bucket/branches``) when given, else in the cache folder.
 
+    ``run`` is the location the episode was opened from (``open_run(run)``), when known: a ``store`` anywhere in
+    its tree is refused too, so a branch never lists as an episode of the run (episodes one folder down, and
+    ``store`` the run's top folder, say).
+
     Raises:
         ValueError: the episode's id cannot name a folder (``..``, a separator: it comes from a file), or ``store``
-            lies in the episode's run folder (branches are never written there).
+            lies in the episode's folder or in ``run``'s tree (branches are never written there).
     """
     if not per_step.names_a_folder(episode.episode_id):
         raise ValueError(f"episode id {episode.episode_id!r} cannot name a folder: branches are kept only for ids "
@@ -257,9 +263,15 @@ def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) 
         return index_cache.cache_dir() / "branches" / name
     local = not branch_store.is_remote(store)
     run_file, target = [os.path.realpath(os.path.expanduser(w)) if local else w for w in (episode.path, str(store))]
-    run_folder = os.path.dirname(run_file).rstrip("/") + "/"
-    if f"{target.rstrip('/')}/".startswith(run_folder):
-        raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}); pick another")
+    folders = [os.path.dirname(run_file)]
+    if run is not None:
+        top = os.fspath(run)
+        folders.append(os.path.realpath(os.path.expanduser(top)) if local else top)
+    for folder in folders:
+        run_folder = folder.rstrip("/") + "/"
+        if f"{target.rstrip('/')}/".startswith(run_folder):
+            raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}): they would "
+                             "list as the run's episodes; pick another")
     return branch_store.join(store, name)
 
 

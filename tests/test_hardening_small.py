@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import unicodedata
 import uuid
 
 import chat_server
@@ -16,10 +17,12 @@ from test_counterfactual import DEMO, WRONG_FIX
 from test_decisive_branches import Policy
 
 from ares_viewer import cli, counterfactual
+from ares_viewer.analysis import compare_runs
 from ares_viewer.counterfactual import branching
 from ares_viewer.review import labelschema
 from ares_viewer.runs import run as run_module
 from ares_viewer.runs.run import load_episode
+from testdata import synthetic
 
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 
@@ -98,3 +101,34 @@ def test_branches_to_a_folder_of_the_run_is_refused_when_episodes_sit_one_folder
     assert "branches are never written into the run folder" in error and "list as the run's episodes" in error
     assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before  # nothing written into the run
     assert run_module.Run(run, use_cache=False).episode_ids == [WRONG_FIX]
+
+
+# --- compare-runs says when task names differ only by case, spaces, Unicode form or a look-alike letter -----------
+
+NFD_TASK = unicodedata.normalize("NFD", "café__menu")
+
+
+def write_similar_runs(root):
+    """Two runs whose tasks are the same ones typed differently on B: a trailing space, case, NFD, a Cyrillic а."""
+    names = {"a": ["calc__calc-1", "Calc__calc-2", "café__menu", "path__join"],
+             "b": ["calc__calc-1 ", "calc__calc-2", NFD_TASK, "p\u0430th__join"]}
+    for side, tasks in names.items():
+        (root / f"similar-{side}").mkdir(parents=True)
+        for seed, task in enumerate(tasks, 1):
+            synthetic.write_episode(root / f"similar-{side}",
+                                    synthetic.episode_dict(task_name=task, actions=2, reward=1.0, seed=seed))
+    return root / "similar-a", root / "similar-b"
+
+
+def test_compare_runs_warns_which_task_names_collide(tmp_path, capsys):
+    a, b = write_similar_runs(tmp_path)
+    assert cli.main(["compare-runs", str(a), str(b)]) == 0
+    shown = capsys.readouterr().out
+    warnings = [line for line in shown.splitlines() if line.startswith("warning: task names")]
+    assert len(warnings) == 4, shown
+    assert "'calc__calc-1' and 'calc__calc-1 ' differ only by case, spaces" in shown
+    assert "'Calc__calc-2' and 'calc__calc-2'" in shown
+    assert "'cafe\\u0301__menu' and 'caf\\xe9__menu'" in shown
+    assert "'path__join' and 'p\\u0430th__join'" in shown
+    assert all("compared as different tasks" in w for w in warnings)
+    assert compare_runs.similar_task_names(["calc__calc-1", "calc__calc-2", "other"]) == []

@@ -12,6 +12,7 @@ import unicodedata
 import uuid
 
 import chat_server
+import formats_fixtures as fx
 import pytest
 from test_counterfactual import DEMO, WRONG_FIX
 from test_decisive_branches import Policy
@@ -132,3 +133,31 @@ def test_compare_runs_warns_which_task_names_collide(tmp_path, capsys):
     assert "'path__join' and 'p\\u0430th__join'" in shown
     assert all("compared as different tasks" in w for w in warnings)
     assert compare_runs.similar_task_names(["calc__calc-1", "calc__calc-2", "other"]) == []
+
+
+# --- A SWE-bench summary whose counts contradict its id lists scores nothing -------------------------------------
+
+DJANGO, ASTROPY = "django__django-11099", "astropy__astropy-12907"  # the instances of the mini fixture's two runs
+
+
+@pytest.mark.parametrize(
+    ("lists", "counts", "said"),
+    [
+        ({"unresolved": [ASTROPY]}, {"resolved_instances": 1}, "resolved_instances 1, resolved_ids lists 0"),
+        ({"resolved": [DJANGO], "unresolved": [ASTROPY]}, {"resolved_instances": 0},
+         "resolved_instances 0, resolved_ids lists 1"),
+    ],
+    ids=["count-without-ids", "ids-without-count"],
+)
+def test_a_summary_whose_counts_contradict_its_id_lists_scores_nothing_and_warns(tmp_path, lists, counts, said):
+    run_folder = tmp_path / "mini"
+    shutil.copytree(fx.MINI, run_folder)
+    report = run_folder / "report.json"
+    report.write_text(json.dumps({**fx.harness_report(**lists), **counts}))
+    run = run_module.open_run(run_folder)
+    rewards = run.episodes.set_index("episode_id")["total_reward"]
+    assert rewards.isna().all(), rewards  # unknown: neither 1.0 nor 0.0
+    warned = [message for path, message in run.warnings if path == str(report) and "counts contradict" in message]
+    assert warned == [f"its counts contradict its id lists ({said}): the report cannot say which list is wrong, so "
+                      "none of its instances gets a reward"]
+    assert run.stats()["unscored"] == 2

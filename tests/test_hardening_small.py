@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 import shutil
 import unicodedata
 import uuid
@@ -17,8 +18,9 @@ import pytest
 from test_counterfactual import DEMO, WRONG_FIX
 from test_decisive_branches import Policy
 
-from ares_viewer import cli, counterfactual
+from ares_viewer import cli, counterfactual, fsdiff
 from ares_viewer.analysis import compare_runs
+from ares_viewer.analysis.behaviours import registry, snapshot_cache
 from ares_viewer.counterfactual import branching
 from ares_viewer.review import labelschema
 from ares_viewer.runs import run as run_module
@@ -161,3 +163,49 @@ def test_a_summary_whose_counts_contradict_its_id_lists_scores_nothing_and_warns
     assert warned == [f"its counts contradict its id lists ({said}): the report cannot say which list is wrong, so "
                       "none of its instances gets a reward"]
     assert run.stats()["unscored"] == 2
+
+
+# --- Snapshot flags are keyed by the snapshots too ---------------------------------------------------------------
+
+PAGER_EXPLORER = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"  # touched_tests_files at step 9 (tests/test_snapshot_cache.py)
+
+
+def _snapshot_flags(run) -> set[tuple[str, str, int]]:
+    _, evidence = snapshot_cache.table(run)
+    return {(row.flag, row.episode_id, row.step) for row in evidence.itertuples()}
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.read: list[str] = []
+
+    def __call__(self, episode):
+        self.read.append(episode.episode_id)
+        return fsdiff.paths_by_step(episode)
+
+
+@pytest.mark.parametrize("snapshots_of", [snapshot_cache.per_step_folders, fsdiff.snapshot_folders],
+                         ids=["per-step-layout", "snapshots-find"])
+def test_a_changed_snapshot_is_flagged_again_not_served_from_the_cache(tmp_path, monkeypatch, snapshots_of):
+    demo = pathlib.Path(shutil.copytree(DEMO, tmp_path / "demo-run"))
+    run = run_module.open_run(demo)
+    snapshot_cache.update(run, _Counting(), workers=1, snapshots_of=snapshots_of)
+    assert ("touched_tests_files", PAGER_EXPLORER, 9) in _snapshot_flags(run)
+
+    # Step 9's snapshot rewritten to record no change since step 8 (the episode file is untouched).
+    steps = demo / "snapshots" / PAGER_EXPLORER
+    manifest = json.loads((steps / "step_0008" / "manifest.json").read_text())
+    (steps / "step_0009" / "manifest.json").write_text(json.dumps({**manifest, "step_index": 9}, indent=2))
+    again = _Counting()
+    fresh = run_module.open_run(demo)
+    assert snapshot_cache.covered(fresh) == 9  # the changed episode is no longer covered
+    assert snapshot_cache.update(fresh, again, workers=1, snapshots_of=snapshots_of) == 1
+    assert again.read == [PAGER_EXPLORER]
+    assert ("touched_tests_files", PAGER_EXPLORER, 9) not in _snapshot_flags(fresh)
+    assert snapshot_cache.findings(fresh, fresh.episode(PAGER_EXPLORER), again, snapshots_of) == registry.findings(
+        registry.SNAPSHOTS, fresh.episode(PAGER_EXPLORER), fsdiff.paths_by_step(fresh.episode(PAGER_EXPLORER)))
+    # Ground truth: a cache that never saw the old snapshot gives the same flags.
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "other-cache"))
+    uncached = run_module.open_run(demo, use_cache=False)
+    snapshot_cache.update(uncached, fsdiff.paths_by_step, workers=1)
+    assert _snapshot_flags(uncached) == _snapshot_flags(fresh)

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
+import time
 import unicodedata
 import uuid
 
@@ -18,7 +22,7 @@ import pytest
 from test_counterfactual import DEMO, WRONG_FIX
 from test_decisive_branches import Policy
 
-from ares_viewer import cli, counterfactual, fsdiff
+from ares_viewer import cli, counterfactual, fsdiff, review
 from ares_viewer.analysis import compare_runs
 from ares_viewer.analysis.behaviours import registry, snapshot_cache
 from ares_viewer.counterfactual import branching
@@ -27,6 +31,7 @@ from ares_viewer.runs import run as run_module
 from ares_viewer.runs.run import load_episode
 from testdata import synthetic
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 
 # --- A label schema's score bounds are finite numbers ------------------------------------------------------------
@@ -209,3 +214,52 @@ def test_a_changed_snapshot_is_flagged_again_not_served_from_the_cache(tmp_path,
     uncached = run_module.open_run(demo, use_cache=False)
     snapshot_cache.update(uncached, fsdiff.paths_by_step, workers=1)
     assert _snapshot_flags(uncached) == _snapshot_flags(fresh)
+
+
+# --- Four busy writers refuse no note: a writer never barges past those waiting ----------------------------------
+
+BUSY_WRITER = """
+import os, sys
+from ares_viewer import review
+db, run, stop = sys.argv[1:4]
+store = review.open_store(db)
+added = refused = 0
+while not os.path.exists(stop):
+    try:
+        store.add(run, "ep", 1, author=f"bot-{os.getpid()}", text=f"note {added}")
+        added += 1
+    except review.ReviewError:
+        refused += 1
+print(added, refused, flush=True)
+"""
+
+
+def test_four_writers_adding_back_to_back_starve_no_fifth_writer(tmp_path):
+    db, run, stop = tmp_path / "review.sqlite", tmp_path / "run", tmp_path / "stop"
+    run.mkdir()
+    review.open_store(db).close()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    writers = [subprocess.Popen([sys.executable, "-c", BUSY_WRITER, str(db), str(run), str(stop)],
+                                stdout=subprocess.PIPE, text=True, env=env) for _ in range(4)]
+    refused, waited = [], []
+    try:
+        deadline = time.monotonic() + 60
+        while len(review.open_store(db, read_only=True).find(run)) < 200:
+            assert time.monotonic() < deadline, "the writers did not start"
+            time.sleep(0.1)
+        # A reviewer with a short patience (0.3 s): before, 8 of 40 notes waited longer and were refused.
+        store = review.open_store(db, timeout=0.3)
+        for n in range(40):
+            started = time.monotonic()
+            try:
+                store.add(run, "ep", 3, author="reviewer", text=f"added under load {n}")
+            except review.ReviewError as exc:
+                refused.append(str(exc))
+            waited.append(time.monotonic() - started)
+            time.sleep(0.05)
+    finally:
+        stop.touch()
+        counts = [w.communicate(timeout=60)[0].split() for w in writers]
+    assert refused == [], (len(refused), refused[:1], max(waited))
+    assert all(int(added) > 0 and int(failed) == 0 for added, failed in counts), counts
+    assert len(review.open_store(db).find(run, step=3)) == 40

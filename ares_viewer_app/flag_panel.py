@@ -127,7 +127,8 @@ def _snapshot_table(where: str, state: tuple[int, ...]) -> tuple[pd.DataFrame, p
 
 def _fill(run: ares_viewer.Run, first: int | None, label: str) -> None:
     with st.status(label, expanded=True) as status:
-        done = snapshot_cache.update(run, fsdiff.paths_by_step, first=first, progress=_progress("episodes"))
+        done = snapshot_cache.update(run, fsdiff.paths_by_step, first=first, progress=_progress("episodes"),
+                                     snapshots_of=fsdiff.snapshot_folders)
         status.update(label=f"Read the snapshot flags of {done:,} episode(s)", state="complete", expanded=False)
 
 

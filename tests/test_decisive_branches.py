@@ -258,7 +258,7 @@ def test_the_bundled_sample_shows_its_curve_without_an_endpoint_and_its_branches
     ]
 
 
-def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_not_counted_as_zero(
+def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_counted_by_size(
     engine, parent, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
@@ -281,10 +281,11 @@ def test_a_token_budget_stops_new_branches_once_spent_and_unknown_usage_is_said_
     assert load_episode(first.path).generated_tokens == 50 * calls  # the branch episode carries its usage
     saved = next(b for b in branching.load(parent).branches if not b.supplied)
     assert saved.tokens == 750 * calls  # saved with the branch
-    # Without usage the tokens are unknown, never 0, and the budget cannot stop the search.
-    assert unknown.new == 2 and unknown.stopped == "done"
+    # Without usage the tokens are unknown, never 0, and the budget counts each call by its size.
+    assert unknown.new == 1 and unknown.stopped == "token budget"
     assert unknown.tokens is None and unknown.total_tokens is None and unknown.branches[-1].tokens is None
-    assert "reported no token usage" in unknown.note and "token budget of 1,000 could not apply" in unknown.note
+    assert unknown.branches[-1].counted_tokens > 1000
+    assert "reported no token usage" in unknown.note and "token budget of 1,000 counted each such call" in unknown.note
 
 
 def test_the_branch_command_refuses_to_store_branches_in_the_run_folder(capsys):

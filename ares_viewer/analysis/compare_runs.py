@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -507,3 +508,44 @@ def _changes(row: Any, change: float) -> list[str]:
     if isinstance(fa, str) and isinstance(fb, str) and fa != fb:
         found.append(f"top failure “{fa}” → “{fb}”")
     return found
+
+
+# Letters of other scripts drawn like Latin ones (after NFKC and casefold): a task name typed with one compares as
+# another task. A first rule, not Unicode's whole confusables table.
+_LOOK_ALIKES = {
+    ord(other): latin
+    for other, latin in {
+        "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c", "\u0443": "y",  # Cyrillic
+        "\u0445": "x", "\u0456": "i", "\u0458": "j", "\u0455": "s", "\u0501": "d", "\u04bb": "h",
+        "\u051b": "q", "\u051d": "w", "\u04cf": "l",
+        "\u03bf": "o", "\u03b1": "a", "\u03b9": "i", "\u03bd": "v", "\u03ba": "k", "\u03c1": "p",  # Greek
+        "\u03c7": "x", "\u03c5": "u",
+    }.items()
+}  # fmt: skip
+
+
+def similar_task_names(names: Iterable[Any]) -> list[str]:
+    """A warning per group of task names that differ only by case, spaces (leading, trailing, repeated), invisible
+    characters, Unicode form (NFC, NFD, compatibility forms) or a look-alike letter of another script: the
+    comparison counts them as different tasks. Each warning names the colliding names (``ascii`` form, so the
+    difference shows). Empty when no names collide."""
+    groups: dict[str, set[str]] = {}
+    for name in names:
+        if isinstance(name, str):
+            groups.setdefault(_name_key(name), set()).add(name)
+    warnings = []
+    for _, found in sorted(groups.items()):
+        if len(found) > 1:
+            shown = [ascii(n) for n in sorted(found)]
+            warnings.append(f"task names {', '.join(shown[:-1])} and {shown[-1]} differ only by case, spaces, "
+                            "invisible characters, Unicode form or look-alike letters: they are compared as "
+                            "different tasks")
+    return warnings
+
+
+def _name_key(name: str) -> str:
+    """What is left of a task name for telling two apart: NFKC, casefolded, invisible characters dropped, spaces
+    collapsed and stripped, look-alike letters as their Latin twins."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    visible = "".join(c for c in folded if unicodedata.category(c) not in ("Cf", "Cc") or c in "\t\n")
+    return " ".join(visible.split()).translate(_LOOK_ALIKES)

@@ -36,14 +36,15 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "--max-model-tokens",
         type=int,
         metavar="N",
-        help="start no new branch once the branches spent N model tokens (needs an endpoint reporting usage)",
+        help="start no new branch once the branches spent N model tokens (a call without reported usage counts "
+        "as its size: a token per 4 bytes)",
     )
     command.add_argument("--ray", metavar="ADDRESS", help="each branch a task on this Ray cluster (local: start one)")
     command.add_argument(
         "--branches-to",
         metavar="URL",
-        help="store the branches in this folder or fsspec URL (s3://...) instead of the cache folder; with --ray, "
-        "the nodes then need no shared file system",
+        help="store the branches in this folder or fsspec URL (s3://...) instead of the cache folder (never inside "
+        "the run); with --ray, the nodes then need no shared file system",
     )
     command.add_argument("--recipe", help="the verifier's recipe for a run without one (task.json or harbor task)")
     command.add_argument("--json", action="store_true", help="the curve and the decisive step as one JSON object")
@@ -68,6 +69,8 @@ def _client(args: argparse.Namespace) -> counterfactual.Client:
 
 def run(args: argparse.Namespace) -> int:
     episode = runs.open_run(args.run).episode(args.episode)
+    if args.branches_to is not None:  # never inside the run's tree, where a branch would list as its episode
+        branching.store_dir(episode, args.branches_to, run=args.run)
     client = _client(args)
     budget = branching.Budget(
         max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s, token_budget=args.max_model_tokens

@@ -81,6 +81,10 @@ def text(found: compare_runs.Comparison) -> list[str]:
     )
     p = "–" if sign.p_value is None else f"{sign.p_value:.3g}"
     lines.append(f"sign test over tasks: {sign.better} better on B, {sign.worse} worse, {sign.ties} tied: p = {p}")
+    similar = compare_runs.similar_task_names(found.tasks["task_name"])
+    lines += [f"warning: {said}" for said in similar[:_LISTED]]
+    if len(similar) > _LISTED:
+        lines.append(f"warning: {len(similar) - _LISTED} more group(s) of such task names")
     for title, rows in (("lost", found.lost()), ("gained", found.gained())):
         lines.append(f"\n{title} ({len(rows)}; q < {found.alpha} or solved on one side only):")
         words = found.significance(rows)

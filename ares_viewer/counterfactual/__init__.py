@@ -128,7 +128,7 @@ def _ask(client: Client, messages: list[dict[str, Any]], system_prompt: str | No
         answer = _wait(answer)
     if not isinstance(answer, str):
         raise TypeError(f"the client answered a {type(answer).__name__}, not the response text")
-    return answer
+    return completion.with_estimate(answer, messages, system_prompt)  # what a token budget counts without usage
 
 
 async def _awaited(answer: Awaitable[str]) -> str:

@@ -67,8 +67,10 @@ class Budget:
         parallel: branches running at once, each in its own container (bounded by the machine's cores).
         wall_s: start no new branch after this many seconds (running ones finish).
         token_budget: start no new branch once this call's branches spent this many model tokens (prompt and
-            generated, as the endpoint reported them; running ones finish). It cannot apply when the endpoint
-            reports no usage: the search then says so (:attr:`Search.note`) and runs on the other limits.
+            generated, as the endpoint reported them; running ones finish). A call whose endpoint reported no
+            usage, or a total of 0, counts as its size (``completion.counted``: a token per 4 bytes of its request
+            and answer), so such an endpoint never disables the budget; the search then says so
+            (:attr:`Search.note`).
     """
 
     max_rollouts: int | None = None
@@ -96,6 +98,9 @@ class Branch:
             unknown (the endpoint, or a branch stored before tokens were counted, reported none).
         supplied: it came with the run (``.branches/``, :func:`bundled_dir`): a result this installation did not
             compute, read as untrusted input. Never written to a log.
+        counted_tokens: what its calls count against a token budget: ``tokens`` when every call's usage was
+            reported, else with each other call counted as its size (``completion.counted``); None in a log
+            written before it was recorded.
     """
 
     step: int
@@ -109,6 +114,7 @@ class Branch:
     duration_s: float = 0.0
     tokens: int | None = None
     supplied: bool = False
+    counted_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         record = dataclasses.asdict(self)
@@ -133,7 +139,7 @@ class Branch:
                 raise ValueError(f"{name} is {type(value).__name__} {str(value)[:40]!r}, not {kinds[0].__name__}")
         if fields["step"] < 0:
             raise ValueError(f"step {fields['step']} is negative")
-        for name in ("reward", "duration_s", "tokens"):
+        for name in ("reward", "duration_s", "tokens", "counted_tokens"):
             value = fields.get(name)
             if value is not None and not (math.isfinite(value) and (value >= 0 or name == "reward")):
                 raise ValueError(f"{name} {value!r} is not a finite number" + ("" if name == "reward" else " >= 0"))
@@ -154,6 +160,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "container": (str,),
     "duration_s": (float, int),
     "tokens": (int,),
+    "counted_tokens": (int,),
 }
 _MAX_ERROR = 2000  # characters of a branch's error kept (a shipped log's may be of any length)
 
@@ -180,7 +187,8 @@ class Search:
         stopped: why it stopped: ``done``, ``budget``, ``token budget``, ``wall time`` or ``cancelled``.
         tokens: the model tokens this call's branches spent; None when the endpoint reported no usage (unknown).
         total_tokens: the same over every stored branch; None when any is unknown.
-        note: what the caller should know about the budget (the token budget could not apply), or None.
+        note: what the caller should know about the budget (usage unknown: the token budget counted calls by their
+            size), or None.
         failures: this call's branches that gave no reward (each with its failure and error).
         supplied_folder: the run's ``.branches/<episode_id>/`` when branches came with it (:attr:`Branch.supplied`).
         problems: what could not be read (a log or a line of one, with the reason); those were left out.
@@ -232,13 +240,19 @@ class Search:
         return values.describe(self.curve)
 
 
-def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) -> branch_store.Folder:
+def store_dir(
+    episode: model.Episode, store: branch_store.Folder | None = None, run: str | os.PathLike | None = None
+) -> branch_store.Folder:
     """The folder holding ``episode``'s branches (keyed by its file and id): in ``store`` (a folder or an fsspec
     URL such as ``s3://bucket/branches``) when given, else in the cache folder.
 
+    ``run`` is the location the episode was opened from (``open_run(run)``), when known: a ``store`` anywhere in
+    its tree is refused too, so a branch never lists as an episode of the run (episodes one folder down, and
+    ``store`` the run's top folder, say).
+
     Raises:
         ValueError: the episode's id cannot name a folder (``..``, a separator: it comes from a file), or ``store``
-            lies in the episode's run folder (branches are never written there).
+            lies in the episode's folder or in ``run``'s tree (branches are never written there).
     """
     if not per_step.names_a_folder(episode.episode_id):
         raise ValueError(f"episode id {episode.episode_id!r} cannot name a folder: branches are kept only for ids "
@@ -249,9 +263,15 @@ def store_dir(episode: model.Episode, store: branch_store.Folder | None = None) 
         return index_cache.cache_dir() / "branches" / name
     local = not branch_store.is_remote(store)
     run_file, target = [os.path.realpath(os.path.expanduser(w)) if local else w for w in (episode.path, str(store))]
-    run_folder = os.path.dirname(run_file).rstrip("/") + "/"
-    if f"{target.rstrip('/')}/".startswith(run_folder):
-        raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}); pick another")
+    folders = [os.path.dirname(run_file)]
+    if run is not None:
+        top = os.fspath(run)
+        folders.append(os.path.realpath(os.path.expanduser(top)) if local else top)
+    for folder in folders:
+        run_folder = folder.rstrip("/") + "/"
+        if f"{target.rstrip('/')}/".startswith(run_folder):
+            raise ValueError(f"{store}: branches are never written into the run folder ({run_folder}): they would "
+                             "list as the run's episodes; pick another")
     return branch_store.join(store, name)
 
 
@@ -397,7 +417,8 @@ def search(
     note = None
     if tokens is None:
         note = "the endpoint reported no token usage: tokens spent are unknown" + (
-            f", so the token budget of {budget.token_budget:,} could not apply" if budget.token_budget else ""
+            f"; the token budget of {budget.token_budget:,} counted each such call as its size (a token per "
+            f"{completion.BYTES_PER_TOKEN} bytes of its request and answer)" if budget.token_budget else ""
         )
     failures = tuple(b for b in runner.branches[runner.stored :] if b.failure is not None)
     return dataclasses.replace(
@@ -509,6 +530,7 @@ class _Runner:
         self.done = 0
         self.tokens = 0
         self.tokens_unknown = False
+        self.counted = 0  # what the token budget counts: reported usage, else each call's size
         self.stopped: str | None = None
         self.deadline = None if budget.wall_s is None else time.monotonic() + budget.wall_s
         self._lock = threading.Lock()
@@ -519,7 +541,7 @@ class _Runner:
                 self.stopped = "cancelled"
             elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
                 self.stopped = "budget"
-            elif not self.tokens_unknown and self.tokens >= (self.budget.token_budget or float("inf")):
+            elif self.counted >= (self.budget.token_budget or float("inf")):
                 self.stopped = "token budget"
             elif self.deadline is not None and time.monotonic() > self.deadline:
                 self.stopped = "wall time"
@@ -552,6 +574,7 @@ class _Runner:
             self.done += 1
             self.tokens += branch.tokens or 0
             self.tokens_unknown = self.tokens_unknown or branch.tokens is None
+            self.counted += branch.counted_tokens if branch.counted_tokens is not None else branch.tokens or 0
             done = self.done
         if self.progress is not None:
             self.progress(Progress(done, planned, branch))
@@ -603,7 +626,7 @@ def _made(
     elapsed = round(time.monotonic() - start, 3)
     return Branch(
         step, result.episode_id, result.path, result.status, reward, failure, error, _container(result.path), elapsed,
-        _tokens(result.responses),
+        _tokens(result.responses), counted_tokens=sum(completion.counted(r) for r in result.responses),
     )  # fmt: skip
 
 

@@ -37,6 +37,7 @@ from ares_viewer.fsdiff.history import (
     files_by_step,
     paths_by_step,
     previous_step,
+    snapshot_folders,
     step_changes,
 )
 from ares_viewer.fsdiff.ranking import (
@@ -53,6 +54,6 @@ __all__ = [
     "ADDED", "CHANGE_KINDS", "DELETED", "MAX_DIFF_BYTES", "MODIFIED", "NOISE_PARTS", "TYPE_CHANGED", "VCS_FOLDERS",
     "FileChange", "FileDiff", "FsDiff", "HistoryPoint", "TreeNode", "as_text", "change_tree", "changed_lines",
     "compare", "diff_snapshots", "episode_patch", "file_history", "files_by_step", "initial_collapsed",
-    "internals_words", "is_binary", "is_noise", "main_file", "patch", "paths_by_step", "previous_step", "step_changes",
-    "version_control_only", "visible_nodes",
+    "internals_words", "is_binary", "is_noise", "main_file", "patch", "paths_by_step", "previous_step",
+    "snapshot_folders", "step_changes", "version_control_only", "visible_nodes",
 ]

@@ -4,6 +4,7 @@ whole episode's patch and the files each step changed. Snapshots are found with 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -120,6 +121,24 @@ def files_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:
     A snapshot that cannot be read leaves its step out rather than failing.
     """
     return _by_step(episode, _file_kind)
+
+
+def snapshot_folders(episode: model.Episode) -> list[str]:
+    """The folders whose state identifies ``episode``'s snapshots (the behaviour flags' cache key): each snapshot
+    ``snapshots.find`` gives, its parent (a snapshot added or removed beside it) and, for a per-step snapshot, the
+    episode's base; with none found, the folder per-step snapshots would be written to, so that ones recorded later
+    are noticed."""
+    refs = snapshots.find(episode)
+    folders: set[str] = set()
+    for ref in refs:
+        parent = os.path.dirname(str(ref.path))
+        folders |= {str(ref.path), parent}
+        if ref.records_base:
+            folders.add(os.path.join(parent, snapshots.BASE_DIRNAME))
+    path = str(episode.path)
+    if not refs and os.path.isabs(path) and snapshots.per_step.names_a_folder(episode.episode_id):
+        folders.add(str(snapshots.episode_snapshots_dir(os.path.dirname(path), episode.episode_id)))
+    return sorted(folders)
 
 
 def paths_by_step(episode: model.Episode) -> dict[int, dict[str, str]]:

@@ -111,7 +111,7 @@ class LabelSchema:
 
         Raises:
             SchemaError: for a field without a name, an unknown kind, a choice without options, a score without
-                a range, or two fields of one name.
+                a finite range (NaN and infinite bounds are refused), or two fields of one name.
         """
         if isinstance(data, LabelSchema):
             return data
@@ -184,11 +184,17 @@ def _field(raw: Any) -> Field:
     if kind == "score":
         low, high = raw.get("min"), raw.get("max")
         if not (_is_number(low) and _is_number(high)) or float(low) >= float(high):
-            raise SchemaError(f"field {name!r}: a score needs numbers min < max, not {low!r}..{high!r}")
+            raise SchemaError(f"field {name!r}: a score needs finite numbers min < max, not {low!r}..{high!r}")
         return Field(name, kind, low=float(low), high=float(high), required=required)
     return Field(name, kind, required=required)
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
-    """A JSON number (not a boolean)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite JSON number (not a boolean, NaN, an infinity or an integer past a float's range), so a bound
+    exports as plain JSON, never ``Infinity`` or ``NaN``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False

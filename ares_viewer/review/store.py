@@ -6,7 +6,8 @@ reviewers (several app sessions, notebooks, scripts) may write at once:
 
 - the database is SQLite in WAL mode, every write one short ``BEGIN IMMEDIATE`` transaction, tried again with
   short random pauses while another writer holds it (up to the store's ``timeout``), so concurrent writers wait
-  for each other instead of failing or losing rows, however busy the others are;
+  for each other instead of failing or losing rows, however busy the others are; a writer does not barge past
+  those already waiting (``database.begin_write``: a shared lock on ``<db>-writers`` beside the database);
 - nothing is overwritten: every change appends a revision (a delete appends a tombstone), so the
   whole history of every note stays readable;
 - an edit names the revision it was based on; when someone else changed the note since, the edit
@@ -221,7 +222,8 @@ class ReviewStore:
         with self._lock:
             db = self._db
             database.begin_write(db, self.timeout,
-                                 lambda exc: records.ReviewError(database.explain(exc, self.path, doing)))
+                                 lambda exc: records.ReviewError(database.explain(exc, self.path, doing)),
+                                 waiting=self.path.with_name(self.path.name + "-writers"))
             try:
                 result = body(db)
                 db.execute("COMMIT")

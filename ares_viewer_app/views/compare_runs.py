@@ -103,6 +103,9 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
     return by, sides
 
 
+_SIMILAR_SHOWN = 5  # groups of colliding task names named in the caption
+
+
 def headline(found: compare_runs.Comparison) -> None:
     sign = found.sign_test
     a, b = found.overall_a, found.overall_b
@@ -144,6 +147,12 @@ def headline(found: compare_runs.Comparison) -> None:
     words = found.significance(pd.concat([found.lost(), found.gained()]))
     if words:
         st.info(f"Lost and gained: {escape.md(words)}", icon=":material/info:")
+    similar = compare_runs.similar_task_names(found.tasks["task_name"])
+    if similar:  # one task typed two ways counts as two tasks: say which names collide
+        st.caption(
+            "Warning: " + escape.md("; ".join(similar[:_SIMILAR_SHOWN]))
+            + (f" (and {len(similar) - _SIMILAR_SHOWN} more such groups)" if len(similar) > _SIMILAR_SHOWN else "")
+        )
 
 
 def _listed(found: compare_runs.Comparison) -> pd.DataFrame:

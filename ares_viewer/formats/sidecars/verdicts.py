@@ -27,7 +27,10 @@ under its parent's, for a report kept in a folder of its own beside the runs), b
 Two reports for one run that disagree about an instance are an error: the instance keeps no reward. A report that
 contradicts itself, listing one instance under two verdicts (``resolved_ids`` and ``unresolved_ids``), gives it
 the verdicts joined by ``|`` (``resolved|unresolved``), never the first: the run warns, naming the report and the
-instance, and the instance keeps no reward (unknown, neither 1.0 nor 0.0).
+instance, and the instance keeps no reward (unknown, neither 1.0 nor 0.0). A summary whose counts contradict its id
+lists (``resolved_instances`` 1 with an empty ``resolved_ids``, say) cannot tell which list is wrong: it scores none
+of its instances (each verdict carries ``|counts ...``, :func:`_miscounted`) and the run warns once, naming the
+report and the counts.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ REWARDS: Mapping[str, float] = {"resolved": 1.0, "unresolved": 0.0, "error": 0.0
 # Joins the verdicts of an instance that one report lists under several (a contradiction: no reward).
 BOTH = "|"
 _LISTS = {verdict: f"{verdict}_ids" for verdict in REWARDS}
+# A summary's counts beside its id lists (``resolved_instances`` and ``resolved_ids``, ...): they must agree.
+_COUNTED = ("submitted", "completed", "resolved", "unresolved", "empty_patch", "error")
+# Marks the verdicts of a summary whose counts contradict its lists (joined with BOTH, then what is wrong).
+COUNTS = "counts "
 # The formats whose episodes are one trajectory per instance, named by that instance.
 APPLIES_TO = frozenset({"mini-swe-agent"})
 _INSTANCE_KEYS = ("resolved", "tests_status", "patch_exists", "patch_successfully_applied", "patch_is_None")
@@ -88,6 +95,9 @@ def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
                 known = found.setdefault(instance, verdict)
                 if verdict not in known.split(BOTH):
                     found[instance] = known + BOTH + verdict
+        wrong = _miscounted(doc)
+        if wrong:
+            found = {instance: f"{verdict}{BOTH}{COUNTS}{wrong}" for instance, verdict in found.items()}
     elif _instance_report(doc):  # the inner object alone: the instance is its folder
         instance = _parts(path)[-2] if len(_parts(path)) > 1 else ""
         if instance:
@@ -97,6 +107,19 @@ def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
             if _instance_report(report):
                 found[str(instance)] = _instance_verdict(report)
     return found
+
+
+def _miscounted(doc: Mapping[str, Any]) -> str:
+    """What a summary's counts say against its id lists (``resolved_instances 1, resolved_ids lists 0``), or ``""``
+    when every count it gives matches the number of ids its list holds."""
+    wrong = []
+    for name in _COUNTED:
+        count, ids = doc.get(f"{name}_instances"), doc.get(f"{name}_ids")
+        if isinstance(count, int) and not isinstance(count, bool) and isinstance(ids, list):
+            listed = sum(1 for i in ids if isinstance(i, str))
+            if count != listed:
+                wrong.append(f"{name}_instances {count}, {name}_ids lists {listed}")
+    return "; ".join(wrong).replace(BOTH, "/")
 
 
 def _parts(path: str) -> tuple[str, ...]:
@@ -200,10 +223,14 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
         disputed: set[str] = set()
         for path in paths:
             for instance, verdict in reports[path].items():
-                if verdict not in REWARDS:  # listed under several verdicts by this one report
+                if verdict not in REWARDS:  # listed under several verdicts by this one report, or miscounted
                     disputed.add(instance)
-                    note = (path, f"lists {instance} as {' and '.join(verdict.split(BOTH))} at once: the report "
+                    said = verdict.split(BOTH)
+                    note = (path, f"lists {instance} as {' and '.join(said)} at once: the report "
                                   "contradicts itself, so it keeps no reward")
+                    if said[-1].startswith(COUNTS):
+                        note = (path, f"its counts contradict its id lists ({said[-1].removeprefix(COUNTS)}): the "
+                                      "report cannot say which list is wrong, so none of its instances gets a reward")
                     if note not in notes:
                         notes.append(note)
                     continue

@@ -69,7 +69,7 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/formats/__init__.py:_read": {"C901": 15, "PLR0912": 14},
     "ares_viewer/formats/adapters/ares.py:parse_episode": {"C901": 17, "PLR0912": 16, "PLR0915": 70},
     "ares_viewer/formats/adapters/ares.py:summarize": {"C901": 13},
-    "ares_viewer/formats/base.py:episode": {"PLR0913": 16},
+    "ares_viewer/formats/base.py:episode": {"PLR0913": 15},
     "ares_viewer/formats/sidecars/verdicts.py:join": {"C901": 17, "PLR0912": 17},
     "ares_viewer/review/labelschema.py:Field.clean": {"C901": 13},
     "ares_viewer/review/queues.py:create": {"PLR0913": 11},

@@ -286,7 +286,7 @@ class _Reading:
     links: list[model.ContextLink] = dataclasses.field(default_factory=list)
     steps: list[model.Step] = dataclasses.field(default_factory=lambda: [model.Step(index=0,
                                                                                      kind=model.StepKind.FIRST)])
-    previous_time: float | None = None
+    previous_time: float | None = None  # the last agent step's time: the episode ends there
     previous_len: int = 0  # the context's length at the last model call
     first_time: float | None = None
     copied: int = 0  # steps marked ``is_copied_context``
@@ -316,7 +316,8 @@ def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[st
     finished = isinstance(doc.get("final_metrics"), Mapping)
     return base.episode(
         NAME, path, episode_id=identifier, task_name=_task(doc, raw_steps, identifier),
-        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE, start_time=reading.first_time,
+        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE,
+        times=(reading.first_time, reading.previous_time),
         system_prompt="\n\n".join(reading.system_parts) if reading.system_parts else None, steps=reading.steps,
         messages=reading.pool, links=reading.links, metadata=_metadata(doc, reading.copied, reading.warnings),
         warnings=reading.warnings,

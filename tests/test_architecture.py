@@ -72,7 +72,7 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/formats/base.py:episode": {"PLR0913": 15},
     "ares_viewer/formats/sidecars/verdicts.py:join": {"C901": 17, "PLR0912": 17},
     "ares_viewer/review/labelschema.py:Field.clean": {"C901": 13},
-    "ares_viewer/review/queues.py:create": {"PLR0913": 11},
+    "ares_viewer/review/queues.py:create": {"PLR0913": 10},
     "ares_viewer/runs/sources.py:_local_walk": {"C901": 14, "PLR0912": 14},
     "ares_viewer/sandbox/box.py:restore": {"PLR0913": 10},
     "ares_viewer/sandbox/commands.py:_exec": {"PLR0913": 9},

@@ -61,7 +61,7 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/container/capture.py:capture_snapshot": {"PLR0913": 9},
     "ares_viewer/container/image.py:against_image": {"C901": 15, "PLR0912": 14},
     "ares_viewer/counterfactual/__init__.py:_continue": {"PLR0913": 10},
-    "ares_viewer/counterfactual/__init__.py:run": {"PLR0913": 14, "PLR0915": 55},
+    "ares_viewer/counterfactual/__init__.py:run": {"PLR0913": 14},
     "ares_viewer/counterfactual/branching.py:_Runner.__init__": {"PLR0913": 9},
     "ares_viewer/counterfactual/branching.py:search": {"PLR0913": 15},
     "ares_viewer/counterfactual/model_client.py:_post": {"C901": 13, "PLR0915": 51},

@@ -308,10 +308,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         if previous and not _extends(messages, previous):
             rewrites += 1
         if is_action and messages:
-            result = messages.last() if isinstance(messages, RawContext) else messages[-1]
-            if isinstance(result, dict) and result.get("role") in ("user", "tool"):
-                returncode = agent_text.returncode(chat.text(result.get("content")))
-                nonzero += returncode not in (None, 0)
+            nonzero += _failed_command(messages)
         previous = messages
     if next(raw, None) is not None:
         raise FormatError("more context lists than steps with a context")
@@ -336,6 +333,15 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         format=NAME,
         warnings=warnings,
     )]
+
+
+def _failed_command(context: list[Any] | RawContext) -> bool:
+    """Whether an action's command returned a known code other than 0: its result is the last message of the
+    context that follows it."""
+    result = context.last() if isinstance(context, RawContext) else context[-1]
+    if isinstance(result, dict) and result.get("role") in ("user", "tool"):
+        return agent_text.returncode(chat.text(result.get("content"))) not in (None, 0)
+    return False
 
 
 def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:

@@ -74,7 +74,6 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/runs/sources.py:_local_walk": {"C901": 14, "PLR0912": 14},
     "ares_viewer/sandbox/box.py:restore": {"PLR0913": 10},
     "ares_viewer/sandbox/commands.py:_exec": {"PLR0913": 9},
-    "ares_viewer/snapshots/episode_boundary_snapshot.py:TreeReader.index": {"C901": 13, "PLR0912": 13},
     "ares_viewer/snapshots/per_step.py:_entry_problem": {"C901": 15, "PLR0912": 14},
     "ares_viewer/snapshots/per_step_snapshot.py:memory_snapshot": {"PLR0913": 11},
     "ares_viewer/snapshots/per_step_writer.py:write_step": {"PLR0913": 9},

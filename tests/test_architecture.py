@@ -91,7 +91,6 @@ COMPLEX: dict[str, dict[str, int]] = {
     "testdata/synthetic.py:write_boundary_snapshot": {"PLR0913": 11},
     "tests/browser/test_review_browser.py:test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt":
         {"PLR0915": 57},
-    "tests/test_samples.py:_check_ares_format": {"PLR0915": 51},
 }
 _CAPPED = ("C901", "PLR0912", "PLR0913", "PLR0915")
 

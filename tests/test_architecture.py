@@ -85,8 +85,6 @@ COMPLEX: dict[str, dict[str, int]] = {
     "testdata/activations.py:write_capture": {"PLR0913": 11},
     "testdata/synthetic.py:episode_dict": {"PLR0913": 9},
     "testdata/synthetic.py:write_boundary_snapshot": {"PLR0913": 11},
-    "tests/browser/test_review_browser.py:test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt":
-        {"PLR0915": 57},
 }
 _CAPPED = ("C901", "PLR0912", "PLR0913", "PLR0915")
 

@@ -67,7 +67,6 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/counterfactual/model_client.py:openai_client": {"C901": 17, "PLR0915": 57},
     "ares_viewer/formats/adapters/ares.py:parse_episode": {"C901": 17, "PLR0912": 16, "PLR0915": 70},
     "ares_viewer/formats/base.py:episode": {"PLR0913": 15},
-    "ares_viewer/formats/sidecars/verdicts.py:join": {"C901": 17, "PLR0912": 17},
     "ares_viewer/review/labelschema.py:Field.clean": {"C901": 13},
     "ares_viewer/review/queues.py:create": {"PLR0913": 10},
     "ares_viewer/runs/sources.py:_local_walk": {"C901": 14, "PLR0912": 14},

@@ -73,7 +73,6 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/sandbox/commands.py:_exec": {"PLR0913": 9},
     "ares_viewer/snapshots/per_step_snapshot.py:memory_snapshot": {"PLR0913": 11},
     "ares_viewer/snapshots/per_step_writer.py:write_step": {"PLR0913": 9},
-    "benchmarks/bench_scale.py:main": {"PLR0915": 63},
     "benchmarks/bench_targets.py:main": {"PLR0915": 73},
     "sample_runs/ares_rollout.py:run_plan": {"PLR0913": 11},
     "testdata/activations.py:write_capture": {"PLR0913": 11},

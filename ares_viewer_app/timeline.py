@@ -77,6 +77,21 @@ def _lines(values: pd.Series, count: int, scale: float, colour: str) -> list[str
             for points in runs if points]
 
 
+def _legend(*, split: bool) -> list[str]:
+    """The legend's swatches and names, in a row under the title (model seconds apart when ``split``)."""
+    legend = [("model seconds", _COLOURS["model"]) if split else None,
+              ("command seconds" if split else "seconds", _COLOURS["ok"]),
+              ("failed command", _COLOURS["failed"]), ("prompt tokens", _COLOURS["prompt"]),
+              ("generated tokens", _COLOURS["generated"])]
+    parts = []
+    x = 0.0
+    for name, colour in filter(None, legend):
+        parts.append(f'<rect x="{x:.1f}" y="24" width="10" height="10" fill="{colour}"/>')
+        parts.append(_text(x + 14, 33, name, anchor="start"))
+        x += 24 + 6.2 * len(name)
+    return parts
+
+
 def drawing(steps: pd.DataFrame, labels: Mapping[int, Sequence[str]] | None = None) -> str:
     """The SVG of the step timeline of ``steps`` (``Episode.steps_frame()``), with a place for the current step's
     shade (:func:`marked` fills it)."""
@@ -86,15 +101,7 @@ def drawing(steps: pd.DataFrame, labels: Mapping[int, Sequence[str]] | None = No
     parts = [f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" xmlns="http://www.w3.org/2000/svg" role="img" '
              f'aria-label="{html.escape(plots.TIMELINE_TITLE, quote=True)}">',
              _text(0, 14, plots.TIMELINE_TITLE, anchor="start", size=13)]
-    legend = [("model seconds", _COLOURS["model"]) if bars["split"].any() else None,
-              ("command seconds" if bars["split"].any() else "seconds", _COLOURS["ok"]),
-              ("failed command", _COLOURS["failed"]), ("prompt tokens", _COLOURS["prompt"]),
-              ("generated tokens", _COLOURS["generated"])]
-    x = 0.0
-    for name, colour in filter(None, legend):
-        parts.append(f'<rect x="{x:.1f}" y="24" width="10" height="10" fill="{colour}"/>')
-        parts.append(_text(x + 14, 33, name, anchor="start"))
-        x += 24 + 6.2 * len(name)
+    parts += _legend(split=bool(bars["split"].any()))
     parts.append(_CURRENT_MARK)
     if not count:
         parts.append(_text(WIDTH / 2, BARS[0] + BARS[1] / 2, "No action was taken: no step to chart.", anchor="middle"))

@@ -47,11 +47,16 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=250)
     parser.add_argument("--output-chars", type=int, default=2100)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-"))
     os.environ["ARES_VIEWER_RUNS"] = str(work / "runs")

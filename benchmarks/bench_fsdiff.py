@@ -45,12 +45,19 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--lines", type=int, default=20_000)
     args = parser.parse_args()
-    rng = random.Random(0)
+    _per_step_snapshots(args.files)
+    _boundary_snapshots(args.files)
+    _text_diff(args.lines)
+
+
+def _per_step_snapshots(files: int) -> None:
+    """Listing the changes between two per-step snapshots that rewrite every file, and building the Files
+    page's folder tree of them, against a bare json.loads of both manifests."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = pathlib.Path(tmp) / "snapshots" / "e1"
         common = {"episode_id": "e1", "base_image": "img", "image_id": None}
         base_entries, step1, step2, blobs1, blobs2 = [], [], [], {}, {}
-        for i in range(args.files):
+        for i in range(files):
             path = f"/testbed/pkg{i % 50}/mod{i}.py"
             old, new1, new2 = f"v0 {i}\n".encode(), f"v1 {i}\n".encode(), f"v2 {i}\n".encode()
             base_entries.append(snapshots.Entry(path=path, type=snapshots.FILE, mode=0o644, size=len(old),
@@ -66,7 +73,7 @@ def main() -> None:
 
         def listing():
             diff = fsdiff.diff_snapshots(snapshots.open_step(one), snapshots.open_step(two))
-            assert len(diff.changes) == args.files
+            assert len(diff.changes) == files
 
         def bare():
             for step in (one, two):
@@ -78,15 +85,18 @@ def main() -> None:
             fsdiff.visible_nodes(nodes, fsdiff.initial_collapsed(nodes, 80))
 
         ours, base, tree = _best(3, listing), _best(3, bare), _best(3, listing_and_tree)
-        print(f"list changes, {args.files} changed files: {ours:.3f} s (target < 1 s); "
+        print(f"list changes, {files} changed files: {ours:.3f} s (target < 1 s); "
               f"bare json.loads of both manifests {base:.3f} s; RATIO {ours / base:.1f}x")
         print(f"list changes and build the Files page's folder tree: {tree:.3f} s (target < 1 s); "
               f"RATIO {tree / base:.1f}x the bare json.loads")
 
+
+def _boundary_snapshots(files: int) -> None:
+    """Listing the changes between two episode-boundary folder copies, cold and indexed."""
     with tempfile.TemporaryDirectory() as tmp:
         # Episode-boundary snapshots: two whole-filesystem folder copies, every file rewritten in between with the
         # same size (so sizes cannot tell, and the new modification times force a content comparison).
-        old_files = {f"/testbed/pkg{i % 50}/mod{i}.py": f"v1 {i:06d}\n".encode() for i in range(args.files)}
+        old_files = {f"/testbed/pkg{i % 50}/mod{i}.py": f"v1 {i:06d}\n".encode() for i in range(files)}
         new_files = {path: data.replace(b"v1", b"v2") for path, data in old_files.items()}
         messages = [{"role": "user", "content": "task"}]
         one = synthetic.write_boundary_snapshot(tmp, messages, old_files, snapshot_id="s1", mtime=1_763_800_000)
@@ -95,24 +105,28 @@ def main() -> None:
         def boundary_cold():
             episode_boundary._OPEN_CACHE.clear()
             listing = fsdiff.diff_snapshots(episode_boundary.open_boundary(one), episode_boundary.open_boundary(two))
-            assert len(listing.changes) == args.files
+            assert len(listing.changes) == files
 
         def boundary_warm():  # the folders are indexed already (the app keeps a few open)
             listing = fsdiff.diff_snapshots(episode_boundary.open_boundary(one), episode_boundary.open_boundary(two))
-            assert len(listing.changes) == args.files
+            assert len(listing.changes) == files
 
         cold, warm = _best(3, boundary_cold), _best(3, boundary_warm)
-        print(f"list changes between two boundary folder copies, {args.files} rewritten files of equal size: "
+        print(f"list changes between two boundary folder copies, {files} rewritten files of equal size: "
               f"{cold:.3f} s cold (walk + hash both sides), {warm:.3f} s indexed (target < 1 s)")
 
-    lines = [f"    value_{i} = compute({i}, flag={i % 7 == 0})  # line {i}\n" for i in range(args.lines)]
+
+def _text_diff(count: int) -> None:
+    """A unified diff of two ``count``-line files with 40 scattered edits, against SequenceMatcher.ratio."""
+    rng = random.Random(0)
+    lines = [f"    value_{i} = compute({i}, flag={i % 7 == 0})  # line {i}\n" for i in range(count)]
     edited = list(lines)
-    for i in rng.sample(range(args.lines), 40):
+    for i in rng.sample(range(count), 40):
         edited[i] = edited[i].replace("compute", "compute_fast")
     old_text, new_text = "".join(lines), "".join(edited)
     ours = _best(3, lambda: textdiff.unified(old_text, new_text, limit=10**9))
     base = _best(3, lambda: difflib.SequenceMatcher(None, lines, edited).ratio())
-    print(f"unified diff of two {args.lines}-line files, 40 scattered edits: {ours:.3f} s (target < 0.5 s); "
+    print(f"unified diff of two {count}-line files, 40 scattered edits: {ours:.3f} s (target < 0.5 s); "
           f"bare SequenceMatcher.ratio {base:.3f} s; RATIO {ours / base:.2f}x")
 
 

@@ -195,7 +195,8 @@ def _listing_figures(root: pathlib.Path, args: argparse.Namespace) -> None:
           f"{theirs_one * 1e3:.1f} ms; RATIO {one / theirs_one:.2f}x Inspect's time  (target < 1)")
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=2000, help="episodes in the cold-index run")
     parser.add_argument("--steps", type=int, default=40, help="actions per episode in the cold-index run")
@@ -205,7 +206,11 @@ def main() -> None:
     parser.add_argument("--long", type=int, default=250, help="actions of the long episode")
     parser.add_argument("--keep", help="keep the generated data in this folder")
     parser.add_argument("--repeat", type=int, default=3, help="cold-index and baseline measurements (best of each)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     root = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="ares-viewer-bench-"))
     cache = root / "cache"

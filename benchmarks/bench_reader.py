@@ -33,13 +33,18 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 MAIN = str(REPO / "app" / "main.py")
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=200)
     parser.add_argument("--output-chars", type=int, default=2100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-browser", action="store_true", help="AppTest figures only")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-reader-"))
     os.environ["ARES_VIEWER_RUNS"] = str(work / "runs")

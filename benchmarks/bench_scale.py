@@ -277,6 +277,24 @@ def ray_compare(folder: pathlib.Path, single_s: float, total: int) -> None:
 
 
 def main() -> None:
+    args = _arguments()
+    root = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="ares-viewer-scale-"))
+    runs, cache = root / "runs", root / "cache"
+    big, small, tiny = runs / "big", runs / "small", runs / "warmup"
+    print(f"data in {root}")
+    total = _generate(args, big, small, tiny)
+    cold, imports = _cold_index(args, big, cache, total)
+    _warm_reopen(big, cache, imports)
+    if not args.no_browser and args.format == "tinker":
+        _in_chromium(args, runs, cache, (small, tiny))
+    if args.ray and args.format == "tinker":
+        ray_compare(big, cold["seconds"], total)
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _arguments() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rollouts", type=int, default=1_000_000, help="rollouts in the big run")
     parser.add_argument("--small", type=int, default=100, help="rollouts in the small run the overview compares with")
@@ -286,12 +304,11 @@ def main() -> None:
     parser.add_argument("--keep", help="keep the generated data in this folder (and reuse it when there)")
     parser.add_argument("--format", choices=("tinker", "ray", "mini"), default="tinker",
                         help="the JSON Lines format of the big run (the overview comparison is Tinker only)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    root = pathlib.Path(args.keep or tempfile.mkdtemp(prefix="ares-viewer-scale-"))
-    runs, cache = root / "runs", root / "cache"
-    big, small, tiny = runs / "big", runs / "small", runs / "warmup"
-    print(f"data in {root}")
+
+def _generate(args: argparse.Namespace, big: pathlib.Path, small: pathlib.Path, tiny: pathlib.Path) -> int:
+    """Write the big run (kept across runs with --keep), the small one and the warm-up one; the big run's bytes."""
     start = time.perf_counter()
     done = big / f"done-{args.format}-{args.rollouts}"
     if not done.exists():
@@ -304,7 +321,12 @@ def main() -> None:
         write_run(folder, count, seed=1)
     print(f"generated {args.rollouts:,} rollouts ({total / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s")
     os.sync()
+    return total
 
+
+def _cold_index(args: argparse.Namespace, big: pathlib.Path, cache: pathlib.Path, total: int) -> tuple[dict, float]:
+    """The cold index of the big run against the orjson baseline, its CPU time and memory, and DuckDB's floors;
+    the best cold run and the seconds ``import ares_viewer`` takes."""
     baseline, cold_runs = float("inf"), []
     for _ in range(args.repeat):
         baseline = min(baseline, orjson_baseline(big))  # the first also warms the page cache for both
@@ -330,7 +352,11 @@ def main() -> None:
     workers = f", largest worker {worker_mb:.0f} MB" if worker_mb else " (no worker processes)"
     print(f"  peak RSS while indexing: process {max(r['self_kb'] for r in cold_runs) / 1024:.0f} MB{workers}  "
           f"(target < 1024 MB: {'ok' if peak < 1024 else 'MISSED'})")
+    return cold, imports
 
+
+def _warm_reopen(big: pathlib.Path, cache: pathlib.Path, imports: float) -> None:
+    """Reopening the indexed big run in a fresh process, with and without the import."""
     warm = min((open_in_process(big, cache) for _ in range(3)), key=lambda r: r["seconds"])
     assert warm["parsed"] == 0, warm
     print(f"warm reopen (fresh process, imports included): {warm['seconds']:.2f} s  (target < 1 s: "
@@ -339,32 +365,31 @@ def main() -> None:
     print(f"  without `import ares_viewer` ({imports:.2f} s): {reopen:.2f} s  (issue #33's target <= 0.3 s: "
           f"{'ok' if reopen <= 0.3 else 'MISSED'})")
 
-    if not args.no_browser and args.format == "tinker":
-        for folder in (small, tiny):
-            open_in_process(folder, cache)
-        # each figure the median of three fresh servers (one visit of a page is a single noisy sample)
-        visits = [page_times(runs, cache, ["warmup", "small", "big"]) for _ in range(3)]
-        times = {key: statistics.median(v[0][key] for v in visits) for key in visits[0][0]}
-        server_kb = max(v[1] for v in visits)
-        # issue #33 asks the overview for 1.3 at most; the Episode page keeps the earlier bound of 2
-        for page, what, target in (("overview", "overview to its episode table", 1.3),
-                                   ("episode", "Episode page to its first step", 2.0)):
-            big_s, small_s = times[page, "big"], times[page, "small"]
-            ratio = big_s / small_s
-            print(f"{what} in Chromium (median of 3 fresh servers): {args.rollouts:,} rollouts {big_s:.2f} s, "
-                  f"{args.small} rollouts {small_s:.2f} s; RATIO {ratio:.2f}  (target <= {target:g}: "
-                  f"{'ok' if ratio <= target else 'MISSED'})")
-        # A big run's answers are kept beside its index (index.kept): the first server asks them, the next read them.
-        first = visits[0][0]["overview", "big"] / visits[0][0]["overview", "small"]
-        print(f"  overview per fresh server, {args.rollouts:,} / {args.small} rollouts: "
-              + ", ".join(f"{v[0]['overview', 'big']:.2f} / {v[0]['overview', 'small']:.2f} s" for v in visits)
-              + f"; the first (answers asked, then kept beside the index) RATIO {first:.2f}, the later ones read them")
-        print(f"  streamlit server peak RSS: {server_kb / 1024:.0f} MB  (target < 1024 MB: "
-              f"{'ok' if server_kb < 1024 * 1024 else 'MISSED'})")
-    if args.ray and args.format == "tinker":
-        ray_compare(big, cold["seconds"], total)
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
+
+def _in_chromium(args: argparse.Namespace, runs: pathlib.Path, cache: pathlib.Path,
+                 others: tuple[pathlib.Path, pathlib.Path]) -> None:
+    """The overview and the Episode page in Chromium, big run against small, median of three fresh servers."""
+    for folder in others:
+        open_in_process(folder, cache)
+    # each figure the median of three fresh servers (one visit of a page is a single noisy sample)
+    visits = [page_times(runs, cache, ["warmup", "small", "big"]) for _ in range(3)]
+    times = {key: statistics.median(v[0][key] for v in visits) for key in visits[0][0]}
+    server_kb = max(v[1] for v in visits)
+    # issue #33 asks the overview for 1.3 at most; the Episode page keeps the earlier bound of 2
+    for page, what, target in (("overview", "overview to its episode table", 1.3),
+                               ("episode", "Episode page to its first step", 2.0)):
+        big_s, small_s = times[page, "big"], times[page, "small"]
+        ratio = big_s / small_s
+        print(f"{what} in Chromium (median of 3 fresh servers): {args.rollouts:,} rollouts {big_s:.2f} s, "
+              f"{args.small} rollouts {small_s:.2f} s; RATIO {ratio:.2f}  (target <= {target:g}: "
+              f"{'ok' if ratio <= target else 'MISSED'})")
+    # A big run's answers are kept beside its index (index.kept): the first server asks them, the next read them.
+    first = visits[0][0]["overview", "big"] / visits[0][0]["overview", "small"]
+    print(f"  overview per fresh server, {args.rollouts:,} / {args.small} rollouts: "
+          + ", ".join(f"{v[0]['overview', 'big']:.2f} / {v[0]['overview', 'small']:.2f} s" for v in visits)
+          + f"; the first (answers asked, then kept beside the index) RATIO {first:.2f}, the later ones read them")
+    print(f"  streamlit server peak RSS: {server_kb / 1024:.0f} MB  (target < 1024 MB: "
+          f"{'ok' if server_kb < 1024 * 1024 else 'MISSED'})")
 
 
 if __name__ == "__main__":

@@ -133,6 +133,12 @@ def inspect_open_one(folder: pathlib.Path, work: pathlib.Path, episode_id: str, 
     return chromium.best(lambda: inspect_log.read_eval_log_sample(str(log), id=episode_id), repeat)
 
 
+def _written(path: pathlib.Path, text: str) -> pathlib.Path:
+    """``path``, with ``text`` written to it."""
+    path.write_text(text)
+    return path
+
+
 def real_compare(source: pathlib.Path, work: pathlib.Path, env: dict[str, str], repeat: int) -> list[tuple]:
     """Compare of the two longest episodes of a real run, cold (a fresh server each time): its figure rows."""
     import ares_viewer
@@ -179,11 +185,11 @@ def main() -> None:
     mid, size = args.actions // 2, sum(p.stat().st_size for p in folder.glob("*.json"))
     t_inspect = inspect_open_one(folder, work, a, args.repeat)
 
-    floor_script = work / "floor.py"  # the least a Streamlit page costs: one marker element, nothing else
-    floor_script.write_text(_served("st.html('<div data-ares-step=\"1\"></div>')"))
-    paths_script = work / "paths.py"  # the same page, at /p of a two-page app
-    paths_script.write_text(_served("st.navigation([st.Page(lambda: None, title='home', default=True), "
-                                    f"st.Page({str(floor_script)!r}, url_path='p')]).run()"))
+    # the least a Streamlit page costs: one marker element, nothing else; and the same page, at /p of a two-page app
+    floor_script = _written(work / "floor.py", _served("st.html('<div data-ares-step=\"1\"></div>')"))
+    paths_script = _written(work / "paths.py", _served(
+        "st.navigation([st.Page(lambda: None, title='home', default=True), "
+        f"st.Page({str(floor_script)!r}, url_path='p')]).run()"))
 
     def floor_times(script: pathlib.Path, path: str) -> list[tuple[float, float]]:
         """The floor page served from ``script`` and opened at ``path``: a first visit, then ``--repeat`` timed."""
@@ -191,11 +197,11 @@ def main() -> None:
             chromium.shown(page, url + path, "[data-ares-step='1']")
             return [chromium.shown(page, url + path, "[data-ares-step='1']") for _ in range(args.repeat)]
 
-    like_script = work / "like_episode.py"  # the Episode page's kinds of elements, at /p of a two-page app
-    like_script.write_text(_LIKE_EPISODE)
-    like_paths = work / "like_paths.py"
-    like_paths.write_text(_served("st.navigation([st.Page(lambda: None, title='home', default=True), "
-                                  f"st.Page({str(like_script)!r}, url_path='p')]).run()"))
+    # the Episode page's kinds of elements, at /p of a two-page app
+    like_script = _written(work / "like_episode.py", _LIKE_EPISODE)
+    like_paths = _written(work / "like_paths.py", _served(
+        "st.navigation([st.Page(lambda: None, title='home', default=True), "
+        f"st.Page({str(like_script)!r}, url_path='p')]).run()"))
     floor, floor_path = floor_times(floor_script, ""), floor_times(paths_script, "/p")
     like = floor_times(like_paths, "/p")
     compare = []

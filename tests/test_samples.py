@@ -82,6 +82,15 @@ def _check_ares_format(path: pathlib.Path) -> None:
     assert [s["step_index"] for s in steps] == list(range(len(steps)))
     for step in steps:
         assert list(step) == STEP_KEYS
+    _check_step_types_and_rewards(doc, steps)
+    timestamps = [s["timestamp"] for s in steps]
+    assert timestamps == sorted(timestamps) and doc["start_time"] <= timestamps[0] <= doc["end_time"]
+    _check_requests(steps)
+
+
+def _check_step_types_and_rewards(doc: dict, steps: list[dict]) -> None:
+    """The first step is the request only; the others are MID then LAST (all MID for an errored episode), each
+    with the reward and discount its type says."""
     first, rest = steps[0], steps[1:]
     assert first["step_type"] == "FIRST" and first["action"] is None and first["reward"] is None
     assert first["discount"] is None and first["observation"] is not None
@@ -100,8 +109,11 @@ def _check_ares_format(path: pathlib.Path) -> None:
             assert step["observation"] is not None
         else:
             assert step["observation"] is None and step["discount"] == 0.0
-    timestamps = [s["timestamp"] for s in steps]
-    assert timestamps == sorted(timestamps) and doc["start_time"] <= timestamps[0] <= doc["end_time"]
+
+
+def _check_requests(steps: list[dict]) -> None:
+    """Each action as generated (a thought, one bash block), each request as the sample's agent sends it, and
+    each context the one before extended by the last action and its result (or a drop)."""
     previous = None
     for step in steps:
         request = step["observation"]

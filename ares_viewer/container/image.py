@@ -44,6 +44,44 @@ class _ImagePath:
 _IMAGE_LISTINGS: BoundedCache[dict[str, _ImagePath]] = BoundedCache(maxsize=2)
 
 
+def _changed_in_copy(copy: dict[str, Any], listing: dict[str, _ImagePath], digests: dict[str, str]) -> dict[str, str]:
+    """The copy's paths the image lacks (``added``) or holds with another type, mode, link or content
+    (``modified``), in the copy's order."""
+    changes: dict[str, str] = {}
+    for path, entry in copy.items():
+        there = listing.get(path)
+        if there is None:
+            changes[path] = "added"
+        elif (there.type, there.mode, there.link if there.type == snapshots.SYMLINK else None) != (
+            entry.type, entry.mode, entry.link_target
+        ) or (entry.type == snapshots.FILE and there.sha256 != digests.get(path)):
+            changes[path] = "modified"
+    return changes
+
+
+def _deleted_from_copy(copy: dict[str, Any], listing: dict[str, _ImagePath],
+                       patterns: tuple[str, ...]) -> dict[str, str]:
+    """The image's paths missing from the copy, taken as ``deleted`` only in folders the copy holds (below the
+    top level), symlinks only when the copy records any, folders only when the image holds files in them."""
+    copies_links = any(entry.type == snapshots.SYMLINK for entry in copy.values())
+    holds_files = {parent for path, there in listing.items() if there.type == snapshots.FILE
+                   for parent in parents(path)}
+    deleted: dict[str, str] = {}
+    for path, there in listing.items():
+        if path in copy or path in _ENGINE_FILES or ignored(path, patterns):
+            continue
+        parent = posixpath.dirname(path)
+        if parent == "/" or parent not in copy:
+            # A folder the copy does not hold (or one deleted whole: its own entry says so); top-level folders
+            # are never taken as deleted: a copy of part of the filesystem holds only some of them.
+            continue
+        if there.type == snapshots.FILE or (there.type == snapshots.SYMLINK and copies_links) or (
+            there.type == snapshots.DIR and path in holds_files
+        ):
+            deleted[path] = "deleted"
+    return deleted
+
+
 def against_image(
     client: Any,
     state: Any,
@@ -85,30 +123,8 @@ def against_image(
     digests = {path: digest for path, digest in state.digests().items() if path in copy}
     image = client.images.get(state.base_image)
     listing = _image_listing(client, image)
-    changes: dict[str, str] = {}
-    for path, entry in copy.items():
-        there = listing.get(path)
-        if there is None:
-            changes[path] = "added"
-        elif (there.type, there.mode, there.link if there.type == snapshots.SYMLINK else None) != (
-            entry.type, entry.mode, entry.link_target
-        ) or (entry.type == snapshots.FILE and there.sha256 != digests.get(path)):
-            changes[path] = "modified"
-    copies_links = any(entry.type == snapshots.SYMLINK for entry in copy.values())
-    holds_files = {parent for path, there in listing.items() if there.type == snapshots.FILE
-                   for parent in parents(path)}
-    for path, there in listing.items():
-        if path in copy or path in _ENGINE_FILES or ignored(path, patterns):
-            continue
-        parent = posixpath.dirname(path)
-        if parent == "/" or parent not in copy:
-            # A folder the copy does not hold (or one deleted whole: its own entry says so); top-level folders
-            # are never taken as deleted: a copy of part of the filesystem holds only some of them.
-            continue
-        if there.type == snapshots.FILE or (there.type == snapshots.SYMLINK and copies_links) or (
-            there.type == snapshots.DIR and path in holds_files
-        ):
-            changes[path] = "deleted"
+    changes = _changed_in_copy(copy, listing, digests)
+    changes.update(_deleted_from_copy(copy, listing, patterns))
     for path in list(changes):
         for parent in parents(path):
             if parent in copy and parent not in changes:

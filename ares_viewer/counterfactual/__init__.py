@@ -281,6 +281,42 @@ def _save_activations(recorder: recorder_activations.CaptureRecorder | None, wri
         writer.file.extra["recording"]["activations"] = info
 
 
+def _request_template(episode: model.Episode) -> dict[str, Any]:
+    """The parent's recorded request but its messages: what every new request sends beside them."""
+    recorded = episode.metadata.get("request")
+    template = dict(recorded or {}) if isinstance(recorded, dict) else {}
+    template.pop("messages", None)
+    return template
+
+
+def _open_writer(path: pathlib.Path, episode: model.Episode, start: float, box: sandbox.Sandbox,
+                 parent: dict[str, Any], asked: dict[str, Any]) -> _Writer:
+    """The new episode's file at ``path``, ``running``: which episode and step it continues with what edit, and
+    how it is recorded (this writer, the container, the model ``asked``)."""
+    episode_id = path.stem
+    _LOGGER.info("counterfactual %s from step %d of %s: asking %s", episode_id, parent["step"], episode.episode_id,
+                 " at ".join(str(v) for v in (asked.get("model"), asked.get("endpoint")) if v) or "a client")
+    return _Writer(path, episode_id, episode.task_name, start, box, {
+        "end_status": episode_file.EndStatus.RUNNING,
+        "counterfactual": parent,
+        "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
+                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}",
+                      **({"model": asked} if asked else {})},
+    })
+
+
+def _end(writer: _Writer, recorder: recorder_activations.CaptureRecorder | None, finished: bool,
+         reward: float | None) -> None:
+    """Write how the new episode ended: the verifier's reward on its last step, truncated unless the model
+    submitted, its activations saved."""
+    if reward is not None and writer.file.last_record is not None:
+        writer.file.header["total_reward"] = reward
+        writer.file.replace_last_step({**writer.file.last_record, "reward": reward})
+    writer.file.header["truncated"] = not finished
+    _save_activations(recorder, writer)
+    writer.end(episode_file.EndStatus.COMPLETED if finished else episode_file.EndStatus.TRUNCATED)
+
+
 def run(
     episode: model.Episode,
     step: int,
@@ -346,9 +382,7 @@ def run(
         raise ValueError(f"{out} is the parent's run folder; counterfactuals go to a folder of their own")
     before = [m.to_dict() for m in seen]
     messages = list(edit(list(before))) if callable(edit) else [dict(m) for m in edit]
-    template = dict(episode.metadata.get("request") or {}) if isinstance(episode.metadata.get("request"), dict) \
-        else {}
-    template.pop("messages", None)
+    template = _request_template(episode)
     episode_id = str(uuid.uuid4())
     parent = {"run_file": episode.path, "episode_id": episode.episode_id, "step": step,
               "edit": {"before": before, "after": messages}}
@@ -358,16 +392,7 @@ def run(
     action_now = [0]  # the action the model is being asked for (the capture's notes name it)
     recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
                                                                                       lambda: action_now[0] or None)
-    asked = _client_model(client)
-    _LOGGER.info("counterfactual %s from step %d of %s: asking %s", episode_id, step, episode.episode_id,
-                 " at ".join(str(v) for v in (asked.get("model"), asked.get("endpoint")) if v) or "a client")
-    writer = _Writer(out / f"{episode_id}.json", episode_id, episode.task_name, start, box, {
-        "end_status": episode_file.EndStatus.RUNNING,
-        "counterfactual": parent,
-        "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
-                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}",
-                      **({"model": asked} if asked else {})},
-    })
+    writer = _open_writer(out / f"{episode_id}.json", episode, start, box, parent, _client_model(client))
     try:
         if recorder is not None:
             recorder.install()
@@ -378,12 +403,7 @@ def run(
         finished = _continue(episode, box, client, messages, template, max_steps, writer, responses, action_now,
                              say)
         reward = writer.verify(episode, action_now[0], say, recipe) if finished and verify else None
-        if reward is not None and writer.file.last_record is not None:
-            writer.file.header["total_reward"] = reward
-            writer.file.replace_last_step({**writer.file.last_record, "reward": reward})
-        writer.file.header["truncated"] = not finished
-        _save_activations(recorder, writer)
-        writer.end(episode_file.EndStatus.COMPLETED if finished else episode_file.EndStatus.TRUNCATED)
+        _end(writer, recorder, finished, reward)
     except BaseException as exc:
         status = episode_file.status_of(exc)
         _save_activations(recorder, writer)

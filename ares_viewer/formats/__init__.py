@@ -96,15 +96,12 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
         return _failed(read_errors.TOO_DEEP, "JSON nested too deeply to read")
     try:
         adapter = registry.sniff(records[0].value)
-        if adapter is None and len(records) == 1 and verdicts.sniff(records[0].value):
-            return FileResult(skipped=True, verdicts=tuple(verdicts.read(records[0].value, path).items()))
-        if adapter is None and len(records) == 1 and harbor.sniff(records[0].value):
-            # Only result.json is the trial's result: another file of its shape is something else.
-            if not harbor.is_result(path):
-                return FileResult(skipped=True)
-            return _trial(harbor.read(records[0].value, path), summaries, wanted)
+        sidecar = _sidecar(records[0].value, path, summaries, wanted) if adapter is None and len(records) == 1 \
+            else None
     except _CONTENT_ERRORS as exc:
         return _failed(read_errors.FORMAT, f"cannot tell what the file holds: {_content_error(exc)}")
+    if sidecar is not None:
+        return sidecar
     if adapter is None:
         reason = _misnamed(path, records)
         return _failed(read_errors.FORMAT, reason) if reason else FileResult(skipped=True)
@@ -118,20 +115,44 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
             if found is not None and found != wanted:  # None: the record holds several; parsing finds the one
                 continue
             if summaries:
-                for row in adapter.summarize(record.value, path, record.number):
-                    row["warnings"] = [*record.warnings, *row["warnings"]]
-                    rows.append(row)
-                continue
-            for episode in adapter.parse(record.value, path, record.number):
-                if record.warnings:
-                    episode = dataclasses.replace(episode, warnings=(*record.warnings, *episode.warnings))
-                episodes.append(episode)
+                rows.extend(_rows(adapter, record, path))
+            else:
+                episodes.extend(_episodes(adapter, record, path))
         except _CONTENT_ERRORS as exc:
             problems.append(read_errors.RecordError(read_errors.CONTENT, f"not a readable {adapter.NAME} episode: "
                                                f"{_content_error(exc)}", record.number, record.unit))
     # In line order: decoding and reading errors are found in two passes.
     problems.sort(key=lambda error: error.line or 0)
     return FileResult(episodes=tuple(episodes), rows=tuple(rows), record_errors=tuple(problems))
+
+
+def _rows(adapter: base.Adapter, record: decoding.Record, path: str) -> list[EpisodeRow]:
+    """One record's index rows, the record's decoding warnings first among theirs."""
+    rows = adapter.summarize(record.value, path, record.number)
+    for row in rows:
+        row["warnings"] = [*record.warnings, *row["warnings"]]
+    return rows
+
+
+def _episodes(adapter: base.Adapter, record: decoding.Record, path: str) -> list[model.Episode]:
+    """One record's episodes, the record's decoding warnings first among theirs."""
+    episodes = adapter.parse(record.value, path, record.number)
+    if not record.warnings:
+        return episodes
+    return [dataclasses.replace(e, warnings=(*record.warnings, *e.warnings)) for e in episodes]
+
+
+def _sidecar(doc: Any, path: str, summaries: bool, wanted: str | None) -> FileResult | None:
+    """A one-record file that holds no episode but what the run's episodes are joined with: a verdicts file, or
+    a harbor trial's ``result.json``; None for anything else."""
+    if verdicts.sniff(doc):
+        return FileResult(skipped=True, verdicts=tuple(verdicts.read(doc, path).items()))
+    if harbor.sniff(doc):
+        # Only result.json is the trial's result: another file of its shape is something else.
+        if not harbor.is_result(path):
+            return FileResult(skipped=True)
+        return _trial(harbor.read(doc, path), summaries, wanted)
+    return None
 
 
 def _trial(trial: dict[str, Any], summaries: bool, wanted: str | None) -> FileResult:

@@ -144,7 +144,6 @@ def episode(
     total_reward: float | None = None,
     truncated: bool | None = None,
     times: Sequence[float | None] | None = None,
-    start_time: float | None = None,
     skipped: Sequence[str] = (),
 ) -> model.Episode:
     """The ``model.Episode`` of what an adapter parsed: the format's own parts in, the shared rest filled.
@@ -159,8 +158,7 @@ def episode(
         warnings: what had to be repaired or guessed while reading.
         truncated: whether a limit cut the episode short (default: whether ``outcome`` says truncated).
         times: the episode's moments, first to last (default: the steps' timestamps); it starts at the first
-            and ends at the last.
-        start_time: when the episode started, when the file records it apart from ``times``.
+            and ends at the last (None where the file does not say: e.g. ``(started, None)``).
         skipped: the parts of the file the adapter could not read, named where they sit (``Episode.skipped``);
             its ``summarize`` rows then carry ``model.read_in_part(skipped)`` among their ``warnings``.
     """
@@ -171,7 +169,7 @@ def episode(
         task_name=task_name,
         outcome=outcome,
         total_reward=total_reward,
-        start_time=start_time if start_time is not None else (times[0] if times else None),
+        start_time=times[0] if times else None,
         end_time=times[-1] if times else None,
         truncated=outcome is model.Outcome.TRUNCATED if truncated is None else truncated,
         system_prompt=system_prompt,

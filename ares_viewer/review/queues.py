@@ -77,7 +77,6 @@ def create(
     schema: Any,
     author: str,
     description: str = "",
-    kind: str | None = None,
     source: Mapping[str, Any] | None = None,
     reviewers: Sequence[str] = (),
     overlap: int = 1,
@@ -92,7 +91,6 @@ def create(
         schema: a ``labelschema.LabelSchema``, its dict or JSON.
         author: who creates it.
         description: what the queue is for.
-        kind: ``episodes`` or ``steps`` (default: from the items).
         source: what the items were chosen by (filters, a search...), kept for the record.
         reviewers: named reviewers (items assigned round robin), or none for an open pool.
         overlap: how many reviewers label each item.
@@ -108,9 +106,7 @@ def create(
     adjudicators = tuple(dict.fromkeys(records.clean_author(r) for r in adjudicators))
     if not items:
         raise ValueError(f"queue {name!r} has no items: the filter chose nothing")
-    kind = kind or ("steps" if any(i.step is not None for i in items) else "episodes")
-    if kind not in KINDS:
-        raise ValueError(f"a queue holds one of {list(KINDS)}, not {kind!r}")
+    kind = "steps" if any(i.step is not None for i in items) else "episodes"  # a queue is of what its items are
     if not isinstance(overlap, int) or overlap < 1 or (reviewers and overlap > len(reviewers)):
         raise ValueError(f"overlap is 1 to the number of reviewers ({len(reviewers) or 'any'}), not {overlap!r}")
     queue_id, now = uuid.uuid4().hex, time.time()

@@ -56,12 +56,7 @@ class TreeReader:
         stack = [("/", str(self.root))]
         while stack:
             inside, real = stack.pop()
-            try:
-                with os.scandir(real) as listing:
-                    children = list(listing)
-            except OSError as exc:
-                raise SnapshotError(self.snapshot, f"cannot list {inside} in {CONTAINER_FS}: {exc.strerror}") from exc
-            for child in children:
+            for child in self._listing(inside, real):
                 path = posixpath.join(inside, child.name)
                 if len(entries) >= MAX_TREE_ENTRIES:
                     raise SnapshotError(self.snapshot, f"{CONTAINER_FS} holds more than {MAX_TREE_ENTRIES} paths")
@@ -88,6 +83,21 @@ class TreeReader:
                         linked.setdefault((info.st_dev, info.st_ino), [info.st_nlink]).append(path)
                 else:  # fifo, socket, device node: recorded, never opened
                     entries[path] = Entry(path=path, type=OTHER, mode=mode)
+        self._check_links_inside(linked)
+        self.nlinks = {path: nlink for nlink, *paths in linked.values() for path in paths}
+        return entries
+
+    def _listing(self, inside: str, real: str) -> list[os.DirEntry[str]]:
+        """The entries of the copy's folder ``real`` (``inside`` in the container)."""
+        try:
+            with os.scandir(real) as listing:
+                return list(listing)
+        except OSError as exc:
+            raise SnapshotError(self.snapshot, f"cannot list {inside} in {CONTAINER_FS}: {exc.strerror}") from exc
+
+    def _check_links_inside(self, linked: Mapping[tuple[int, int], list[Any]]) -> None:
+        """Refuse a file whose hard links are not all inside the copy (``linked``: its link count, then the
+        paths found, by device and inode)."""
         for nlink, *paths in linked.values():
             if nlink > len(paths):
                 raise SnapshotError(
@@ -95,8 +105,6 @@ class TreeReader:
                     f"{paths[0]} in {CONTAINER_FS} is a hard link to a file outside "
                     f"the copy ({nlink} links, {len(paths)} inside); it is not read",
                 )
-        self.nlinks = {path: nlink for nlink, *paths in linked.values() for path in paths}
-        return entries
 
     def each(self, entries: Iterable[Entry]) -> Iterator[tuple[str, bytes]]:
         """``(path, bytes)`` of each regular file in turn."""

@@ -369,6 +369,12 @@ _ENTRY_DEFAULTS = {
 
 
 def _entry_problem(entry: Entry, *, base: bool) -> str | None:
+    return _type_problem(entry, base=base) or _field_problem(entry) or _stored_in_problem(entry)
+
+
+def _type_problem(entry: Entry, *, base: bool) -> str | None:
+    """Why an entry's type cannot be where it is: unknown, absent outside the base, deleted in it, a root that
+    is no folder."""
     if entry.type not in ENTRY_TYPES:
         return f"unknown type {entry.type!r:.40}"
     if entry.type == ABSENT and not base:
@@ -377,6 +383,11 @@ def _entry_problem(entry: Entry, *, base: bool) -> str | None:
         return "the base cannot hold deleted paths"
     if entry.path == "/" and entry.type != DIR:
         return "the root folder can only be a folder"
+    return None
+
+
+def _field_problem(entry: Entry) -> str | None:
+    """Why one of an entry's fields is unreadable (mode, size, sha256, mtime, link target, change)."""
     if entry.mode is not None and (not isinstance(entry.mode, int) or not 0 <= entry.mode <= 0o7777):
         return f"bad mode {entry.mode!r}"
     if entry.size is not None and (not isinstance(entry.size, int) or entry.size < 0):
@@ -391,11 +402,18 @@ def _entry_problem(entry: Entry, *, base: bool) -> str | None:
         return "symlink without a target"
     if entry.change is not None and entry.change not in CHANGES:
         return f"unknown change {entry.change!r}"
-    if entry.stored_in is not None:
-        if not (isinstance(entry.stored_in, str) and _STORED_IN_RE.match(entry.stored_in)):
-            return f"stored_in {entry.stored_in!r:.80} is not 'base' or a step folder"
-        if entry.type != FILE or entry.sha256 is None or entry.size is None:
-            return "stored content needs type file, a size and a sha256"
+    return None
+
+
+def _stored_in_problem(entry: Entry) -> str | None:
+    """Why an entry's stored content cannot be found: a ``stored_in`` that is no folder of the episode's, or
+    content without a file's type, size and sha256."""
+    if entry.stored_in is None:
+        return None
+    if not (isinstance(entry.stored_in, str) and _STORED_IN_RE.match(entry.stored_in)):
+        return f"stored_in {entry.stored_in!r:.80} is not 'base' or a step folder"
+    if entry.type != FILE or entry.sha256 is None or entry.size is None:
+        return "stored content needs type file, a size and a sha256"
     return None
 
 

@@ -97,6 +97,21 @@ def tree_path(name: str) -> str:
     return posixpath.normpath("/" + name)
 
 
+def _link_problem(member: tarfile.TarInfo, tree: bool) -> str | None:
+    """Why a link member is refused: its target leaves the archive (a filesystem tarball's symlink may name a
+    path of its container), or it is in a blob archive at all."""
+    name, target = member.name, member.linkname
+    # A symlink's target is relative to its folder, a hard link's to the archive's root.
+    start = posixpath.dirname(name) if member.issym() else ""
+    resolved = posixpath.normpath(posixpath.join(start, target))
+    container_absolute = tree and member.issym() and target.startswith("/")
+    if (target.startswith("/") and not container_absolute) or resolved == ".." or resolved.startswith("../"):
+        return f"member {name!r} is a link pointing outside the archive ({target!r})"
+    if tree:
+        return None
+    return f"member {name!r} is a link; blob archives hold only regular files"
+
+
 def member_problem(member: tarfile.TarInfo, *, tree: bool = False) -> str | None:
     """Why a tar member is unsafe or unexpected (None when it is fine).
 
@@ -113,16 +128,7 @@ def member_problem(member: tarfile.TarInfo, *, tree: bool = False) -> str | None
     if ".." in name.split("/"):
         return f"member {name!r} has a '..' component"
     if member.issym() or member.islnk():
-        target = member.linkname
-        # A symlink's target is relative to its folder, a hard link's to the archive's root.
-        start = posixpath.dirname(name) if member.issym() else ""
-        resolved = posixpath.normpath(posixpath.join(start, target))
-        container_absolute = tree and member.issym() and target.startswith("/")
-        if (target.startswith("/") and not container_absolute) or resolved == ".." or resolved.startswith("../"):
-            return f"member {name!r} is a link pointing outside the archive ({target!r})"
-        if tree:
-            return None
-        return f"member {name!r} is a link; blob archives hold only regular files"
+        return _link_problem(member, tree)
     if tree and (member.ischr() or member.isblk() or member.isfifo()):
         return None
     if member.ischr() or member.isblk():

@@ -40,52 +40,13 @@ def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_
     episode = run.episode(episode_id)
     k = 2
 
-    # Label step k in the step view.
-    page.goto(f"{app_url}/episode?run={name}&episode={episode_id}&step={k}")
-    expect(step_caption(page)).to_contain_text(f"step {k} (")
-    wait_idle(page)  # an input sent while the first run still draws may be lost
-    author = page.get_by_role("textbox", name="Your name")
-    author.fill("Ada")
-    author.press("Enter")
-    wait_idle(page)
-    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name=f"Add to step {k}"))
-    # The name's rerun may still be coming: it would redraw the form and drop what was typed.
-    note = "rewrites tests/test_core.py so the failing assertion passes"
-    label_box = form.get_by_role("textbox", name="Label")
-    for _ in range(3):
-        fill_settled(page, label_box, LABEL)
-        fill_settled(page, form.get_by_role("textbox", name="Note"), note)
-        if label_box.input_value() == LABEL:
-            break
-    form.get_by_role("button", name=f"Add to step {k}").click()
-    expect(page.get_by_text(f"Added to step {k}.")).to_be_visible()
-    expect(page.locator('[data-testid="stMarkdownContainer"]', has_text=note)).to_be_visible()
-    expect(form.get_by_role("textbox", name="Note")).to_have_value("")  # ready for the next note
+    _label_step_in_the_step_view(page, wait_idle, f"{app_url}/episode?run={name}&episode={episode_id}&step={k}", k)
 
     # The label is on the step timeline, above step k's bar.
     expect(page.locator(".ares-timeline svg text", has_text=LABEL)).to_have_count(1)
 
-    # The overview shows it in the episode table and filters episodes by it.
-    page.get_by_role("link", name="Run overview").click()
-    total = len(run)
-    expect(page.get_by_text(f"{total} of {total} episodes")).to_be_visible()
-    wait_idle(page)
-    chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Label")
-    chooser.scroll_into_view_if_needed()
-    chooser.locator("input").click()
-    page.get_by_role("option", name=LABEL).click()
-    expect(page.get_by_text(f"1 of {total} episodes")).to_be_visible()
-    wait_idle(page)
-
-    # The Review page lists it with a deep link and exports it.
-    page.locator('a[href$="/review"]').first.click()
-    expect(page).to_have_url(re.compile(r"/review"))
-    expect(page.get_by_text("1 of 1 notes")).to_be_visible()
-    wait_idle(page)
-    with page.expect_download() as download:
-        page.get_by_role("button", name=re.compile(r"Download 1 step\(s\) as JSONL")).click()
-    downloaded = tmp_path / "download.jsonl"
-    download.value.save_as(downloaded)
+    _filter_the_overview_by_it(page, wait_idle, len(run))
+    downloaded = _download_from_the_review_page(page, wait_idle, tmp_path / "download.jsonl")
 
     # The CLI exports the same step from the server's database.
     db = tmp_path_factory.getbasetemp() / "review.sqlite"
@@ -107,6 +68,55 @@ def test_label_a_step_see_it_filter_by_it_and_export_its_exact_prompt(page, app_
     page.locator('[data-testid="stPageLink"] a', has_text=f"step {k}").first.click()
     expect(page).to_have_url(re.compile(rf"/episode\?.*step={k}"))
     expect(step_caption(page)).to_contain_text(f"step {k} (")
+
+
+def _label_step_in_the_step_view(page, wait_idle, link: str, k: int) -> None:
+    """Label step ``k`` (at ``link``) as Ada, with a note, and see it added."""
+    page.goto(link)
+    expect(step_caption(page)).to_contain_text(f"step {k} (")
+    wait_idle(page)  # an input sent while the first run still draws may be lost
+    author = page.get_by_role("textbox", name="Your name")
+    author.fill("Ada")
+    author.press("Enter")
+    wait_idle(page)
+    form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name=f"Add to step {k}"))
+    # The name's rerun may still be coming: it would redraw the form and drop what was typed.
+    note = "rewrites tests/test_core.py so the failing assertion passes"
+    label_box = form.get_by_role("textbox", name="Label")
+    for _ in range(3):
+        fill_settled(page, label_box, LABEL)
+        fill_settled(page, form.get_by_role("textbox", name="Note"), note)
+        if label_box.input_value() == LABEL:
+            break
+    form.get_by_role("button", name=f"Add to step {k}").click()
+    expect(page.get_by_text(f"Added to step {k}.")).to_be_visible()
+    expect(page.locator('[data-testid="stMarkdownContainer"]', has_text=note)).to_be_visible()
+    expect(form.get_by_role("textbox", name="Note")).to_have_value("")  # ready for the next note
+
+
+def _filter_the_overview_by_it(page, wait_idle, total: int) -> None:
+    """The overview shows the label in the episode table and filters the run's ``total`` episodes by it."""
+    page.get_by_role("link", name="Run overview").click()
+    expect(page.get_by_text(f"{total} of {total} episodes")).to_be_visible()
+    wait_idle(page)
+    chooser = page.locator('[data-testid="stMultiSelect"]', has_text="Label")
+    chooser.scroll_into_view_if_needed()
+    chooser.locator("input").click()
+    page.get_by_role("option", name=LABEL).click()
+    expect(page.get_by_text(f"1 of {total} episodes")).to_be_visible()
+    wait_idle(page)
+
+
+def _download_from_the_review_page(page, wait_idle, downloaded: pathlib.Path) -> pathlib.Path:
+    """The Review page lists the note with a deep link; its download is saved to ``downloaded``."""
+    page.locator('a[href$="/review"]').first.click()
+    expect(page).to_have_url(re.compile(r"/review"))
+    expect(page.get_by_text("1 of 1 notes")).to_be_visible()
+    wait_idle(page)
+    with page.expect_download() as download:
+        page.get_by_role("button", name=re.compile(r"Download 1 step\(s\) as JSONL")).click()
+    download.value.save_as(downloaded)
+    return downloaded
 
 
 def fill_held(page, wait_idle, fields) -> None:

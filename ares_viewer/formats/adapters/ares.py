@@ -308,10 +308,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         if previous and not _extends(messages, previous):
             rewrites += 1
         if is_action and messages:
-            result = messages.last() if isinstance(messages, RawContext) else messages[-1]
-            if isinstance(result, dict) and result.get("role") in ("user", "tool"):
-                returncode = agent_text.returncode(chat.text(result.get("content")))
-                nonzero += returncode not in (None, 0)
+            nonzero += _failed_command(messages)
         previous = messages
     if next(raw, None) is not None:
         raise FormatError("more context lists than steps with a context")
@@ -336,6 +333,15 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         format=NAME,
         warnings=warnings,
     )]
+
+
+def _failed_command(context: list[Any] | RawContext) -> bool:
+    """Whether an action's command returned a known code other than 0: its result is the last message of the
+    context that follows it."""
+    result = context.last() if isinstance(context, RawContext) else context[-1]
+    if isinstance(result, dict) and result.get("role") in ("user", "tool"):
+        return agent_text.returncode(chat.text(result.get("content"))) not in (None, 0)
+    return False
 
 
 def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
@@ -371,10 +377,8 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
     head = _header(doc, records, path, warnings)
 
     contexts = chat.ContextBuilder()
+    request = _Request()
     steps: list[model.Step] = []
-    system_prompt: str | None = None
-    request_settings: dict[str, Any] = {}
-    tools: list[str] = []
     previous_time: float | None = None
     for position, record in enumerate(records):
         where = f"step {position}"
@@ -383,12 +387,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
             continue
         index = record.get("step_index")
         index = index if isinstance(index, int) and not isinstance(index, bool) else position
-        kind_raw = record.get("step_type")
-        try:
-            kind = model.StepKind(kind_raw if isinstance(kind_raw, str) else "")  # not a string: not a kind
-        except ValueError:
-            kind = model.StepKind.FIRST if position == 0 else model.StepKind.MID
-            warnings.append(f"{where}: step_type {kind_raw!r} is not FIRST/MID/LAST; read as {kind.value}")
+        kind = _kind(record.get("step_type"), position, where, warnings)
         timestamp = chat.number(record.get("timestamp"), f"{where}: timestamp", warnings)
         dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
         previous_time = timestamp if timestamp is not None else previous_time
@@ -396,50 +395,17 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         # Action k answered the context of the latest observation before this record.
         answered_index = len(contexts.links) - 1 if contexts.links and kind is not model.StepKind.FIRST else None
         text, calls, usage, cost, extra = _response(record.get("action"), where, warnings)
-        observation = record.get("observation")
-        result = None
-        if isinstance(observation, Mapping):
-            messages = observation.get("messages")
-            if not isinstance(messages, list):
-                warnings.append(f"{where}: observation messages are a {type(messages).__name__}, not a list")
-                messages = []
-            result = contexts.add(messages)
-            if system_prompt is None and isinstance(observation.get("system_prompt"), str):
-                system_prompt = observation["system_prompt"]
-            if not request_settings:
-                request_settings = {k: observation.get(k) for k in _REQUEST_SETTINGS if observation.get(k) is not None}
-                raw_tools = observation.get("tools")
-                if isinstance(raw_tools, list):
-                    tools = [str(t.get("name")) for t in raw_tools if isinstance(t, Mapping)]
-        elif observation is not None:
-            warnings.append(f"{where}: observation is a {type(observation).__name__}, not a request; ignored")
+        result = _observe(record.get("observation"), contexts, request, where, warnings)
 
         thinking = extra.pop("reasoning", "")
         result_text = chat.text(result.get("content")) if result is not None and answered_index is not None else None
-        outcome = agent_text.parse_result(result_text) if result_text is not None else None
-        if outcome is not None and outcome.returncode is None and result is not None and result.get("role") == "tool":
-            # A tool-calling agent's result: the tool message is the command's output.
-            returncode, output, _, _, _ = chat.command_result(result)
-            outcome = dataclasses.replace(outcome, returncode=returncode, output=output, format_error=False)
+        outcome = _command_outcome(result, result_text)
         if outcome is None and kind is model.StepKind.LAST and (
                 agent_text.parse_response(text).command is not None or calls):
             # A submitted episode's last output reaches no observation; ares-viewer's recorder keeps it.
             outcome = _final_command(doc.get("final_command"), index)
-        failure = failures.classify(result_text, outcome.returncode, None) if outcome is not None else None
-        if failure is not None and outcome is not None:
-            if failure == failures.TIMED_OUT:
-                extra["timed_out"] = True
-            shown = "\n\n".join(p for p in (failures.exception_text(result_text) or (result_text or "").strip(),
-                                             (outcome.output or "").strip()) if p)
-            outcome = dataclasses.replace(outcome, output=shown)
-        said = chat.CommandResult(outcome.returncode, outcome.output, outcome.elided_chars, result_text,
-                                  outcome.format_error) if outcome is not None else None
-        model_time = command_time = None
-        action = jsondecode.object_at(record, "action")
-        answered_at = action.get("created_at") if isinstance(action.get("created_at"), int | float) else None
-        if answered_at is not None and timestamp is not None and dt is not None and timestamp >= answered_at:
-            # The response's creation time splits the step: model time before it, command time after it.
-            model_time, command_time = answered_at - (timestamp - dt), timestamp - answered_at
+        said, failure = _said(outcome, result_text, extra)
+        model_time, command_time = _split_times(record, timestamp, dt)
         steps.append(
             model.Step(
                 index=index,
@@ -460,16 +426,101 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
         )
 
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
-    if request_settings:
-        metadata["request"] = request_settings
-    if tools:
-        metadata["tools"] = tools
+    if request.settings:
+        metadata["request"] = request.settings
+    if request.tools:
+        metadata["tools"] = request.tools
     return base.episode(
         NAME, path, episode_id=head.episode_id, task_name=head.task_name, outcome=head.outcome,
         total_reward=head.total_reward, truncated=head.truncated, times=(head.start_time, head.end_time),
-        system_prompt=system_prompt, steps=steps, messages=contexts.pool, links=contexts.links, metadata=metadata,
-        warnings=warnings,
+        system_prompt=request.system_prompt, steps=steps, messages=contexts.pool, links=contexts.links,
+        metadata=metadata, warnings=warnings,
     )
+
+
+def _kind(raw: Any, position: int, where: str, warnings: list[str]) -> model.StepKind:
+    """A record's ``step_type``; one that is none of FIRST/MID/LAST is read by its position, with a warning."""
+    try:
+        return model.StepKind(raw if isinstance(raw, str) else "")  # not a string: not a kind
+    except ValueError:
+        kind = model.StepKind.FIRST if position == 0 else model.StepKind.MID
+        warnings.append(f"{where}: step_type {raw!r} is not FIRST/MID/LAST; read as {kind.value}")
+        return kind
+
+
+@dataclasses.dataclass
+class _Request:
+    """What the episode's requests say once: the system prompt (the first one given), the request settings and
+    the tools' names (the first observation that has settings)."""
+
+    system_prompt: str | None = None
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tools: list[str] = dataclasses.field(default_factory=list)
+
+    def read(self, observation: Mapping[str, Any]) -> None:
+        if self.system_prompt is None and isinstance(observation.get("system_prompt"), str):
+            self.system_prompt = observation["system_prompt"]
+        if not self.settings:
+            self.settings = {k: observation.get(k) for k in _REQUEST_SETTINGS if observation.get(k) is not None}
+            raw_tools = observation.get("tools")
+            if isinstance(raw_tools, list):
+                self.tools = [str(t.get("name")) for t in raw_tools if isinstance(t, Mapping)]
+
+
+def _observe(observation: Any, contexts: chat.ContextBuilder, request: _Request, where: str,
+             warnings: list[str]) -> Mapping[str, Any] | None:
+    """Add a record's observation (the next request) to the contexts and ``request``; the last message of its
+    context, the result of the action before (None when the record has no observation)."""
+    if isinstance(observation, Mapping):
+        messages = observation.get("messages")
+        if not isinstance(messages, list):
+            warnings.append(f"{where}: observation messages are a {type(messages).__name__}, not a list")
+            messages = []
+        result = contexts.add(messages)
+        request.read(observation)
+        return result
+    if observation is not None:
+        warnings.append(f"{where}: observation is a {type(observation).__name__}, not a request; ignored")
+    return None
+
+
+def _command_outcome(result: Mapping[str, Any] | None,
+                     result_text: str | None) -> agent_text.ParsedResult | None:
+    """What an action's result says of its command (None when it has no result): mini-swe-agent's text protocol,
+    or a tool-calling agent's tool message."""
+    outcome = agent_text.parse_result(result_text) if result_text is not None else None
+    if outcome is not None and outcome.returncode is None and result is not None and result.get("role") == "tool":
+        # A tool-calling agent's result: the tool message is the command's output.
+        returncode, output, _, _, _ = chat.command_result(result)
+        outcome = dataclasses.replace(outcome, returncode=returncode, output=output, format_error=False)
+    return outcome
+
+
+def _said(outcome: agent_text.ParsedResult | None, result_text: str | None, extra: dict[str, Any]
+          ) -> tuple[chat.CommandResult | None, str | None]:
+    """The command's result as the step shows it, and how it failed to finish, if it did (a timeout is also
+    ``extra["timed_out"]``): the exception's text then leads its output."""
+    failure = failures.classify(result_text, outcome.returncode, None) if outcome is not None else None
+    if failure is not None and outcome is not None:
+        if failure == failures.TIMED_OUT:
+            extra["timed_out"] = True
+        shown = "\n\n".join(p for p in (failures.exception_text(result_text) or (result_text or "").strip(),
+                                         (outcome.output or "").strip()) if p)
+        outcome = dataclasses.replace(outcome, output=shown)
+    said = chat.CommandResult(outcome.returncode, outcome.output, outcome.elided_chars, result_text,
+                              outcome.format_error) if outcome is not None else None
+    return said, failure
+
+
+def _split_times(record: Mapping[str, Any], timestamp: float | None, dt: float | None
+                 ) -> tuple[float | None, float | None]:
+    """A step's model and command seconds: its response's creation time splits it, model time before it,
+    command time after it (None and None when the record does not say)."""
+    action = jsondecode.object_at(record, "action")
+    answered_at = action.get("created_at") if isinstance(action.get("created_at"), int | float) else None
+    if answered_at is not None and timestamp is not None and dt is not None and timestamp >= answered_at:
+        return answered_at - (timestamp - dt), timestamp - answered_at
+    return None, None
 
 
 # What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).

@@ -274,6 +274,28 @@ def _subagents(step: Mapping[str, Any], ids: Mapping[str, str]) -> list[str]:
     return found
 
 
+@dataclasses.dataclass
+class _Reading:
+    """What reading a trajectory's steps in order builds: the episode's steps, its context (``pool``, the
+    system prompt's parts, one link per model call) and where the last model call and the last time were."""
+
+    ids: Mapping[str, str]  # the embedded sub-agents' episodes, by ``trajectory_id``
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    system_parts: list[str] = dataclasses.field(default_factory=list)
+    pool: list[model.Message] = dataclasses.field(default_factory=list)
+    links: list[model.ContextLink] = dataclasses.field(default_factory=list)
+    steps: list[model.Step] = dataclasses.field(default_factory=lambda: [model.Step(index=0,
+                                                                                     kind=model.StepKind.FIRST)])
+    previous_time: float | None = None  # the last agent step's time: the episode ends there
+    previous_len: int = 0  # the context's length at the last model call
+    first_time: float | None = None
+    copied: int = 0  # steps marked ``is_copied_context``
+
+    def link_what_came_since_the_last_call(self) -> None:
+        self.links.append(model.ContextLink(kept=self.previous_len,
+                                            added=tuple(range(self.previous_len, len(self.pool))), rewritten=False))
+
+
 def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[str, str]) -> model.Episode:
     """One trajectory (the file's, or a sub-agent's embedded in it) as an ``Episode``.
 
@@ -282,96 +304,121 @@ def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[st
     with ``llm_call_count: 0`` (a dispatch no model made) is an action but no model call: it answers no context.
     """
     raw_steps = _steps(doc)
-    warnings: list[str] = []
-    system_parts: list[str] = []
-    pool: list[model.Message] = []
-    links: list[model.ContextLink] = []
-    steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
+    reading = _Reading(ids)
     agents = [s for s in raw_steps if isinstance(s, Mapping) and s.get("source") == "agent"
               and not s.get("is_copied_context")]
-    previous_time = None
-    previous_len = 0
-    first_time = None
-    copied = 0
     for position, step in enumerate(raw_steps):
-        where = f"step {position + 1}"
-        if not isinstance(step, Mapping):
-            warnings.append(f"{where} is a {type(step).__name__}, not a step; skipped")
-            continue
-        source = step.get("source")
-        text = chat.text(step.get("message"))
-        moment = timestamp(step.get("timestamp"))
-        if step.get("timestamp") is not None and moment is None:
-            warnings.append(f"{where}: timestamp {step.get('timestamp')!r} is not ISO 8601; ignored")
-        first_time = first_time if first_time is not None else moment
-        copied += bool(step.get("is_copied_context"))
-        if source == "system":
-            if not pool:  # leading system steps are the system prompt
-                system_parts.append(text)
-            else:
-                pool.append(model.Message(role="system", content=text))
-            continue
-        if source != "agent":
-            if source != "user":
-                warnings.append(f"{where}: source {source!r} is not system/user/agent; read as user")
-            pool.append(model.Message(role="user", content=text))
-            continue
+        _read_step(reading, step, f"step {position + 1}", last=agents[-1] if agents else None)
+    if not reading.links:
+        reading.links.append(model.ContextLink(kept=0, added=tuple(range(len(reading.pool))), rewritten=False))
+    elif len(reading.pool) > reading.previous_len:  # the last call's results: the trajectory's final observation
+        reading.link_what_came_since_the_last_call()
+    finished = isinstance(doc.get("final_metrics"), Mapping)
+    return base.episode(
+        NAME, path, episode_id=identifier, task_name=_task(doc, raw_steps, identifier),
+        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE,
+        times=(reading.first_time, reading.previous_time),
+        system_prompt="\n\n".join(reading.system_parts) if reading.system_parts else None, steps=reading.steps,
+        messages=reading.pool, links=reading.links, metadata=_metadata(doc, reading.copied, reading.warnings),
+        warnings=reading.warnings,
+    )
+
+
+def _read_step(reading: _Reading, step: Any, where: str, last: Any) -> None:
+    """Add one raw step to ``reading``: a system or user step to the context, an agent step as an action
+    (``last`` is the trajectory's last agent step)."""
+    if not isinstance(step, Mapping):
+        reading.warnings.append(f"{where} is a {type(step).__name__}, not a step; skipped")
+        return
+    source = step.get("source")
+    text = chat.text(step.get("message"))
+    moment = timestamp(step.get("timestamp"))
+    if step.get("timestamp") is not None and moment is None:
+        reading.warnings.append(f"{where}: timestamp {step.get('timestamp')!r} is not ISO 8601; ignored")
+    reading.first_time = reading.first_time if reading.first_time is not None else moment
+    reading.copied += bool(step.get("is_copied_context"))
+    if source == "system":
+        if not reading.pool:  # leading system steps are the system prompt
+            reading.system_parts.append(text)
+        else:
+            reading.pool.append(model.Message(role="system", content=text))
+    elif source != "agent":
+        if source != "user":
+            reading.warnings.append(f"{where}: source {source!r} is not system/user/agent; read as user")
+        reading.pool.append(model.Message(role="user", content=text))
+    elif step.get("is_copied_context"):  # context only
         calls = _calls(step.get("tool_calls"))
-        results = _results(step)
-        if step.get("is_copied_context"):  # context only
-            pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
-            pool.extend(_result_messages(results))
-            continue
-        model_call = step.get("llm_call_count") != 0
-        call: int | None = None
-        if model_call:
-            links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
-                                           rewritten=False))
-            call = len(links) - 1
-        # Each result is read alone: the step's own is the first one's; the others are in ``extra.results``.
-        read = [(source_call, *_said(content)) for source_call, content in results]
-        said, failure = (read[0][1], read[0][2]) if read else (None, None)
-        metrics = jsondecode.object_at(step, "metrics")
-        extra: dict[str, Any] = {}
-        if len(read) > 1:
-            names = {c.call_id: chat.command((c,)) for c in calls}
-            extra["results"] = [{"call_id": source_call, "command": names.get(source_call),
-                                 "returncode": result.returncode, "output": result.output, "failure": how}
-                                for source_call, result, how in read]
-        if not model_call:
-            extra["model_call"] = False
-        if subagents := _subagents(step, ids):
-            extra["subagents"] = subagents
-        for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
-            if step.get(key) is not None:
-                extra[key] = step[key]
-        for key in ("logprobs", "completion_token_ids"):
-            if isinstance(metrics.get(key), list):
-                extra[key] = metrics[key]
-        dt: float | None = moment - previous_time if moment is not None and previous_time is not None else None
-        previous_time = moment if moment is not None else previous_time
-        steps.append(model.Step(
-            index=len(steps),
-            kind=model.StepKind.LAST if step is agents[-1] else model.StepKind.MID,
-            timestamp=moment,
-            dt=dt,
-            usage=model.Usage(prompt_tokens=chat.count(metrics.get("prompt_tokens")),
-                              generated_tokens=chat.count(metrics.get("completion_tokens")),
-                              cached_prompt_tokens=chat.count(metrics.get("cached_tokens"))),
-            cost=chat.number(metrics.get("cost_usd"), f"{where}: cost_usd", warnings),
-            **base.step_fields(text, calls, said, call, links, extra=extra),
-            reasoning=jsondecode.string_at(step, "reasoning_content") or "",
-            failure=failure,
-        ))
-        if model_call:
-            previous_len = len(pool)
-        pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
-        pool.extend(_result_messages(results))
-    if not links:
-        links.append(model.ContextLink(kept=0, added=tuple(range(len(pool))), rewritten=False))
-    elif len(pool) > previous_len:  # what the last call's results added: the trajectory's final observation
-        links.append(model.ContextLink(kept=previous_len, added=tuple(range(previous_len, len(pool))),
-                                       rewritten=False))
+        reading.pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
+        reading.pool.extend(_result_messages(_results(step)))
+    else:
+        _agent_step(reading, step, where, text, moment, kind=model.StepKind.LAST if step is last
+                    else model.StepKind.MID)
+
+
+def _agent_step(reading: _Reading, step: Mapping[str, Any], where: str, text: str, moment: float | None,
+                kind: model.StepKind) -> None:
+    """An agent step as the episode's next action; a model call (unless ``llm_call_count: 0``) answering what
+    the context gained since the last call. Its answer and results then join the context."""
+    calls = _calls(step.get("tool_calls"))
+    results = _results(step)
+    model_call = step.get("llm_call_count") != 0
+    call: int | None = None
+    if model_call:
+        reading.link_what_came_since_the_last_call()
+        call = len(reading.links) - 1
+    # Each result is read alone: the step's own is the first one's; the others are in ``extra.results``.
+    read = [(source_call, *_said(content)) for source_call, content in results]
+    said, failure = (read[0][1], read[0][2]) if read else (None, None)
+    metrics = jsondecode.object_at(step, "metrics")
+    dt = moment - reading.previous_time if moment is not None and reading.previous_time is not None else None
+    reading.previous_time = moment if moment is not None else reading.previous_time
+    reading.steps.append(model.Step(
+        index=len(reading.steps),
+        kind=kind,
+        timestamp=moment,
+        dt=dt,
+        usage=model.Usage(prompt_tokens=chat.count(metrics.get("prompt_tokens")),
+                          generated_tokens=chat.count(metrics.get("completion_tokens")),
+                          cached_prompt_tokens=chat.count(metrics.get("cached_tokens"))),
+        cost=chat.number(metrics.get("cost_usd"), f"{where}: cost_usd", reading.warnings),
+        **base.step_fields(text, calls, said, call, reading.links,
+                           extra=_step_extra(step, metrics, calls, read, reading.ids)),
+        reasoning=jsondecode.string_at(step, "reasoning_content") or "",
+        failure=failure,
+    ))
+    if model_call:
+        reading.previous_len = len(reading.pool)
+    reading.pool.append(model.Message(role="assistant", content=text, tool_calls=calls))
+    reading.pool.extend(_result_messages(results))
+
+
+def _step_extra(step: Mapping[str, Any], metrics: Mapping[str, Any], calls: tuple[model.ToolCall, ...],
+                read: list[tuple[str | None, chat.CommandResult, str | None]],
+                ids: Mapping[str, str]) -> dict[str, Any]:
+    """An agent step's ``extra``: every result when there are several, ``model_call: False`` for a dispatch no
+    model made, the sub-agents its results refer to, the step's own model fields and its token details."""
+    extra: dict[str, Any] = {}
+    if len(read) > 1:
+        names = {c.call_id: chat.command((c,)) for c in calls}
+        extra["results"] = [{"call_id": source_call, "command": names.get(source_call),
+                             "returncode": result.returncode, "output": result.output, "failure": how}
+                            for source_call, result, how in read]
+    if step.get("llm_call_count") == 0:
+        extra["model_call"] = False
+    if subagents := _subagents(step, ids):
+        extra["subagents"] = subagents
+    for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
+        if step.get(key) is not None:
+            extra[key] = step[key]
+    for key in ("logprobs", "completion_token_ids"):
+        if isinstance(metrics.get(key), list):
+            extra[key] = metrics[key]
+    return extra
+
+
+def _metadata(doc: Mapping[str, Any], copied: int, warnings: list[str]) -> dict[str, Any]:
+    """The trajectory's own fields (all but its steps and sub-agents), its agent's model, how many steps are
+    copied context, and the producer's totals when it wrote ``final_metrics``."""
     agent = jsondecode.object_at(doc, "agent")
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("steps", "subagent_trajectories")}
     metadata["agent"] = dict(agent)
@@ -379,18 +426,12 @@ def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[st
         metadata["model"] = agent["model_name"]
     if copied:
         metadata["copied_context_steps"] = copied
-    finished = isinstance(doc.get("final_metrics"), Mapping)
-    if finished:  # the producer's totals: they count calls no step keeps (see ``model.Episode.recorded_total``)
+    if isinstance(doc.get("final_metrics"), Mapping):  # they count calls no step keeps (``Episode.recorded_total``)
         final = doc["final_metrics"]
         metadata["totals"] = {"cost": chat.number(final.get("total_cost_usd"), "total_cost_usd", warnings),
                               "prompt_tokens": chat.count(final.get("total_prompt_tokens")),
                               "generated_tokens": chat.count(final.get("total_completion_tokens"))}
-    return base.episode(
-        NAME, path, episode_id=identifier, task_name=_task(doc, raw_steps, identifier),
-        outcome=model.Outcome.COMPLETED if finished else model.Outcome.INCOMPLETE, start_time=first_time,
-        system_prompt="\n\n".join(system_parts) if system_parts else None, steps=steps, messages=pool, links=links,
-        metadata=metadata, warnings=warnings,
-    )
+    return metadata
 
 
 def _result_messages(results: list[tuple[str | None, str]]) -> list[model.Message]:

@@ -353,7 +353,7 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
         NAME, path, episode_id=_key_id(path, *key), task_name=f"{spec.get('task', '')}/{key[0]}",
         outcome=_outcome(sample), total_reward=reward, system_prompt=system_prompt, steps=steps,
         messages=contexts.pool, links=contexts.links, metadata=metadata, warnings=warnings,
-        times=[t for t in (start, end) if t is not None] or None, start_time=start)
+        times=[t for t in (start, end) if t is not None] or None)
 
 
 def _metadata(sample: Mapping[str, Any], spec: Mapping[str, Any], key: tuple[str, int],

@@ -438,81 +438,145 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     # The history only grows: call n's context is every message before its assistant message.
     contexts_end = calls[-1] if calls else len(rest)
     pool = [_message(m, written[i + offset]) for i, m in enumerate(rest[:contexts_end])]
+    trajectory = _Trajectory(rest, calls, status, _links(calls, len(pool)))
+    steps = [model.Step(index=0, kind=model.StepKind.FIRST, timestamp=None)]
+    previous_time = None
+    for n in range(len(calls)):
+        call = _read_call(trajectory, n, f"step {len(steps)}", previous_time, warnings)
+        previous_time = call.timestamp if call.timestamp is not None else previous_time
+        steps.extend(_call_steps(trajectory, call, len(steps)))
+
+    metadata = _metadata(doc, info, status, submission, [s.cost for s in steps])
+    if error:
+        metadata["error"] = error
+    if outcome is model.Outcome.TRUNCATED:
+        metadata["truncated_by"] = f"{_LIMITS.get(status, 'a limit')} ({status})"
+    return [base.episode(
+        NAME, path, episode_id=episode_id(doc, path, record), task_name=_instance(path), outcome=outcome,
+        times=[t for t in (_time(m) for m in messages) if t is not None], system_prompt=system_prompt,
+        steps=steps, messages=pool, links=trajectory.links, metadata=metadata, warnings=warnings, skipped=skipped,
+    )]
+
+
+def _links(calls: list[int], pool: int) -> list[model.ContextLink]:
+    """One context link per model call: what the history gained since the call before (everything, in one link,
+    when no call was made)."""
     links = []
     previous = 0
     for position in calls:
         links.append(model.ContextLink(kept=previous, added=tuple(range(previous, position)), rewritten=False))
         previous = position
     if not calls:
-        links.append(model.ContextLink(kept=0, added=tuple(range(len(pool))), rewritten=False))
+        links.append(model.ContextLink(kept=0, added=tuple(range(pool)), rewritten=False))
+    return links
 
-    steps = [model.Step(index=0, kind=model.StepKind.FIRST, timestamp=None)]
-    previous_time = None
-    step_costs = []
-    for n, position in enumerate(calls):
-        where = f"step {len(steps)}"
-        message = rest[position]
-        extra = _extra(message)
-        rejected = _role(message) != "assistant"
-        if rejected:  # a response mini-swe-agent could not parse: kept in the format error's extra
-            answer = _response(extra).get("choices")
-            answer = answer[0].get("message") if isinstance(answer, list) and answer and isinstance(
-                answer[0], Mapping) else {}
-            given = jsondecode.string_at(extra, "model_response")
-            content = answer.get("content") if isinstance(answer, Mapping) else None
-            text = given if given is not None else chat.text(content)
-            message = answer if isinstance(answer, Mapping) else {}
-        else:
-            text = chat.text(message.get("content"))
-        calls_made = chat.tool_calls(message.get("tool_calls"))
-        actions = _actions(extra)
-        commands = [str(a.get("command")) if isinstance(a, Mapping) and a.get("command") is not None else None
-                    for a in actions]
-        first, end = _call_range(rest, calls, n)
-        final = bool(status) and end == len(rest)
-        model_time, command_time = _times(rest, position, first, end)
-        timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
-        if timestamp is None and not rejected:
-            timestamp = _time(message)
-        dt: float | None = timestamp - previous_time if timestamp is not None and previous_time is not None else None
-        previous_time = timestamp if timestamp is not None else previous_time
-        cost = _cost(extra, where, warnings)
-        step_costs.append(cost)
-        count = max(1, len(actions))
-        submitter = next((a for a, c in enumerate(commands) if c and agent_text.is_submit(c)), 0)
-        for a in range(count):
-            said, details, failure = _observation(rest[first:end], final, a, count, submitter)
-            if rejected:
-                said = said._replace(output=said.text, format_error=True)
-            command = commands[a] if a < len(commands) else None
-            if count > 1:
-                details["model_call"] = {"call": n + 1, "action": a + 1, "actions": count}
-            if a == 0:
-                fields = base.step_fields(text, calls_made if count == 1 else _own_call(calls_made, actions, 0),
-                                          said, n, links, command=command, tool_command=chat.shell_command,
-                                          extra=details)
-            else:  # the same response's next command: no response, cost or tokens of its own
-                fields = base.step_fields("", _own_call(calls_made, actions, a), said, n, links, command=command,
-                                          tool_command=chat.shell_command, extra=details)
-                fields["new_message_count"] = 0
-            if rejected:
-                fields["command"] = None  # mini-swe-agent ran nothing for a response it could not parse
-            steps.append(model.Step(
-                index=len(steps),
-                kind=model.StepKind.LAST if n == len(calls) - 1 and a == count - 1 and status else model.StepKind.MID,
-                timestamp=timestamp,
-                dt=dt if a == 0 else None,
-                usage=_usage(extra) if a == 0 else model.Usage(),
-                cost=cost if a == 0 else None,
-                **fields,
-                reasoning=(reasoning.from_message(message) or reasoning.from_response(_response(extra))) if a == 0
-                else "",
-                model_time=model_time if a == 0 else None,
-                command_time=command_time if a == 0 else None,
-                failure=failure,
-            ))
 
-    times = [t for t in (_time(m) for m in messages) if t is not None]
+@dataclasses.dataclass(frozen=True)
+class _Trajectory:
+    """What every model call is read against: the messages after the system prompt, where each call's message
+    sits in them, the run's exit status ("" while it runs) and the calls' context links."""
+
+    rest: list[Any]
+    calls: list[int]
+    status: str
+    links: list[model.ContextLink]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """Model call ``n`` as read: its response (``message``, ``text``; ``rejected`` when mini-swe-agent could
+    not parse it), the commands it ran, when it was made and what it cost."""
+
+    n: int
+    message: Mapping[str, Any]
+    extra: Mapping[str, Any]
+    text: str
+    rejected: bool
+    actions: list[Any]
+    timestamp: float | None
+    dt: float | None
+    cost: float | None
+
+
+def _read_call(trajectory: _Trajectory, n: int, where: str, previous_time: float | None,
+               warnings: list[str]) -> _Call:
+    """Model call ``n`` of ``trajectory`` (``where`` names its first step in warnings)."""
+    message = trajectory.rest[trajectory.calls[n]]
+    extra = _extra(message)
+    rejected = _role(message) != "assistant"
+    if rejected:  # a response mini-swe-agent could not parse: kept in the format error's extra
+        message, text = _rejected_response(extra)
+    else:
+        text = chat.text(message.get("content"))
+    timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
+    if timestamp is None and not rejected:
+        timestamp = _time(message)
+    dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
+    return _Call(n, message, extra, text, rejected, _actions(extra), timestamp, dt, _cost(extra, where, warnings))
+
+
+def _rejected_response(extra: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """The message and text of a response mini-swe-agent could not parse, from its format error's extra."""
+    answer = _response(extra).get("choices")
+    answer = answer[0].get("message") if isinstance(answer, list) and answer and isinstance(
+        answer[0], Mapping) else {}
+    given = jsondecode.string_at(extra, "model_response")
+    content = answer.get("content") if isinstance(answer, Mapping) else None
+    return (answer if isinstance(answer, Mapping) else {}), (given if given is not None else chat.text(content))
+
+
+def _call_steps(trajectory: _Trajectory, call: _Call, index: int) -> list[model.Step]:
+    """The steps of one model call, numbered from ``index``: one per command it ran (one when it ran none). The
+    first carries the response, its cost, tokens and times; the others only their command and its result."""
+    rest, n = trajectory.rest, call.n
+    calls_made = chat.tool_calls(call.message.get("tool_calls"))
+    commands = [str(a.get("command")) if isinstance(a, Mapping) and a.get("command") is not None else None
+                for a in call.actions]
+    first, end = _call_range(rest, trajectory.calls, n)
+    final = bool(trajectory.status) and end == len(rest)
+    model_time, command_time = _times(rest, trajectory.calls[n], first, end)
+    count = max(1, len(call.actions))
+    submitter = next((a for a, c in enumerate(commands) if c and agent_text.is_submit(c)), 0)
+    steps = []
+    for a in range(count):
+        said, details, failure = _observation(rest[first:end], final, a, count, submitter)
+        if call.rejected:
+            said = said._replace(output=said.text, format_error=True)
+        command = commands[a] if a < len(commands) else None
+        if count > 1:
+            details["model_call"] = {"call": n + 1, "action": a + 1, "actions": count}
+        if a == 0:
+            fields = base.step_fields(call.text, calls_made if count == 1 else _own_call(calls_made, call.actions, 0),
+                                      said, n, trajectory.links, command=command, tool_command=chat.shell_command,
+                                      extra=details)
+        else:  # the same response's next command: no response, cost or tokens of its own
+            fields = base.step_fields("", _own_call(calls_made, call.actions, a), said, n, trajectory.links,
+                                      command=command, tool_command=chat.shell_command, extra=details)
+            fields["new_message_count"] = 0
+        if call.rejected:
+            fields["command"] = None  # mini-swe-agent ran nothing for a response it could not parse
+        last = n == len(trajectory.calls) - 1 and a == count - 1 and trajectory.status
+        steps.append(model.Step(
+            index=index + a,
+            kind=model.StepKind.LAST if last else model.StepKind.MID,
+            timestamp=call.timestamp,
+            dt=call.dt if a == 0 else None,
+            usage=_usage(call.extra) if a == 0 else model.Usage(),
+            cost=call.cost if a == 0 else None,
+            **fields,
+            reasoning=(reasoning.from_message(call.message) or reasoning.from_response(_response(call.extra)))
+            if a == 0 else "",
+            model_time=model_time if a == 0 else None,
+            command_time=command_time if a == 0 else None,
+            failure=failure,
+        ))
+    return steps
+
+
+def _metadata(doc: Mapping[str, Any], info: Mapping[str, Any], status: str, submission: str,
+              step_costs: list[float | None]) -> dict[str, Any]:
+    """The trajectory's own fields and its ``info`` (but the messages), its exit status and submission, its
+    model call count, and the run's total cost when no step records one."""
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("messages", "info")}
     metadata.update({k: v for k, v in info.items() if k not in ("exit_status", "submission")})
     metadata["exit_status"] = status or None
@@ -523,15 +587,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     if not any(c for c in step_costs if c and c > 0) and _total_cost(info):
         # Older files record only the run's total; the episode's total cost falls back to it.
         metadata["total_cost"] = _total_cost(info)
-    if error:
-        metadata["error"] = error
-    if outcome is model.Outcome.TRUNCATED:
-        metadata["truncated_by"] = f"{_LIMITS.get(status, 'a limit')} ({status})"
-    return [base.episode(
-        NAME, path, episode_id=episode_id(doc, path, record), task_name=_instance(path), outcome=outcome,
-        times=times, system_prompt=system_prompt, steps=steps, messages=pool, links=links, metadata=metadata,
-        warnings=warnings, skipped=skipped,
-    )]
+    return metadata
 
 
 def _message(read: Any, written: Any) -> model.Message:

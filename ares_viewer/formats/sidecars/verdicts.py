@@ -183,6 +183,29 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
     """
     folders = sorted(set(folders))
     names = {f: pathlib.PurePosixPath(f).name for f in folders}
+    assigned, named_runs, unnamed = _assign_by_name(reports, folders, names)
+    notes = []
+    for path in unnamed:
+        under = [f for f in _under_its_folder(path, len(reports[path]), folders) if f not in named_runs]
+        for f in under:
+            assigned[f].append(path)
+        if len(under) > 1:
+            notes.append((path, f"names no run; applied by location to {len(under)} runs: "
+                                + ", ".join(names[f] for f in under)))
+        elif not under and folders:
+            notes.append((path, "names no run of these trajectories and none lies under its folder; not applied. "
+                                "To apply it, put it beside the run folder of the trajectories it scores, or name "
+                                "the run in its path: <model>.<run_id>.json, or "
+                                "logs/run_evaluation/<run_id>/<model>/<instance>/report.json"))
+    errors: list[tuple[str, str]] = []
+    by_run = {folder: _merged(reports, paths, notes, errors) for folder, paths in assigned.items()}
+    return Verdicts(by_run, tuple(errors), tuple(notes))
+
+
+def _assign_by_name(reports: Mapping[str, Mapping[str, str]], folders: list[str], names: Mapping[str, str]
+                    ) -> tuple[dict[str, list[str]], set[str], list[str]]:
+    """Each report whose path names runs, assigned to those of ``folders``: the reports per folder, the folders
+    named, and the reports that name none."""
     assigned: dict[str, list[str]] = {f: [] for f in folders}
     named_runs: set[str] = set()
     unnamed = []
@@ -195,56 +218,51 @@ def join(reports: Mapping[str, Mapping[str, str]], folders: Iterable[str]) -> Ve
                 assigned[f].append(path)
         else:
             unnamed.append(path)
-    notes = []
-    for path in unnamed:
-        scope = _parent(path)
+    return assigned, named_runs, unnamed
+
+
+def _under_its_folder(path: str, instances: int, folders: list[str]) -> list[str]:
+    """The run folders under the folder of a report that names no run (of ``instances`` instances)."""
+    scope = _parent(path)
+    under = [f for f in folders if _under(f, scope)]
+    # a report in a folder of its own (``evaluation/``) beside the runs; one instance's report a level or two
+    # deeper still (``logs/<instance>/report.json`` beside ``trajs/``, a copy of the harness's log folders)
+    climbs = _INSTANCE_CLIMBS if instances == 1 else 1
+    while not under and climbs and scope:
+        scope, climbs = _parent(scope), climbs - 1
         under = [f for f in folders if _under(f, scope)]
-        # a report in a folder of its own (``evaluation/``) beside the runs; one instance's report a level or two
-        # deeper still (``logs/<instance>/report.json`` beside ``trajs/``, a copy of the harness's log folders)
-        climbs = _INSTANCE_CLIMBS if len(reports[path]) == 1 else 1
-        while not under and climbs and scope:
-            scope, climbs = _parent(scope), climbs - 1
-            under = [f for f in folders if _under(f, scope)]
-        under = [f for f in under if f not in named_runs]
-        for f in under:
-            assigned[f].append(path)
-        if len(under) > 1:
-            notes.append((path, f"names no run; applied by location to {len(under)} runs: "
-                                + ", ".join(names[f] for f in under)))
-        elif not under and folders:
-            notes.append((path, "names no run of these trajectories and none lies under its folder; not applied. "
-                                "To apply it, put it beside the run folder of the trajectories it scores, or name "
-                                "the run in its path: <model>.<run_id>.json, or "
-                                "logs/run_evaluation/<run_id>/<model>/<instance>/report.json"))
-    by_run: dict[str, dict[str, tuple[str, str]]] = {}
-    errors = []
-    for folder, paths in assigned.items():
-        merged: dict[str, tuple[str, str]] = {}
-        disputed: set[str] = set()
-        for path in paths:
-            for instance, verdict in reports[path].items():
-                if verdict not in REWARDS:  # listed under several verdicts by this one report, or miscounted
-                    disputed.add(instance)
-                    said = verdict.split(BOTH)
-                    note = (path, f"lists {instance} as {' and '.join(said)} at once: the report "
-                                  "contradicts itself, so it keeps no reward")
-                    if said[-1].startswith(COUNTS):
-                        note = (path, f"its counts contradict its id lists ({said[-1].removeprefix(COUNTS)}): the "
-                                      "report cannot say which list is wrong, so none of its instances gets a reward")
-                    if note not in notes:
-                        notes.append(note)
-                    continue
-                known = merged.get(instance)
-                if known is None:
-                    merged[instance] = (verdict, path)
-                elif known[0] != verdict and instance not in disputed:
-                    disputed.add(instance)
-                    error = (path, f"says {instance} is {verdict}, but {known[1]} says {known[0]}: the two "
-                                   "reports disagree, so it keeps no reward")
-                    if error not in errors:  # the same two reports may score several runs
-                        errors.append(error)
-        by_run[folder] = {k: v for k, v in merged.items() if k not in disputed}
-    return Verdicts(by_run, tuple(errors), tuple(notes))
+    return under
+
+
+def _merged(reports: Mapping[str, Mapping[str, str]], paths: list[str], notes: list[tuple[str, str]],
+            errors: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """One run's verdicts, ``instance -> (verdict, report path)``, merged from its reports ``paths``; an instance
+    a report lists under two verdicts (a note) or two reports disagree on (an error) keeps none."""
+    merged: dict[str, tuple[str, str]] = {}
+    disputed: set[str] = set()
+    for path in paths:
+        for instance, verdict in reports[path].items():
+            if verdict not in REWARDS:  # listed under several verdicts by this one report, or miscounted
+                disputed.add(instance)
+                said = verdict.split(BOTH)
+                note = (path, f"lists {instance} as {' and '.join(said)} at once: the report "
+                              "contradicts itself, so it keeps no reward")
+                if said[-1].startswith(COUNTS):
+                    note = (path, f"its counts contradict its id lists ({said[-1].removeprefix(COUNTS)}): the "
+                                  "report cannot say which list is wrong, so none of its instances gets a reward")
+                if note not in notes:
+                    notes.append(note)
+                continue
+            known = merged.get(instance)
+            if known is None:
+                merged[instance] = (verdict, path)
+            elif known[0] != verdict and instance not in disputed:
+                disputed.add(instance)
+                error = (path, f"says {instance} is {verdict}, but {known[1]} says {known[0]}: the two "
+                               "reports disagree, so it keeps no reward")
+                if error not in errors:  # the same two reports may score several runs
+                    errors.append(error)
+    return {k: v for k, v in merged.items() if k not in disputed}
 
 
 def reward_for(row_format: str, task_name: Any, reward: Any, path: str, verdicts: Verdicts

@@ -29,7 +29,7 @@ import orjson
 
 from ares_viewer import model
 from ares_viewer.analysis import ending
-from ares_viewer.base import locations, settings
+from ares_viewer.base import atomic, locations, settings
 from ares_viewer.formats.export.steps import arguments, call_ids, clean, iso, jsonable, results
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -210,17 +210,12 @@ def write(run: RunLike, out: str | os.PathLike[str], *, episodes: Iterable[str] 
     if folder is not None and target.is_relative_to(folder):
         raise ExportError(f"{out}: an export is never written into the run's folder ({folder}); pick another place")
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
     errors: list[str] = []
     count = 0
-    try:
-        with partial.open("wb") as handle:
-            for record in _agent_runs(run, run.episode_ids if episodes is None else episodes, errors):
-                handle.write(orjson.dumps(record) + b"\n")
-                count += 1
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    with atomic.written(target) as staged, staged.open("wb") as handle:  # renamed in whole when every run is out
+        for record in _agent_runs(run, run.episode_ids if episodes is None else episodes, errors):
+            handle.write(orjson.dumps(record) + b"\n")
+            count += 1
     return Written(path=str(target), runs=count, errors=tuple(errors))
 
 

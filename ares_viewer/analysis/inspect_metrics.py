@@ -7,23 +7,25 @@ run's success rate may differ; both are shown, each saying what it counts.
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any
 
 import pandas as pd
 
-from ares_viewer.base import locations
+from ares_viewer.base import cache, locations
 from ares_viewer.formats.adapters import inspect_ai
 from ares_viewer.runs import sources
 
 COLUMNS = ("log", "task", "model", "scorer", "metric", "value", "scored", "samples", "source")
 
 
-@functools.lru_cache(maxsize=256)
+# Local logs' metrics by (path, size, mtime, byte limit): read again when a log's size or time changes.
+_CACHE: cache.BoundedCache[tuple[dict[str, Any], ...]] = cache.BoundedCache(maxsize=256)
+
+
 def _cached(path: str, size: int, mtime_ns: int, max_bytes: int) -> tuple[dict[str, Any], ...]:
     """One local log's metrics, read again when its size or time changes."""
-    return tuple(_read(path, max_bytes))
+    return _CACHE.get_or_compute((path, size, mtime_ns, max_bytes), lambda: tuple(_read(path, max_bytes)))
 
 
 def _read(path: str, max_bytes: int) -> list[dict[str, Any]]:

@@ -147,6 +147,9 @@ def step_panel(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
         st.warning(escape.md(f"This link is reviewer {reviewer}'s item in queue {name}, and you are signed in as "
                              f"{account or 'nobody'}: open your own items from the Queues page."))
         return
+    if account is None and (refused := review_panel.typed_names_refused()):  # a link's name is anyone's here
+        st.warning(refused, icon=":material/lock:")
+        return
     opened = review_panel.store()
     st.markdown(f"#### Queue {escape.line(name)} · {escape.line(reviewer)}")
     try:

@@ -17,7 +17,7 @@ from ares_viewer import model, review
 from ares_viewer.base import settings
 from ares_viewer.model import render
 from ares_viewer.review import records
-from ares_viewer_app import escape, state
+from ares_viewer_app import access, escape, state
 
 # Seconds a write waits for other writers before it gives up with a message.
 _TIMEOUT = 5.0
@@ -153,6 +153,18 @@ def signed_in() -> str | None:
         return ""
 
 
+def typed_names_refused() -> str | None:
+    """Why this server saves no typed name, or None when it does: a server reachable from other machines takes
+    the reviewer from the signing-in proxy the operator names (``ARES_VIEWER_IDENTITY_HEADER``), since a typed
+    name is anyone's; unless the operator vouches for who reaches it (``ARES_VIEWER_TRUST_TYPED_NAMES=1``)."""
+    if access.is_local(st.get_option("server.address")) or settings.TRUST_TYPED_NAMES.get():
+        return None
+    return (f"This server is reachable from other machines and names no signing-in proxy "
+            f"({escape.code(settings.IDENTITY_HEADER.name)}), so a typed name could be anyone's: notes, labels and "
+            f"decisions are not saved here. Its operator can name the proxy's header, or set "
+            f"{escape.code(settings.TRUST_TYPED_NAMES.name + '=1')} to take typed names.")
+
+
 def author_input() -> str:
     """The reviewer's name: the signed-in account where the operator's proxy names it (``signed_in``), else the
     typed name, remembered by the browser across reloads (every page shows the same value). A name is stored as
@@ -167,6 +179,9 @@ def author_input() -> str:
                        f"{escape.code(settings.IDENTITY_HEADER.get() or '')} header, and this request has none: "
                        "nothing can be saved until you sign in through the proxy.", icon=":material/lock:")
         return account
+    if refused := typed_names_refused():
+        st.warning(refused, icon=":material/lock:")
+        return ""
     if _SAVED_AUTHOR not in st.session_state:
         st.session_state[_SAVED_AUTHOR] = _remembered_author()
     st.session_state[AUTHOR] = st.session_state.get(_SAVED_AUTHOR, "")
@@ -183,8 +198,10 @@ def author_input() -> str:
 
 
 def _author() -> str:
+    """Who a write is recorded under: the signed-in account or the typed name ("" where typed names are refused:
+    the store then refuses the write, saying it needs an author)."""
     _save_author()
-    return st.session_state[_SAVED_AUTHOR]
+    return "" if signed_in() is None and typed_names_refused() else st.session_state[_SAVED_AUTHOR]
 
 
 def _done(message: str, reset: dict[str, str | None]) -> None:

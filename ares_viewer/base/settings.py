@@ -202,6 +202,9 @@ SANDBOX: Setting[bool | None] = _declare("ARES_VIEWER_SANDBOX", None, flag,
 IDENTITY_HEADER: Setting[str | None] = _declare("ARES_VIEWER_IDENTITY_HEADER", None, text,
     "The HTTP header the signing-in proxy in front of the app sets to the visitor's account (X-Forwarded-User, "
     "...): notes, labels and decisions are then recorded under it, and no name can be typed.")
+TRUST_TYPED_NAMES: Setting[bool] = _declare("ARES_VIEWER_TRUST_TYPED_NAMES", False, flag,
+    "Whether an app server on a non-loopback address without ARES_VIEWER_IDENTITY_HEADER records notes, labels "
+    "and decisions under the names reviewers type (the operator vouches for who reaches it); off: it saves none.")
 SEARCH_SECONDS: Setting[float] = _declare("ARES_VIEWER_SEARCH_SECONDS", 10.0, seconds,
     "Seconds one run of the Search page searches before it offers to go on.")
 # fmt: on

@@ -177,3 +177,16 @@ def test_an_exposed_server_shows_no_queue_over_a_run_outside_its_runs_folder(run
     episode = outside.episode_ids[0]
     at = app("episode", run="run-a", episode=episode, queue="secret", reviewer="ada")
     assert not any(b.label == "Save label" for b in at.button)
+
+
+def test_an_exposed_server_without_a_signing_in_proxy_saves_no_typed_name(runs, app, db, exposed, monkeypatch):
+    """A typed name is anyone's on a server others reach: nothing is recorded under it unless the operator names the
+    proxy's header or vouches for typed names."""
+    at = app("queues", run="run-a")
+    assert not at.exception
+    warned = " ".join(page_text.shown(w.value) for w in at.warning)
+    assert "names no signing-in proxy" in warned and "ARES_VIEWER_TRUST_TYPED_NAMES=1" in warned
+    assert not [t for t in at.text_input if t.key == "review.author"]  # no name to type
+    monkeypatch.setenv("ARES_VIEWER_TRUST_TYPED_NAMES", "1")
+    at = app("queues", run="run-a")
+    assert [t for t in at.text_input if t.key == "review.author"]

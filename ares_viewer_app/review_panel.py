@@ -368,8 +368,8 @@ def restore_deleted(opened: review.ReviewStore, deleted: pd.DataFrame) -> None:
         return
     names = {r["note_id"]: note_name(r) for _, r in deleted.iterrows()}
     with st.expander(f"Restore a deleted note ({len(deleted)} deleted)", icon=":material/restore_from_trash:"):
-        chosen = st.selectbox("Deleted note", list(names), format_func=names.get, key="review.restore_pick")
-        if not st.button("Restore", key="review.restore", icon=":material/restore:"):
+        chosen = st.selectbox("Deleted note", list(names), format_func=names.__getitem__, key="review.restore_pick")
+        if not st.button("Restore", key="review.restore", icon=":material/restore:") or chosen is None:
             return
         revision = int(deleted.loc[deleted["note_id"] == chosen, "revision"].iloc[0])
         try:

@@ -147,3 +147,18 @@ def test_worker_processes_give_the_same_table_with_progress(tmp_path):
     assert result.read == 10 and result.failed == {}
     assert seen[0] == (0, 10) and seen[-1] == (10, 10)
     assert stored(serial).reset_index(drop=True).equals(expected)
+
+
+def test_a_64th_episode_file_flag_is_refused_at_registration(monkeypatch):
+    """The flag index keeps the episode-file flags as bits of one int64: one flag past what it holds is an error when
+    it is registered, never a bit that overflows into the sign."""
+    from ares_viewer.analysis.behaviours import registry
+
+    flags = dict(registry.FLAGS)
+    monkeypatch.setattr(registry, "FLAGS", flags)
+    present = sum(f.source == registry.EPISODE for f in flags.values())
+    for n in range(registry.MAX_EPISODE_FLAGS - present):
+        registry.flag(f"extra_{n}", "a test flag", registry.EPISODE)(lambda episode: None)
+    with pytest.raises(ValueError, match="at most 63 episode-file flags"):
+        registry.flag("one_too_many", "a test flag", registry.EPISODE)(lambda episode: None)
+    registry.flag("a_snapshot_flag", "snapshot flags are not bits", registry.SNAPSHOTS)(lambda episode, changes: None)

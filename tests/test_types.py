@@ -22,7 +22,6 @@ _JSON_GET = "dict.get with a {} default on a JSON value"
 _CACHED = "st.cache_data's .clear() on a cached loader: Streamlit types the decorated function as the plain one"
 APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/loaders.py:attr-defined": _CACHED,
-    "ares_viewer_app/review_panel.py:arg-type": f"{_FORMAT_FUNC}; {_OPTIONAL}",
     "ares_viewer_app/widgets.py:arg-type": f"{_FORMAT_FUNC}; selectbox(index=None) shows the placeholder, typed int",
     "ares_viewer_app/widgets.py:attr-defined": _CACHED,
     "ares_viewer_app/views/compare.py:arg-type": f"a row's cells are Step | str | None, read as text by position; "
@@ -32,11 +31,6 @@ APP_ALLOWED: dict[str, str] = {
     "ares_viewer_app/views/compare_runs.py:index": "query parameters read as one value or a list",
     "ares_viewer_app/views/episode.py:arg-type": _OPTIONAL,
     "ares_viewer_app/views/files.py:arg-type": _OPTIONAL,
-    "ares_viewer_app/views/groups.py:arg-type": _FORMAT_FUNC,
-    "ares_viewer_app/views/groups.py:call-overload": _JSON_GET,
-    "ares_viewer_app/views/groups.py:return-value": _OPTIONAL,
-    "ares_viewer_app/views/review.py:arg-type": f"{_FORMAT_FUNC}; {_OPTIONAL}",
-    "ares_viewer_app/views/search.py:arg-type": _FORMAT_FUNC,
 }
 
 _ERROR = re.compile(r"^(?P<file>[^:\s]+\.py):\d+: error: .*\[(?P<code>[a-z-]+)\]$")

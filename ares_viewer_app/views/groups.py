@@ -33,9 +33,9 @@ def pick_group(found: groups.RunGroups, order: str) -> str:
     current = found.group_of(state.get("episode") or "")
     if current is not None and current not in set(table["group"]):
         table = pd.concat([found.table(order, groups=[current]), table], ignore_index=True)
-    labels = {row["group"]: group_label(row) for _, row in table.iterrows()}
-    if current not in labels:
-        current = table["group"].iloc[0]
+    labels: dict[str, str] = {row["group"]: group_label(row) for _, row in table.iterrows()}
+    if current is None or current not in labels:
+        current = str(table["group"].iloc[0])
         state.update(episode=found.rollouts(current)["episode_id"].iloc[0], step=None)
     st.session_state["groups.pick"] = current
 
@@ -43,7 +43,7 @@ def pick_group(found: groups.RunGroups, order: str) -> str:
         chosen = st.session_state["groups.pick"]
         state.update(episode=found.rollouts(chosen)["episode_id"].iloc[0], step=None)
 
-    st.selectbox("Group", list(labels), format_func=labels.get, key="groups.pick", on_change=changed)
+    st.selectbox("Group", list(labels), format_func=labels.__getitem__, key="groups.pick", on_change=changed)
     return current
 
 
@@ -116,7 +116,8 @@ def show(run: ares_viewer.Run) -> None:
             st.code(first.system_prompt, language=None, wrap_lines=True)
     event = st.plotly_chart(plots.group_rewards(members), key="groups.rewards", on_select="rerun",
                             selection_mode="points")
-    for point in (event or {}).get("selection", {}).get("points", []):
+    points = event["selection"]["points"] if event and event.get("selection") else []
+    for point in points:
         if isinstance(point.get("customdata"), str):
             widgets.go_to_episode(point["customdata"])
     queue_form(run, group, members)

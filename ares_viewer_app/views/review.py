@@ -94,9 +94,10 @@ def history(opened: review.ReviewStore, shown: pd.DataFrame) -> None:
         return
     names = {r["note_id"]: review_panel.note_name(r) for _, r in shown.iterrows()}
     with st.expander("History of a note", icon=":material/history:"):
-        chosen = st.selectbox("Note", options, format_func=names.get, key="review.history")
-        st.dataframe(opened.history(chosen)[["revision", "label", "text", "author", "updated_at", "deleted"]],
-                     hide_index=True)
+        chosen = st.selectbox("Note", options, format_func=names.__getitem__, key="review.history")
+        if chosen is not None:
+            st.dataframe(opened.history(chosen)[["revision", "label", "text", "author", "updated_at", "deleted"]],
+                         hide_index=True)
 
 
 def export(run, opened: review.ReviewStore, shown: pd.DataFrame) -> None:

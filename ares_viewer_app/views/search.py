@@ -139,7 +139,7 @@ def show(run: ares_viewer.Run) -> None:
     cols = st.columns(4)
     regex = cols[0].toggle("Regular expression", **state.synced("search.regex", "regex", state.flag))
     case = cols[1].toggle("Match case", **state.synced("search.case", "case", state.flag))
-    fields = cols[2].multiselect("In", list(search.FIELDS), format_func=_FIELD_NAMES.get,
+    fields = cols[2].multiselect("In", list(search.FIELDS), format_func=_FIELD_NAMES.__getitem__,
                                  **state.synced("search.fields", "in", _some_fields))
     limit = cols[3].number_input("At most", min_value=1, max_value=_MOST, step=50,
                                  **state.synced("search.limit", "limit", lambda n: None if n == LIMIT else n))

@@ -67,6 +67,9 @@ class Finding:
 
 
 FLAGS: dict[str, Flag] = {}
+# The flag index keeps an episode's episode-file flags as the bits of one signed 64-bit integer
+# (``flag_index``): bit 63 is the sign, so 63 such flags at most.
+MAX_EPISODE_FLAGS = 63
 
 
 def flag(name: str, definition: str, source: str) -> Callable[[Callable[..., Hit | None]], Callable[..., Hit | None]]:
@@ -78,6 +81,9 @@ def flag(name: str, definition: str, source: str) -> Callable[[Callable[..., Hit
     def register(check: Callable[..., Hit | None]) -> Callable[..., Hit | None]:
         if name in FLAGS:
             raise ValueError(f"flag {name} is registered twice")
+        if source == EPISODE and sum(f.source == EPISODE for f in FLAGS.values()) >= MAX_EPISODE_FLAGS:
+            raise ValueError(f"flag {name}: the flag index holds at most {MAX_EPISODE_FLAGS} episode-file flags "
+                             "(the bits of one int64); widen flag_index's mask before adding another")
         FLAGS[name] = Flag(name=name, definition=definition, source=source, check=check)
         return check
 

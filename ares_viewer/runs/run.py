@@ -366,7 +366,7 @@ class Run:
             episode = atif.with_continuations(episode, sources.read_bytes)
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
-            output = sources.read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)
+            output = sources.test_output(trial)
             logs = self.table.attached.get(str(trial["folder"]), ())
             episode = harbor.with_trial(episode, trial, output, logs)
         if episode.episode_id != key:  # a repeated id: the episode answers to the key the run lists it under

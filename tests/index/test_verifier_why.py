@@ -65,3 +65,14 @@ def test_run_failures_group_by_the_named_tests(run, capsys):
     assert main(["failures", str(opened.location), "--json"]) == 0
     said = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert any(test in str(entry.get("reason")) for entry in said), said
+
+
+def test_failure_reasons_of_a_frame_say_what_its_explained_column_says():
+    import pandas as pd
+
+    from ares_viewer.runs.run import failure_reasons
+
+    said = "failed in the verifier's run: test_hello (from verifier/test-stdout.txt)"
+    frame = pd.DataFrame({"outcome": ["completed", "completed"], "total_reward": [0.0, 0.0], "error": [None, None],
+                          "explained": [said, None]})
+    assert failure_reasons(frame).tolist() == ["completed, not solved: " + said, "completed, not solved (reward ≤ 0)"]

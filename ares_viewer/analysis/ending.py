@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,7 +29,7 @@ VerifierCommand = model.VerifierCommand
 # names as failing.
 STILL_FAILING = "target test still failing"
 BROKEN = "passed before, broken by the patch"
-FAILED = "failed in the verifier's run"
+FAILED = model.verifier.FAILED
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,20 +111,9 @@ def _submission(episode: model.Episode, last: model.Step | None) -> tuple[str | 
     return None, ""
 
 
-# The lines a test runner prints for each failing test: pytest's short summary (``FAILED path::test - message``,
-# ``ERROR ...``) and verbose lines (``path::test FAILED``), unittest's ``FAIL: test (module.Class)``.
-_FAILING = re.compile(r"^(?:(?:FAILED|ERROR) (\S+::\S+)|(\S+::\S+) (?:FAILED|ERROR)\b"
-                      r"|(?:FAIL|ERROR): (\w+ \([\w.]+\)))", re.M)
-
-
-def failing_tests(output: str | None) -> tuple[str, ...]:
-    """The tests a test runner's output names as failing (pytest or unittest), in order, each once."""
-    found = [next(g for g in m.groups() if g) for m in _FAILING.finditer(output or "")]
-    return tuple(dict.fromkeys(found))
-
-
-def _some(names: tuple[str, ...], n: int = 3) -> str:
-    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+# The tests a test runner's output names as failing (pytest or unittest), in order, each once.
+failing_tests = model.verifier.failing_tests
+_some = model.verifier.some
 
 
 def _reason(episode: model.Episode, submission: str | None, verifier: Verifier | None) -> str:
@@ -167,7 +155,7 @@ def _reason(episode: model.Episode, submission: str | None, verifier: Verifier |
     if reward > 0:
         return "the verifier's tests passed"
     failing = failing_tests(verifier.output)
-    source = f"read from {verifier.output_path}" if verifier.output_path else "read from the verifier's test output"
+    source = f"read from {verifier.source}"
     if verifier.returncode not in (None, 0):
         named = f": {_some(failing)} failed ({source})" if failing else ""
         return f"the verifier's tests failed (exit code {verifier.returncode}){named}"
@@ -186,16 +174,16 @@ def _failing(episode: model.Episode, verifier: Verifier | None) -> tuple[Failing
                 *(FailingTest(t, BROKEN, tests.report) for t in tests.broken))
     if verifier is None:
         return ()
-    source = verifier.output_path or "the verifier's test output"
-    return tuple(FailingTest(t, FAILED, source) for t in failing_tests(verifier.output))
+    return tuple(FailingTest(t, FAILED, verifier.source) for t in failing_tests(verifier.output))
 
 
 def _solved(reward: float | None) -> bool:
     return reward is not None and not math.isnan(reward) and reward > 0
 
 
-def _why(episode: model.Episode) -> str | None:
-    """The run table's ``why`` of the episode (``runs.index.queries.WHY``, the same rule over the parsed episode)."""
+def _why(episode: model.Episode, verifier: Verifier | None) -> str | None:
+    """The run table's ``why`` of the episode (``runs.index.queries.WHY``, the same rule over the parsed episode):
+    an unsolved one's reason is what a report says of it, else the failing tests its verifier's output names."""
     outcome, reward = episode.outcome.value, episode.total_reward
     if outcome not in ("completed", "truncated", "incomplete"):
         line = (episode.error or "").strip().split("\n", 1)[0] or "no message"
@@ -212,7 +200,8 @@ def _why(episode: model.Episode) -> str | None:
             tests = episode.metadata.get("verdict_tests")
             said = verdicts.says(verdict, tests if isinstance(tests, verdicts.Tests) else None, report)
             return queries.NOT_SOLVED_SAYS + said
-        return "completed, not solved (reward ≤ 0)"
+        named = verifier.says() if verifier is not None else None
+        return queries.NOT_SOLVED_SAYS + named if named else "completed, not solved (reward ≤ 0)"
     return None
 
 
@@ -237,9 +226,7 @@ def of(episode: model.Episode) -> Ending:
     actions = episode.actions
     last = actions[-1] if actions else None
     submission, source = _submission(episode, last)
-    verifier = Verifier.from_json(episode.metadata.get("verifier"))
-    if verifier is None and last is not None:
-        verifier = Verifier.from_json(last.extra.get("verifier"))
+    verifier = episode.verifier
     reward = episode.total_reward
     words = episode.outcome.value + ("" if reward is None else f", reward {reward:g}")
     reason = _reason(episode, submission, verifier)
@@ -253,5 +240,5 @@ def of(episode: model.Episode) -> Ending:
                   outcome=episode.outcome.value, blame=None if blame is None else blame.value,
                   root_cause=record.root.one_line() or None if record is not None else None,
                   failing_tests=() if solved else _failing(episode, verifier),
-                  flags=_flags(episode) if solved else (), why=_why(episode))
+                  flags=_flags(episode) if solved else (), why=_why(episode, verifier))
 

@@ -21,11 +21,12 @@ from ares_viewer.model.records import (
     Usage,
     read_in_part,
 )
-from ares_viewer.model.row import EPISODE_COLUMNS, EpisodeRow, with_columns
+from ares_viewer.model.row import EPISODE_COLUMNS, EXPLAINED, EpisodeRow, with_columns
 from ares_viewer.model.verifier import VerifierCommand, VerifierRecord
 
 __all__ = [
     "EPISODE_COLUMNS",
+    "EXPLAINED",
     "READ_IN_PART",
     "STEP_COLUMNS",
     "Blame",

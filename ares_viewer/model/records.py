@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ares_viewer.model import context_diff, render
 from ares_viewer.model.errors import RecordedError, describe_error
 from ares_viewer.model.row import EpisodeRow
+from ares_viewer.model.verifier import VerifierRecord, explain
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -282,6 +283,15 @@ class Episode:
         return tuple(s for s in self.steps if s.has_action)
 
     @property
+    def verifier(self) -> VerifierRecord | None:
+        """The verifier's recorded run: the episode's ``verifier`` key, else its last action's; None without one."""
+        record = VerifierRecord.from_json(self.metadata.get("verifier"))
+        actions = self.actions
+        if record is None and actions:
+            record = VerifierRecord.from_json(actions[-1].extra.get("verifier"))
+        return record
+
+    @property
     def num_actions(self) -> int:
         """Number of model responses executed (the FIRST record is not an action)."""
         return sum(1 for s in self.steps if s.has_action)
@@ -526,7 +536,7 @@ class Episode:
 
     def summary(self) -> EpisodeRow:
         """The episode's row in a run's episode table."""
-        return EpisodeRow(
+        return explain(EpisodeRow(
             episode_id=self.episode_id,
             task_name=self.task_name,
             outcome=str(self.outcome),
@@ -544,7 +554,7 @@ class Episode:
             context_rewrites=sum(1 for s in self.steps if s.context_rewritten),
             path=self.path,
             format=self.format,
-        )
+        ), self.verifier)
 
     def __repr__(self) -> str:
         return (

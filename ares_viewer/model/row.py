@@ -57,6 +57,14 @@ class EpisodeRow(TypedDict):
     """The adapter that read it (its ``name``, e.g. ``"ares"``)."""
     warnings: NotRequired[list[str]]
     """What the reader repaired or could not read, in plain words (adapters' rows only; not a column)."""
+    explained: NotRequired[str]
+    """Why an unsolved episode is not a success when the file says more than its reward: the failing tests its
+    verifier's recorded output names (``VerifierRecord.says``); absent when it names none. Not a column: the run's
+    ``why`` and failure reasons read it."""
+
+
+# The row's ``explained`` key (above).
+EXPLAINED = "explained"
 
 
 EPISODE_COLUMNS: tuple[str, ...] = tuple(

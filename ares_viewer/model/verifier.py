@@ -11,10 +11,12 @@ traceback}``), ``snapshot``, ``changed_paths``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from ares_viewer.model import records
+from ares_viewer.model.errors import describe_error
+from ares_viewer.model.row import EpisodeRow
 
 
 def _text(value: Any) -> str | None:
@@ -28,6 +30,28 @@ def _int(value: Any) -> int | None:
 def as_number(value: Any) -> float | None:
     """A reward or duration as the record holds it: a float when ``value`` is a number (not a bool), else None."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# The lines a test runner prints for each failing test: pytest's short summary (``FAILED path::test - message``,
+# ``ERROR ...``) and verbose lines (``path::test FAILED``), unittest's ``FAIL: test (module.Class)``, and a test
+# script's own ``FAILED test_name: message`` (a harbor task's ``tests/test.sh`` that checks by hand).
+_FAILING = re.compile(r"^(?:(?:FAILED|ERROR) (\S+::\S+)|(\S+::\S+) (?:FAILED|ERROR)\b"
+                      r"|(?:FAIL|ERROR): (\w+ \([\w.]+\))|FAILED (test\w*):)", re.M)
+# How a test the verifier's output names as failing failed, in the words of the ending and the run's ``why``.
+FAILED = "failed in the verifier's run"
+# Where the failing tests were read from when the output came with the episode (no file of its own).
+OUTPUT_SOURCE = "the verifier's test output"
+
+
+def failing_tests(output: str | None) -> tuple[str, ...]:
+    """The tests a test runner's output names as failing (pytest or unittest), in order, each once."""
+    found = [next(g for g in m.groups() if g) for m in _FAILING.finditer(output or "")]
+    return tuple(dict.fromkeys(found))
+
+
+def some(names: tuple[str, ...], n: int = 3) -> str:
+    """The first ``n`` of ``names`` and how many more."""
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _output_json(output: str | None, output_chars: int | None) -> dict[str, Any]:
@@ -85,7 +109,7 @@ class VerifierCommand:
             step_index=_int(raw.get("step_index")),
             duration_s=as_number(raw.get("duration_s")),
             output_chars=_int(raw.get("output_chars")),
-            error=records.describe_error(error) if error else None,
+            error=describe_error(error) if error else None,
         )
 
 
@@ -126,7 +150,7 @@ class VerifierRecord:
     @property
     def error(self) -> str | None:
         """The failure in one line (``type: message``), or None."""
-        return records.describe_error(self.error_record) if self.error_record else None
+        return describe_error(self.error_record) if self.error_record else None
 
     def to_json(self) -> dict[str, Any]:
         """The record as an episode file's ``verifier`` key holds it."""
@@ -148,6 +172,17 @@ class VerifierRecord:
         if self.output_path is not None:
             doc["output_path"] = self.output_path
         return doc
+
+    @property
+    def source(self) -> str:
+        """Where ``output`` was read from, in words: its file, or the verifier's test output the episode records."""
+        return self.output_path or OUTPUT_SOURCE
+
+    def says(self) -> str | None:
+        """The failing tests its output names, as the run's ``why`` and failure reasons say them after "completed,
+        not solved: " (the first three, with their source); None when it names none."""
+        failing = failing_tests(self.output)
+        return f"{FAILED}: {some(failing)} (from {self.source})" if failing else None
 
     @classmethod
     def from_json(cls, raw: Any) -> VerifierRecord | None:
@@ -175,3 +210,13 @@ class VerifierRecord:
             changed_paths=tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else None,
             output_path=_text(raw.get("output_path")),
         )
+
+
+
+def explain(row: EpisodeRow, verifier: VerifierRecord | None) -> EpisodeRow:
+    """An episode's row with its ``explained`` key: the failing tests the verifier's output names
+    (``VerifierRecord.says``); no key when it names none (``Episode.summary`` and the adapters' ``summarize``)."""
+    said = verifier.says() if verifier is not None else None
+    if said:
+        row["explained"] = said
+    return row

@@ -27,8 +27,8 @@ from ares_viewer.formats.adapters import atif
 from ares_viewer.formats.sidecars import harbor, verdicts
 from ares_viewer.model import render
 from ares_viewer.runs import asked, sources
+from ares_viewer.runs.index import queries, store, subruns
 from ares_viewer.runs.index import shared as index_shared
-from ares_viewer.runs.index import store, subruns
 from ares_viewer.runs.index import table as index_table
 from ares_viewer.runs.index import update as index_update
 
@@ -85,12 +85,16 @@ def failure_reasons(episodes: pd.DataFrame) -> pd.Series:
     An errored (or aborted, interrupted, cancelled) episode's reason is its outcome and the first line of its
     error, with numbers, ids and quoted text replaced so that one failure mode is one reason; a truncated one
     hit its limit; an incomplete one has no final step; a completed one with a reward of 0 or less was not
-    solved.
+    solved, with what its ``explained`` column says when the frame has one (``runs.index.queries.REASON``).
     """
     outcome, reward = episodes["outcome"], episodes["total_reward"]
     import pandas as pd
     reasons = pd.Series([None] * len(episodes), index=episodes.index, dtype=object)
-    reasons[(outcome == model.Outcome.COMPLETED.value) & (reward <= 0)] = "completed, not solved (reward ≤ 0)"
+    unsolved = (outcome == model.Outcome.COMPLETED.value) & (reward <= 0)
+    reasons[unsolved] = "completed, not solved (reward ≤ 0)"
+    if model.EXPLAINED in episodes:  # what a report or the verifier's output says of it (the index's ``why``)
+        said = unsolved & episodes[model.EXPLAINED].map(lambda e: isinstance(e, str))
+        reasons[said] = queries.NOT_SOLVED_SAYS + episodes.loc[said, model.EXPLAINED]
     reasons[outcome == model.Outcome.TRUNCATED.value] = "truncated: hit its step or token limit"
     reasons[outcome == model.Outcome.INCOMPLETE.value] = "incomplete: no final step (in progress or cut short)"
     ended = ~outcome.isin([o.value for o in (model.Outcome.COMPLETED, model.Outcome.TRUNCATED,
@@ -366,7 +370,7 @@ class Run:
             episode = atif.with_continuations(episode, sources.read_bytes)
         trial = harbor.trial_of(path, episode.format, self.trials)
         if trial is not None:
-            output = sources.read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)
+            output = sources.test_output(trial)
             logs = self.table.attached.get(str(trial["folder"]), ())
             episode = harbor.with_trial(episode, trial, output, logs)
         if episode.episode_id != key:  # a repeated id: the episode answers to the key the run lists it under

@@ -27,11 +27,13 @@ import os
 import pathlib
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import fsspec
 
 from ares_viewer import formats
 from ares_viewer.base import locations, settings
+from ares_viewer.formats.sidecars import harbor
 from ares_viewer.runs import companions
 
 # Companion folders (``companions``): what a run keeps beside its episode files, each read on demand by the package
@@ -378,3 +380,9 @@ def read_text_tail(path: str, most: int) -> tuple[str, int] | None:
     except OSError:
         return None
     return data.decode("utf-8", "replace"), size
+
+
+def test_output(trial: Mapping[str, Any]) -> tuple[str, int] | None:
+    """A harbor trial's verifier output (``harbor.test_output_path``): its last ``harbor.TEST_OUTPUT_BYTES`` as
+    text and the file's size, or None when it is not there (``read_text_tail``)."""
+    return read_text_tail(harbor.test_output_path(trial), harbor.TEST_OUTPUT_BYTES)

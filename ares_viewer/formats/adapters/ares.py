@@ -18,7 +18,7 @@ import orjson
 from ares_viewer import model
 from ares_viewer.base import agent_text, jsondecode
 from ares_viewer.formats import base, chat, decoding, failures, reasoning
-from ares_viewer.model import EpisodeRow
+from ares_viewer.model import EpisodeRow, verifier
 
 NAME = "ares"
 
@@ -313,7 +313,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
     if next(raw, None) is not None:
         raise FormatError("more context lists than steps with a context")
     end = head.end_time if head.end_time is not None else last_time
-    return [EpisodeRow(
+    return [verifier.explain(EpisodeRow(
         episode_id=head.episode_id,
         task_name=head.task_name,
         outcome=head.outcome.value,
@@ -332,7 +332,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         path=path,
         format=NAME,
         warnings=warnings,
-    )]
+    ), model.VerifierRecord.from_json(doc.get("verifier")))]
 
 
 def _failed_command(context: list[Any] | RawContext) -> bool:

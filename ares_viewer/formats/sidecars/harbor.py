@@ -39,6 +39,7 @@ NAME = "harbor"  # the format of a trial listed from its result alone (``trial_e
 RESULT = "result.json"
 TEST_OUTPUT = "verifier/test-stdout.txt"
 TEST_OUTPUT_BYTES = 256 * 1024
+EXPLAINED = model.EXPLAINED  # a trial's failing tests as its verifier's output names them (``with_test_output``)
 
 
 def is_result(path: str) -> bool:
@@ -161,6 +162,23 @@ def test_output_path(trial: Mapping[str, Any]) -> str:
     return result[: len(result) - len(RESULT)] + TEST_OUTPUT
 
 
+def _verifier(trial: Mapping[str, Any], test_output: tuple[str, int]) -> model.VerifierRecord:
+    """The verifier's record of the trial: ``test_output`` (the tail of ``verifier/test-stdout.txt`` and the file's
+    size) with the file it came from and the trial's reward."""
+    text, size = test_output
+    return model.VerifierRecord(output=text, output_chars=size if size > len(text) else None, reward=trial["reward"],
+                                output_path=test_output_path(trial))
+
+
+def with_test_output(trial: dict[str, Any], test_output: tuple[str, int] | None) -> dict[str, Any]:
+    """The trial (``read``'s) with ``EXPLAINED``: the failing tests its verifier's output names, as its episode's
+    ending says them once opened with the same ``test_output`` (``with_trial``); what the index keeps, so the run's
+    ``why`` names them without reading the output again. harbor writes ``result.json`` after the verifier's output,
+    so the output read with the result is the one the trial ended with."""
+    said = _verifier(trial, test_output).says() if test_output is not None else None
+    return {**trial, EXPLAINED: said} if said else trial
+
+
 def with_trial(episode: model.Episode, trial: Mapping[str, Any],
                test_output: tuple[str, int] | None = None, agent_logs: Sequence[str] = ()) -> model.Episode:
     """An ATIF episode with its trial's task, reward (the verifier's), outcome, error and times; with
@@ -173,10 +191,7 @@ def with_trial(episode: model.Episode, trial: Mapping[str, Any],
     if agent_logs:
         metadata["agent_logs"] = list(agent_logs)
     if test_output is not None and "verifier" not in metadata:
-        text, size = test_output
-        metadata["verifier"] = model.VerifierRecord(
-            output=text, output_chars=size if size > len(text) else None, reward=trial["reward"],
-            output_path=test_output_path(trial)).to_json()
+        metadata["verifier"] = _verifier(trial, test_output).to_json()
     if trial["error"]:
         metadata["error"] = trial["error"]
     totals = dict(metadata.get("totals") or {})

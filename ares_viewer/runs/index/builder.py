@@ -27,6 +27,7 @@ import orjson
 
 from ares_viewer import formats, model
 from ares_viewer.formats import errors as read_errors
+from ares_viewer.formats.sidecars import harbor
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import fast_jsonl, fast_mini, fast_ray, fast_tinker, store
 
@@ -55,6 +56,9 @@ def summarize(path: str) -> formats.FileResult:
         _LOGGER.exception("unexpected failure reading %s", path)
         return formats.FileResult(record_errors=(read_errors.RecordError(
             read_errors.FAILURE, f"unexpected failure while reading ({type(exc).__name__}: {exc})"),))
+    if result.trial is not None:  # a harbor trial: the failing tests its verifier's output names, kept with it
+        result = dataclasses.replace(result, trial=harbor.with_test_output(result.trial, sources.test_output(
+            result.trial)))
     unfit = [(row, reason) for row in result.rows if (reason := store.unfit(row)) is not None]
     if not unfit:
         return result

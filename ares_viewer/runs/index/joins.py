@@ -134,6 +134,7 @@ def trial_rows(con: duckdb.DuckDBPyConnection, trials: Mapping[str, Mapping[str,
         trial = trials.get(folder)
         if trial is not None:
             harbor.apply_to_row(keeper, trial)
+            keeper[store.EXPLAINED] = trial.get(harbor.EXPLAINED)  # its verifier's failing tests (``harbor.read``)
             reward = keeper["total_reward"]
             keeper["verdict"] = f"verifier ({keeper['harbor_result']})" if reward is not None else None
             changed.append(keeper)

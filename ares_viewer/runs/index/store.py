@@ -40,7 +40,7 @@ from ares_viewer import model
 from ares_viewer.base import atomic
 
 # Bump when the row layout or the parsing rules change, so old indexes are not reused.
-SCHEMA = 10
+SCHEMA = 11
 
 # The episode table's common columns, in order (``model.EpisodeRow``'s); formats may add their own after them.
 EPISODE_COLUMNS = model.EPISODE_COLUMNS
@@ -59,9 +59,10 @@ _HINTS = typing.get_type_hints(model.EpisodeRow)
 ROW_TYPES: dict[str, str] = {name: _sql_type(_HINTS[name]) for name in EPISODE_COLUMNS}
 # Bookkeeping columns of a partition, not shown in the episode table.
 WARNINGS, SEQ = "warnings", "_seq"
-# What a report says of an unsolved episode (``verdicts.says``): the episode view's own, read by ``why`` and the
-# failure reasons, not shown as a column.
-EXPLAINED = "explained"
+# What a report says of an unsolved episode (``verdicts.says``), else the failing tests its verifier's output names
+# (the row's own ``model.EXPLAINED``, or a harbor trial's): read by ``why`` and the failure reasons, not shown as a
+# column.
+EXPLAINED = model.EXPLAINED
 INTERNAL = (WARNINGS, SEQ, EXPLAINED)
 
 # The manifest's columns and their DuckDB types.

@@ -124,10 +124,12 @@ class EpisodeTable:
 
     def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool,
                      hidden: store.Columns | None = None) -> None:
+        # the rows' own explanation (their verifier's failing tests), when any row has one
+        own = any(r[0] == store.EXPLAINED for r in self.con.execute("DESCRIBE raw_episodes").fetchall())
         nothing = f"NULL::VARCHAR AS {store.EXPLAINED}"
         several = len(self.run_ids.names) > 1
         if overrides is None and renamed is None and not with_verdict and hidden is None and not several:
-            self.con.execute(f"CREATE VIEW episodes AS SELECT *, {nothing} FROM raw_episodes")
+            self.con.execute(f"CREATE VIEW episodes AS SELECT *{'' if own else ', ' + nothing} FROM raw_episodes")
             return
         replaced, added, joined, where = [], [], "", ""
         if several:  # which run of the folder each episode is (``subruns``)
@@ -140,9 +142,12 @@ class EpisodeTable:
             replaced += [f"CASE WHEN o._seq IS NULL THEN e.{c} ELSE o.{c} END AS {c}" for c in joins.OVERRIDDEN]
             if any(v is not None for v in overrides["harbor_result"][1]):
                 added.append("o.harbor_result")
-            added.append(f"o.{store.EXPLAINED}")
+            if own:  # a report's or trial's explanation first, as the episode's ending
+                replaced.append(f"coalesce(o.{store.EXPLAINED}, e.{store.EXPLAINED}) AS {store.EXPLAINED}")
+            else:
+                added.append(f"o.{store.EXPLAINED}")
             joined += " LEFT JOIN overrides o ON e.path = o.path AND e._seq = o._seq"
-        else:
+        elif not own:
             added.append(nothing)
         if renamed is not None:
             self._table("renamed", renamed)

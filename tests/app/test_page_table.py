@@ -79,3 +79,18 @@ def test_the_url_keys_of_the_pages_are_the_rows_keys_each_owned_by_one_page():
     twice = (*pages.PAGES, pages.Page("Again", "again", ":material/search:", "again", keys=("q",)))
     with pytest.raises(ValueError, match="'search' and 'again' both own the URL key 'q'"):
         pages.owners(twice)
+
+
+def test_the_sidebar_is_the_table_in_its_order_with_the_default_at_the_root_and_its_aliases_hidden():
+    at = AppTest.from_string('''
+import streamlit as st
+from ares_viewer_app import main, pages, state
+for page in main.navigation(pages.PAGES, state.params):
+    st.text(f"{page.title}|{page.url_path}|{page.visibility}")
+''').run()
+    listed = [element.value.split("|") for element in at.text]
+    shown = [row.title for row in pages.PAGES]
+    assert [title for title, _, visibility in listed if visibility == "visible"] == shown
+    assert listed[:3] == [["Run overview", "", "visible"], ["Run overview", "overview", "hidden"],
+                          ["Run overview", "home", "hidden"]]
+    assert ["Search", "search", "visible"] in listed

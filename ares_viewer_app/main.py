@@ -4,59 +4,59 @@ It sets up what every page shares (the view state from the URL, the run picker) 
 URL names: / (the run overview, the default page; /overview opens it too), /episode, /files, /compare, /compare_runs
 (two runs task by task), /groups (rollouts of one prompt side by side), /search, /sandbox, /review (notes and labels
 on steps) or /activations (a model's activations and per-token logprobs beside the steps).
-The page modules live in ``views/``: a folder named ``pages/`` beside the entry file makes AppTest drop the
-sidebar on reruns (Streamlit's legacy multipage mode kicks in).
+The pages are the rows of ``pages.PAGES``; their modules live in ``views/``: a folder named ``pages/`` beside the
+entry file makes AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
 
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
 
 import streamlit as st
 
-from ares_viewer_app import served
+from ares_viewer_app import pages, served
 
 ICON = str(pathlib.Path(__file__).resolve().parent / "icon.svg")
 
 
-def run() -> None:
-    """One run of the app's script: the page config, the shared state and sidebar, then the page."""
+def run(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
+    """One run of the app's script: the page config, the shared state and sidebar, then the page.
+
+    ``table`` is the page table the sidebar and the URL's page settings come from (``pages.PAGES``, the app's own;
+    an entry file may pass it with more rows: ``main.run((*pages.PAGES, pages.Page(...)))``).
+    """
     # Imported here, once Streamlit's runtime exists: ``streamlit run`` imports this file before it starts the
     # runtime, and a cached function defined then warns that it found none.
-    from ares_viewer_app import pages, review_panel, state, widgets
+    from ares_viewer_app import review_panel, state, widgets
 
     # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
     st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")
-    # The overview is served at /; its url_path is only reserved (Streamlit serves a default page at the root
-    # alone), so /overview and /home are hidden pages that open it.
-    overview = st.Page(pages.path("overview"), title="Run overview", icon=":material/monitoring:",
-                       url_path="run_overview", default=True)
-
-    def open_overview() -> None:
-        st.switch_page(overview, query_params=state.params())
-
-    navigation = [
-        overview,
-        st.Page(open_overview, title="Run overview", url_path="overview", visibility="hidden"),
-        st.Page(open_overview, title="Run overview", url_path="home", visibility="hidden"),
-        st.Page(pages.path("episode"), title="Episode", icon=":material/timeline:", url_path="episode"),
-        st.Page(pages.path("files"), title="Files", icon=":material/folder_open:", url_path="files"),
-        st.Page(pages.path("compare"), title="Compare", icon=":material/compare_arrows:", url_path="compare"),
-        st.Page(pages.path("compare_runs"), title="Compare runs", icon=":material/difference:",
-                url_path="compare_runs"),
-        st.Page(pages.path("groups"), title="Groups", icon=":material/group_work:", url_path="groups"),
-        st.Page(pages.path("behaviours"), title="Behaviours", icon=":material/flag:", url_path="behaviours"),
-        st.Page(pages.path("search"), title="Search", icon=":material/search:", url_path="search"),
-        st.Page(pages.path("sandbox"), title="Sandbox", icon=":material/deployed_code:", url_path="sandbox"),
-        st.Page(pages.path("review"), title="Review", icon=":material/rate_review:", url_path="review"),
-        st.Page(pages.path("queues"), title="Queues", icon=":material/checklist:", url_path="queues"),
-        st.Page(pages.path("activations"), title="Activations", icon=":material/neurology:", url_path="activations"),
-    ]
-    state.sync_from_url()
+    state.sync_from_url(table)
     review_panel.retry_failed_open()
-    page = st.navigation(navigation)
+    page = st.navigation(navigation(table, state.params))
     widgets.run_picker()
     page.run()
+
+
+def navigation(table: tuple[pages.Page, ...], params: Callable[[], dict[str, str]]) -> list[st.Page]:
+    """The sidebar's pages, one per row of ``table``, in its order; plus each row's ``aliases``: hidden pages that
+    switch to it with the view parameters ``params`` gives. The default page is served at /; its ``url_path`` is
+    only reserved (Streamlit serves a default page at the root alone), so /overview and /home are aliases."""
+    listed = []
+    for row in table:
+        page = st.Page(row.script, title=row.title, icon=row.icon, url_path=row.url_path, default=row.default)
+        listed.append(page)
+        listed += [st.Page(_opener(page, params), title=row.title, url_path=alias, visibility="hidden")
+                   for alias in row.aliases]
+    return listed
+
+
+def _opener(page: st.Page, params: Callable[[], dict[str, str]]) -> Callable[[], None]:
+    def open_page() -> None:
+        st.switch_page(page, query_params=params())
+
+    return open_page
 
 
 if __name__ == "__main__":  # a session's run of the script

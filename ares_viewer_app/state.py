@@ -1,8 +1,9 @@
 """App-wide view state, mirrored in the URL so every view is a deep link.
 
 The URL's query parameters name the view (``run``, ``episode``, ``step``, ``other``, ``other_in``, ``other_run``,
-``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``) and a page's own settings (``PAGE_KEYS``: the Search
-page's query and options, the run overview's filters and sorting, the Episode page's find and transcript page);
+``file``, ``old``, ``view``, ``failed``, ``diff``, ``row``) and a page's own settings (``PAGE_KEYS``, each owned by
+one page of the page table ``pages.PAGES``: the Search page's query and options, the run overview's filters and
+sorting, the Episode page's find and transcript page);
 the session keeps a copy, because moving between pages in the sidebar drops the parameters.
 Reads come from the session; every change goes to both, so a reload or a shared link restores it. A page's own
 settings show in the URL on that page only (a link to another page never carries them) and come back with it.
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 
 import streamlit as st
 
-from ares_viewer_app import escape
+from ares_viewer_app import escape, pages
 
 # ``file`` and ``old`` belong to the Files page: the file shown, and the step it is compared against ("base" for
 # the base image); ``step`` is the new side there too. ``view`` is the page's way of showing what it shows: on the
@@ -24,33 +25,40 @@ from ares_viewer_app import escape
 # ``row`` is the Compare page's picked row of the alignment (from 1, as the page numbers rows); ``other_in`` the
 # run its episode B (``other``) comes from when that is not ``run`` (a counterfactual's folder beside its parent);
 KEYS = ("run", "episode", "step", "other", "other_in", "other_run", "file", "old", "view", "failed", "diff", "row")
-# Settings of one page, in its URL only, each left out while it has its default. Search: ``q`` the query,
-# ``regex=1``, ``case=1``, ``in`` the fields searched (repeated), ``limit`` the most hits. Run overview: ``task``,
-# ``outcome``, ``label`` (repeated), ``reward`` (``LOW..HIGH``), ``contains``, ``sort`` (a column), ``desc=1``,
-# ``page`` (of the table, from 1), ``reason`` (the failure reason picked). Episode: ``find`` (find in the
-# episode), ``hit`` (the hit shown, from 1), ``tpage`` (the transcript's page of steps, from 1). Compare runs:
-# ``by`` (the column this run is split by) and ``side`` (its two values, repeated), ``show`` (the tasks listed),
-# ``pick`` (the task picked). Run overview: ``flag`` (behaviour flags, repeated).
-PAGE_KEYS = ("q", "regex", "case", "in", "limit", "task", "outcome", "label", "reward", "contains", "sort", "desc",
-             "page", "reason", "find", "hit", "tpage", "by", "side", "show", "pick", "flag")
-_LISTS = ("in", "task", "outcome", "label", "side", "flag")
+# Settings of one page, in its URL only, each left out while it has its default: the keys the rows of the page
+# table (``pages.PAGES``) own, where each is described. ``main.run`` may run the app with another table
+# (``sync_from_url`` keeps it for the session); these are the app's own.
+PAGE_KEYS = tuple(pages.owners())
 # What names paths, steps or partners of one episode, meaningless in another: the Files page's file and old side,
 # the episode it is compared with (``other``, from ``other_in``), the Compare page's row of that pair, the find's
 # hit and the transcript's page.
 OF_THE_EPISODE = ("file", "old", "other", "other_in", "row", "hit", "tpage")
 _PREFIX = "app."
+_TABLE = "app:pages"  # the session's page table, as ``sync_from_url`` was given it
 
 Value = str | list[str]
 
 
-def sync_from_url() -> None:
-    """Adopt what the URL names (a deep link, a reload, a link to a step); then put the rest back in it."""
-    for key in (*KEYS, *PAGE_KEYS):
+def sync_from_url(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
+    """Adopt what the URL names (a deep link, a reload, a link to a step); then put the rest back in it.
+    ``table`` is the app's page table: its rows' keys are the page settings of this session."""
+    st.session_state[_TABLE] = table
+    for key in (*KEYS, *_page_keys()):
         if key in st.query_params:
-            st.session_state[_PREFIX + key] = st.query_params.get_all(key) if key in _LISTS else st.query_params[key]
+            st.session_state[_PREFIX + key] = st.query_params.get_all(key) if _repeated(key) else st.query_params[key]
     for key, value in params().items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
+
+
+def _page_keys() -> dict[str, pages.Page]:
+    """The page settings of this session (``PAGE_KEYS`` unless the app runs with another page table), by owner."""
+    return pages.owners(st.session_state.get(_TABLE, pages.PAGES))
+
+
+def _repeated(key: str) -> bool:
+    """Whether the parameter ``key`` is given more than once (a page's ``repeated`` key), read as a list."""
+    return key in pages.repeated(st.session_state.get(_TABLE, pages.PAGES))
 
 
 def _raw(key: str) -> Value | None:
@@ -58,14 +66,15 @@ def _raw(key: str) -> Value | None:
 
 
 def get(key: str) -> str | None:
-    """The current value of a view parameter that holds one value (a repeated one, ``_LISTS``, is None here:
+    """The current value of a view parameter that holds one value (a repeated one, a page's ``repeated``, is None here:
     its widget reads it through :func:`bind`)."""
     value = _raw(key)
     return value if isinstance(value, str) else None
 
 
 def get_list(key: str) -> list[str]:
-    """The current values of a repeated view parameter (``_LISTS``); a single value reads as a list of one."""
+    """The current values of a repeated view parameter (a page's ``repeated``); a single value reads as a list of
+    one."""
     value = _raw(key)
     return [] if value is None else [value] if isinstance(value, str) else [str(v) for v in value]
 
@@ -118,7 +127,7 @@ def update(changes: Mapping[str, str | int | list[str] | None] | None = None, /,
     the change names them too. ``changes`` holds parameters named at run time (``update({key: value})``)."""
     values = _with_episode({**(changes or {}), **values})
     for key, value in values.items():
-        if key not in KEYS and key not in PAGE_KEYS:
+        if key not in KEYS and key not in _page_keys():
             raise KeyError(f"unknown view parameter {key!r}")
         if value is None:
             st.session_state.pop(_PREFIX + key, None)
@@ -147,7 +156,7 @@ def bind(widget: str, key: str, default, parse=lambda value: value, choices=None
         What was left out of the URL and why (markdown for the page to show), or None.
     """
     raw = _raw(key)
-    if raw is not None and (st.query_params.get_all(key) if key in _LISTS else st.query_params.get(key)) != raw:
+    if raw is not None and (st.query_params.get_all(key) if _repeated(key) else st.query_params.get(key)) != raw:
         st.query_params[key] = raw  # back on the page from another one: its settings return to the URL
     if widget in st.session_state and st.session_state.get(widget + ".synced") == raw:
         return None

@@ -96,14 +96,14 @@ def figure_text(figure: Mapping[str, Any]) -> str:
     return f"Agreement on {what}: {figure['method']} = {value} ({figure['items']} items)"
 
 
+def _values_differ(name: str, by_reviewer: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the reviewers' latest labels give the field ``name`` different values."""
+    return len({json.dumps(v["values"].get(name), sort_keys=True) for v in by_reviewer.values()}) > 1
+
+
 def _differing(queue: queues.Queue, by_reviewer: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The fields (notes left out) on which the reviewers' latest labels differ."""
-    return [
-        f.name
-        for f in queue.schema.fields
-        if f.kind != "note"
-        and len({json.dumps(v["values"].get(f.name), sort_keys=True) for v in by_reviewer.values()}) > 1
-    ]
+    return [f.name for f in queue.schema.fields if f.kind != "note" and _values_differ(f.name, by_reviewer)]
 
 
 def final_label(
@@ -121,7 +121,7 @@ def final_label(
         return None, []
     label, undecided = agreed_values(queue, by)
     label.update(chosen)
-    undecided = [u for u in undecided if u.split(" [", 1)[0] not in chosen]
+    undecided = [u for u in undecided if not any(u == name or u.startswith(f"{name} [") for name in chosen)]
     if any(f.required and label.get(f.name) is None for f in queue.schema.fields):
         return None, undecided
     return label, undecided
@@ -137,9 +137,8 @@ def agreed_values(queue: queues.Queue, by: Mapping[str, Mapping[str, Any]]) -> t
     label: dict[str, Any] = {}
     differ: list[str] = []
     for field in queue.schema.fields:
-        given = [json.dumps(v["values"].get(field.name), sort_keys=True) for v in by.values()]
         values = [v["values"].get(field.name) for v in by.values()]
-        if values and len(set(given)) == 1:
+        if values and not _values_differ(field.name, by):
             label[field.name] = values[0]
         elif field.kind == "multiple" and values:
             sets = [set(v or ()) for v in values]

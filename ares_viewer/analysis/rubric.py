@@ -133,7 +133,12 @@ class Cache:
         """What an answer is kept by: the exact request (the rubric and the episode's digest, so an episode
         rewritten since is asked again), the episode, the model and the endpoint's URL (another endpoint serving a
         model of the same name is asked again)."""
-        whole = json.dumps([messages(rubric, episode), episode.path, episode.episode_id, model_name, endpoint])
+        return Cache.request_key(messages(rubric, episode), episode, model_name, endpoint)
+
+    @staticmethod
+    def request_key(asked: list[dict[str, str]], episode: model.Episode, model_name: str, endpoint: str = "") -> str:
+        """``key`` of the request ``asked`` (``messages``' answer, built once by a caller that also sends it)."""
+        whole = json.dumps([asked, episode.path, episode.episode_id, model_name, endpoint])
         return hashlib.sha256(whole.encode()).hexdigest()
 
     def get(self, key: str, episode_id: str) -> Verdict | None:
@@ -183,7 +188,8 @@ def search(
     ``not checked``) when ``cancel`` is set."""
     calls = 0
     for episode in episodes:
-        key = Cache.key(episode, rubric, model_name, endpoint)
+        asked = messages(rubric, episode)
+        key = Cache.request_key(asked, episode, model_name, endpoint)
         cached = cache.get(key, episode.episode_id)
         if cached is not None:
             yield cached
@@ -193,7 +199,7 @@ def search(
             continue
         calls += 1
         try:
-            text = client(messages(rubric, episode), SYSTEM_PROMPT)
+            text = client(asked, SYSTEM_PROMPT)
         except Exception as exc:  # the endpoint's failure is this episode's error, never a "no"
             yield Verdict(episode.episode_id, ERROR, reason=f"{type(exc).__name__}: {_clip(str(exc), 300)}")
             continue

@@ -1,4 +1,4 @@
-"""Cached, bounded loaders: which runs exist, and the opened runs themselves.
+"""Cached, bounded loaders: which runs exist, the opened runs, and what is computed from them (nothing drawn).
 
 A ``Run`` keeps a bounded cache of parsed episodes, so caching the Run objects (at most a few)
 bounds the episodes in memory too.
@@ -21,7 +21,7 @@ from ares_viewer.analysis import failing_tests as failing_tests_module
 from ares_viewer.base import locations, settings
 from ares_viewer.runs import sources
 from ares_viewer.runs.index import subruns
-from ares_viewer_app import access, timeline
+from ares_viewer_app import access
 
 # A checkout's bundled sample runs (an installed wheel has none: it lists the working directory's runs instead).
 SAMPLE_RUNS = pathlib.Path(__file__).resolve().parent.parent / "sample_runs"
@@ -209,16 +209,6 @@ def contrast(where_a: str, a: str, where_b: str, b: str) -> tuple[list[align.Act
     files_a, files_b = step_files(where_a, a), step_files(where_b, b)
     return align.contrast(load_run(where_a).episode(a), load_run(where_b).episode(b), files_a=files_a,
                           files_b=files_b, patch_a=submission(where_a, a)[0], patch_b=submission(where_b, b)[0])
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def step_timeline(where: str, episode_id: str, labels: tuple[tuple[int, tuple[str, ...]], ...]
-                  ) -> tuple[str, tuple[int, ...]]:
-    """An episode's step timeline with no step shaded (``timeline.drawing``) and the steps it charts, in order:
-    drawn once per episode and review labels, so stepping only moves the shade (#33)."""
-    frame = load_run(where).episode(episode_id).steps_frame()
-    steps = tuple(int(i) for i in frame.loc[frame["kind"] != "FIRST", "index"])
-    return timeline.drawing(frame, dict(labels)), steps
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

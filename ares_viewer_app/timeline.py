@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from ares_viewer.analysis import plots
-from ares_viewer_app import step_component
+from ares_viewer_app import loaders, step_component
 
 # The drawing's coordinates (it is scaled to the page's width): the plot between LEFT and WIDTH - RIGHT; the
 # seconds' bars in BARS (top, height), the tokens' lines in TOKENS, the step numbers below them.
@@ -198,3 +198,13 @@ def show(svg: str, steps: Sequence[int], current: int | None, key: str, on_click
         # "drawing" names what is drawn, so the script replaces the SVG only when it changed.
         step_component.show(_component, key, {"svg": marked(svg, steps, current),
                                               "drawing": f"{hash(svg)}.{current}"}, on_click)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def step_timeline(where: str, episode_id: str, labels: tuple[tuple[int, tuple[str, ...]], ...]
+                  ) -> tuple[str, tuple[int, ...]]:
+    """An episode's step timeline with no step shaded (``drawing``) and the steps it charts, in order:
+    drawn once per episode and review labels, so stepping only moves the shade (#33)."""
+    frame = loaders.load_run(where).episode(episode_id).steps_frame()
+    steps = tuple(int(i) for i in frame.loc[frame["kind"] != "FIRST", "index"])
+    return drawing(frame, dict(labels)), steps

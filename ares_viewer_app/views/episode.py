@@ -198,7 +198,7 @@ def step_timeline(where: str, episode: model.Episode, k: int | None) -> None:
     fold, and drawn with them, so the shade follows every step); a click on a step goes to it."""
     labels = review_panel.step_labels(where, episode.episode_id)
     marks = tuple((step, tuple(names)) for step, names in sorted(labels.items()))
-    svg, steps = loaders.step_timeline(where, episode.episode_id, marks)
+    svg, steps = timeline.step_timeline(where, episode.episode_id, marks)
     # Its still picture on the page's full runs (a page just opened draws the component a few frames after the
     # content), not on the panes' own reruns (a step moved: the component is there).
     page_run = st.session_state.get(_PAGE_RUN)

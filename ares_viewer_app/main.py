@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ares_viewer_app import pages, served
+from ares_viewer_app.routing import pages
+from ares_viewer_app.serving import served
 
 ICON = str(pathlib.Path(__file__).resolve().parent / "icon.svg")
 
@@ -28,7 +29,8 @@ def run(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
     """
     # Imported here, once Streamlit's runtime exists: ``streamlit run`` imports this file before it starts the
     # runtime, and a cached function defined then warns that it found none.
-    from ares_viewer_app import review_panel, state, widgets
+    from ares_viewer_app.panels import review_panel, widgets
+    from ares_viewer_app.routing import state
 
     # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
     st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")

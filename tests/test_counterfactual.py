@@ -330,7 +330,7 @@ def _episode_page(root: pathlib.Path, run: str, episode_id: str, step: int, monk
     monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
     at = AppTest.from_file(str(pathlib.Path(ares_viewer_app.__file__).parent / "main.py"), default_timeout=120)
     at.query_params.update(run=run, episode=episode_id, step=str(step))
-    at.switch_page("views/episode.py")
+    at.switch_page("views/episode/episode.py")
     at.run()
     assert not at.exception, at.exception
     parts = []

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
-# Elements whose value is markdown: the app escapes file and user text in them (``ares_viewer_app.escape``).
+# Elements whose value is markdown: the app escapes file and user text in them (``ares_viewer_app.text.escape``).
 _MARKDOWN = ("markdown", "caption", "error", "warning", "info", "success", "title", "subheader")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 

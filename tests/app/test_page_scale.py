@@ -7,7 +7,7 @@ import conftest
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ares_viewer_app import widgets
+from ares_viewer_app.panels import widgets
 
 ROLLOUTS = 200_000
 # An episode of the last file (iteration 99, the last group's last rollout) and one in the middle.

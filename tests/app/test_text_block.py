@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import page_text
 
-from ares_viewer_app import widgets
+from ares_viewer_app.panels import widgets
 
 
 class _Page:

@@ -29,7 +29,7 @@ def run(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
     """
     # Imported here, once Streamlit's runtime exists: ``streamlit run`` imports this file before it starts the
     # runtime, and a cached function defined then warns that it found none.
-    from ares_viewer_app.panels import review_panel, widgets
+    from ares_viewer_app.panels import choosers, review_panel
     from ares_viewer_app.routing import state
 
     # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
@@ -37,7 +37,7 @@ def run(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
     state.sync_from_url(table)
     review_panel.retry_failed_open()
     page = st.navigation(navigation(table, state.params))
-    widgets.run_picker()
+    choosers.run_picker()
     page.run()
 
 

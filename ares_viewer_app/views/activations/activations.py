@@ -16,7 +16,7 @@ from ares_viewer import activations, model
 from ares_viewer.activations import capture as capture_mod
 from ares_viewer.activations import figures, prompt, step_file, tokens, views
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import activations_panel, widgets
+from ares_viewer_app.panels import activations_panel, choosers
 from ares_viewer_app.routing import state
 
 
@@ -94,7 +94,7 @@ def attention_tab(capture: activations.Capture, step: int) -> None:
 
 def compare_tab(run: ares_viewer.Run, linked: activations.Linked) -> None:
     st.caption("Compare with another episode: its steps are paired by Compare's alignment of their commands.")
-    other = widgets.episode_choice(run, "Compare with", "activations.other", st.session_state.get("activations.other"),
+    other = choosers.episode_choice(run, "Compare with", "activations.other", st.session_state.get("activations.other"),
                                    partners_of=linked.episode.episode_id, exclude=linked.episode.episode_id,
                                    on_change=lambda: None)
     if other is None:
@@ -199,7 +199,7 @@ def show(run: ares_viewer.Run, episode: model.Episode) -> None:
     tokens_section(episode, step, linked.capture)
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Activations")
-episode_id = widgets.episode_picker(run, "activations.episode", reset={"step": 1})
-show(run, widgets.read_episode(run, episode_id))
+episode_id = choosers.episode_picker(run, "activations.episode", reset={"step": 1})
+show(run, choosers.read_episode(run, episode_id))

@@ -13,7 +13,7 @@ import ares_viewer
 from ares_viewer.analysis import behaviours
 from ares_viewer.analysis.behaviours import flag_queries
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import flag_panel, widgets
+from ares_viewer_app.panels import choosers, flag_panel
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape
 from ares_viewer_app.views.behaviours import rubric_panel
@@ -132,6 +132,6 @@ def show(run: ares_viewer.Run) -> None:
     rubric_panel.show(run, [i for (i,) in ids])
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Behaviours")
 show(run)

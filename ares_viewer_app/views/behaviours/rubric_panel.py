@@ -9,7 +9,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.analysis import rubric
-from ares_viewer_app.panels import widgets
+from ares_viewer_app.panels import endpoint
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import sandbox_policy
 from ares_viewer_app.text import escape
@@ -41,7 +41,7 @@ def _verdict_row(verdict: rubric.Verdict) -> None:
 def _how_to_configure() -> None:
     st.info(
         "No model endpoint is configured, so nothing is sent anywhere. Checking a rubric needs "
-        f"{widgets.how_to_set_endpoint()}."
+        f"{endpoint.how_to_set_endpoint()}."
     )
 
 
@@ -55,7 +55,7 @@ def show(run: ares_viewer.Run, episode_ids: list[str]) -> None:
             f"set {escape.code(sandbox_policy.SANDBOX_ENV)}=1 in the server's environment to allow them."
         )
         return
-    config = widgets.configured_endpoint(_how_to_configure)
+    config = endpoint.configured_endpoint(_how_to_configure)
     if config is None:
         return
     text = st.text_area("Rubric", key=f"{_KEY}.text", placeholder="the agent special-cases the test input")

@@ -15,10 +15,10 @@ import ares_viewer
 from ares_viewer.analysis import aggregate_plots, align, ending
 from ares_viewer.base import textdiff
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import widgets
+from ares_viewer_app.panels import choosers
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import access
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 
 def run_of_b(run: ares_viewer.Run) -> ares_viewer.Run:
@@ -56,7 +56,7 @@ def default_pair(run: ares_viewer.Run, run_b: ares_viewer.Run | None = None) -> 
                        "others instead.", icon=":material/help:")
     if a is None or a not in run:
         # Prefer a failure whose task was also solved: that pair says the most.
-        a = run.queries.unsolved_of_solved_task() or widgets.first_episode(run)
+        a = run.queries.unsolved_of_solved_task() or choosers.first_episode(run)
     if elsewhere:
         b = state.get("other")  # run_of_b checked that it holds it
     else:
@@ -77,10 +77,10 @@ def pickers(run: ares_viewer.Run, run_b: ares_viewer.Run) -> tuple[str, str | No
     a, b = default_pair(run, run_b)
     left, right = st.columns(2)
     with left:
-        widgets.episode_choice(run, "Episode A", "compare.a", a, narrow=True,
+        choosers.episode_choice(run, "Episode A", "compare.a", a, narrow=True,
                                on_change=lambda: state.update(episode=st.session_state["compare.a"], step=1, row=None))
     with right:
-        widgets.episode_choice(run_b, "Episode B" if run_b is run else "Episode B (another run)", "compare.b", b,
+        choosers.episode_choice(run_b, "Episode B" if run_b is run else "Episode B (another run)", "compare.b", b,
                                partners_of=a if run_b is run and b is not None else None, narrow=True,
                                on_change=lambda: state.update(other=st.session_state["compare.b"], row=None))
     if run_b is not run:
@@ -111,7 +111,7 @@ def picked_row(pairs: list[align.Pair], shown_first: int | None) -> int | None:
     problem = state.number_problem("row", row_number(0), row_number(len(pairs) - 1), noun="row",
                                    holder="the alignment")
     if problem:
-        widgets.shown_instead(problem, "row", "no row" if shown_first is None else f"row {row_number(shown_first)}")
+        choosers.shown_instead(problem, "row", "no row" if shown_first is None else f"row {row_number(shown_first)}")
         state.update(row=None)
     wanted = state.get_int("row", 0) - 1
     return wanted if 0 <= wanted < len(pairs) else shown_first
@@ -175,7 +175,7 @@ def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
             st.page_link(pages.path("episode"), label=f"Open {label} step {step.index}", icon=":material/open_in_new:",
                          query_params=state.params(episode=episode.episode_id, step=step.index, row=None, **partner))
             st.code(step.command or step.response, language="bash", wrap_lines=True)
-            st.caption(f"return code {escape.line(widgets.fmt(step.returncode))}")
+            st.caption(f"return code {escape.line(readable.fmt(step.returncode))}")
     name_a = f"A step {pair.a}" if pair.a is not None else "A (gap)"
     name_b = f"B step {pair.b}" if pair.b is not None else "B (gap)"
     st.markdown("**Command diff**")
@@ -210,7 +210,7 @@ def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -
             patch, source = loaders.submission(run.location, episode_id)
             episode = run.episode(episode_id)
             with column:
-                st.markdown(f"**{label}** · reward {widgets.fmt(episode.total_reward)}")
+                st.markdown(f"**{label}** · reward {readable.fmt(episode.total_reward)}")
                 st.caption(f"Why: {escape.md(ending.of(episode).explanation)}")  # with its sources (docs/endings.md)
                 st.caption(f"From {source}.")
                 # an empty answer means none was found where the caption says, not that nothing was submitted
@@ -224,7 +224,7 @@ def episodes_section(run: ares_viewer.Run) -> None:
         return
     a, b = pickers(run, run_b)
     if b is None:
-        task = widgets.episode_rows(run, [a]).get(a, {}).get("task_name")
+        task = choosers.episode_rows(run, [a]).get(a, {}).get("task_name")
         st.info(f"Episode A is the only attempt at task {escape.code(task or '(no task recorded)')} in this run: no "
                 "other attempt at the same task to compare it with. Choose episode B above to compare it with an "
                 "episode of another task.", icon=":material/info:")
@@ -286,6 +286,6 @@ def show(run: ares_viewer.Run) -> None:
         runs_section(run)
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Compare")
 show(run)

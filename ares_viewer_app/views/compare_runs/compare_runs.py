@@ -15,9 +15,9 @@ import ares_viewer
 from ares_viewer.analysis import aggregate_plots, compare_runs
 from ares_viewer.review import queue_items
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import queue_panel, review_panel, widgets
+from ares_viewer_app.panels import choosers, queue_panel, review_panel
 from ares_viewer_app.routing import pages, state
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 _OTHER_RUN, _SPLIT = "Another run", "Two sides of this run"
 _LISTS = ("all", "lost", "gained", "changed")
@@ -85,7 +85,7 @@ def split(run: ares_viewer.Run) -> tuple[str, list[str]] | None:
         key="compare_runs.by",
         on_change=lambda: state.update(by=st.session_state["compare_runs.by"], side=None, pick=None),
     )
-    values = [str(v) for v in run.queries.values(by, limit=widgets.CHOICES)]
+    values = [str(v) for v in run.queries.values(by, limit=choosers.CHOICES)]
     if len(values) < 2:
         st.info(f"The column {escape.code(by)} holds {len(values)} value(s) in this run: nothing to split it into.")
         return None
@@ -115,7 +115,7 @@ def headline(found: compare_runs.Comparison) -> None:
     cols = st.columns(4)
     cols[0].metric(
         f"A: {found.a.label}",
-        widgets.fmt(a["rate"], ".0%"),
+        readable.fmt(a["rate"], ".0%"),
         help=f"{a['successes']:,} solved of "
         f"{a['judged']:,} judged episodes ({a['unscored']:,} unscored and {a['infrastructure']:,} failures "
         "of the infrastructure left out)",
@@ -123,7 +123,7 @@ def headline(found: compare_runs.Comparison) -> None:
     delta = None if a["rate"] is None or b["rate"] is None else f"{b['rate'] - a['rate']:+.1%}"
     cols[1].metric(
         f"B: {found.b.label}",
-        widgets.fmt(b["rate"], ".0%"),
+        readable.fmt(b["rate"], ".0%"),
         delta=delta,
         help=f"{b['successes']:,} solved of {b['judged']:,} judged episodes ({b['unscored']:,} unscored "
         f"and {b['infrastructure']:,} failures of the infrastructure left out)",
@@ -131,7 +131,7 @@ def headline(found: compare_runs.Comparison) -> None:
     cols[2].metric("Tasks better / worse on B", f"{sign.better} / {sign.worse}", help=f"{sign.ties} tied")
     cols[3].metric(
         "Sign test p",
-        widgets.fmt(sign.p_value),
+        readable.fmt(sign.p_value),
         help="Exact two-sided sign test over the tasks both "
         "sides judged: is B better on more tasks than chance allows?",
     )
@@ -215,7 +215,7 @@ def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: 
     tasks = set(found.tasks["task_name"])
     task = state.get("pick")
     if task is not None and task not in tasks:
-        widgets.shown_instead(f"Neither side attempted the task {escape.code(task)}.", "pick", "the first listed")
+        choosers.shown_instead(f"Neither side attempted the task {escape.code(task)}.", "pick", "the first listed")
         state.update(pick=None)
         task = None
     if task is None:
@@ -225,9 +225,9 @@ def picked_task(found: compare_runs.Comparison, names: tuple[str, str], listed: 
     row = found.tasks[found.tasks["task_name"] == task].iloc[0]
     st.subheader(f"Task {escape.line(task)}")
     st.markdown(
-        f"{row['status']}: {widgets.fmt(row['rate_a'], '.0%')} of {row['judged_a']} judged on A → "
-        f"{widgets.fmt(row['rate_b'], '.0%')} of {row['judged_b']} on B (p = {widgets.fmt(row['p_value'])}, "
-        f"q = {widgets.fmt(row['q_value'])})" + "".join(f"\n- {escape.line(c)}" for c in row["changes"])
+        f"{row['status']}: {readable.fmt(row['rate_a'], '.0%')} of {row['judged_a']} judged on A → "
+        f"{readable.fmt(row['rate_b'], '.0%')} of {row['judged_b']} on B (p = {readable.fmt(row['p_value'])}, "
+        f"q = {readable.fmt(row['q_value'])})" + "".join(f"\n- {escape.line(c)}" for c in row["changes"])
     )
     pair = found.pair(task)
     if pair is not None:
@@ -348,6 +348,6 @@ def show(run: ares_viewer.Run) -> None:
     picked_task(found, names, listed)
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Compare runs")
 show(run)

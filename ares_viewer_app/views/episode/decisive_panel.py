@@ -22,10 +22,10 @@ from ares_viewer import model
 from ares_viewer.counterfactual import branching, model_client, value_curve
 from ares_viewer.runs import run
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import widgets
+from ares_viewer_app.panels import endpoint
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import sandbox_policy
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 _KEY = "decisive."
 
@@ -124,7 +124,7 @@ def _missing() -> model_client.EndpointConfig | None:
     """The configured endpoint when a search may run here; else None, after saying what is missing and how to set
     it (the server's operator does: a visitor never names an endpoint)."""
     allowed = sandbox_policy.sandbox_enabled(st.get_option("server.address"))
-    config = widgets.configured_endpoint(lambda: None)
+    config = endpoint.configured_endpoint(lambda: None)
     missing = []
     if not allowed:
         missing.append(
@@ -132,7 +132,7 @@ def _missing() -> model_client.EndpointConfig | None:
             f"{sandbox_policy.SANDBOX_ENV}=1 in the server's environment"
         )
     if config is None:
-        missing.append(widgets.how_to_set_endpoint())
+        missing.append(endpoint.how_to_set_endpoint())
     if missing:
         st.info(
             "A search cannot run from this page. It needs " + "; and ".join(missing) + ". "
@@ -197,7 +197,7 @@ def _branches(found: branching.Search, episode: model.Episode) -> None:
         cols = st.columns([2, 2, 1, 2, 2])
         outcome = b.status if b.failure is None else f"failed ({b.failure})"
         origin = " · supplied with the run" if b.supplied else ""
-        cols[0].markdown(f"Branch {i}: reward **{escape.md(widgets.fmt(b.reward))}**{origin}")
+        cols[0].markdown(f"Branch {i}: reward **{escape.md(readable.fmt(b.reward))}**{origin}")
         cols[1].markdown(escape.md(outcome) + (f" · {escape.md(b.error)}" if b.error else ""))
         if b.episode_id is None or b.path is None:
             continue
@@ -205,7 +205,7 @@ def _branches(found: branching.Search, episode: model.Episode) -> None:
             actions = run.load_episode(b.path).num_actions
         except Exception:  # a branch file gone or unreadable: listed, without its length
             actions = None
-        cols[2].markdown(f"{widgets.fmt(actions)} action(s) · {_tokens(b.tokens)} tokens")
+        cols[2].markdown(f"{readable.fmt(actions)} action(s) · {_tokens(b.tokens)} tokens")
         if cols[3].button("Open as episode", icon=":material/open_in_new:", key=f"{_KEY}open.{step}.{i}"):
             # This very page with another run and episode: a page link to the current page would not navigate.
             state.update(run=folder, episode=b.episode_id, step=1, url=False)

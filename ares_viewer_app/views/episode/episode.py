@@ -20,10 +20,10 @@ from ares_viewer.analysis import behaviours, ending  # noqa: F401 (behaviours: i
 from ares_viewer.base import textdiff
 from ares_viewer.model import render
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import activations_panel, queue_panel, review_panel, snapshot_problems, widgets
+from ares_viewer_app.panels import activations_panel, choosers, queue_panel, review_panel, snapshot_problems
 from ares_viewer_app.routing import pages, state
-from ares_viewer_app.text import escape
-from ares_viewer_app.views.episode import decisive_panel, reader, step_list, step_view, timeline
+from ares_viewer_app.text import escape, readable
+from ares_viewer_app.views.episode import blocks, decisive_panel, reader, step_list, step_view, timeline
 
 
 def error_panel(episode: model.Episode) -> None:
@@ -36,7 +36,7 @@ def error_panel(episode: model.Episode) -> None:
                  "(the file's `error`).")
         if record is not None and record.traceback:  # e.g. the traceback mini-swe-agent saved with the error
             with st.expander("The traceback", icon=":material/bug_report:"):
-                widgets.text_block(record.traceback)
+                blocks.text_block(record.traceback)
         return
     st.error(f"The episode ended with an error whose root cause is {escape.md(record.root.one_line())} · a "
              f"failure of {whose}. Raised as {escape.md(record.one_line())} (the file's `error`, its `cause` "
@@ -45,7 +45,7 @@ def error_panel(episode: model.Episode) -> None:
         for n, link in enumerate(record.chain()):
             st.markdown(f"{n + 1}. {escape.md(link.one_line())}")
         if record.traceback:
-            widgets.text_block(record.traceback)
+            blocks.text_block(record.traceback)
         else:
             st.caption("The file records no traceback.")
 
@@ -56,20 +56,20 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
     verdict = "" if episode.total_reward is None else (
         " :green-badge[solved]" if episode.total_reward > 0 else " :red-badge[not solved]")
     flags = "".join(f" {escape.badge('orange', flag.split(':', 1)[0])}" for flag in end.flags)
-    st.markdown(f"### {escape.line(episode.task_name)} {widgets.outcome_badge(episode.outcome.value)}{verdict}{flags}")
+    st.markdown(f"### {escape.line(episode.task_name)} {readable.outcome_badge(episode.outcome.value)}{verdict}{flags}")
     for flag in end.flags:  # a success a behaviour flag qualifies: the reward may not mean the task was solved
         name, evidence = flag.split(": ", 1)
         st.warning(f"Solved, but flagged {escape.code(name)}: {escape.line(evidence)}. The reward may not mean the "
                    "task was solved (docs/behaviours.md).", icon=":material/flag:")
     if end.failing_tests:
         st.markdown(f"**Failing tests** · {escape.line(end.tests_words())}")
-    widgets.figures([("Reward", widgets.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
-                     ("Duration", widgets.measure(episode.duration_s, ".0f", "s")),
+    blocks.figures([("Reward", readable.fmt(episode.total_reward)), ("Actions", f"{episode.num_actions:,}"),
+                     ("Duration", readable.measure(episode.duration_s, ".0f", "s")),
                      ("Cost", render.cost_text(episode.total_cost)
                       + render.steps_sum_note(episode, "cost", "${:.4f}")),
-                     ("Prompt tokens", widgets.fmt(episode.prompt_tokens, ",")
+                     ("Prompt tokens", readable.fmt(episode.prompt_tokens, ",")
                       + render.steps_sum_note(episode, "prompt_tokens", "{:,.0f}")),
-                     ("Generated tokens", widgets.fmt(episode.generated_tokens, ",")
+                     ("Generated tokens", readable.fmt(episode.generated_tokens, ",")
                       + render.steps_sum_note(episode, "generated_tokens", "{:,.0f}"))])
     if episode.error:
         error_panel(episode)
@@ -92,7 +92,7 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     other = run.other_attempt(episode.episode_id) if episode.episode_id in run else None
     if other is None:
         return
-    reward = widgets.episode_rows(run, [other]).get(other, {}).get("total_reward")
+    reward = choosers.episode_rows(run, [other]).get(other, {}).get("total_reward")
     solved = reward is not None and reward == reward and reward > 0  # None: no reward; NaN: unscored
     failed = episode.total_reward is None or episode.total_reward <= 0
     # a success a behaviour flag qualifies (touched_tests) is offered with its flag named, never as a plain solution
@@ -101,7 +101,7 @@ def other_attempt(run: ares_viewer.Run, episode: model.Episode) -> None:
     what += f" flagged {', '.join(flags)}" if flags else ""
     st.page_link(pages.path("compare"), icon=":material/compare_arrows:",
                  label=f"Compare with {what} at this task ({escape.line(render.short_id(other))}, "
-                       f"reward {widgets.fmt(reward)})",
+                       f"reward {readable.fmt(reward)})",
                  query_params=state.params(episode=episode.episode_id, other=other, step=None))
 
 
@@ -150,7 +150,7 @@ def format_details(episode: model.Episode) -> None:
     submission = meta.get("submission")
     if isinstance(submission, str) and submission.strip():
         with st.expander(f"Submission ({len(submission.splitlines())} lines)", icon=":material/difference:"):
-            widgets.text_block(submission, language="diff")
+            blocks.text_block(submission, language="diff")
     if meta.get("group"):
         st.page_link(pages.path("groups"), label="Compare with the other rollouts of its group",
                      icon=":material/group_work:", query_params=state.params())
@@ -168,10 +168,10 @@ def answer_and_target(evaluation: dict, target: object) -> None:
     with cols[0]:
         st.caption(f"**Answer**, as the scorer {escape.code(str(scorer)) + ' ' if scorer else ''}read it "
                    "(its score's `answer`)")
-        widgets.text_block("–" if answer is None else str(answer))
+        blocks.text_block("–" if answer is None else str(answer))
     with cols[1]:
         st.caption("**Target**, the sample's `target`")
-        widgets.text_block("–" if target is None else str(target))
+        blocks.text_block("–" if target is None else str(target))
 
 
 def step_details(step: model.Step) -> None:
@@ -207,18 +207,18 @@ def _messages(n: int) -> str:
 def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
     usage = step.usage
     parts = [f"step {step.index} ({step.kind.value})"]
-    duration = widgets.fmt(step.duration, ".1f")
+    duration = readable.fmt(step.duration, ".1f")
     if duration != "–":  # unknown (the first request took no time of its own): left out, not "– s"
         parts.append(f"{duration} s")
     model_time, command_time = step.model_time, step.command_time
     if model_time is not None or command_time is not None:
-        parts.append(f"model {widgets.measure(model_time, '.1f', 's')} + "
-                     f"command {widgets.measure(command_time, '.1f', 's')}")
+        parts.append(f"model {readable.measure(model_time, '.1f', 's')} + "
+                     f"command {readable.measure(command_time, '.1f', 's')}")
     if step.has_action:
         new = len(change.new) if change is not None else step.new_message_count
-        parts += [f"{widgets.fmt(usage.prompt_tokens, ',')} prompt / {widgets.fmt(usage.generated_tokens, ',')} "
-                  f"generated tokens", "cost " + ("$" if widgets.fmt(step.cost) != widgets.UNKNOWN else "")
-                  + widgets.fmt(step.cost, '.4f'),
+        parts += [f"{readable.fmt(usage.prompt_tokens, ',')} prompt / {readable.fmt(usage.generated_tokens, ',')} "
+                  f"generated tokens", "cost " + ("$" if readable.fmt(step.cost) != readable.UNKNOWN else "")
+                  + readable.fmt(step.cost, '.4f'),
                   f"context {_messages(step.context_len)} (+{new} new)"]
         if usage.cached_prompt_tokens:
             parts.append(f"{usage.cached_prompt_tokens:,} cached")
@@ -256,7 +256,7 @@ def response_diff(run: ares_viewer.Run, episode: model.Episode, k: int) -> None:
         if other_id is None:
             st.caption("The run has no other episode.")
             return
-        other_id = widgets.episode_choice(
+        other_id = choosers.episode_choice(
             run, "Other episode", "episode.other", other_id, partners_of=episode.episode_id,
             exclude=episode.episode_id, narrow=True,
             on_change=lambda: state.update(other=st.session_state["episode.other"]))
@@ -415,6 +415,6 @@ def show(run: ares_viewer.Run, where: str, episode: model.Episode) -> None:
     decisive_panel.show(episode)
 
 
-run = widgets.current_run()
-episode_id = widgets.episode_picker(run, "episode.pick", reset={"step": 1}, first_failed=True, say_unknown=True)
-show(run, loaders.location(state.get("run")), widgets.read_episode(run, episode_id))
+run = choosers.current_run()
+episode_id = choosers.episode_picker(run, "episode.pick", reset={"step": 1}, first_failed=True, say_unknown=True)
+show(run, loaders.location(state.get("run")), choosers.read_episode(run, episode_id))

@@ -60,7 +60,7 @@
     queue.push(key);
     drain();
   });
-  // A text block's copy button (widgets.text_block) copies the block's text exactly as the file holds it.
+  // A text block's copy button (blocks.text_block) copies the block's text exactly as the file holds it.
   // (Where the clipboard API refuses, as on a page served over plain HTTP to another host, a selection is copied.)
   const copied = (button) => {
     button.textContent = "Copied";

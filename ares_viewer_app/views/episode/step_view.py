@@ -12,8 +12,9 @@ import streamlit as st
 from ares_viewer import model
 from ares_viewer.analysis import ending
 from ares_viewer.base import textdiff
-from ares_viewer_app.panels import activations_panel, widgets
-from ares_viewer_app.text import escape
+from ares_viewer_app.panels import activations_panel
+from ares_viewer_app.text import escape, readable
+from ares_viewer_app.views.episode import blocks
 
 # A text longer than this (characters or lines) is shown as its head and tail until "Show all".
 COLLAPSE_CHARS = 3_000
@@ -45,7 +46,7 @@ def long_text(text: str | None, key: str, *, language: str | None = None, empty:
     """A text in a code block, collapsed to head and tail when long, with a "Show all" button then."""
     text = text or ""
     shown = text if st.session_state.get(f"episode.all.{key}") else head_and_tail(text)
-    widgets.text_block(shown or empty, language=language)
+    blocks.text_block(shown or empty, language=language)
     if shown != text:
         st.button(f"Show all {len(text):,} characters", key=f"episode.show_all.{key}", on_click=_show_all,
                   args=(key,), type="tertiary", icon=":material/unfold_more:")
@@ -61,7 +62,7 @@ def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *
         st.markdown(f"{number}**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
         long_text(message.content, f"{key}.{n if numbers is None else numbers[n]}")
         for call in message.tool_calls:
-            widgets.text_block(f"{call.name}({call.arguments})", language="json")
+            blocks.text_block(f"{call.name}({call.arguments})", language="json")
 
 
 def context_pages(total: int) -> list[tuple[int, int]]:
@@ -118,7 +119,7 @@ def response(step: model.Step, key: str) -> None:
         long_text(step.command, f"{key}.command", language="bash")
     elif step.tool_calls:
         for call in step.tool_calls:
-            widgets.text_block(f"{call.name}({call.arguments})", language="json")
+            blocks.text_block(f"{call.name}({call.arguments})", language="json")
     else:
         st.warning("No single bash command in this response: the agent did not run anything.")
         if (step.response or "").strip() != (step.thought or "").strip():  # the thought above is the whole text
@@ -139,7 +140,7 @@ def output(step: model.Step, key: str) -> None:
     elided = f" · {step.output_elided:,} characters elided by the agent" if step.output_elided else ""
     note = " · format error" if step.format_error else ""
     badge = f" {escape.badge('orange', failed)}" if failed else ""
-    code = escape.badge(colour, f"return code {widgets.fmt(step.returncode)}")
+    code = escape.badge(colour, f"return code {readable.fmt(step.returncode)}")
     st.markdown(f"#### Output{badge} {code}{elided}{note}")
     text = step.output if step.output is not None else step.observation_text
     long_text(text, f"{key}.output", empty="(no output)")
@@ -169,8 +170,8 @@ def why_this_reward(end: ending.Ending, key: str) -> None:
         if verifier.commands:
             with st.expander(f"Every verifier command ({len(verifier.commands)})", icon=":material/terminal:"):
                 for n, command in enumerate(verifier.commands):
-                    widgets.text_block(command.command, language="bash")
-                    st.caption(f"return code {widgets.fmt(command.returncode)}")
+                    blocks.text_block(command.command, language="bash")
+                    st.caption(f"return code {readable.fmt(command.returncode)}")
                     long_text(command.output, f"{key}.verifier.{n}", empty="(no output)")
     elif end.failing_tests:  # named by an evaluation report, not by a verifier run the recording holds
         sources = ", ".join(dict.fromkeys(t.source for t in end.failing_tests))

@@ -16,7 +16,7 @@ import streamlit as st
 from ares_viewer import fsdiff, model, review, snapshots
 from ares_viewer.base import sizes, textdiff
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import review_panel, snapshot_problems, widgets
+from ares_viewer_app.panels import choosers, review_panel, snapshot_problems
 from ares_viewer_app.routing import state
 from ares_viewer_app.text import escape
 
@@ -52,7 +52,7 @@ def side_label(step: int | None) -> str:
 
 def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple[int | None, int]:
     """The two sides the view names (default: the step before and the current step), with select boxes."""
-    new = widgets.recorded_step(episode, steps, steps[-1])
+    new = choosers.recorded_step(episode, steps, steps[-1])
     old_param = state.get("old")
     if old_param == BASE and not no_base:
         old: int | None = None
@@ -66,7 +66,7 @@ def pick_sides(episode: model.Episode, steps: list[int], no_base: bool) -> tuple
             why = ("these snapshots record no base image" if old_param == BASE else
                    f"“{escape.line(old_param)}” is neither a recorded step nor “base”; the recorded steps are "
                    f"{_steps_text(steps)}")
-            widgets.shown_instead(f"The old side cannot be {escape.code(old_param)}: {why}.", "old", side_label(old))
+            choosers.shown_instead(f"The old side cannot be {escape.code(old_param)}: {why}.", "old", side_label(old))
     # The URL names both sides as shown, so the link reopens exactly this comparison.
     old_value = BASE if old is None else str(old)
     if (state.get("old"), state.get("step")) != (old_value, str(new)):
@@ -240,7 +240,7 @@ def shown_file(diff: fsdiff.FsDiff) -> str | None:
     first = None if internals else fsdiff.main_file(diff) or (diff.changes[0] if diff.changes else None)
     current = first.path if first is not None else None
     if named:
-        widgets.shown_instead(f"{escape.code(named)} is not a file at {side_label(diff.old_step)} or at step "
+        choosers.shown_instead(f"{escape.code(named)} is not a file at {side_label(diff.old_step)} or at step "
                               f"{diff.new_step} in the recorded snapshots.", "file",
                               escape.code(current) if current else "no file")
     state.update(file=current)
@@ -381,7 +381,7 @@ def file_panel(episode: model.Episode, diff: fsdiff.FsDiff, path: str) -> None:
     named = {v: k for k, v in _VIEW_PARAMS.items()}.get(asked or "", _VIEWS[0])
     if asked and asked not in _VIEW_PARAMS.values() and asked not in OTHER_PAGES_VIEWS:
         known = ", ".join(f"`{v}`" for v in _VIEW_PARAMS.values())
-        widgets.shown_instead(f"“{escape.line(asked)}” is not a way to show a file; they are {known}.", "view",
+        choosers.shown_instead(f"“{escape.line(asked)}” is not a way to show a file; they are {known}.", "view",
                               f"the {named.lower()}")
         state.update(view=None)
     st.session_state["files.view"] = named
@@ -463,7 +463,7 @@ def show(where: str, episode: model.Episode) -> None:
     notes_panel(where, episode, new_step, path)
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 where = loaders.location(state.get("run"))
-episode_id = widgets.episode_picker(run, "files.episode", reset={"step": None, "old": None, "file": None})
-show(where, widgets.read_episode(run, episode_id))
+episode_id = choosers.episode_picker(run, "files.episode", reset={"step": None, "old": None, "file": None})
+show(where, choosers.read_episode(run, episode_id))

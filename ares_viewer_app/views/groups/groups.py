@@ -13,9 +13,9 @@ import ares_viewer
 from ares_viewer import model
 from ares_viewer.analysis import groups, plots
 from ares_viewer.review import queue_items
-from ares_viewer_app.panels import queue_panel, review_panel, widgets
+from ares_viewer_app.panels import chat, choosers, queue_panel, review_panel
 from ares_viewer_app.routing import pages, state
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 # Rollouts per row of side-by-side columns; a group of 8 wraps into two rows.
 _PER_ROW = 4
@@ -24,14 +24,14 @@ _RESPONSE_CHARS = 2_000
 
 
 def group_label(row: pd.Series) -> str:
-    return (f"{row['group']} · {row['rollouts']} rollouts · mean reward {widgets.fmt(row['mean_reward'])} · "
-            f"spread {widgets.fmt(row['reward_spread'])} · {row['task_name']}")
+    return (f"{row['group']} · {row['rollouts']} rollouts · mean reward {readable.fmt(row['mean_reward'])} · "
+            f"spread {readable.fmt(row['reward_spread'])} · {row['task_name']}")
 
 
 def pick_group(found: groups.RunGroups, order: str) -> str:
     """The group of the episode the view names (else the first group in ``order``), with a select box to change
-    it: the first ``widgets.CHOICES`` groups in that order, and the named one."""
-    table = found.table(order, limit=widgets.CHOICES)
+    it: the first ``choosers.CHOICES`` groups in that order, and the named one."""
+    table = found.table(order, limit=choosers.CHOICES)
     current = found.group_of(state.get("episode") or "")
     if current is not None and current not in set(table["group"]):
         table = pd.concat([found.table(order, groups=[current]), table], ignore_index=True)
@@ -53,9 +53,9 @@ def rollout_card(run: ares_viewer.Run, row: pd.Series, full: bool) -> None:
     """One rollout: reward and outcome, then what it answered at each step."""
     episode: model.Episode = run.episode(row["episode_id"])
     traj = f"traj {int(row['traj_idx'])}" if "traj_idx" in row and pd.notna(row["traj_idx"]) else row["episode_id"]
-    st.markdown(f"**{escape.line(traj)}** {widgets.outcome_badge(episode.outcome.value)} · reward "
-                f"**{widgets.fmt(episode.total_reward)}**")
-    st.caption(f"{episode.num_actions} action(s) · {widgets.fmt(episode.generated_tokens, ',')} generated tokens")
+    st.markdown(f"**{escape.line(traj)}** {readable.outcome_badge(episode.outcome.value)} · reward "
+                f"**{readable.fmt(episode.total_reward)}**")
+    st.caption(f"{episode.num_actions} action(s) · {readable.fmt(episode.generated_tokens, ',')} generated tokens")
     for step in episode.actions:
         if episode.num_actions > 1:
             st.caption(f"step {step.index}" + (f" · reward {step.reward:g}" if step.reward else ""))
@@ -98,7 +98,8 @@ def show(run: ares_viewer.Run) -> None:
     if found.key == groups.BY_TASK:
         st.caption("This run records no groups of its own: each group here is the attempts at the same task.")
     totals = found.totals()
-    shown = f" · the first {widgets.CHOICES} in this order to choose from" if totals["groups"] > widgets.CHOICES else ""
+    shown = (f" · the first {choosers.CHOICES} in this order to choose from" if totals["groups"] > choosers.CHOICES
+             else "")
     st.caption(f"{totals['groups']:,} groups · {totals['rollouts']:,} rollouts · "
                f"{totals['uniform']:,} group(s) whose rollouts all scored the same{shown}")
     order = st.segmented_control("Sort groups by", groups.SORTS, default=groups.SORTS[0], key="groups.sort",
@@ -110,7 +111,7 @@ def show(run: ares_viewer.Run) -> None:
     first = run.episode(members["episode_id"].iloc[0])
     with st.expander(f"Prompt ({len(first.context(1)) if first.num_actions else 0} message(s))", expanded=True):
         if first.num_actions and first.context(1):
-            widgets.messages(first.context(1))
+            chat.messages(first.context(1))
         else:
             st.caption("The rollouts recorded no prompt (no traces in the file).")
         if first.system_prompt:
@@ -121,7 +122,7 @@ def show(run: ares_viewer.Run) -> None:
     points = event["selection"]["points"] if event and event.get("selection") else []
     for point in points:
         if isinstance(point.get("customdata"), str):
-            widgets.go_to_episode(point["customdata"])
+            choosers.go_to_episode(point["customdata"])
     queue_form(run, group, members)
     full = st.toggle("Show long responses in full", key="groups.full")
     for start in range(0, len(members), _PER_ROW):
@@ -131,6 +132,6 @@ def show(run: ares_viewer.Run) -> None:
                 rollout_card(run, row, full)
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Groups")
 show(run)

@@ -19,9 +19,9 @@ from ares_viewer.analysis import aggregate_plots, behaviours, inspect_metrics, p
 from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries, subruns
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import flag_panel, review_panel, widgets
+from ares_viewer_app.panels import choosers, flag_panel, review_panel
 from ares_viewer_app.routing import pages, state
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "why",
@@ -71,16 +71,16 @@ def headline(run) -> None:
     cols = st.columns([1, 1, 1, 1, 1, 1.8, 1.2])
     cols[0].metric("Episodes", stats["episodes"])
     unscored = stats["unscored"]
-    cols[1].metric("Success rate", widgets.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
-    cols[2].metric("Mean reward", widgets.fmt(stats["mean_reward"]), help=_MEAN_HELP)
-    cols[3].metric("Mean actions", widgets.fmt(stats["mean_actions"], ".1f"))
+    cols[1].metric("Success rate", readable.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
+    cols[2].metric("Mean reward", readable.fmt(stats["mean_reward"]), help=_MEAN_HELP)
+    cols[3].metric("Mean actions", readable.fmt(stats["mean_actions"], ".1f"))
     cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2))
     cols[5].metric("Tokens (prompt / gen.)",
-                   f"{widgets.compact(stats['prompt_tokens'])} / {widgets.compact(stats['generated_tokens'])}",
+                   f"{readable.compact(stats['prompt_tokens'])} / {readable.compact(stats['generated_tokens'])}",
                    help=f"{stats['prompt_tokens']:,} prompt / {stats['generated_tokens']:,} generated tokens")
     cols[6].metric("Unreadable files", stats["errors"],
                    help="Files that should hold episodes but could not be read: listed below with the reason")
-    st.markdown("Outcomes: " + " ".join(f"{widgets.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
+    st.markdown("Outcomes: " + " ".join(f"{readable.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
     st.caption(f"Success rate: episodes with a reward above 0 among the {stats['judged']} scored ones the agent can "
                "be judged on (the failures of the infrastructure are left out; a failure without a reward counts as "
                f"0). Mean reward: the mean over the {stats['rewarded']} episodes that have a reward.")
@@ -140,14 +140,14 @@ def charts(run) -> None:
         event = column.plotly_chart(figure, key=key, on_select="rerun", selection_mode="points")
         episode_id = clicked_episode(event)
         if episode_id:
-            widgets.go_to_episode(episode_id)
+            choosers.go_to_episode(episode_id)
     if "iteration" in asked.columns and episodes["iteration"].notna().any():
         figure = (aggregate_plots.iteration_bands(asked.per_iteration()) if sampled
                   else plots.reward_over_iterations(episodes))
         event = st.plotly_chart(figure, key="overview.iterations", on_select="rerun", selection_mode="points")
         episode_id = clicked_episode(event)
         if episode_id:
-            widgets.go_to_episode(episode_id)
+            choosers.go_to_episode(episode_id)
     if unscored or failed:
         without = unscored + failed
         st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the {without:,} without one (“–” "
@@ -320,7 +320,7 @@ def table(run, reason: str | None = None) -> None:
     st.caption(f"{total} of {len(run)} episodes{where} · select a row to open it")
     event = st.dataframe(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
-        placeholder=widgets.UNKNOWN,  # an errored episode's reward, an unknown cost...: a dash as in the figures
+        placeholder=readable.UNKNOWN,  # an errored episode's reward, an unknown cost...: a dash as in the figures
         column_config={**_COLUMN_LABELS,
                        "total_reward": st.column_config.NumberColumn(_COLUMN_LABELS["total_reward"], format="%.3g"),
                        "duration_s": st.column_config.NumberColumn(_COLUMN_LABELS["duration_s"], format="%.0f"),
@@ -331,7 +331,7 @@ def table(run, reason: str | None = None) -> None:
     )
     rows = event.selection.rows if event else []
     if rows:
-        widgets.go_to_episode(shown.loc[rows[0], "episode_id"])
+        choosers.go_to_episode(shown.loc[rows[0], "episode_id"])
 
 
 def body(run, following: bool) -> None:
@@ -342,7 +342,7 @@ def body(run, following: bool) -> None:
                    f"{change.parsed_files} file(s) read again · {change.new_episodes:+,} episodes")
     headline(run)
     producer_metrics(run)
-    widgets.load_errors(run)
+    choosers.load_errors(run)
     if run.pending:
         st.caption(f"{len(run.pending)} file(s) still being written (cut off at their end): read again when they "
                    "change, reported if they stop changing like this. " +
@@ -392,6 +392,6 @@ def sub_runs(run: ares_viewer.Run) -> None:
                                                other=None))
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Run overview")
 show(run)

@@ -15,9 +15,9 @@ from ares_viewer import review
 from ares_viewer.analysis.behaviours import flag_queries
 from ares_viewer.review import queue_export, queue_items, queues
 from ares_viewer.runs.index import queries
-from ares_viewer_app.panels import flag_panel, queue_panel, review_panel, widgets
+from ares_viewer_app.panels import choosers, flag_panel, queue_panel, review_panel
 from ares_viewer_app.routing import pages, state
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 
 def chosen_items(run: ares_viewer.Run, opened: review.ReviewStore, source: str) -> queue_panel.Chosen:
@@ -112,12 +112,12 @@ def work(run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, 
 def show_item(
     run: ares_viewer.Run, opened: review.ReviewStore, queue: queues.Queue, reviewer: str, item: queue_items.Item
 ) -> None:
-    episode = widgets.read_episode(run, item.episode_id)
+    episode = choosers.read_episode(run, item.episode_id)
     step = queue_panel.item_step(episode, item)
     st.markdown(
         f"**Item {item.item}** · {escape.line(episode.task_name or '?')} · "
-        f"{escape.code(item.episode_id)} · step {step} · reward {widgets.fmt(episode.total_reward)} · "
-        f"{widgets.outcome_badge(str(episode.outcome))}"
+        f"{escape.code(item.episode_id)} · step {step} · reward {readable.fmt(episode.total_reward)} · "
+        f"{readable.outcome_badge(str(episode.outcome))}"
     )
     st.page_link(
         pages.path("episode"),
@@ -126,7 +126,7 @@ def show_item(
         query_params=queue_panel.step_link(queue.name, reviewer, item, step),
     )
     if step >= 1:
-        st.text(widgets.clip(episode.step(step).response, False))
+        st.text(readable.clip(episode.step(step).response, False))
     if done := queue_panel.answer(opened, queue, reviewer, item, f"queues.label.{queue.name}.{item.item}"):
         st.session_state.pop("queues.holding", None)
         st.session_state["queues.saved"] = done
@@ -233,6 +233,6 @@ def show(run: ares_viewer.Run) -> None:
     download(opened, queue)
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Queues")
 show(run)

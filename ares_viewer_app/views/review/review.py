@@ -11,7 +11,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import review
 from ares_viewer.model import render
-from ares_viewer_app.panels import review_panel, widgets
+from ares_viewer_app.panels import choosers, review_panel
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape
 
@@ -135,7 +135,7 @@ def show(run: ares_viewer.Run) -> None:
         st.warning(escape.md(exc), icon=":material/lock:")
         return
     # The noted episodes' tasks, looked up by id: a run's table is never loaded for its notes.
-    tasks = {i: r["task_name"] for i, r in widgets.episode_rows(run, sorted(set(notes["episode_id"]))).items()}
+    tasks = {i: r["task_name"] for i, r in choosers.episode_rows(run, sorted(set(notes["episode_id"]))).items()}
     notes = review.with_status(notes, run).assign(task_name=lambda f: f["episode_id"].map(tasks))
     if not len(notes):
         st.info("No notes on this run yet. Open a step (Episode page) and add a label or a note under it.")
@@ -152,6 +152,6 @@ def show(run: ares_viewer.Run) -> None:
     export(run, opened, shown[shown["orphaned"].isna() & ~shown["deleted"]])
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Review")
 show(run)

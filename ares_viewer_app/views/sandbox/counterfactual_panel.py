@@ -24,9 +24,9 @@ import streamlit as st
 from ares_viewer import counterfactual, model
 from ares_viewer.counterfactual import model_client
 from ares_viewer.runs import run
-from ares_viewer_app.panels import widgets
+from ares_viewer_app.panels import chat, endpoint
 from ares_viewer_app.routing import pages, state
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 MAX_STEPS = 30
 _KEY = "counterfactual."
@@ -166,8 +166,8 @@ def _result(done: Done, parent: model.Episode) -> None:
     cols = st.columns(4)
     cols[0].metric("Actions", new.num_actions)
     cols[1].metric("Outcome", str(new.outcome))
-    cols[2].metric("Reward (verified)" if new.total_reward is not None else "Reward", widgets.fmt(new.total_reward))
-    cols[3].metric("Parent's reward", widgets.fmt(parent.total_reward))
+    cols[2].metric("Reward (verified)" if new.total_reward is not None else "Reward", readable.fmt(new.total_reward))
+    cols[3].metric("Parent's reward", readable.fmt(parent.total_reward))
     links = st.columns(2)
     links[0].page_link(pages.path("compare"), label="Compare with the parent episode", icon=":material/compare_arrows:",
                        query_params=state.params(episode=parent.episode_id, other=new.episode_id,
@@ -180,7 +180,7 @@ def _result(done: Done, parent: model.Episode) -> None:
             st.markdown("**Response**")
             st.code(action.response or "", language=None, wrap_lines=True)
             if action.command:
-                st.caption(f"Exit code {escape.line(widgets.fmt(action.returncode))}")
+                st.caption(f"Exit code {escape.line(readable.fmt(action.returncode))}")
                 st.code(action.output or "(no output)", language=None, wrap_lines=True)
 
 
@@ -189,7 +189,7 @@ def show(episode: model.Episode, step: int, engine: Any, session: str) -> None:
     st.subheader("Counterfactual: ask the model again from this step")
     st.caption("Edit what the model saw after the step, ask a model, and let it carry on in a container restored at "
                "the step. The result is a new episode linked to this one.")
-    config = widgets.configured_endpoint(_how_to_configure)
+    config = endpoint.configured_endpoint(_how_to_configure)
     if config is None:
         return
     _endpoint(config)
@@ -198,7 +198,7 @@ def show(episode: model.Episode, step: int, engine: Any, session: str) -> None:
         st.info(f"Step {step} ended the episode: the model was asked nothing after it. Pick an earlier step.")
     else:
         with st.expander(f"What the model saw after step {step}: {len(seen)} message(s)", icon=":material/chat:"):
-            widgets.messages(seen)
+            chat.messages(seen)
         where = f"{episode.episode_id}.{step}"
         messages = _edited([m.to_dict() for m in seen], where)
         cols = st.columns([1, 1, 2])

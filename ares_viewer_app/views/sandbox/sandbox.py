@@ -24,10 +24,10 @@ import streamlit as st
 from ares_viewer import container, model, sandbox, snapshots
 from ares_viewer.model import render
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import widgets
+from ares_viewer_app.panels import choosers
 from ares_viewer_app.routing import state
 from ares_viewer_app.serving import sandbox_policy, sandbox_reaper
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 from ares_viewer_app.views.sandbox import counterfactual_panel
 
 _KEY = "sandbox."  # every session key of this page starts with it
@@ -130,7 +130,7 @@ def _age(seconds: float) -> str:
 def _pick_step(episode, steps: list[int]) -> int:
     """The recorded step the view names (a warning when the episode has no such step; the closest recorded one
     before it when that step has no snapshot), with a select box; the URL names the step picked."""
-    step = widgets.recorded_step(episode, steps, steps[0])
+    step = choosers.recorded_step(episode, steps, steps[0])
     if state.get("step") is not None and state.get("step") != str(step):
         state.update(step=step)
     st.session_state[_KEY + "step_pick"] = step
@@ -275,7 +275,7 @@ def _show_result(result: sandbox.CommandResult) -> None:
 def _verifier_output(verdict: sandbox.VerifierResult) -> None:
     """What the verifier printed, with its exit code and time: why the reward is what it is."""
     result = verdict.result
-    with st.expander(f"Verifier's output · exit code {widgets.fmt(result.returncode)} · {result.duration_s:.1f} s",
+    with st.expander(f"Verifier's output · exit code {readable.fmt(result.returncode)} · {result.duration_s:.1f} s",
                      expanded=True, icon=":material/fact_check:"):
         st.code(result.output or "(the verifier printed nothing)", language=None, wrap_lines=True)
 
@@ -299,8 +299,8 @@ def _fork(box: sandbox.Sandbox, episode) -> None:
         _show_result(result)
     if forked.verifier is not None:
         cols = st.columns(2)
-        cols[0].metric("Fork's reward", widgets.fmt(forked.reward))
-        cols[1].metric("Recorded reward", widgets.fmt(forked.recorded_reward))
+        cols[0].metric("Fork's reward", readable.fmt(forked.reward))
+        cols[1].metric("Recorded reward", readable.fmt(forked.recorded_reward))
         if forked.verifier.error:
             st.error(f"Verifier: {escape.md(forked.verifier.error)}")
         _verifier_output(forked.verifier)
@@ -375,6 +375,6 @@ if not sandbox_policy.sandbox_enabled(st.get_option("server.address")):
                "to enable it anyway.")
     st.stop()
 
-current = widgets.current_run()
-episode_id = widgets.episode_picker(current, _KEY + "episode_pick", reset={"step": 0})
-show(widgets.read_episode(current, episode_id))
+current = choosers.current_run()
+episode_id = choosers.episode_picker(current, _KEY + "episode_pick", reset={"step": 0})
+show(choosers.read_episode(current, episode_id))

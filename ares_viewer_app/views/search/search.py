@@ -20,7 +20,7 @@ import ares_viewer
 from ares_viewer.analysis import search
 from ares_viewer.base import settings
 from ares_viewer.model import render
-from ares_viewer_app.panels import widgets
+from ares_viewer_app.panels import choosers
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape
 
@@ -58,8 +58,8 @@ class _Shown:
 
     def add(self, hit: search.Hit) -> None:
         if hit.episode_id not in self._boxes:
-            rows = widgets.episode_rows(self._run, [hit.episode_id])
-            label = widgets.episode_label(rows[hit.episode_id]) if hit.episode_id in rows else hit.episode_id
+            rows = choosers.episode_rows(self._run, [hit.episode_id])
+            label = choosers.episode_label(rows[hit.episode_id]) if hit.episode_id in rows else hit.episode_id
             box = st.container(border=True, key=f"search.episode.{hit.episode_id}")
             self._boxes[hit.episode_id] = (box, box.empty(), label, [0])
         box, header, label, count = self._boxes[hit.episode_id]
@@ -152,6 +152,6 @@ def show(run: ares_viewer.Run) -> None:
         _search(run, query, regex, case, fields, int(limit))
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Search")
 show(run)

@@ -1,84 +1,29 @@
-"""Widgets and renderers the pages share: the run picker, episode labels, messages, keyboard keys."""
+"""What a page shows, picked: the sidebar's run picker and the run it opens, and the one episode chooser
+every page uses (with the episode it opens and the step a link names)."""
 
 from __future__ import annotations
 
-import html
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.base import settings
-from ares_viewer.counterfactual import model_client
-from ares_viewer.model import colours, render
+from ares_viewer.model import render
 from ares_viewer.runs.index import queries, subruns
 from ares_viewer_app.data import loaders
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import access
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
-# Characters of one message or output shown before "show long texts in full" is asked for:
-# the agent elides outputs at 10,000 characters, so this shows a normal one whole.
-CLIP = 12_000
 OTHER_LOCATION = "Other folder or URL…"
 # The sub-run chooser's choice of the whole folder (every run it holds).
 ALL_RUNS = "All runs of the folder"
 # The most episodes an episode chooser lists: a page of the run, never all of it (typing narrows them).
 CHOICES = 200
 _LABEL_COLUMNS = ["episode_id", "task_name", "outcome", "total_reward", "num_actions"]
-# How a value that is not known is shown: in labels (``fmt``) and in tables' empty cells (``st.dataframe``'s
-# ``placeholder``).
-UNKNOWN = "–"
-# A text block (``text_block``): monospace, wrapped, on a faint background that suits light and dark themes.
-_TEXT_STYLE = ("white-space:pre-wrap;overflow-wrap:anywhere;margin:0;padding:0.75rem 2.5rem 0.75rem 1rem;"
-               "border-radius:0.5rem;background:rgba(128,128,128,0.1);font-size:0.85rem;line-height:1.5;"
-               "font-family:'Source Code Pro',ui-monospace,monospace")
-_COPY_STYLE = ("position:absolute;top:0.35rem;right:0.35rem;border:none;background:transparent;cursor:pointer;"
-               "opacity:0.6;font-size:0.8rem;color:inherit")
-# Lines of a diff coloured by their first character (file headers left plain).
-_DIFF_COLOURS = {"+": "#1a7f37", "-": "#cf222e", "@": "#8250df"}
-
-def text_block_html(text: str, language: str | None = None) -> str:
-    """The HTML of :func:`text_block`: ``text`` escaped, every character kept."""
-    if language == "diff":
-        lines = []
-        for line in text.split("\n"):
-            colour = None if line.startswith(("+++", "---")) else _DIFF_COLOURS.get(line[:1])
-            escaped = html.escape(line)
-            lines.append(f'<span style="color:{colour}">{escaped}</span>' if colour else escaped)
-        body = "\n".join(lines)
-    else:
-        body = html.escape(text)
-    kind = html.escape(language or "text", quote=True)
-    return (f'<div class="ares-text" style="position:relative"><button type="button" data-ares-copy title="Copy" '
-            f'style="{_COPY_STYLE}">Copy</button><pre data-language="{kind}" style="{_TEXT_STYLE}">{body}</pre></div>')
-
-
-def figures_html(figures: list[tuple[str, str]]) -> str:
-    """The HTML of :func:`figures`: each label and value escaped."""
-    cells = "".join(
-        f'<div data-ares-figure="{html.escape(label, quote=True)}" style="flex:1 1 0;min-width:7rem">'
-        f'<div style="font-size:0.875rem;opacity:0.75">{html.escape(label)}</div>'
-        f'<div style="font-size:2.25rem;line-height:1.3">{html.escape(value)}</div></div>'
-        for label, value in figures)
-    return f'<div class="ares-figures" style="display:flex;flex-wrap:wrap;gap:1rem">{cells}</div>'
-
-
-def figures(figures: list[tuple[str, str]]) -> None:
-    """A row of labelled figures (label above, value large), as ``st.metric`` in columns shows them but as one
-    light element: six metrics took the Episode page six columns and their own script to load (#33)."""
-    st.html(figures_html(figures))
-
-
-def text_block(text: str, *, language: str | None = None) -> None:
-    """A text exactly as it is (a file's or a model's): monospace, wrapped, escaped, with a copy button (which the
-    Episode page's key script works). ``st.code`` shows the same, but its syntax highlighter took a quarter of the
-    browser's time on an Episode page (#33); a diff's added and removed lines are coloured here."""
-    st.html(text_block_html(text, language))
 
 
 def _pick_run() -> None:
@@ -319,77 +264,7 @@ def load_errors(run: ares_viewer.Run) -> None:
                 st.markdown(f"- {escape.code(path)}: {escape.md(warning)}")
 
 
-
-
-def outcome_badge(outcome: str) -> str:
-    """An outcome as coloured markdown."""
-    return escape.badge(colours.outcome_colour_name(outcome), outcome)
-
-
-def fmt(value: object, spec: str = ".3g") -> str:
-    """A number for a label; a dash when unknown."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return UNKNOWN
-    return format(value, spec) if isinstance(value, int | float) else str(value)
-
-
-def measure(value: object, spec: str, unit: str) -> str:
-    """A number with its unit (``12 s``); the dash alone when unknown, never a unit dangling after it."""
-    shown = fmt(value, spec)
-    return shown if shown == UNKNOWN else f"{shown} {unit}"
-
-
-def compact(n: float) -> str:
-    """A count in few characters: 950, 4.5k, 295k, 1.2M."""
-    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= limit:
-            value = n / limit
-            return f"{value:.1f}{suffix}" if value < 10 else f"{value:.0f}{suffix}"
-    return f"{n:g}"
-
-
 def episode_label(row: Mapping[str, Any]) -> str:
     """One line that tells episodes apart in a select box (``row``: the columns ``_LABEL_COLUMNS`` name)."""
-    return (f"{row['task_name']} · {row['outcome']} · reward {fmt(row['total_reward'])} · "
+    return (f"{row['task_name']} · {row['outcome']} · reward {readable.fmt(row['total_reward'])} · "
             f"{row['num_actions']} actions · {render.short_id(row['episode_id'])}")
-
-
-def clip(text: str | None, full: bool) -> str:
-    """A text as shown: whole when asked for, else its first ``CLIP`` characters and how much is left."""
-    text = text or ""
-    if full or len(text) <= CLIP:
-        return text
-    return f"{text[:CLIP]}\n\n[… {len(text) - CLIP:,} more characters: turn on “Show long texts in full”]"
-
-
-def messages(items: list[model.Message], *, full: bool = False) -> None:
-    """Chat messages as the model saw them: role, then the exact text."""
-    for message in items:
-        extra = f" · tool call id {escape.code(message.tool_call_id)}" if message.tool_call_id else ""
-        st.markdown(f"**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
-        st.code(clip(message.content, full), language=None, wrap_lines=True)
-        for call in message.tool_calls:
-            st.code(f"{call.name}({call.arguments})", language="json", wrap_lines=True)
-
-
-def how_to_set_endpoint() -> str:
-    """What a panel that needs a model endpoint says is missing and how to set it (markdown; the rubric search and
-    the decisive-step panel say it alike)."""
-    return (
-        f"a model endpoint, which the server's operator sets: {escape.code(model_client.URL_ENV)} and "
-        f"{escape.code(model_client.MODEL_ENV)} in the server's environment, or "
-        f"{escape.code(model_client.config_path())} (docs/settings.md)"
-    )
-
-
-def configured_endpoint(unconfigured: Callable[[], None]) -> model_client.EndpointConfig | None:
-    """The model endpoint the user configured; None after showing why not (an unusable configuration's error, or
-    ``unconfigured()`` when there is none)."""
-    try:
-        config = model_client.configured()
-    except model_client.ConfigError as exc:
-        st.error(f"The model configuration is not usable: {escape.md(exc)}", icon=":material/settings_alert:")
-        return None
-    if config is None:
-        unconfigured()
-    return config

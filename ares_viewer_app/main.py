@@ -4,7 +4,7 @@ It sets up what every page shares (the view state from the URL, the run picker) 
 URL names: / (the run overview, the default page; /overview opens it too), /episode, /files, /compare, /compare_runs
 (two runs task by task), /groups (rollouts of one prompt side by side), /search, /sandbox, /review (notes and labels
 on steps) or /activations (a model's activations and per-token logprobs beside the steps).
-The pages are the rows of ``pages.PAGES``; their modules live in ``views/``: a folder named ``pages/`` beside the
+The pages are the rows of ``pages.PAGES``; each is a package of ``views/``: a folder named ``pages/`` beside the
 entry file makes AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
 

@@ -1,9 +1,10 @@
 """The app's pages, declared in one place: ``PAGES``, a table of one row per page.
 
-A row names the page's title, URL path and icon, its module (``views/<module>.py``) and the URL parameters the page
-owns (its own settings: in the URL on that page only, left out of links to other pages and of the URL on them).
+A row names the page's title, URL path and icon, its package (``views/<module>/``, its script ``<module>.py``) and the
+URL parameters the page owns (its own settings: in the URL on that page only, left out of links to other pages and
+of the URL on them).
 ``main.run`` builds the sidebar (``st.navigation``) from the table; ``state`` takes the page-owned parameters from it.
-Adding a page is one module in ``views/`` and one row here (``docs/app.md``, "Adding a page").
+Adding a page is one folder ``views/<page>/`` and one row here (``docs/app.md``, "Adding a page").
 
 Paths are absolute, so links work whichever entry file Streamlit runs (the packaged ``main.py`` or a
 checkout's ``app/main.py``).

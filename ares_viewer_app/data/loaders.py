@@ -61,7 +61,9 @@ def _runs_under(root: str, confined: bool) -> list[str]:
     return names
 
 
-list_runs.clear = _runs_under.clear  # type: ignore[attr-defined]  # "Reload run" lists the runs again
+def forget_runs() -> None:
+    """Forget the listed runs: the next ``list_runs`` looks at the folder again ("Reload run", a new run folder)."""
+    _runs_under.clear()
 
 
 def _holds_files(folder: str, within: str | None) -> bool:
@@ -103,7 +105,7 @@ def location(run: str) -> str:
     fresh = os.path.join(root, run)
     if run not in (".", "..") and "/" not in run and os.sep not in run and os.path.isdir(fresh) \
             and _holds_files(fresh, root if exposed() else None):
-        list_runs.clear()  # a run folder made since the list was cached: the next list names it
+        forget_runs()  # a run folder made since the list was cached: the next list names it
         return access.check(os.path.normpath(fresh), root=root, address=address)
     if _is_counterfactual(run):
         return os.path.realpath(run)
@@ -160,7 +162,9 @@ def _opened(where: str, within: str | None) -> ares_viewer.Run:
     return ares_viewer.open_run(where, within=within)
 
 
-load_run.clear = _opened.clear  # type: ignore[attr-defined]  # "Reload run" reads every run again
+def forget_opened() -> None:
+    """Forget the opened runs: the next ``load_run`` reads each one again ("Reload run")."""
+    _opened.clear()
 
 
 @st.cache_resource(max_entries=8, ttl=300, show_spinner="Comparing the snapshots…")

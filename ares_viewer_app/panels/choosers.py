@@ -65,8 +65,8 @@ def run_picker() -> None:
         if folder and current:
             sub_run_picker(folder, current)
         if st.button("Reload run", help="Read the files again (new or changed episodes)", key="app.reload"):
-            loaders.load_run.clear()
-            loaders.list_runs.clear()
+            loaders.forget_opened()
+            loaders.forget_runs()
         st.caption("Keys on the episode page: j / → next step, k / ← previous, J / n next failed step, "
                    "K / p previous failed step, Home / End.")
 

@@ -188,7 +188,7 @@ def _page_of(module: str) -> str | None:
 
 def test_the_top_of_the_app_holds_the_entry_file_the_pages_the_panels_and_the_plumbing_folders_only():
     modules = {p.stem for p in APP.glob("*.py")}
-    folders = {p.name for p in APP.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    folders = {p.name for p in APP.iterdir() if p.is_dir() and any(p.rglob("*.py"))}  # not a left __pycache__
     assert modules == {"__init__", "main"}, "a module at the top of ares_viewer_app/: put it in its role's folder"
     assert folders == APP_PLUMBING | {"views", "panels"}
     assert all((APP / folder / "__init__.py").is_file() for folder in folders)
@@ -199,7 +199,7 @@ def test_each_page_is_a_package_of_its_own_named_by_a_row_of_the_page_table():
 
     views = APP / "views"
     assert {p.stem for p in views.glob("*.py")} == {"__init__"}, "a page is a folder views/<page>/, not a module"
-    packages = {p.name for p in views.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    packages = {p.name for p in views.iterdir() if p.is_dir() and any(p.glob("*.py"))}
     assert packages == {row.module for row in pages.PAGES}
     for name in packages:
         assert (views / name / "__init__.py").is_file() and (views / name / f"{name}.py").is_file(), name

@@ -4,7 +4,7 @@ It sets up what every page shares (the view state from the URL, the run picker) 
 URL names: / (the run overview, the default page; /overview opens it too), /episode, /files, /compare, /compare_runs
 (two runs task by task), /groups (rollouts of one prompt side by side), /search, /sandbox, /review (notes and labels
 on steps) or /activations (a model's activations and per-token logprobs beside the steps).
-The pages are the rows of ``pages.PAGES``; their modules live in ``views/``: a folder named ``pages/`` beside the
+The pages are the rows of ``pages.PAGES``; each is a package of ``views/``: a folder named ``pages/`` beside the
 entry file makes AppTest drop the sidebar on reruns (Streamlit's legacy multipage mode kicks in).
 """
 
@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ares_viewer_app import pages, served
+from ares_viewer_app.routing import pages
+from ares_viewer_app.serving import served
 
 ICON = str(pathlib.Path(__file__).resolve().parent / "icon.svg")
 
@@ -28,14 +29,15 @@ def run(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
     """
     # Imported here, once Streamlit's runtime exists: ``streamlit run`` imports this file before it starts the
     # runtime, and a cached function defined then warns that it found none.
-    from ares_viewer_app import review_panel, state, widgets
+    from ares_viewer_app.panels import choosers, review_panel
+    from ares_viewer_app.routing import state
 
     # The package's own icon, inlined into the page: a ":material/...:" icon would be fetched from a font host.
     st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")
     state.sync_from_url(table)
     review_panel.retry_failed_open()
     page = st.navigation(navigation(table, state.params))
-    widgets.run_picker()
+    choosers.run_picker()
     page.run()
 
 

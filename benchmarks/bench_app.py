@@ -63,7 +63,8 @@ def main() -> None:
     os.environ["ARES_VIEWER_CACHE"] = str(work / "cache")
     from streamlit.testing.v1 import AppTest
 
-    from ares_viewer_app import loaders, pages
+    from ares_viewer_app.data import loaders
+    from ares_viewer_app.routing import pages
     from testdata import synthetic
 
     folder = work / "runs" / "big"

@@ -53,7 +53,8 @@ def main() -> None:
 
     import ares_viewer
     from ares_viewer.analysis import find
-    from ares_viewer_app import pages, reader
+    from ares_viewer_app.routing import pages
+    from ares_viewer_app.views.episode import reader
     from testdata import synthetic
 
     folder = work / "runs" / "long"

@@ -17,7 +17,7 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
   of indexing): ``python3 -m benchmarks.bench_scale`` prints it;
 - the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat); and the
   floor at a page's path: the same element as the page at ``/p`` of a two-page app. Both are served as the app is
-  (``ares_viewer_app.served``: the page names its server, so a link to a path asks no ``/p/_stcore/health``);
+  (``ares_viewer_app.serving.served``: the page names its server, so a link to a path asks no ``/p/_stcore/health``);
 - the floor of the Episode page's elements: a page of the kinds and number of elements the Episode page draws (its
   pickers, buttons, slider, toggles, a 200-row step list and timeline as plain HTML, the step's texts, the review
   form) with fixed content, at ``/p``, to its step marker (last, as on the page) and to idle: a lower bound of the
@@ -44,8 +44,8 @@ from testdata import synthetic
 # The public real run (mini-swe-agent on SWE-bench, copied byte for byte: its SOURCES.md), beside the checkout.
 REAL_RUN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "mswea2-deepseek-chat-dev"
 
-# The step timeline (``ares_viewer_app.timeline``), drawn with step k shaded: the component (hover texts, clicks), or
-# shown at all: the component or the still picture the page draws first (decoded).
+# The step timeline (``ares_viewer_app.views.episode.timeline``), drawn with step k shaded: the component (hover
+# texts, clicks), or shown at all: the component or the still picture the page draws first (decoded).
 _TIMELINE = """(k) => document.querySelector(`.ares-timeline [data-current-step="${k}"]`) !== null"""
 _TIMELINE_SHOWN = """(k) => {
   const still = document.querySelector(`img.ares-timeline-picture[data-current-step="${k}"]`);
@@ -102,10 +102,11 @@ st.html('<div data-ares-step="1"></div>')
 
 
 def _served(script: str) -> str:
-    """An entry file that runs ``script`` (one line) and is served as the app's are (``ares_viewer_app.served``)."""
+    """An entry file that runs ``script`` (one line) and is served as the app's are
+    (``ares_viewer_app.serving.served``)."""
     return ("import streamlit as st\n"
             f"if __name__ == '__main__':\n    {script}\n"
-            "else:\n    from ares_viewer_app import served\n"
+            "else:\n    from ares_viewer_app.serving import served\n"
             "    app = st.App(__file__, middleware=served.middleware())\n")
 
 
@@ -177,7 +178,7 @@ def main() -> None:
     os.environ.update(env)
     logging.getLogger("streamlit").setLevel(logging.ERROR)  # reader's caches, imported without a server
     import ares_viewer
-    from ares_viewer_app import reader
+    from ares_viewer_app.views.episode import reader
 
     folder = work / "runs" / "pair"
     a, b = write_pair(folder, args.actions, args.output_chars)

@@ -129,10 +129,11 @@ def chromium_path() -> str:
 
 _SANDBOX_ENTRY = '''
 import streamlit as st
-from ares_viewer_app import pages, state, widgets
+from ares_viewer_app.panels import choosers
+from ares_viewer_app.routing import pages, state
 state.sync_from_url()
 page = st.navigation([st.Page(pages.path("sandbox"), title="Sandbox", url_path="sandbox", default=True)])
-widgets.run_picker()
+choosers.run_picker()
 page.run()
 '''
 

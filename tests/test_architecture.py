@@ -154,3 +154,76 @@ def test_every_document_the_code_points_to_exists():
     }
     missing = sorted((where, doc) for where, doc in named if not (REPO / "docs" / doc).exists())
     assert missing == []
+
+
+# The app's folders by role (docs/app.md, docs/architecture.md): a page is a package ``views/<page>/`` (its script
+# ``<page>.py`` and the parts only it uses), a part two or more pages use is a module of ``panels/``, and the app's
+# plumbing is in the folders named here; beside them at the top only ``__init__.py`` and the entry file ``main.py``.
+APP = REPO / "ares_viewer_app"
+APP_PLUMBING = {"routing", "data", "serving", "text"}
+
+
+def _app_imports() -> dict[str, set[str]]:
+    """Each module of the app (dotted, under ``ares_viewer_app``) with the app's modules it imports, anywhere in it."""
+    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in APP.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _page_of(module: str) -> str | None:
+    """The page whose package holds ``module`` (``ares_viewer_app.views.<page>...``), else None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "views" else None
+
+
+def test_the_top_of_the_app_holds_the_entry_file_the_pages_the_panels_and_the_plumbing_folders_only():
+    modules = {p.stem for p in APP.glob("*.py")}
+    folders = {p.name for p in APP.iterdir() if p.is_dir() and any(p.rglob("*.py"))}  # not a left __pycache__
+    assert modules == {"__init__", "main"}, "a module at the top of ares_viewer_app/: put it in its role's folder"
+    assert folders == APP_PLUMBING | {"views", "panels"}
+    assert all((APP / folder / "__init__.py").is_file() for folder in folders)
+
+
+def test_each_page_is_a_package_of_its_own_named_by_a_row_of_the_page_table():
+    from ares_viewer_app.routing import pages
+
+    views = APP / "views"
+    assert {p.stem for p in views.glob("*.py")} == {"__init__"}, "a page is a folder views/<page>/, not a module"
+    packages = {p.name for p in views.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert packages == {row.module for row in pages.PAGES}
+    for name in packages:
+        assert (views / name / "__init__.py").is_file() and (views / name / f"{name}.py").is_file(), name
+
+
+def test_a_part_of_a_page_is_used_by_that_page_only_and_a_panel_by_two_pages_at_least():
+    graph = _app_imports()
+    strays = sorted(f"{user} imports {used}" for user, imported in graph.items() for used in imported
+                    if _page_of(used) is not None and _page_of(used) != _page_of(user))
+    assert not strays, f"a page's part used elsewhere: move it to panels/ ({strays})"
+
+    def reached(start: set[str]) -> set[str]:
+        seen, todo = set(), list(start)
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo += graph[module]
+        return seen
+
+    panels = {m for m in graph if m.startswith("ares_viewer_app.panels.")}
+    pages_of = {panel: set() for panel in panels}
+    for page in {_page_of(m) for m in graph} - {None}:
+        for module in reached({m for m in graph if _page_of(m) == page}) & panels:
+            pages_of[module].add(page)
+    lonely = {panel: sorted(users) for panel, users in pages_of.items() if len(users) < 2}
+    assert not lonely, f"a panel fewer than two pages use: move it into its page's folder ({lonely})"

@@ -330,14 +330,14 @@ def _episode_page(root: pathlib.Path, run: str, episode_id: str, step: int, monk
     monkeypatch.setenv("ARES_VIEWER_RUNS", str(root))
     at = AppTest.from_file(str(pathlib.Path(ares_viewer_app.__file__).parent / "main.py"), default_timeout=120)
     at.query_params.update(run=run, episode=episode_id, step=str(step))
-    at.switch_page("views/episode.py")
+    at.switch_page("views/episode/episode.py")
     at.run()
     assert not at.exception, at.exception
     parts = []
     for kind in ("markdown", "caption", "code", "error", "warning", "info"):
         parts.extend(str(getattr(e, "value", "") or "") for e in at.get(kind))
     shown = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", "\n".join(parts)).replace("\u2060", "")
-    # The step's texts are text blocks (``widgets.text_block``): escaped HTML, shown as the file holds them.
+    # The step's texts are text blocks (``blocks.text_block``): escaped HTML, shown as the file holds them.
     blocks = [html.unescape(re.sub(r"<[^>]+>", "", body)) for e in at.get("html")
               for body in re.findall(r"<pre data-language=[^>]*>(.*?)</pre>", str(e.value), re.S)]
     return "\n".join([shown, *blocks])

@@ -9,7 +9,7 @@ import pathlib
 import chat_server
 import pytest
 
-from ares_viewer_app import counterfactual_panel
+from ares_viewer_app.views.sandbox import counterfactual_panel
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 WRONG_FIX = "aefe890e-4268-4666-90b5-dd09d3259e06"  # 4 actions: steps 0-4, the last one submits

@@ -44,7 +44,8 @@ _PANEL = """
 import os
 import streamlit as st
 from ares_viewer.runs.run import load_episode
-from ares_viewer_app import decisive_panel, pages
+from ares_viewer_app.routing import pages
+from ares_viewer_app.views.episode import decisive_panel
 
 def panel():
     decisive_panel.body(load_episode(os.environ["DECISIVE_PANEL_EPISODE"]))
@@ -55,7 +56,7 @@ st.navigation([st.Page(panel, title="Panel", url_path="panel", default=True)]
 
 _RUBRIC = """
 import ares_viewer
-from ares_viewer_app import rubric_panel
+from ares_viewer_app.views.behaviours import rubric_panel
 run = ares_viewer.open_run("{run}")
 rubric_panel.show(run, ["aefe890e-4268-4666-90b5-dd09d3259e06"])
 """

@@ -108,7 +108,7 @@ def _page(page: str, **params: str):
     main = str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py")
     at = AppTest.from_file(main, default_timeout=60)
     at.query_params.update(params)
-    at.switch_page(f"views/{page}.py")
+    at.switch_page(f"views/{page}/{page}.py")
     at.run()
     assert not at.exception
     return at

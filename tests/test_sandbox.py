@@ -543,4 +543,4 @@ def test_the_idle_reaper_does_not_keep_a_page_run_alive(engine, sandbox_page):
         loop = thread._target  # the function the thread runs
         held = [*loop.__globals__.values(), *(cell.cell_contents for cell in loop.__closure__ or ())]
         assert not [value for value in held if isinstance(value, ares_viewer.Run)]
-        assert loop.__globals__["__name__"] == "ares_viewer_app.sandbox_reaper"
+        assert loop.__globals__["__name__"] == "ares_viewer_app.serving.sandbox_reaper"

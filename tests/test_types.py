@@ -19,18 +19,16 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 _FORMAT_FUNC = "str passed as a widget's format_func: Streamlit types it Callable[[Any], str], str is overloaded"
 _OPTIONAL = "an Optional from a lookup the page already checked (the check is elsewhere on the page)"
 _JSON_GET = "dict.get with a {} default on a JSON value"
-_CACHED = "st.cache_data's .clear() on a cached loader: Streamlit types the decorated function as the plain one"
 APP_ALLOWED: dict[str, str] = {
-    "ares_viewer_app/loaders.py:attr-defined": _CACHED,
-    "ares_viewer_app/widgets.py:arg-type": f"{_FORMAT_FUNC}; selectbox(index=None) shows the placeholder, typed int",
-    "ares_viewer_app/widgets.py:attr-defined": _CACHED,
-    "ares_viewer_app/views/compare.py:arg-type": f"a row's cells are Step | str | None, read as text by position; "
-    f"{_OPTIONAL}",
-    "ares_viewer_app/views/compare_runs.py:arg-type": "query parameters read as one value or a list",
-    "ares_viewer_app/views/compare_runs.py:call-overload": _JSON_GET,
-    "ares_viewer_app/views/compare_runs.py:index": "query parameters read as one value or a list",
-    "ares_viewer_app/views/episode.py:arg-type": _OPTIONAL,
-    "ares_viewer_app/views/files.py:arg-type": _OPTIONAL,
+    "ares_viewer_app/panels/choosers.py:arg-type": f"{_FORMAT_FUNC}; selectbox(index=None) shows the placeholder, "
+    "typed int",
+    "ares_viewer_app/views/compare/compare.py:arg-type": "a row's cells are Step | str | None, read as text by "
+    f"position; {_OPTIONAL}",
+    "ares_viewer_app/views/compare_runs/compare_runs.py:arg-type": "query parameters read as one value or a list",
+    "ares_viewer_app/views/compare_runs/compare_runs.py:call-overload": _JSON_GET,
+    "ares_viewer_app/views/compare_runs/compare_runs.py:index": "query parameters read as one value or a list",
+    "ares_viewer_app/views/episode/episode.py:arg-type": _OPTIONAL,
+    "ares_viewer_app/views/files/files.py:arg-type": _OPTIONAL,
 }
 
 _ERROR = re.compile(r"^(?P<file>[^:\s]+\.py):\d+: error: .*\[(?P<code>[a-z-]+)\]$")

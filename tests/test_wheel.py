@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from ares_viewer_app import server
+from ares_viewer_app.serving import server
 from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -97,7 +97,8 @@ def test_the_installed_app_carries_its_data_files(installed, tmp_path):
     # The Streamlit settings and the step list's key script are package data, not modules: a wheel built
     # without them installs and imports, and only fails when a page asks for them.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    code = ("from ares_viewer_app import server, step_list; print(server.SETTINGS.is_file()); "
+    code = ("from ares_viewer_app.serving import server; from ares_viewer_app.views.episode import step_list; "
+            "print(server.SETTINGS.is_file()); "
             "print('addEventListener(\"keydown\"' in step_list.keys_html())")
     done = _run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path, env=env)
     assert done.stdout.split()[-2:] == ["True", "True"], done.stdout

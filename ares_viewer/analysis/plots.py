@@ -30,7 +30,8 @@ _LABEL = "#bc4c00"
 # The current step on an episode's timeline: the step list's highlight colour, and the shape's name.
 _CURRENT = "rgba(255, 189, 69, 0.35)"
 CURRENT_STEP = "current step"
-# The step timeline's colours, in this figure and in the app's light drawing of it (``ares_viewer_app.timeline``).
+# The step timeline's colours, in this figure and in the app's light drawing of it
+# (``ares_viewer_app.views.episode.timeline``).
 TIMELINE_COLOURS = {"model": "#0969da", "ok": _ZERO_RC, "failed": _NONZERO_RC, "reward": "#bf8700",
                     "label": _LABEL, "current": _CURRENT, "prompt": "#0969da", "generated": "#8250df",
                     "rewrite": "#bf8700"}

@@ -33,7 +33,7 @@ from ares_viewer.runs.index import queries as index_queries
 from ares_viewer.runs.index import ray as index_ray
 from ares_viewer.runs.index import shared as index_shared
 from ares_viewer.runs.index import update as index_update
-from ares_viewer_app import server
+from ares_viewer_app.serving import server
 
 
 def _clean(value: object) -> object:

@@ -1,4 +1,5 @@
-"""The app's pages, one script per page: ``st.navigation`` runs them (see ``ares_viewer_app.pages``).
+"""The app's pages, a package per page (``views/<page>/``): its script ``<page>.py``, which ``st.navigation`` runs
+(see ``ares_viewer_app.routing.pages``), and the parts only that page uses, which its script imports.
 
-Nothing imports these modules.
+No other page imports a page's parts: a part two pages use lives in ``ares_viewer_app.panels``.
 """

@@ -10,7 +10,7 @@ from streamlit import config
 
 import ares_viewer_app
 
-# The app's packaged entry file; pages are switched to by their path relative to it ("views/episode.py").
+# The app's packaged entry file; pages are switched to by their path relative to it ("views/episode/episode.py").
 MAIN = str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py")
 
 
@@ -34,7 +34,7 @@ def app():
         for key, value in params.items():
             at.query_params[key] = value
         if page:
-            at.switch_page(f"views/{page}.py")
+            at.switch_page(f"views/{page}/{page}.py")
         return at.run()
 
     return make

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
-# Elements whose value is markdown: the app escapes file and user text in them (``ares_viewer_app.escape``).
+# Elements whose value is markdown: the app escapes file and user text in them (``ares_viewer_app.text.escape``).
 _MARKDOWN = ("markdown", "caption", "error", "warning", "info", "success", "title", "subheader")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 
@@ -23,7 +23,7 @@ _TAG = re.compile(r"<[^>]+>")
 
 @dataclass(frozen=True)
 class TextBlock:
-    """A text block (``widgets.text_block``) as the reader sees it: its text and its language."""
+    """A text block (``blocks.text_block``) as the reader sees it: its text and its language."""
 
     value: str
     language: str
@@ -73,6 +73,6 @@ _FIGURE = re.compile(r'<div data-ares-figure="[^"]*"[^>]*><div[^>]*>([^<]*)</div
 
 
 def figures(at) -> dict[str, str]:
-    """The labelled figures a page shows in rows (``widgets.figures``): label -> value, as the reader sees them."""
+    """The labelled figures a page shows in rows (``blocks.figures``): label -> value, as the reader sees them."""
     return {html.unescape(label): html.unescape(value)
             for element in at.get("html") for label, value in _FIGURE.findall(str(element.value))}

@@ -8,7 +8,7 @@ import demo_runs
 import page_text
 import pytest
 
-from ares_viewer_app import access
+from ares_viewer_app.serving import access
 from testdata import synthetic
 
 

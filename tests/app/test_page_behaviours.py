@@ -11,7 +11,9 @@ import page_text
 import pytest
 import streamlit as st
 
-from ares_viewer_app import escape, flag_panel, loaders
+from ares_viewer_app.data import loaders
+from ares_viewer_app.panels import flag_panel
+from ares_viewer_app.text import escape
 
 SAMPLE_RUNS = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
 PAGER_EXPLORER = "be6ff104-7fc4-4007-8a0c-fbcbb5c2bb80"

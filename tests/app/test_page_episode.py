@@ -238,9 +238,9 @@ def test_the_last_step_says_why_the_reward_is_zero(runs, app):
 
 def test_page_change_keeps_the_view_in_the_url(runs, app):
     at = open_step(app, runs, step=4)
-    at.switch_page("views/overview.py").run()
+    at.switch_page("views/overview/overview.py").run()
     assert at.query_params["episode"] == runs["run-a"]["failed"]
-    at.switch_page("views/episode.py").run()
+    at.switch_page("views/episode/episode.py").run()
     assert caption_of_step(at).startswith("step 4")
 
 

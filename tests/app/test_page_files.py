@@ -317,9 +317,9 @@ def test_an_old_side_file_or_view_the_page_cannot_show_is_a_warning(samples, app
 def test_a_file_of_another_episode_is_not_carried_into_the_next_one(samples, app):
     # Picking another episode elsewhere (here: the Episode page) drops the Files page's file and old side.
     at = files_page(app, episode=PAGER_SOLVED, step="2", file=PAGING)
-    at.switch_page("views/episode.py").run()
+    at.switch_page("views/episode/episode.py").run()
     at.selectbox(key="episode.pick").select(EXPLORER).run()
-    at.switch_page("views/files.py").run()
+    at.switch_page("views/files/files.py").run()
     assert not at.exception and not at.warning
     assert at.query_params["episode"] == EXPLORER and at.query_params.get("file") != PAGING
 

@@ -1,6 +1,6 @@
 """Every page, every URL input: an exposed server reads nothing outside its runs folder and shows user text as text.
 
-The inputs are enumerated, not listed by hand: every page module of ``ares_viewer_app/views/`` and every URL
+The inputs are enumerated, not listed by hand: every page of ``ares_viewer_app/views/`` and every URL
 parameter the app reads (``state.KEYS``, ``state.PAGE_KEYS`` and the queue link's ``queue``/``reviewer``). Each page
 is opened on an exposed server (bound to every interface) with every parameter naming what lies outside the runs
 folder (a run beside it, a path up and out of it, an absolute path, a URL), and again with every parameter holding
@@ -19,11 +19,12 @@ from conftest import MAIN
 from google.protobuf import json_format
 
 import ares_viewer_app
-from ares_viewer_app import queue_panel, state
+from ares_viewer_app.panels import queue_panel
+from ares_viewer_app.routing import state
 from testdata import synthetic
 
-PAGES = sorted(p.stem for p in (pathlib.Path(ares_viewer_app.__file__).parent / "views").glob("*.py")
-               if p.stem != "__init__")
+PAGES = sorted(p.parent.name for p in (pathlib.Path(ares_viewer_app.__file__).parent / "views").glob("*/*.py")
+               if p.stem == p.parent.name)
 PARAMETERS = sorted({*state.KEYS, *state.PAGE_KEYS, queue_panel.QUEUE, queue_panel.REVIEWER} - {"run"})
 SECRET = "SECRET-TASK-OUTSIDE-THE-RUNS-FOLDER"
 IMAGE = "![bait](http://127.0.0.1:9/bait.png)"
@@ -80,7 +81,7 @@ def _open(page: str, values: dict[str, str]):
 
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.query_params.update({"run": "run-a", **values})
-    at.switch_page(f"views/{page}.py")
+    at.switch_page(f"views/{page}/{page}.py")
     return at.run()
 
 

@@ -50,11 +50,11 @@ def test_the_filters_come_back_after_another_page_and_stay_out_of_its_url(runs, 
     assert _episodes(at) == [runs["run-a"]["errored"]]
     at.query_params.clear()
     at.query_params.update({"run": "run-a", "episode": runs["run-a"]["errored"], "step": "1"})
-    at.switch_page("views/episode.py").run()
+    at.switch_page("views/episode/episode.py").run()
     assert not at.exception
     assert "outcome" not in at.query_params and "sort" not in at.query_params
     at.query_params.clear()
-    at.switch_page("views/overview.py").run()  # the sidebar: no parameters
+    at.switch_page("views/overview/overview.py").run()  # the sidebar: no parameters
     assert _episodes(at) == [runs["run-a"]["errored"]]
     assert at.query_params["outcome"] == "errored" and at.query_params["sort"] == "total_reward"
 

@@ -9,7 +9,7 @@ import page_text
 import pytest
 
 from ares_viewer import review
-from ares_viewer_app import review_panel
+from ares_viewer_app.panels import review_panel
 
 
 @pytest.fixture
@@ -171,9 +171,9 @@ def test_a_deleted_note_is_restored_from_the_review_page(runs, app, db):
 def test_author_is_remembered_across_pages(runs, app, db):
     at = open_step(app, runs)
     at.text_input(key="review.author").input("Ada Lovelace").run()
-    at.switch_page("views/review.py").run()
+    at.switch_page("views/review/review.py").run()
     assert at.text_input(key="review.author").value == "Ada Lovelace"
-    at.switch_page("views/episode.py").run()
+    at.switch_page("views/episode/episode.py").run()
     assert at.text_input(key="review.author").value == "Ada Lovelace"
 
 

@@ -15,7 +15,7 @@ import pytest
 from test_page_review import add, db, open_step, run_location  # noqa: F401  (db: a fixture)
 
 from ares_viewer import review
-from ares_viewer_app import review_panel
+from ares_viewer_app.panels import review_panel
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 WRITERS = 4

@@ -7,7 +7,7 @@ import conftest
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ares_viewer_app import widgets
+from ares_viewer_app.panels import choosers
 
 ROLLOUTS = 200_000
 # An episode of the last file (iteration 99, the last group's last rollout) and one in the middle.
@@ -31,7 +31,7 @@ def _header_id(at) -> str:
 
 
 def _bounded(picker) -> None:
-    assert 0 < len(picker.options) <= widgets.CHOICES + 1  # a page of matches (and the chosen one)
+    assert 0 < len(picker.options) <= choosers.CHOICES + 1  # a page of matches (and the chosen one)
 
 
 def test_episode_page_starts_on_an_unsolved_episode_with_a_page_of_choices(big, app):
@@ -41,7 +41,7 @@ def test_episode_page_starts_on_an_unsolved_episode_with_a_page_of_choices(big, 
     _bounded(picker)
     assert at.query_params["episode"] == picker.value == _header_id(at)
     assert any(c.value.startswith("step 1") for c in at.caption)  # its first action is shown
-    assert f"The first {widgets.CHOICES} matching episodes" in " ".join(c.value for c in at.caption)
+    assert f"The first {choosers.CHOICES} matching episodes" in " ".join(c.value for c in at.caption)
 
 
 def test_an_episode_named_in_the_url_opens_directly(big, app):
@@ -120,7 +120,7 @@ def test_groups_page_lists_a_page_of_groups_and_opens_the_named_episodes_group(b
     assert not at.exception
     picker = at.selectbox(key="groups.pick")
     assert picker.value == MIDDLE.rsplit("/", 1)[0]
-    assert len(picker.options) <= widgets.CHOICES + 1
+    assert len(picker.options) <= choosers.CHOICES + 1
     assert f"{ROLLOUTS // 8:,} groups · {ROLLOUTS:,} rollouts" in " ".join(c.value for c in at.caption)
     assert any(m.value.startswith("**traj 7**") for m in at.markdown)  # the group's 8 rollouts side by side
 

@@ -119,7 +119,7 @@ def _go(at, page: str, **params):
     """Open another page as the sidebar does (no parameters) or as a link or Back does (its parameters)."""
     at.query_params.clear()
     at.query_params.update(params)
-    at.switch_page(f"views/{page}.py")
+    at.switch_page(f"views/{page}/{page}.py")
     return at.run()
 
 

@@ -10,12 +10,12 @@ import page_text
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ares_viewer_app import pages, state
+from ares_viewer_app.routing import pages, state
 
 # A page of its own, in a folder outside the app: its setting ``word`` bound to a text box, a link to the Episode page.
 _NOTES = '''
 import streamlit as st
-from ares_viewer_app import pages, state
+from ares_viewer_app.routing import pages, state
 
 state.bind("notes.word", "word", "")
 st.text_input("Word", **state.synced("notes.word", "word"))
@@ -25,7 +25,8 @@ st.page_link(pages.path("episode"), label="To the episode", query_params=state.p
 # The app's entry file, run with one more row.
 _ENTRY = '''
 import pathlib
-from ares_viewer_app import main, pages
+from ares_viewer_app import main
+from ares_viewer_app.routing import pages
 
 NOTES = pages.Page("Notes", "notes", ":material/sticky_note_2:", "notes", keys=("word",),
                    folder=pathlib.Path(__file__).parent / "extra")
@@ -35,8 +36,8 @@ main.run((*pages.PAGES, NOTES))
 
 @pytest.fixture
 def entry(tmp_path) -> str:
-    (tmp_path / "extra").mkdir()
-    (tmp_path / "extra" / "notes.py").write_text(textwrap.dedent(_NOTES))
+    (tmp_path / "extra" / "notes").mkdir(parents=True)
+    (tmp_path / "extra" / "notes" / "notes.py").write_text(textwrap.dedent(_NOTES))
     (tmp_path / "entry.py").write_text(textwrap.dedent(_ENTRY))
     return str(tmp_path / "entry.py")
 
@@ -50,7 +51,7 @@ def _open(at: AppTest, script: str, **params: str) -> AppTest:
 
 
 def test_a_page_added_as_one_module_and_one_row_is_served_with_its_own_url_key(runs, entry, tmp_path):
-    notes = str(tmp_path / "extra" / "notes.py")
+    notes = str(tmp_path / "extra" / "notes" / "notes.py")
     at = _open(AppTest.from_file(entry, default_timeout=60), notes, run="run-a", word="hello")
     assert not at.exception
     assert "NOTES PAGE, word: hello" in page_text.of(at)
@@ -84,7 +85,8 @@ def test_the_url_keys_of_the_pages_are_the_rows_keys_each_owned_by_one_page():
 def test_the_sidebar_is_the_table_in_its_order_with_the_default_at_the_root_and_its_aliases_hidden():
     at = AppTest.from_string('''
 import streamlit as st
-from ares_viewer_app import main, pages, state
+from ares_viewer_app import main
+from ares_viewer_app.routing import pages, state
 for page in main.navigation(pages.PAGES, state.params):
     st.text(f"{page.title}|{page.url_path}|{page.visibility}")
 ''').run()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ares_viewer_app import sandbox_policy
+from ares_viewer_app.serving import sandbox_policy
 
 
 @pytest.mark.parametrize(

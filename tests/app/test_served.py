@@ -1,5 +1,5 @@
-"""The middleware that names the server in the app's HTML page (``ares_viewer_app.served``): what it rewrites and
-what it passes on untouched, on a stand-in app (pure ASGI logic; the real server is in
+"""The middleware that names the server in the app's HTML page (``ares_viewer_app.serving.served``): what it rewrites
+and what it passes on untouched, on a stand-in app (pure ASGI logic; the real server is in
 ``tests/browser/test_served_browser.py``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import gzip
 
-from ares_viewer_app import served
+from ares_viewer_app.serving import served
 
 PAGE = b'<!doctype html><html><head><meta charset="UTF-8"><title>Streamlit</title></head><body><div id="root"></div>'
 

@@ -1,11 +1,12 @@
-"""The Episode page's step timeline drawing (``ares_viewer_app.timeline``): what it charts, and file text as text."""
+"""The Episode page's step timeline drawing (``ares_viewer_app.views.episode.timeline``): what it charts, and file
+text as text."""
 
 from __future__ import annotations
 
 import re
 
 import ares_viewer
-from ares_viewer_app import timeline
+from ares_viewer_app.views.episode import timeline
 from testdata import synthetic
 
 

@@ -14,7 +14,7 @@ import pytest
 from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# A text block of the Episode page (``widgets.text_block``): the text itself, without its copy button.
+# A text block of the Episode page (``blocks.text_block``): the text itself, without its copy button.
 TEXT_BLOCK = ".ares-text pre"
 
 _CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

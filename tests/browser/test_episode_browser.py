@@ -71,7 +71,7 @@ def test_six_fast_j_presses_land_on_step_six_and_shift_j_finds_failures(page, ap
         expect(step_caption(page)).to_contain_text(f"step {after[0]} (")
 
 
-# The step timeline's current-step shade (``ares_viewer_app.timeline``): the step it shades, or null.
+# The step timeline's current-step shade (``ares_viewer_app.views.episode.timeline``): the step it shades, or null.
 _TIMELINE_MARK = """() => document.querySelector(".ares-timeline [data-current-step]")
     ?.getAttribute("data-current-step") ?? null"""
 

@@ -1,4 +1,4 @@
-"""The app's page names its server (``ares_viewer_app.served``): a link to a page at a path connects at once, at
+"""The app's page names its server (``ares_viewer_app.serving.served``): a link to a page at a path connects at once, at
 the root or under a proxy's base path, in a real browser against ``streamlit run app/main.py``."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ares_viewer_app import step_list
+from ares_viewer_app.views.episode import step_list
 
 pytestmark = pytest.mark.browser
 

@@ -1,0 +1,1 @@
+"""The behaviours page: its script (``behaviours.py``) and the parts only it uses."""

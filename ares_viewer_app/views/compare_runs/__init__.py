@@ -1,0 +1,1 @@
+"""The compare runs page: its script (``compare_runs.py``) and the parts only it uses."""

@@ -1,0 +1,1 @@
+"""The files page: its script (``files.py``) and the parts only it uses."""

@@ -1,0 +1,1 @@
+"""The groups page: its script (``groups.py``) and the parts only it uses."""

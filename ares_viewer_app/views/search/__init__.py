@@ -1,0 +1,1 @@
+"""The search page: its script (``search.py``) and the parts only it uses."""

@@ -13,8 +13,10 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.counterfactual import lost
-from ares_viewer_app import escape, state, widgets
+from ares_viewer_app import escape, pages, state, widgets
 
+# Decisive steps listed as links under the table.
+_LINKED = 20
 # Episodes read for the page (each file and its stored branches); a larger run is cut, and the page says so.
 _MOST = 500
 _OUTCOMES = ("failed", "solved", "all")
@@ -90,6 +92,15 @@ def show(run: ares_viewer.Run) -> None:
         "change": st.column_config.NumberColumn("change of V", format="%+.2f"),
         "link": st.column_config.LinkColumn("open", display_text="open"),
     })
+    decided = frame[frame["state"] == lost.DECISIVE]
+    if not decided.empty:
+        st.caption(f"The decisive steps{f' (the first {_LINKED})' if len(decided) > _LINKED else ''}, each opening "
+                   "the Episode page at the step:")
+    for r in decided.head(_LINKED).itertuples():
+        st.page_link(pages.path("episode"), icon=":material/open_in_new:",
+                     label=f"{escape.line(r.episode_id)} · {r.direction} of {abs(r.change):.2f} at step "
+                           f"{int(r.decisive_step)} ({r.kind}{'' if r.sure else ', not sure'})",
+                     query_params=state.params(episode=r.episode_id, step=int(r.decisive_step)))
 
 
 run = widgets.current_run()

@@ -52,7 +52,7 @@ def _logged(cache: pathlib.Path) -> dict[str, list[dict]]:
     return logs
 
 
-class Crash(RuntimeError):
+class CrashError(RuntimeError):
     pass
 
 
@@ -71,9 +71,9 @@ def test_a_crashed_run_search_resumes_from_the_command_and_names_each_failed_epi
         def crash(p):
             seen.append(p)
             if len(seen) == 3:
-                raise Crash("the driver died")
+                raise CrashError("the driver died")
 
-        with pytest.raises(Crash):
+        with pytest.raises(CrashError):
             counterfactual.search_run(open_run(root), client, episodes="failed", budget=branching.Budget(parallel=2),
                                       max_steps=4, docker_client=engine, session=SESSION, progress=crash)
         kept = _logged(cache)

@@ -72,10 +72,9 @@ def show(run: ares_viewer.Run) -> None:
     if total > _MOST:
         st.warning(f"The first {_MOST:,} of {total:,} {outcome} episodes are read.", icon=":material/content_cut:")
     states = frame["state"].value_counts()
-    cells = st.columns(4)
-    for cell, (label, value) in zip(cells, ((f"{outcome.capitalize()} episodes", len(frame)), ("Decisive step", states.get(lost.DECISIVE, 0)),
-                                            ("No change", states.get(lost.NO_CHANGE, 0)),
-                                            ("Not searched", states.get(lost.NOT_SEARCHED, 0))), strict=True):
+    shown = ((f"{outcome.capitalize()} episodes", len(frame)), ("Decisive step", states.get(lost.DECISIVE, 0)),
+             ("No change", states.get(lost.NO_CHANGE, 0)), ("Not searched", states.get(lost.NOT_SEARCHED, 0)))
+    for cell, (label, value) in zip(st.columns(4), shown, strict=True):
         cell.metric(label, f"{int(value):,}")
     st.caption("From the branches stored for each episode (the cache folder's and those the run ships). "
                "**No change**: V is the same at every step valued, so no step is decisive (never given one). "

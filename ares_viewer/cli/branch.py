@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         from ares_viewer.cli import branch_run
 
         return branch_run.run(args, _client)
+    if args.episodes or args.report or args.flag or args.task:
+        raise ValueError("--episodes, --task, --flag and --report search or report many episodes: give no EPISODE")
     episode = runs.open_run(args.run).episode(args.episode)
     if args.branches_to is not None:  # never inside the run's tree, where a branch would list as its episode
         branching.store_dir(episode, args.branches_to, run=args.run)

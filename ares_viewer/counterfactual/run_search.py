@@ -400,8 +400,13 @@ def _drive(run: Any, chosen: Sequence[model.Episode], call: _Call, cancel: threa
                                               key, branch))
 
             shared.after = after
-            for future in [pool.submit(runners[key]._one, step, None) for key, step in round_.jobs]:
-                future.result()
+            futures = [pool.submit(runners[key]._one, step, None) for key, step in round_.jobs]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:  # the driver fails: no new branch starts, the running ones end and are kept
+                cancel.set()
+                raise
     final = {i: _state_of(by_id[i], r.branches) for i, r in runners.items()}
     status.update({i: allocation.status(s, call.samples, call.batch) for i, s in final.items()})
     stopped = shared.stopped or "done"

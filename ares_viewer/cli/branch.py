@@ -1,4 +1,7 @@
-"""``ares-viewer branch RUN EPISODE``: V(k) per step from branched rollouts and the decisive step (docs/decisive.md)."""
+"""``ares-viewer branch RUN EPISODE``: V(k) per step from branched rollouts and the decisive step (docs/decisive.md).
+
+Without an episode (``--episodes failed|solved|all|ID,...``, ``--task``, ``--flag``, ``--report``) it searches many
+episodes of the run within one budget, or reports where the run's tasks are lost: ``cli/branch_run.py``."""
 
 from __future__ import annotations
 
@@ -21,7 +24,19 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "branch", help="branch from an episode's steps, estimate V(k) per step and find the decisive step"
     )
     command.add_argument("run", help="the run: folder, file, glob or fsspec URL")
-    command.add_argument("episode", help="the episode's id")
+    command.add_argument("episode", nargs="?", help="the episode's id (none: the run's --episodes)")
+    command.add_argument(
+        "--episodes", help="search these episodes within one budget: failed, solved, all or ids like a,b (no EPISODE)"
+    )
+    command.add_argument("--task", action="append", help="only episodes of this task (repeatable; with --episodes)")
+    command.add_argument("--flag", help="only episodes that show this behaviour flag (with --episodes)")
+    command.add_argument(
+        "--report", action="store_true", help="where the run's tasks are lost, from the stored branches (no search)"
+    )
+    command.add_argument(
+        "--export-stepwise", metavar="PATH", help="also write TRL stepwise-supervision rows (.jsonl/.parquet)"
+    )
+    command.add_argument("--threshold", type=float, default=0.5, help="a stepwise label is V(k) >= this (0.5)")
     command.add_argument("--steps", default="all", help="all, every:N, bisect (adaptive) or a list like 3,7,9")
     command.add_argument("--samples", type=int, default=4, help="counted branches per step (a rerun adds to them)")
     command.add_argument("--endpoint", help="an OpenAI-compatible endpoint (default: the configured one)")
@@ -68,6 +83,12 @@ def _client(args: argparse.Namespace) -> counterfactual.Client:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.episode is None:
+        from ares_viewer.cli import branch_run
+
+        return branch_run.run(args, _client)
+    if args.episodes or args.report or args.flag or args.task:
+        raise ValueError("--episodes, --task, --flag and --report search or report many episodes: give no EPISODE")
     episode = runs.open_run(args.run).episode(args.episode)
     if args.branches_to is not None:  # never inside the run's tree, where a branch would list as its episode
         branching.store_dir(episode, args.branches_to, run=args.run)
@@ -130,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
     if args.export:
         written = process_rewards.write([episode], args.export, args.branches_to)
         print(f"{written} process-reward row(s) written to {args.export}", file=sys.stderr)
+    if args.export_stepwise:
+        written = process_rewards.write_stepwise([episode], args.export_stepwise, args.branches_to, args.threshold)
+        print(f"{written} stepwise row(s) written to {args.export_stepwise}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(to_dict(result)) + b"\n")
     else:

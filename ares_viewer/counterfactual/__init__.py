@@ -50,7 +50,7 @@ from ares_viewer.recorder.session import VERIFIER_SUFFIX
 from ares_viewer.runs import index_cache
 
 __all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "CounterfactualError", "Edit", "ModelEndpointError",
-           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run"]
+           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run", "search_run"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -470,3 +470,13 @@ def _continue(episode: model.Episode, box: sandbox.Sandbox, client: Client, mess
             if state != "running":
                 raise sandbox.SandboxError(f"the sandbox's container is {state}: {result.error}")
     return False
+
+
+def search_run(run_: Any, client: Client, **options: Any) -> Any:
+    """The decisive step of many episodes of a run within one budget: ``run_search.search_run`` (its docstring;
+    docs/decisive.md, "A run at once"). ``counterfactual.search_run(run, client, episodes="failed",
+    budget=branching.Budget(max_rollouts=200, parallel=4))``."""
+    from ares_viewer.counterfactual import run_search  # it imports this module: imported when called
+
+    return run_search.search_run(run_, client, **options)
+

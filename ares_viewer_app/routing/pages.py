@@ -61,6 +61,7 @@ PAGES: tuple[Page, ...] = (
          keys=("by", "side", "show", "pick"), repeated=("side",)),
     Page("Groups", "groups", ":material/group_work:", "groups"),
     Page("Behaviours", "behaviours", ":material/flag:", "behaviours"),
+    Page("Lost tasks", "lost", ":material/trending_down:", "lost"),
     # ``q`` the query, ``regex=1``, ``case=1``, ``in`` the fields searched (repeated), ``limit`` the most hits.
     Page("Search", "search", ":material/search:", "search", keys=("q", "regex", "case", "in", "limit"),
          repeated=("in",)),

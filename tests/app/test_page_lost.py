@@ -8,7 +8,7 @@ import pathlib
 import page_text
 import pytest
 
-from ares_viewer_app import pages
+from ares_viewer_app.routing import pages
 
 SAMPLE_RUNS = pathlib.Path(__file__).resolve().parents[2] / "sample_runs"
 WRONG_FIX = "aefe890e-4268-4666-90b5-dd09d3259e06"

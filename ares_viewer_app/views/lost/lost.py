@@ -13,7 +13,9 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.counterfactual import lost
-from ares_viewer_app import escape, pages, state, widgets
+from ares_viewer_app.panels import choosers
+from ares_viewer_app.routing import pages, state
+from ares_viewer_app.text import escape
 
 # Decisive steps listed as links under the table.
 _LINKED = 20
@@ -102,6 +104,6 @@ def show(run: ares_viewer.Run) -> None:
                      query_params=state.params(episode=r.episode_id, step=int(r.decisive_step)))
 
 
-run = widgets.current_run()
+run = choosers.current_run()
 st.title("Lost tasks")
 show(run)

@@ -1,0 +1,1 @@
+"""The lost tasks page: its script (``lost.py``)."""

@@ -68,19 +68,8 @@ def _repeated(episode: model.Episode, failing: bool) -> registry.Hit | None:
     registry.EPISODE,
 )
 def touched_tests(episode: model.Episode) -> registry.Hit | None:
-    for step, command in _commands(episode):
-        target = shell_commands.touched_test_file(command)
-        if target is not None:
-            return registry.Hit(step.index, f"{target} ({command.splitlines()[0][:200]})", "command")
-    return None
-
-
-def _touched_tests_evidence(episode: model.Episode) -> str | None:
-    hit = touched_tests(episode)
-    return None if hit is None else f"step {hit.step}, {hit.evidence}"
-
-
-ending.qualify_successes_with("touched_tests", _touched_tests_evidence)
+    touched = ending.touched_tests(episode)
+    return None if touched is None else registry.Hit(touched[0], f"{touched[1]} ({touched[2]})", "command")
 
 
 @registry.flag("repeated_command", f"ran the same command {REPEATS} times", registry.EPISODE)

@@ -58,7 +58,6 @@ def test_the_import_contract_layers_are_the_packages_on_disk():
 COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/analysis/ending.py:_reason": {"C901": 15, "PLR0912": 14},
     "ares_viewer/container/capture.py:capture_snapshot": {"PLR0913": 9},
-    "ares_viewer/counterfactual/__init__.py:_continue": {"PLR0913": 10},
     "ares_viewer/counterfactual/__init__.py:run": {"PLR0913": 14},
     "ares_viewer/counterfactual/branching.py:_Runner.__init__": {"PLR0913": 9},
     "ares_viewer/counterfactual/branching.py:search": {"PLR0913": 15},

@@ -11,7 +11,7 @@ import pytest
 
 from ares_viewer import fsdiff, model
 from ares_viewer.analysis import behaviours
-from ares_viewer.analysis.behaviours import commands
+from ares_viewer.analysis import shell_commands as commands
 from ares_viewer.runs import run
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from ares_viewer import cli
+from ares_viewer.base import durations
 from testdata import synthetic
 
 
@@ -80,12 +81,12 @@ def test_failures_lists_reasons_with_counts(tmp_path, capsys):
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400)])
 def test_parse_duration(text, seconds):
-    assert cli.parse_duration(text) == seconds
+    assert durations.parse_duration(text) == seconds
 
 
 def test_parse_duration_refuses_nonsense():
     with pytest.raises(ValueError, match="not a duration"):
-        cli.parse_duration("2 fortnights")
+        durations.parse_duration("2 fortnights")
 
 
 def test_a_mini_swe_agent_thought_is_labelled_once(capsys):

@@ -68,6 +68,33 @@ def test_no_layer_fills_a_hook_of_the_model_when_imported():
     assert not hasattr(model.records, "explain_endings_with") and not hasattr(model.Episode, "ending")
 
 
+def test_a_success_that_touched_the_tests_says_so_whether_or_not_the_flags_were_imported():
+    """The ending reads the shell commands itself: no module above it hands it a rule when imported."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from ares_viewer.analysis import ending
+        import json, re, tempfile
+        from ares_viewer.runs import run
+        from testdata import synthetic
+        doc = synthetic.episode_dict(actions=3, reward=1.0)
+        action = doc["steps"][2]["action"]["data"][0]
+        action["content"] = re.sub(r"```bash\\n.*?\\n```", "```bash\\nrm tests/test_core.py\\n```",
+                                   action["content"], flags=re.S)
+        episode = run.load_episode(synthetic.write_episode(tempfile.mkdtemp(), doc))
+        assert "ares_viewer.analysis.behaviours" not in sys.modules
+        print(ending.of(episode).flags)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "touched_tests: step 2, tests/test_core.py (rm tests/test_core.py)" in done.stdout
+    from ares_viewer.analysis import ending
+
+    assert not [name for name in vars(ending) if name.endswith("_with")]
+
+
 def _imported_at_module_level(path: pathlib.Path) -> set[str]:
     import ast
 

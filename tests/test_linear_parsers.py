@@ -15,7 +15,7 @@ import time
 import pytest
 
 from ares_viewer.analysis import rubric
-from ares_viewer.analysis.behaviours import commands
+from ares_viewer.analysis import shell_commands as commands
 
 MB16 = 16 * 1024 * 1024
 BOUND_S = 30.0  # linear work on 16 MB takes a few seconds on a slow machine; the old parsers took hours

@@ -75,7 +75,8 @@ def test_the_public_api_is_the_snapshot():
             if added or gone:
                 changed[f"{key} {part}"] = {"added": added, "gone": gone}
     assert not changed, ("the public API changed; if that is meant, run python3 tests/test_public_api.py and commit "
-                         f"tests/public_api.json with the change: {json.dumps(changed, indent=1)}")
+                         "tests/public_api.json with the change (a new module meant for its package alone is named "
+                         f"_name.py, docs/architecture.md): {json.dumps(changed, indent=1)}")
 
 
 def test_every_name_of_the_top_level_api_resolves():

@@ -20,8 +20,8 @@ LIBRARY = REPO / "ares_viewer"
 # functools caches the library may keep: each memoizes a pure function of its arguments (or of the code itself),
 # so nothing it holds can go stale.
 PURE_MEMOS = {
-    "ares_viewer/analysis/behaviours/commands.py:simple_commands",
-    "ares_viewer/analysis/behaviours/commands.py:_words",
+    "ares_viewer/analysis/shell_commands.py:simple_commands",
+    "ares_viewer/analysis/shell_commands.py:_words",
     "ares_viewer/base/jsonbytes.py:_every_char",
     "ares_viewer/base/jsonbytes.py:same_ignoring_case",
     "ares_viewer/formats/adapters/mini_swe_agent.py:_instance",

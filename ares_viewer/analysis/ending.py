@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ares_viewer import model
+from ares_viewer.analysis import shell_commands
 from ares_viewer.base import agent_text
 from ares_viewer.formats.sidecars import verdicts
 from ares_viewer.runs.index import queries
@@ -205,20 +206,22 @@ def _why(episode: model.Episode, verifier: Verifier | None) -> str | None:
     return None
 
 
-# The behaviour flags that qualify a success (a reward won by touching the tests may not mean a fix): name -> rule,
-# each giving its evidence or None. ``analysis.behaviours`` (above this module) hands its ``touched_tests`` here when
-# imported, as ``model`` is handed this module's rule.
-_QUALIFIERS: dict[str, Callable[[model.Episode], str | None]] = {}
-
-
-def qualify_successes_with(name: str, rule: Callable[[model.Episode], str | None]) -> None:
-    """Make ``rule`` a flag that qualifies a success in ``Ending.flags`` (called by ``analysis.behaviours``)."""
-    _QUALIFIERS[name] = rule
+def touched_tests(episode: model.Episode) -> tuple[int, str, str] | None:
+    """The first action whose command surely writes, deletes, renames or chmods a test, conftest, pytest config,
+    verifier or reward file: its step, the file and the command's first line; None if no command does. The
+    behaviour flag ``touched_tests`` (``analysis.behaviours``) is this rule."""
+    for step in episode.actions:
+        command = step.command
+        target = shell_commands.touched_test_file(command) if command else None
+        if command and target is not None:
+            return step.index, target, command.splitlines()[0][:200]
+    return None
 
 
 def _flags(episode: model.Episode) -> tuple[str, ...]:
-    found = ((name, rule(episode)) for name, rule in _QUALIFIERS.items())
-    return tuple(f"{name}: {evidence}" for name, evidence in found if evidence)
+    """The behaviour flags that qualify a success (a reward won by touching the tests may not mean a fix)."""
+    touched = touched_tests(episode)
+    return () if touched is None else (f"touched_tests: step {touched[0]}, {touched[1]} ({touched[2]})",)
 
 
 def of(episode: model.Episode) -> Ending:

@@ -373,11 +373,51 @@ def run(
             ``end_status`` ``errored``, its ``error`` naming the failure; ``.result`` says where, ``__cause__`` is
             the failure. The container is removed unless ``keep_sandbox``.
     """
+    plan = _plan(episode, step, edit, out_dir)
+    box = sandbox.restore(episode, step, client=docker_client, session=session, limits=limits, progress=progress)
+    start = time.time()
+    going = _Continuation(episode, box, client, plan.template, start, progress or (lambda line: None),
+                          _open_writer(plan.path, episode, start, box, plan.parent, _client_model(client)))
+    recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
+                                                                                      lambda: going.action or None)
+    try:
+        _record(going, recorder, plan.messages, max_steps, verify=verify, recipe=recipe)
+    except BaseException as exc:
+        result = _abandon(going, recorder, plan, exc, keep_sandbox=keep_sandbox)
+        if not isinstance(exc, Exception):
+            raise
+        actions = max(going.writer.file.num_steps - 1, 0)
+        raise CounterfactualError(f"{exc} (after {actions} action(s); the episode so far is {result.path})",
+                                  result) from exc
+    finally:
+        if recorder is not None:
+            recorder.uninstall()
+    if not keep_sandbox:
+        box.remove()
+    status = going.writer.file.extra["end_status"]
+    return Result(str(going.writer.file.path), plan.episode_id, plan.parent, tuple(going.responses),
+                  box if keep_sandbox else None, status)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What a counterfactual will do, settled before any container starts: the new episode's id and file, the
+    messages the model sees first, the parent's request beside them, and the link to the parent."""
+
+    episode_id: str
+    path: pathlib.Path
+    messages: list[dict[str, Any]]
+    template: dict[str, Any]
+    parent: dict[str, Any]
+
+
+def _plan(episode: model.Episode, step: int, edit: Edit, out_dir: str | os.PathLike | None) -> _Plan:
+    """The first stage of :func:`run`: the step's observation edited, where the new episode goes (never the
+    parent's run folder) and its link to the parent. Raises ValueError as :func:`run` says."""
     seen = episode.observation(step)
     if seen is None:
         raise ValueError(f"step {step} of {episode.episode_id} has no observation to edit: the episode ended there")
     out = new_out_dir() if out_dir is None else pathlib.Path(out_dir)
-    say = progress or (lambda line: None)
     if locations.is_local(episode.path) and out.resolve() == pathlib.Path(episode.path).resolve().parent:
         raise ValueError(f"{out} is the parent's run folder; counterfactuals go to a folder of their own")
     before = [m.to_dict() for m in seen]
@@ -386,69 +426,77 @@ def run(
     episode_id = str(uuid.uuid4())
     parent = {"run_file": episode.path, "episode_id": episode.episode_id, "step": step,
               "edit": {"before": before, "after": messages}}
-    box = sandbox.restore(episode, step, client=docker_client, session=session, limits=limits, progress=progress)
-    start = time.time()
-    responses: list[str] = []
-    action_now = [0]  # the action the model is being asked for (the capture's notes name it)
-    recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
-                                                                                      lambda: action_now[0] or None)
-    writer = _open_writer(out / f"{episode_id}.json", episode, start, box, parent, _client_model(client))
-    try:
-        if recorder is not None:
-            recorder.install()
-            recorder.begin_episode()
-        writer.add(episode_file.step_record(0, "FIRST", _request(messages, episode.system_prompt, template), None,
-                                            None, None, start))
-        writer.snapshot_soon(0)  # the parent's step, restored: where the counterfactual starts from
-        finished = _continue(episode, box, client, messages, template, max_steps, writer, responses, action_now,
-                             say)
-        reward = writer.verify(episode, action_now[0], say, recipe) if finished and verify else None
-        _end(writer, recorder, finished, reward)
-    except BaseException as exc:
-        status = episode_file.status_of(exc)
-        _save_activations(recorder, writer)
-        writer.end(status, exc)
-        kept = keep_sandbox and box.state() == "running"
-        if not kept:
-            box.remove()
-        result = Result(str(writer.file.path), episode_id, parent, tuple(responses), box if kept else None,
-                        status, model.describe_error(writer.file.extra.get("error")))
-        if not isinstance(exc, Exception):
-            raise
-        actions = max(writer.file.num_steps - 1, 0)
-        raise CounterfactualError(f"{exc} (after {actions} action(s); the episode so far is {result.path})",
-                                  result) from exc
-    finally:
-        if recorder is not None:
-            recorder.uninstall()
-    if not keep_sandbox:
-        box.remove()
-    status = writer.file.extra["end_status"]
-    return Result(str(writer.file.path), episode_id, parent, tuple(responses), box if keep_sandbox else None, status)
+    return _Plan(episode_id, out / f"{episode_id}.json", messages, template, parent)
 
 
-def _continue(episode: model.Episode, box: sandbox.Sandbox, client: Client, messages: list[dict[str, Any]],
-              template: dict[str, Any], max_steps: int, writer: _Writer, responses: list[str], action_now: list[int],
-              say: Callable[[str], None]) -> bool:
+@dataclasses.dataclass
+class _Continuation:
+    """A counterfactual under way, once its container is restored: what each stage reads, and what they add (the
+    responses, the action the model is being asked for, which the activation capture's notes name)."""
+
+    episode: model.Episode
+    box: sandbox.Sandbox
+    client: Client
+    template: dict[str, Any]
+    start: float
+    say: Callable[[str], None]
+    writer: _Writer
+    responses: list[str] = dataclasses.field(default_factory=list)
+    action: int = 0
+
+
+def _record(going: _Continuation, recorder: recorder_activations.CaptureRecorder | None,
+            messages: list[dict[str, Any]], max_steps: int, *, verify: bool,
+            recipe: str | os.PathLike | None) -> None:
+    """The stages in the container: the first step (the edited request) and its snapshot, the actions
+    (:func:`_continue`), the verifier when the model submitted, and the episode's end."""
+    if recorder is not None:
+        recorder.install()
+        recorder.begin_episode()
+    writer, episode = going.writer, going.episode
+    writer.add(episode_file.step_record(0, "FIRST", _request(messages, episode.system_prompt, going.template), None,
+                                        None, None, going.start))
+    writer.snapshot_soon(0)  # the parent's step, restored: where the counterfactual starts from
+    finished = _continue(going, messages, max_steps)
+    reward = writer.verify(episode, going.action, going.say, recipe) if finished and verify else None
+    _end(writer, recorder, finished, reward)
+
+
+def _abandon(going: _Continuation, recorder: recorder_activations.CaptureRecorder | None, plan: _Plan,
+             exc: BaseException, *, keep_sandbox: bool) -> Result:
+    """The stage after a failure: the episode so far ended with the failure's status and error, its activations
+    saved, the container removed unless kept (and still running); what it is as a :class:`Result`."""
+    status = episode_file.status_of(exc)
+    _save_activations(recorder, going.writer)
+    going.writer.end(status, exc)
+    kept = keep_sandbox and going.box.state() == "running"
+    if not kept:
+        going.box.remove()
+    return Result(str(going.writer.file.path), plan.episode_id, plan.parent, tuple(going.responses),
+                  going.box if kept else None, status, model.describe_error(going.writer.file.extra.get("error")))
+
+
+def _continue(going: _Continuation, messages: list[dict[str, Any]], max_steps: int) -> bool:
     """Ask for and run up to ``max_steps`` actions, each written as it is done. True when the model submitted (the
     reward is the verifier's, asked by the caller). Raises what the client raises, and ``SandboxError`` when the
     container is gone."""
+    writer, box, system_prompt = going.writer, going.box, going.episode.system_prompt
     messages = list(messages)
     for k in range(1, max_steps + 1):
-        action_now[0] = k
-        say(f"Action {k} of at most {max_steps}: asking the model…")
-        text = _ask(client, messages, episode.system_prompt)
-        responses.append(text)
+        going.action = k
+        going.say(f"Action {k} of at most {max_steps}: asking the model…")
+        text = _ask(going.client, messages, system_prompt)
+        going.responses.append(text)
         usage = completion.usage_of(text)
         usage = None if usage is None else {k: usage[k] for k in ("prompt_tokens", "generated_tokens")}
         action = {"data": [{"content": text}], "cost": 0.0, "usage": usage}
         parsed = agent_text.parse_response(text)
         if parsed.command is None:
-            say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")
+            going.say(f"Action {k}: the response holds {parsed.bash_blocks} bash blocks, not one (a format error)")
             feedback = agent_text.format_error(parsed.bash_blocks)
             result = None
         else:
-            say(f"Action {k}: running {parsed.command.splitlines()[0][:200] if parsed.command else '(empty)'}")
+            going.say(f"Action {k}: running {parsed.command.splitlines()[0][:200] if parsed.command else '(empty)'}")
             writer.settle()  # the previous step's snapshot is taken before the command changes the container
             result = box.run(parsed.command)
             if agent_text.is_submit(parsed.command) and result.error is None:
@@ -462,7 +510,7 @@ def _continue(episode: model.Episode, box: sandbox.Sandbox, client: Client, mess
             feedback = _result_message(result)
         messages = [*messages, {"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
         writer.add(episode_file.step_record(k, "LAST" if k == max_steps else "MID",
-                                            _request(messages, episode.system_prompt, template), action, 0.0, 1.0,
+                                            _request(messages, system_prompt, going.template), action, 0.0, 1.0,
                                             time.time()))
         writer.snapshot_soon(k)
         if result is not None and result.error is not None:

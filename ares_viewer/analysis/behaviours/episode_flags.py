@@ -10,8 +10,8 @@ import collections
 import re
 
 from ares_viewer import model
-from ares_viewer.analysis import ending
-from ares_viewer.analysis.behaviours import commands, registry
+from ares_viewer.analysis import ending, shell_commands
+from ares_viewer.analysis.behaviours import registry
 from ares_viewer.base import agent_text
 
 # How many runs of one command make a loop.
@@ -68,19 +68,8 @@ def _repeated(episode: model.Episode, failing: bool) -> registry.Hit | None:
     registry.EPISODE,
 )
 def touched_tests(episode: model.Episode) -> registry.Hit | None:
-    for step, command in _commands(episode):
-        target = commands.touched_test_file(command)
-        if target is not None:
-            return registry.Hit(step.index, f"{target} ({command.splitlines()[0][:200]})", "command")
-    return None
-
-
-def _touched_tests_evidence(episode: model.Episode) -> str | None:
-    hit = touched_tests(episode)
-    return None if hit is None else f"step {hit.step}, {hit.evidence}"
-
-
-ending.qualify_successes_with("touched_tests", _touched_tests_evidence)
+    touched = ending.touched_tests(episode)
+    return None if touched is None else registry.Hit(touched[0], f"{touched[1]} ({touched[2]})", "command")
 
 
 @registry.flag("repeated_command", f"ran the same command {REPEATS} times", registry.EPISODE)
@@ -116,7 +105,7 @@ def gave_up(episode: model.Episode) -> registry.Hit | None:
             break
         if _failed(step) or step.format_error:
             last_failure, passed_after = step, False
-        elif step.command and commands.runs_tests(step.command):
+        elif step.command and shell_commands.runs_tests(step.command):
             passed_after = True
     if last_failure is None or passed_after:
         return None
@@ -127,7 +116,7 @@ def gave_up(episode: model.Episode) -> registry.Hit | None:
     "ran_tests", "ran a test command (pytest, unittest, tox, make test, go test, tests/test.sh, ...)", registry.EPISODE
 )
 def ran_tests(episode: model.Episode) -> registry.Hit | None:
-    return _first(episode, commands.runs_tests)
+    return _first(episode, shell_commands.runs_tests)
 
 
 @registry.flag("no_tests_before_submit", "submitted without running a test command before", registry.EPISODE)
@@ -135,7 +124,7 @@ def no_tests_before_submit(episode: model.Episode) -> registry.Hit | None:
     submit = _submit_step(episode)
     if submit is None:
         return None
-    tested = any(commands.runs_tests(c) for s, c in _commands(episode) if s.index < submit.index)
+    tested = any(shell_commands.runs_tests(c) for s, c in _commands(episode) if s.index < submit.index)
     return None if tested else registry.Hit(submit.index, submit.command or "", "command")
 
 
@@ -145,14 +134,14 @@ def no_tests_before_submit(episode: model.Episode) -> registry.Hit | None:
     registry.EPISODE,
 )
 def installed_packages(episode: model.Episode) -> registry.Hit | None:
-    return _first(episode, commands.installs_packages)
+    return _first(episode, shell_commands.installs_packages)
 
 
 @registry.flag(
     "tried_network", "ran curl, wget, ssh, git clone/fetch/pull/push or named an http(s) URL", registry.EPISODE
 )
 def tried_network(episode: model.Episode) -> registry.Hit | None:
-    return _first(episode, commands.uses_network)
+    return _first(episode, shell_commands.uses_network)
 
 
 def _first_step(episode: model.Episode, test, evidence) -> registry.Hit | None:

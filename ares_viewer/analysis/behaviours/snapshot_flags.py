@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ares_viewer import model
-from ares_viewer.analysis.behaviours import commands, registry
+from ares_viewer.analysis import shell_commands
+from ares_viewer.analysis.behaviours import registry
 
 # How many last actions without a file change make a stalled ending.
 QUIET_STEPS = 10
@@ -18,7 +19,7 @@ QUIET_STEPS = 10
 def touched_tests_files(episode: model.Episode, changes: registry.StepChanges) -> registry.Hit | None:
     for step in sorted(changes):
         for path, kind in sorted(changes[step].items()):
-            if commands.TEST_PATH.search(path):
+            if shell_commands.TEST_PATH.search(path):
                 return registry.Hit(step, f"{path} ({kind})", "snapshot")
     return None
 

@@ -11,7 +11,7 @@ import dataclasses
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 import orjson
 
@@ -43,7 +43,69 @@ _REQUEST_SETTINGS = ("max_output_tokens", "temperature", "top_p", "top_k", "stre
 FormatError = chat.FormatError
 
 
-def sniff(doc: Any) -> bool:
+# The records of an ARES file as ``JsonTrajectoryCollector`` writes them: the keys this module reads, each value
+# ``object`` because the file is untrusted (a value is used once an ``isinstance`` check or a reader of ``chat`` has
+# said what it is). TypedDicts cost nothing at run time: the decoded dicts are read as they are.
+class Usage(TypedDict, total=False):
+    """A response's token counts (``-1``: not reported)."""
+
+    prompt_tokens: object
+    generated_tokens: object
+    cached_prompt_tokens: object
+
+
+class Response(TypedDict, total=False):
+    """An ``LLMResponse``: the model's answer, a step's ``action``."""
+
+    data: object  # a list of content items (text, thinking blocks, tool calls)
+    usage: object  # a ``Usage``
+    cost: object
+    created_at: object
+    id: object
+    model: object
+    stop_reason: object
+    finish_reason: object
+    status: object
+
+
+class Request(TypedDict, total=False):
+    """An ``LLMRequest``: the context the model is asked with next, a step's ``observation``."""
+
+    messages: object  # a list of chat messages (or ``RAW_CONTEXT`` on the fast path)
+    system_prompt: object
+    tools: object
+
+
+class StepRecord(TypedDict, total=False):
+    """One record of ``steps``: ``FIRST`` (the first request), then one per action, ``MID`` or ``LAST``."""
+
+    step_index: object
+    step_type: object
+    observation: object  # a ``Request``, None on a submitted ``LAST``
+    action: object  # a ``Response``, None on ``FIRST``
+    reward: object
+    discount: object
+    timestamp: object
+
+
+class EpisodeDoc(TypedDict, total=False):
+    """The whole file: the episode's header and its ``steps``, with what newer writers add (``end_status`` and
+    the other keys of ``_END_STATUS_KEYS``, ``error``, ``verifier``, ``final_command``)."""
+
+    episode_id: object
+    task_name: object
+    start_time: object
+    end_time: object
+    total_reward: object
+    num_steps: object
+    truncated: object
+    steps: object
+    error: object
+    verifier: object
+    final_command: object
+
+
+def sniff(doc: object) -> TypeGuard[EpisodeDoc]:
     """True when a decoded document is an ARES episode (or meant to be one)."""
     return isinstance(doc, Mapping) and "steps" in doc and ("episode_id" in doc or "task_name" in doc)
 
@@ -55,13 +117,13 @@ def misnamed(path: str) -> str | None:
     return None
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+def episode_id(doc: object, path: str, record: int | None = None) -> str:
     """The episode's id: its ``episode_id``, else the file's name."""
     episode = doc.get("episode_id") if isinstance(doc, Mapping) else None
     return episode if isinstance(episode, str) and episode else pathlib.PurePath(path).stem
 
 
-def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> model.Outcome:
+def _outcome(doc: EpisodeDoc, records: list[object], truncated: bool) -> model.Outcome:
     for key in _END_STATUS_KEYS:
         status = doc.get(key)
         if isinstance(status, Mapping):
@@ -73,22 +135,24 @@ def _outcome(doc: Mapping[str, Any], records: list[Any], truncated: bool) -> mod
                     if outcome is model.Outcome.COMPLETED and truncated:
                         return model.Outcome.TRUNCATED
                     return outcome
-    has_last = bool(records) and isinstance(records[-1], Mapping) and records[-1].get("step_type") == "LAST"
+    last = records[-1] if records else None
+    has_last = isinstance(last, Mapping) and last.get("step_type") == "LAST"
     if not has_last:
         return model.Outcome.INCOMPLETE
     return model.Outcome.TRUNCATED if truncated else model.Outcome.COMPLETED
 
 
-def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[model.ToolCall, ...], model.Usage,
+def _response(raw: object, where: str, warnings: list[str]) -> tuple[str, tuple[model.ToolCall, ...], model.Usage,
                                                                     float | None, dict[str, Any]]:
     """Text, tool calls, usage, cost and extra fields of an LLM response object."""
     if not isinstance(raw, Mapping):
         if raw is not None:
             warnings.append(f"{where}: action is a {type(raw).__name__}, not a response object; ignored")
         return "", (), model.Usage(), None, {}
+    response = cast(Response, raw)
     texts: list[str] = []
     calls: list[model.ToolCall] = []
-    data = raw.get("data")
+    data = response.get("data")
     for item in data if isinstance(data, list) else []:
         if not isinstance(item, Mapping):
             continue
@@ -99,13 +163,13 @@ def _response(raw: Any, where: str, warnings: list[str]) -> tuple[str, tuple[mod
             texts.append(chat.text(content))
         elif "name" in item and ("input" in item or "arguments" in item):
             calls.extend(chat.tool_calls([item]))
-    usage_raw = jsondecode.object_at(raw, "usage")
+    usage_raw = cast(Usage, jsondecode.object_at(response, "usage"))
     usage = model.Usage(
         prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
         generated_tokens=chat.count(usage_raw.get("generated_tokens")),
         cached_prompt_tokens=chat.count(usage_raw.get("cached_prompt_tokens")),
     )
-    cost = chat.number(raw.get("cost"), f"{where}: cost", warnings)
+    cost = chat.number(response.get("cost"), f"{where}: cost", warnings)
     extra = {k: raw[k] for k in ("id", "model", "stop_reason", "finish_reason", "status") if raw.get(k) is not None}
     extra["reasoning"] = reasoning.from_items(data)
     return "\n".join(texts), tuple(calls), usage, cost, extra
@@ -124,7 +188,7 @@ class _Header:
     outcome: model.Outcome
 
 
-def _final_command(raw: Any, index: int) -> agent_text.ParsedResult | None:
+def _final_command(raw: object, index: int) -> agent_text.ParsedResult | None:
     """The result of the last action from the recorder's ``final_command`` key (None when absent or another step's)."""
     if not isinstance(raw, Mapping) or raw.get("step_index") != index:
         return None
@@ -136,11 +200,13 @@ def _final_command(raw: Any, index: int) -> agent_text.ParsedResult | None:
                                  timed_out=False, submitted=submitted)
 
 
-def _records(doc: Any) -> list[Any]:
-    return chat.list_field(doc, "steps", per="at the top level", items="step records")
+def _records(doc: object) -> tuple[EpisodeDoc, list[object]]:
+    """The document and its step records; FormatError when it is not a JSON object with a list of ``steps``."""
+    records = chat.list_field(doc, "steps", per="at the top level", items="step records")
+    return cast(EpisodeDoc, doc), records
 
 
-def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: list[str]) -> _Header:
+def _header(doc: EpisodeDoc, records: list[object], path: str, warnings: list[str]) -> _Header:
     episode_id = doc.get("episode_id")
     if not isinstance(episode_id, str) or not episode_id:
         episode_id = pathlib.PurePath(path).stem
@@ -148,7 +214,7 @@ def _header(doc: Mapping[str, Any], records: list[Any], path: str, warnings: lis
     task_name = doc.get("task_name")
     if not isinstance(task_name, str):
         task_name = "" if task_name is None else str(task_name)
-    last = records[-1] if records and isinstance(records[-1], Mapping) else {}
+    last = cast(StepRecord, records[-1]) if records and isinstance(records[-1], Mapping) else StepRecord()
     ends_with_last = last.get("step_type") == "LAST"
     truncated_raw = doc.get("truncated")
     if isinstance(truncated_raw, bool):
@@ -206,7 +272,7 @@ class RawContext:
             return False
         return self.end - self.start == n or self.data[self.start + n:self.start + n + 1] == b","
 
-    def last(self) -> Any:
+    def last(self) -> object:
         """The last message, decoded.
 
         Raises:
@@ -247,7 +313,7 @@ def split_contexts(data: bytes) -> tuple[bytes, list[RawContext]] | None:
     return b"".join(pieces), contexts
 
 
-def _extends(current: Any, previous: Any) -> bool:
+def _extends(current: object, previous: object) -> bool:
     """True when a context keeps the previous one whole (for lists: at the boundary, see ``summarize``)."""
     if isinstance(current, RawContext) and isinstance(previous, RawContext):
         return current.extends(previous)
@@ -258,7 +324,7 @@ def _extends(current: Any, previous: Any) -> bool:
     raise FormatError("a step's context list is in a different layout from the others")
 
 
-def summarize(doc: Any, path: str, record: int | None = None, *,
+def summarize(doc: object, path: str, record: int | None = None, *,
               contexts: list[RawContext] | None = None) -> list[EpisodeRow]:
     """The episode's index row, read without building the episode (the index's fast path).
 
@@ -271,34 +337,36 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
         FormatError: when the document cannot be an episode, or ``contexts`` do not match its placeholders.
     """
     raw = iter(contexts or ())
-    records = _records(doc)
+    doc, records = _records(doc)
     warnings: list[str] = []
     head = _header(doc, records, path, warnings)
     actions = prompt = generated = nonzero = rewrites = 0
     cost = 0.0
-    previous: list[Any] | RawContext = []
+    previous: list[object] | RawContext = []
     first_time = last_time = None
-    for position, record in enumerate(records):
-        if not isinstance(record, dict):  # decoded JSON: dicts (an ABC's check costs more)
-            warnings.append(f"step {position} is a {type(record).__name__}, not a step record; skipped")
+    for position, item in enumerate(records):
+        if not isinstance(item, dict):  # decoded JSON: dicts (an ABC's check costs more)
+            warnings.append(f"step {position} is a {type(item).__name__}, not a step record; skipped")
             continue
-        timestamp = record.get("timestamp")
+        step = cast(StepRecord, item)
+        timestamp = step.get("timestamp")
         if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
             first_time = timestamp if first_time is None else first_time
             last_time = timestamp
-        is_action = record.get("step_type") != "FIRST" and not (position == 0 and record.get("step_type") is None)
+        is_action = step.get("step_type") != "FIRST" and not (position == 0 and step.get("step_type") is None)
         if is_action:
             actions += 1
-            action = record.get("action")
+            action = step.get("action")
             if isinstance(action, dict):
-                usage = action.get("usage")
-                usage = usage if isinstance(usage, dict) else {}
-                prompt += chat.count(usage.get("prompt_tokens")) or 0
-                generated += chat.count(usage.get("generated_tokens")) or 0
-                step_cost = chat.number(action.get("cost"), "cost", [])
+                response = cast(Response, action)
+                usage = response.get("usage")
+                counts = cast(Usage, usage) if isinstance(usage, dict) else Usage()
+                prompt += chat.count(counts.get("prompt_tokens")) or 0
+                generated += chat.count(counts.get("generated_tokens")) or 0
+                step_cost = chat.number(response.get("cost"), "cost", [])
                 cost += step_cost if step_cost and step_cost > 0 else 0.0
-        observation = record.get("observation")
-        messages = observation.get("messages") if isinstance(observation, dict) else None
+        observation = step.get("observation")
+        messages = cast(Request, observation).get("messages") if isinstance(observation, dict) else None
         if contexts is not None and messages == RAW_CONTEXT:
             messages = next(raw, None)
             if messages is None:
@@ -335,7 +403,7 @@ def summarize(doc: Any, path: str, record: int | None = None, *,
     ), model.VerifierRecord.from_json(doc.get("verifier")))]
 
 
-def _failed_command(context: list[Any] | RawContext) -> bool:
+def _failed_command(context: list[object] | RawContext) -> bool:
     """Whether an action's command returned a known code other than 0: its result is the last message of the
     context that follows it."""
     result = context.last() if isinstance(context, RawContext) else context[-1]
@@ -361,18 +429,18 @@ def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
         return None
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
     """The episode of a decoded ARES document (a file holds one)."""
     return [parse_episode(doc, path)]
 
 
-def parse_episode(doc: Any, path: str) -> model.Episode:
+def parse_episode(doc: object, path: str) -> model.Episode:
     """Build an ``Episode`` from a decoded ARES document.
 
     Raises:
         FormatError: when the document cannot be an episode (e.g. ``steps`` is not a list).
     """
-    records = _records(doc)
+    doc, records = _records(doc)
     warnings: list[str] = []
     head = _header(doc, records, path, warnings)
 
@@ -380,11 +448,12 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
     request = _Request()
     steps: list[model.Step] = []
     previous_time: float | None = None
-    for position, record in enumerate(records):
+    for position, item in enumerate(records):
         where = f"step {position}"
-        if not isinstance(record, Mapping):
-            warnings.append(f"{where} is a {type(record).__name__}, not a step record; skipped")
+        if not isinstance(item, Mapping):
+            warnings.append(f"{where} is a {type(item).__name__}, not a step record; skipped")
             continue
+        record = cast(StepRecord, item)
         index = record.get("step_index")
         index = index if isinstance(index, int) and not isinstance(index, bool) else position
         kind = _kind(record.get("step_type"), position, where, warnings)
@@ -438,7 +507,7 @@ def parse_episode(doc: Any, path: str) -> model.Episode:
     )
 
 
-def _kind(raw: Any, position: int, where: str, warnings: list[str]) -> model.StepKind:
+def _kind(raw: object, position: int, where: str, warnings: list[str]) -> model.StepKind:
     """A record's ``step_type``; one that is none of FIRST/MID/LAST is read by its position, with a warning."""
     try:
         return model.StepKind(raw if isinstance(raw, str) else "")  # not a string: not a kind
@@ -457,9 +526,10 @@ class _Request:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
     tools: list[str] = dataclasses.field(default_factory=list)
 
-    def read(self, observation: Mapping[str, Any]) -> None:
-        if self.system_prompt is None and isinstance(observation.get("system_prompt"), str):
-            self.system_prompt = observation["system_prompt"]
+    def read(self, observation: Request) -> None:
+        prompt = observation.get("system_prompt")
+        if self.system_prompt is None and isinstance(prompt, str):
+            self.system_prompt = prompt
         if not self.settings:
             self.settings = {k: observation.get(k) for k in _REQUEST_SETTINGS if observation.get(k) is not None}
             raw_tools = observation.get("tools")
@@ -467,7 +537,7 @@ class _Request:
                 self.tools = [str(t.get("name")) for t in raw_tools if isinstance(t, Mapping)]
 
 
-def _observe(observation: Any, contexts: chat.ContextBuilder, request: _Request, where: str,
+def _observe(observation: object, contexts: chat.ContextBuilder, request: _Request, where: str,
              warnings: list[str]) -> Mapping[str, Any] | None:
     """Add a record's observation (the next request) to the contexts and ``request``; the last message of its
     context, the result of the action before (None when the record has no observation)."""
@@ -477,7 +547,7 @@ def _observe(observation: Any, contexts: chat.ContextBuilder, request: _Request,
             warnings.append(f"{where}: observation messages are a {type(messages).__name__}, not a list")
             messages = []
         result = contexts.add(messages)
-        request.read(observation)
+        request.read(cast(Request, observation))
         return result
     if observation is not None:
         warnings.append(f"{where}: observation is a {type(observation).__name__}, not a request; ignored")
@@ -512,12 +582,13 @@ def _said(outcome: agent_text.ParsedResult | None, result_text: str | None, extr
     return said, failure
 
 
-def _split_times(record: Mapping[str, Any], timestamp: float | None, dt: float | None
+def _split_times(record: StepRecord, timestamp: float | None, dt: float | None
                  ) -> tuple[float | None, float | None]:
     """A step's model and command seconds: its response's creation time splits it, model time before it,
     command time after it (None and None when the record does not say)."""
-    action = jsondecode.object_at(record, "action")
-    answered_at = action.get("created_at") if isinstance(action.get("created_at"), int | float) else None
+    action = cast(Response, jsondecode.object_at(record, "action"))
+    created = action.get("created_at")
+    answered_at = created if isinstance(created, int | float) else None
     if answered_at is not None and timestamp is not None and dt is not None and timestamp >= answered_at:
         return answered_at - (timestamp - dt), timestamp - answered_at
     return None, None

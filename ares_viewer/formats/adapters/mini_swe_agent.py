@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import pathlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 from ares_viewer import model
 from ares_viewer.base import agent_text, jsondecode, locations
@@ -40,7 +40,72 @@ _LIMITS = {"LimitsExceeded": "step or cost limit", "TimeExceeded": "time limit",
 FormatError = chat.FormatError
 
 
-def sniff(doc: Any) -> bool:
+# The records of a trajectory that are mini-swe-agent's own: the keys this module reads, each value ``object``
+# because the file is untrusted (used once an ``isinstance`` check or a reader of ``chat`` has said what it is).
+# The chat messages themselves are read by ``chat``. TypedDicts cost nothing at run time.
+class Trajectory(TypedDict, total=False):
+    """The whole file (or one line of a JSON Lines file)."""
+
+    trajectory_format: object
+    info: object  # an ``Info``
+    messages: object  # the chat, system message first
+
+
+class Info(TypedDict, total=False):
+    """``info``: why the run ended, what it submitted, its model's totals."""
+
+    exit_status: object
+    submission: object
+    traceback: object
+    model_stats: object  # a ``ModelStats``
+    mini_version: object
+
+
+class ModelStats(TypedDict, total=False):
+    """``info.model_stats``."""
+
+    instance_cost: object
+    api_calls: object
+
+
+class Extra(TypedDict, total=False):
+    """A message's ``extra``: the response of an assistant message, the commands it ran, a result's raw output and
+    return code, a format error's rejected response, the exit message's status (2.x)."""
+
+    response: object  # a ``ModelResponse``
+    actions: object  # a list of ``{"command", "tool_call_id"}``
+    returncode: object
+    raw_output: object
+    exception_info: object
+    interrupt_type: object
+    model_response: object
+    timestamp: object
+    cost: object
+    exit_status: object
+    submission: object
+    traceback: object
+
+
+class ModelResponse(TypedDict, total=False):
+    """``extra.response``: the chat completion as LiteLLM returned it."""
+
+    usage: object  # a ``ResponseUsage``
+    created: object
+    choices: object
+
+
+class ResponseUsage(TypedDict, total=False):
+    """A response's usage, in OpenAI's names or Anthropic's, with LiteLLM's cost (1.x)."""
+
+    prompt_tokens: object
+    completion_tokens: object
+    input_tokens: object
+    output_tokens: object
+    prompt_tokens_details: object
+    cost: object
+
+
+def sniff(doc: object) -> TypeGuard[Trajectory]:
     """True for a mini-swe-agent trajectory: messages plus its format tag or its ``info`` block."""
     if not isinstance(doc, Mapping) or "messages" not in doc:
         return False
@@ -61,18 +126,24 @@ def _name(path: str) -> str:
     return locations.Location.of(path).name
 
 
-def _messages(doc: Any) -> list[Any]:
+def _messages(doc: object) -> list[Any]:
     return chat.list_field(doc, "messages", per="at the top level", items="chat messages")
 
 
-def _info(doc: Mapping[str, Any], warnings: list[str]) -> Mapping[str, Any]:
+def _document(doc: object) -> tuple[Trajectory, list[Any]]:
+    """The trajectory and its messages; FormatError when it is not a JSON object with a list of ``messages``."""
+    messages = _messages(doc)
+    return cast(Trajectory, doc), messages
+
+
+def _info(doc: Trajectory, warnings: list[str]) -> Info:
     info = doc.get("info")
     if info is None:
         return {}
     if not isinstance(info, Mapping):
         warnings.append(f"info is a {type(info).__name__}, not an object; ignored")
         return {}
-    return info
+    return cast(Info, info)
 
 
 @functools.lru_cache(maxsize=256)
@@ -82,7 +153,7 @@ def _instance(path: str) -> str:
     return name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else pathlib.PurePosixPath(name).stem
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+def episode_id(doc: object, path: str, record: int | None = None) -> str:
     """``{folder}/{instance}``: the instance id alone repeats across runs of the same benchmark."""
     _messages(doc)
     base = _base_id(path)
@@ -100,10 +171,10 @@ def _base_id(path: str) -> str:
     return f"{folder}/{instance}" if folder else instance
 
 
-def _extra(message: Any) -> Mapping[str, Any]:
+def _extra(message: object) -> Extra:
     # A decoded message is a dict: checked first, as the quicker test (summaries read millions).
     extra = message.get("extra") if type(message) is dict or isinstance(message, Mapping) else None
-    return extra if type(extra) is dict or isinstance(extra, Mapping) else {}
+    return cast(Extra, extra) if type(extra) is dict or isinstance(extra, Mapping) else {}
 
 
 def _role(message: Any) -> str | None:
@@ -176,7 +247,7 @@ def _from_response(response: Mapping[str, Any], where: str, skipped: list[str]) 
     return message
 
 
-def _exit(doc: Mapping[str, Any], messages: list[Any], info: Mapping[str, Any]) -> tuple[str, str]:
+def _exit(doc: Trajectory, messages: list[Any], info: Info) -> tuple[str, str]:
     """The exit status and the submission, from ``info`` or else from the last message's ``extra``."""
     last = _extra(messages[-1]) if messages else {}
     status = info.get("exit_status") or last.get("exit_status") or ""
@@ -184,7 +255,7 @@ def _exit(doc: Mapping[str, Any], messages: list[Any], info: Mapping[str, Any]) 
     return str(status), submission if isinstance(submission, str) else str(submission)
 
 
-def _outcome(status: str, submission: str, messages: list[Any], info: Mapping[str, Any]) -> tuple[
+def _outcome(status: str, submission: str, messages: list[Any], info: Info) -> tuple[
         model.Outcome, dict[str, str] | None]:
     """The outcome an exit status names, and the error it records."""
     if not status:
@@ -197,13 +268,14 @@ def _outcome(status: str, submission: str, messages: list[Any], info: Mapping[st
     message = ""
     if messages and _role(messages[-1]) in ("exit", "user"):
         message = chat.text(messages[-1].get("content")).strip()
-    if not message and isinstance(info.get("traceback"), str):
-        lines = [line for line in info["traceback"].strip().splitlines() if line.strip()]
+    saved = info.get("traceback")
+    if not message and isinstance(saved, str):
+        lines = [line for line in saved.strip().splitlines() if line.strip()]
         message = lines[-1] if lines else ""
     if message == submission.strip():
         message = message or status
     # The traceback mini-swe-agent saved: ``info.traceback`` (1.x), the exit message's ``extra.traceback`` (2.x).
-    trace = info.get("traceback") or (_extra(messages[-1]).get("traceback") if messages else None)
+    trace = saved or (_extra(messages[-1]).get("traceback") if messages else None)
     found = {"type": status, "message": message[:2000]}
     return model.Outcome.ERRORED, {**found, "traceback": trace} if isinstance(trace, str) and trace else found
 
@@ -217,7 +289,7 @@ def _calls(messages: list[Any]) -> list[int]:
     return _calls_of([_role(m) for m in messages], [_extra(m) for m in messages])
 
 
-def _calls_of(roles: list[str | None], extras: list[Mapping[str, Any]]) -> list[int]:
+def _calls_of(roles: list[str | None], extras: list[Extra]) -> list[int]:
     """``_calls`` from the messages' roles and extras. A format error that follows no assistant message stands
     for the rejected model call."""
     return [i for i, role in enumerate(roles)
@@ -225,9 +297,9 @@ def _calls_of(roles: list[str | None], extras: list[Mapping[str, Any]]) -> list[
                                        and (i == 0 or roles[i - 1] != "assistant"))]
 
 
-def _response(extra: Mapping[str, Any]) -> Mapping[str, Any]:
+def _response(extra: Extra) -> ModelResponse:
     response = extra.get("response")
-    return response if isinstance(response, Mapping) else {}
+    return cast(ModelResponse, response) if isinstance(response, Mapping) else {}
 
 
 def _time(message: Any) -> float | None:
@@ -235,14 +307,14 @@ def _time(message: Any) -> float | None:
     return _time_of(_role(message), _extra(message))
 
 
-def _time_of(role: str | None, extra: Mapping[str, Any]) -> float | None:
+def _time_of(role: str | None, extra: Extra) -> float | None:
     found = chat.number(extra.get("timestamp"), "timestamp", [])
     if found is None and role == "assistant":
         found = chat.number(_response(extra).get("created"), "created", [])
     return found
 
 
-def _cost(extra: Mapping[str, Any], where: str, warnings: list[str]) -> float | None:
+def _cost(extra: Extra, where: str, warnings: list[str]) -> float | None:
     """A call's cost: ``extra.cost`` (2.x), else the cost LiteLLM put in the response's usage (1.x)."""
     cost = chat.number(extra.get("cost"), f"{where}: cost", warnings)
     if cost is None:
@@ -271,15 +343,15 @@ def _times(messages: list[Any], position: int, first: int, end: int) -> tuple[fl
     return model_time, command_time
 
 
-def _usage(extra: Mapping[str, Any]) -> model.Usage:
-    usage = jsondecode.object_at(_response(extra), "usage")
+def _usage(extra: Extra) -> model.Usage:
+    usage = cast(ResponseUsage, jsondecode.object_at(_response(extra), "usage"))
     prompt, generated = _tokens(usage)
     details = jsondecode.object_at(usage, "prompt_tokens_details")
     return model.Usage(prompt_tokens=prompt, generated_tokens=generated,
                        cached_prompt_tokens=chat.count(details.get("cached_tokens")))
 
 
-def _tokens(usage: Mapping[str, Any]) -> tuple[int | None, int | None]:
+def _tokens(usage: ResponseUsage) -> tuple[int | None, int | None]:
     """A call's prompt and generated tokens, from its response's usage (OpenAI's or Anthropic's names)."""
     return (chat.count(usage.get("prompt_tokens", usage.get("input_tokens"))),
             chat.count(usage.get("completion_tokens", usage.get("output_tokens"))))
@@ -309,8 +381,9 @@ def _observation(messages: list[Any], final: bool, action: int = 0, actions: int
     extra = _extra(first)
     parsed = agent_text.parse_result(body)
     returncode = _code(extra, body)
-    output = extra.get("raw_output") if isinstance(extra.get("raw_output"), str) else parsed.output
-    elided = 0 if isinstance(extra.get("raw_output"), str) else parsed.elided_chars
+    raw_output = extra.get("raw_output")
+    output = raw_output if isinstance(raw_output, str) else parsed.output
+    elided = 0 if isinstance(raw_output, str) else parsed.elided_chars
     ended = final and first is messages[-1] and parsed.returncode is None
     if ended:
         output = body
@@ -331,19 +404,19 @@ def _observation(messages: list[Any], final: bool, action: int = 0, actions: int
     return chat.CommandResult(returncode, output, elided, body, bool(format_error)), details, failure
 
 
-def _code(extra: Mapping[str, Any], body: str) -> int | None:
+def _code(extra: Extra, body: str) -> int | None:
     """A result's return code: ``extra.returncode`` (2.x) when it is an integer, else the one its text holds."""
     code = chat.integer(extra.get("returncode"))
     return agent_text.returncode(body) if code is None else code
 
 
-def _actions(extra: Mapping[str, Any]) -> list[Any]:
+def _actions(extra: Extra) -> list[object]:
     """A call's commands as mini-swe-agent parsed them (``extra.actions``; none in 1.x files)."""
     actions = extra.get("actions")
     return actions if isinstance(actions, list) else []
 
 
-def _returncodes(roles: list[str | None], extras: list[Mapping[str, Any]], messages: list[Any], first: int, end: int,
+def _returncodes(roles: list[str | None], extras: list[Extra], messages: list[Any], first: int, end: int,
                  actions: int) -> list[int | None]:
     """The return codes ``_observation`` gives the ``actions`` commands of the call whose results are
     ``messages[first:end]`` (whose roles and extras these are), one per result read: ``extra.returncode`` when it
@@ -355,16 +428,17 @@ def _returncodes(roles: list[str | None], extras: list[Mapping[str, Any]], messa
     return codes
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+def summarize(doc: object, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The trajectory's index row in one pass over its messages (the index's fast path).
 
     Raises:
         FormatError: when the document cannot be a trajectory.
     """
-    messages, skipped = _view(_messages(doc))
+    trajectory, written = _document(doc)
+    messages, skipped = _view(written)
     warnings: list[str] = []
-    info = _info(doc, warnings)
-    status, submission = _exit(doc, messages, info)
+    info = _info(trajectory, warnings)
+    status, submission = _exit(trajectory, messages, info)
     outcome, error = _outcome(status, submission, messages, info)
     roles = [_role(m) for m in messages]
     extras = [_extra(m) for m in messages]
@@ -374,7 +448,7 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     times = []
     for n, position in enumerate(calls):
         extra = extras[position]
-        tokens = _tokens(jsondecode.object_at(_response(extra), "usage"))
+        tokens = _tokens(cast(ResponseUsage, jsondecode.object_at(_response(extra), "usage")))
         prompt += tokens[0] or 0
         generated += tokens[1] or 0
         step_cost = _cost(extra, "cost", [])
@@ -413,23 +487,23 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     return [model.with_columns(row, {"exit_status": status or None})]
 
 
-def _total_cost(info: Mapping[str, Any]) -> float | None:
-    stats = jsondecode.object_at(info, "model_stats")
+def _total_cost(info: Info) -> float | None:
+    stats = cast(ModelStats, jsondecode.object_at(info, "model_stats"))
     return chat.number(stats.get("instance_cost"), "instance_cost", [])
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
     """The trajectory as an ``Episode``: a FIRST record for the task, then one step per command each assistant
     message ran (one step for a message that ran none).
 
     Raises:
         FormatError: when the document cannot be a trajectory (e.g. ``messages`` is not a list).
     """
-    written = _messages(doc)
+    document, written = _document(doc)
     messages, skipped = _view(written)
     warnings: list[str] = []
-    info = _info(doc, warnings)
-    status, submission = _exit(doc, messages, info)
+    info = _info(document, warnings)
+    status, submission = _exit(document, messages, info)
     outcome, error = _outcome(status, submission, messages, info)
     system_prompt, rest = chat.split_system(messages)
     offset = len(messages) - len(rest)
@@ -446,7 +520,7 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         previous_time = call.timestamp if call.timestamp is not None else previous_time
         steps.extend(_call_steps(trajectory, call, len(steps)))
 
-    metadata = _metadata(doc, info, status, submission, [s.cost for s in steps])
+    metadata = _metadata(document, info, status, submission, [s.cost for s in steps])
     if error:
         metadata["error"] = error
     if outcome is model.Outcome.TRUNCATED:
@@ -489,10 +563,10 @@ class _Call:
 
     n: int
     message: Mapping[str, Any]
-    extra: Mapping[str, Any]
+    extra: Extra
     text: str
     rejected: bool
-    actions: list[Any]
+    actions: list[object]
     timestamp: float | None
     dt: float | None
     cost: float | None
@@ -515,7 +589,7 @@ def _read_call(trajectory: _Trajectory, n: int, where: str, previous_time: float
     return _Call(n, message, extra, text, rejected, _actions(extra), timestamp, dt, _cost(extra, where, warnings))
 
 
-def _rejected_response(extra: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+def _rejected_response(extra: Extra) -> tuple[Mapping[str, Any], str]:
     """The message and text of a response mini-swe-agent could not parse, from its format error's extra."""
     answer = _response(extra).get("choices")
     answer = answer[0].get("message") if isinstance(answer, list) and answer and isinstance(
@@ -573,7 +647,7 @@ def _call_steps(trajectory: _Trajectory, call: _Call, index: int) -> list[model.
     return steps
 
 
-def _metadata(doc: Mapping[str, Any], info: Mapping[str, Any], status: str, submission: str,
+def _metadata(doc: Trajectory, info: Info, status: str, submission: str,
               step_costs: list[float | None]) -> dict[str, Any]:
     """The trajectory's own fields and its ``info`` (but the messages), its exit status and submission, its
     model call count, and the run's total cost when no step records one."""
@@ -581,7 +655,7 @@ def _metadata(doc: Mapping[str, Any], info: Mapping[str, Any], status: str, subm
     metadata.update({k: v for k, v in info.items() if k not in ("exit_status", "submission")})
     metadata["exit_status"] = status or None
     metadata["submission"] = submission
-    stats = jsondecode.object_at(info, "model_stats")
+    stats = cast(ModelStats, jsondecode.object_at(info, "model_stats"))
     if "api_calls" in stats:
         metadata["api_calls"] = stats["api_calls"]
     if not any(c for c in step_costs if c and c > 0) and _total_cost(info):
@@ -597,9 +671,10 @@ def _message(read: Any, written: Any) -> model.Message:
                                                                                                    raw=written)
 
 
-def _own_call(calls: tuple[model.ToolCall, ...], actions: list[Any], a: int) -> tuple[model.ToolCall, ...]:
+def _own_call(calls: tuple[model.ToolCall, ...], actions: list[object], a: int) -> tuple[model.ToolCall, ...]:
     """The tool call of a call's ``a``-th command: the one its ``tool_call_id`` names, else the ``a``-th."""
-    wanted = actions[a].get("tool_call_id") if a < len(actions) and isinstance(actions[a], Mapping) else None
+    action = actions[a] if a < len(actions) else None
+    wanted = action.get("tool_call_id") if isinstance(action, Mapping) else None
     found = [c for c in calls if wanted is not None and c.call_id == str(wanted)]
     return tuple(found[:1]) if found else calls[a:a + 1]
 

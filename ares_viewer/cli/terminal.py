@@ -1,0 +1,76 @@
+"""What the commands share at the terminal: a table printed a chunk at a time, a run's reading problems on stderr,
+values made JSON-safe, a run's text made safe to print, and the ``--limit`` count type."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Iterator
+
+import pandas as pd
+
+from ares_viewer.runs import run
+
+
+def clean(value: object) -> object:
+    """JSON-safe values: NaN becomes null (JSON has no NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def report_reading(opened: run.Run) -> None:
+    """The files that could not be read, and a listing cut short by its bounds, on stderr."""
+    for error in opened.errors:
+        print(f"error: {error}", file=sys.stderr)
+    if opened.listing_cut:
+        print(f"warning: {opened.listing_cut}", file=sys.stderr)
+
+
+def _float(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _cell_widths(frame: pd.DataFrame) -> pd.DataFrame:
+    """How wide each cell prints (``to_string`` with ``_float``)."""
+    widths = {}
+    for name in frame.columns:
+        column = frame[name]
+        if pd.api.types.is_float_dtype(column):
+            widths[name] = column.map(lambda v: 3 if v != v else len(_float(v)))
+        else:
+            widths[name] = column.map(lambda v: len(str(v)) if v is not None and v == v else 3)
+    return pd.DataFrame(widths, index=frame.index)
+
+
+def print_table(chunks: Iterator[pd.DataFrame]) -> int:
+    """Rows as one table, printed a chunk at a time; returns how many. A chunk is laid out together with the rows
+    that set each column's width so far, so the columns stay aligned unless a later row is wider (a table of one
+    chunk prints exactly as pandas prints it)."""
+    widest: pd.DataFrame | None = None
+    printed = 0
+    for chunk in chunks:
+        framed = chunk if widest is None else pd.concat([widest, chunk], ignore_index=True)
+        lines = framed.to_string(index=False, float_format=_float).split("\n")
+        print("\n".join(lines if widest is None else lines[1 + len(widest):]), flush=True)
+        printed += len(chunk)
+        widest = framed.loc[sorted(set(_cell_widths(framed).idxmax()))].reset_index(drop=True)
+    return printed
+
+
+# Control characters in a run's text must not drive the terminal: shown as escapes.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def as_text(text: str) -> str:
+    """``text`` with its control characters shown as ``\\xNN`` escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def count(text: str) -> int:
+    """A count for ``--limit``: a whole number, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (a whole number, 0 or more)")
+    return int(text)

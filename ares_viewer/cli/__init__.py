@@ -22,6 +22,7 @@ from ares_viewer import review, sandbox
 from ares_viewer.analysis import docent_export, ending, search
 from ares_viewer.base import settings
 from ares_viewer.base.durations import parse_duration
+from ares_viewer.cli import activations as cli_activations
 from ares_viewer.cli import branch as cli_branch
 from ares_viewer.cli import compare as cli_compare
 from ares_viewer.cli import failure_clusters as cli_failure_clusters
@@ -213,6 +214,8 @@ def _show(args: argparse.Namespace) -> int:
         print(display.episode_text(episode, why=ending.of(episode).explanation))
     else:
         print(display.step_text(episode, args.step))
+    for line in cli_activations.clipping_lines(episode, args.step):
+        print(line)
     return 0
 
 
@@ -312,7 +315,8 @@ def _export(args: argparse.Namespace) -> int:
         print(f"warning: no review database at {store.path} (set --db or ${review.DB_ENV})", file=sys.stderr)
     try:
         with store:
-            records = list(review.export_records(opened, store, labels=args.label))
+            hooks = _hooks_dir(args.out) if args.with_activations else None
+            records = list(review.export_records(opened, store, labels=args.label, activations_dir=hooks))
     except review.ReviewError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -322,6 +326,12 @@ def _export(args: argparse.Namespace) -> int:
     what = f"labelled {', '.join(args.label)}" if args.label else "with notes or labels"
     print(f"wrote {count} step(s) {what} to {args.out}{gone}", file=sys.stderr)
     return 0
+
+
+def _hooks_dir(out: str) -> str:
+    """Where ``--with-activations`` writes the steps' hook arrays: ``<out's stem>.activations/`` beside it."""
+    path = pathlib.Path(out)
+    return str(path.with_name(path.stem + ".activations"))
 
 
 def _notes_list(args: argparse.Namespace) -> int:
@@ -468,6 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "a *.json file (one episode) or a folder; with --format "
                                                      "docent a .jsonl file (never in the run's folder)")
     export.add_argument("--db", help="the review database (default: $ARES_VIEWER_REVIEW_DB or beside the cache)")
+    export.add_argument("--with-activations", action="store_true",
+                        help="review format: also write each step's hook arrays from its capture as .npy files "
+                             "under <out's stem>.activations/ beside the export")
     export.set_defaults(func=_export)
 
     notes = commands.add_parser("notes", help="review notes and labels: list them, or re-file a moved run's")
@@ -498,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_compare.add_command(commands)
     cli_queue.add_command(commands)
     cli_branch.add_command(commands)
+    cli_activations.add_command(commands)
     shown = commands.add_parser("settings", help="every ARES_VIEWER_* setting: its value and where it came from")
     shown.add_argument("--json", action="store_true", help="one JSON object per line (with the default and meaning)")
     shown.set_defaults(func=_settings)

@@ -1,0 +1,132 @@
+"""What the model ran on at a step, for exports: the prompt's token ids from the capture, their text, whether and
+which end the client clipped (``clipping``), the messages as the model saw them, and the step's hook arrays.
+
+``fields(linked, step, context)`` gives the export's fields (``FIELDS``); ``seen_messages`` cuts the context to
+what the prompt's text holds: the messages the model never saw are left out, and the one the clipping cut holds
+only the part the model saw, marked ``"cut": "start"`` or ``"end"`` (with ``"chars"``, its whole length). Without
+text (no tokenizer, no recorded tokens) which messages were seen is unknown: ``messages`` is None.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ares_viewer.activations import clipping, prompt, tokenizer
+
+if TYPE_CHECKING:
+    from ares_viewer.activations import linking
+
+FIELDS = ("prompt_token_ids", "prompt_text", "prompt_text_source", "tokenizer", "clipped", "clipped_end",
+          "clipping", "capture", "capture_step")
+PROBE = 24  # characters looked for to place a cut message's seen part
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def empty(why: str | None = None) -> dict[str, Any]:
+    """The fields of a step with no capture (or no model call): nothing known; ``clipping`` says why."""
+    out: dict[str, Any] = dict.fromkeys(FIELDS)
+    out["clipping"] = why
+    return out
+
+
+def fields(linked: linking.Linked, step: int, context: Sequence[Mapping[str, Any]]
+           ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """The export fields of trajectory step ``step``, and its messages as the model saw them (``context``: the
+    file's message dicts; returned unchanged when not clipped, None when clipped and the text is unknown)."""
+    i = linked.capture_step(step)
+    if i is None:
+        why = f"the capture at {linked.capture.folder} has no model call for step {step}"
+        return empty(why), [dict(m) for m in context]
+    contents = [str(c.get("content")) if isinstance(c.get("content"), str) else "" for c in context]
+    found_tok = tokenizer.find(linked.capture.folder, linked.capture.metadata, linked.capture.step_metadata)
+    found = prompt.of_capture(linked.capture, i, contents)
+    verdict = clipping.of_step(linked, step, found)
+    out = empty()
+    out.update(clipped=verdict.clipped, clipped_end=verdict.end, clipping=verdict.evidence,
+               capture=linked.capture.folder, capture_step=i,
+               tokenizer=found_tok.name if found_tok is not None else "unknown")
+    if found is None:
+        return out, ([dict(m) for m in context] if verdict.clipped is not True else None)
+    out["prompt_token_ids"] = found.ids
+    if found.ids is not None and found_tok is not None:
+        with contextlib.suppress(Exception):  # an id outside its vocabulary: the recorded text below
+            out["prompt_text"] = found_tok.text(found.ids)
+            out["prompt_text_source"] = f"the tokenizer at {found_tok.name}"
+    if out["prompt_text"] is None and found.texts is not None:
+        out["prompt_text"], out["prompt_text_source"] = "".join(found.texts), found.text_source
+    if not verdict.clipped:
+        return out, [dict(m) for m in context]
+    return out, seen_messages(context, found, verdict.end)
+
+
+def seen_messages(context: Sequence[Mapping[str, Any]], found: prompt.PromptTokens, end: str | None
+                  ) -> list[dict[str, Any]] | None:
+    """The context's messages the clipped prompt holds, the cut one marked; None when the text cannot tell."""
+    starts = found.message_starts
+    if found.texts is None or not starts or end not in ("start", "end", "start and end"):
+        return None
+    texts = found.texts
+    first, last = starts[0], starts[-1]
+    out = [dict(m) for m in context[first.message:last.message + 1]]
+    if "start" in end and first.partial:
+        following = starts[1].position if len(starts) > 1 else len(texts)
+        out[0] = _cut_start(out[0], texts[:following])
+    if "end" in end:
+        out[-1] = _cut_end(out[-1], texts[last.position:])
+    return out
+
+
+def _cut_start(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, str) or not texts:
+        return {**message, "cut": "start", "chars": None}
+    head = texts[0]
+    probe = "".join(texts)[len(head):len(head) + PROBE]
+    at = content.find(probe) if len(probe) >= 8 else -1
+    if at < 0:
+        return {**message, "cut": "start", "chars": len(content)}
+    begin = at - len(head) if at >= len(head) and content[at - len(head):at] == head else at
+    return {**message, "content": content[begin:], "cut": "start", "chars": len(content)}
+
+
+def _cut_end(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, str):
+        return {**message, "cut": "end", "chars": None}
+    joined = "".join(texts)
+    at = joined.find(content[:16]) if content else -1
+    if at < 0:
+        return {**message, "cut": "end", "chars": len(content)}
+    rest = joined[at:]
+    same = next((n for n, (a, b) in enumerate(zip(content, rest, strict=False)) if a != b),
+                min(len(content), len(rest)))
+    seen = content[:same]
+    if len(seen) == len(content):
+        return dict(message)  # the whole message was seen: the cut fell after it
+    return {**message, "content": seen, "cut": "end", "chars": len(content)}
+
+
+def write_hooks(linked: linking.Linked, step: int, folder: str | os.PathLike) -> dict[str, Any] | None:
+    """Write trajectory step ``step``'s hook arrays as ``<folder>/<hook>.npy`` (one file a hook, numpy's own
+    format); returns ``{"folder", "capture_step", "hooks": {hook: file name}}`` or None when the capture has no
+    call for the step.
+
+    Raises:
+        activations.Error: the step's file cannot be read.
+    """
+    i = linked.capture_step(step)
+    if i is None:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    written: dict[str, str] = {}
+    for hook in linked.capture.hooks(i):
+        name = _UNSAFE.sub("_", hook) + ".npy"
+        np.save(os.path.join(folder, name), linked.capture.array(i, hook), allow_pickle=False)
+        written[hook] = name
+    return {"folder": os.fspath(folder), "capture_step": i, "hooks": written}

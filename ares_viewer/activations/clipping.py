@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ares_viewer.activations import linking
 
 HEAD_IDS = 16  # ids compared at the start of two prompts
+MIN_OVERLAP = 4  # ids an earlier prompt's end and a later one's start share to say where the later begins
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,13 +80,13 @@ def pair_end(earlier: Sequence[int], later: Sequence[int], limit: int | None, na
     if list(earlier) == list(later):
         return "end", (f"{a} and {b} ran on the same {len(later):,} token ids although the context grew between "
                        "them: the new messages never reached the model")
-    head = list(earlier[:min(HEAD_IDS, len(earlier), len(later))])
+    head = list(earlier[:min(HEAD_IDS, max(1, len(earlier) // 2), len(later))])
     at_limit = limit is not None and len(later) >= limit
     if not at_limit:
         return None
     if not _begins(later, head):
-        shift = next((d for d in range(1, len(earlier) - len(head) + 1) if _begins(earlier[d:], later[:len(head)])),
-                     None)
+        shift = next((d for d in range(1, len(earlier) - MIN_OVERLAP + 1)
+                      if list(earlier[d:]) == list(later[:len(earlier) - d])), None)
         moved = f"; it begins {shift:,} tokens into {a}'s" if shift else ""
         return "start", (f"{b} holds {len(later):,} ids, the limit, and does not begin with the {len(head)} ids {a} "
                          f"begins with, although the context only grew between them{moved}")

@@ -100,7 +100,7 @@ def _cut_end(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
     if not isinstance(content, str):
         return {**message, "cut": "end", "chars": None}
     joined = "".join(texts)
-    at = joined.find(content[:16]) if content else -1
+    at = next((joined.find(content[:n]) for n in (16, 8, 4, 2, 1) if content and joined.find(content[:n]) >= 0), -1)
     if at < 0:
         return {**message, "cut": "end", "chars": len(content)}
     rest = joined[at:]

@@ -136,3 +136,17 @@ def test_the_messages_an_end_clipped_prompt_holds_leave_out_the_unseen_ones():
     assert seen[1]["cut"] == "end" and MESSAGES[1]["content"].startswith(seen[1]["content"])
     assert "".join(texts).endswith(seen[1]["content"])
     assert model_input.seen_messages(MESSAGES, _found(), "start") is None  # no text: unknown
+
+
+def test_a_character_split_across_tokens_does_not_hide_where_the_cut_message_is():
+    """A byte-level token holding part of ``é`` reads U+FFFD alone: the seen part is still placed."""
+    messages = [{"role": "user", "content": "Make slugify turn the café menu into cafe-menu, keeping digits."},
+                {"role": "assistant", "content": "THOUGHT: read slugify first.\n```bash\ncat src/slug.py\n```"}]
+    texts = ["caf", "\ufffd", "\ufffd", " menu", " into", " cafe", "-menu,", " keeping", " digits.", "<|end|>",
+             "<|assistant|>", "THOUGHT:", " read", " slugify", " first."]
+    found = prompt.prompt_tokens({"prompt_tokens": texts, "prompt_token_ids": list(range(len(texts)))}, 0,
+                                 messages=[m["content"] for m in messages])
+    seen = model_input.seen_messages(messages, found, "start and end")
+    assert seen is not None and [m["cut"] for m in seen] == ["start", "end"]
+    assert seen[0]["content"] == "café menu into cafe-menu, keeping digits."
+    assert seen[1]["content"] == "THOUGHT: read slugify first."

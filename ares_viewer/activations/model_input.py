@@ -68,48 +68,64 @@ def fields(linked: linking.Linked, step: int, context: Sequence[Mapping[str, Any
 def seen_messages(context: Sequence[Mapping[str, Any]], found: prompt.PromptTokens, end: str | None
                   ) -> list[dict[str, Any]] | None:
     """The context's messages the clipped prompt holds, the cut one marked; None when the text cannot tell."""
-    starts = found.message_starts
-    if found.texts is None or not starts or end not in ("start", "end", "start and end"):
+    starts, texts = found.message_starts, found.texts
+    if texts is None or not context or end not in ("start", "end", "start and end"):
         return None
-    texts = found.texts
+    if not starts:  # no message begins in the prompt: it lies inside one message, its start cut
+        if end != "start":
+            return None
+        inside = (_cut_start(dict(m), texts) for m in reversed(context))
+        return next(([m] for m in inside if m is not None), None)
     first, last = starts[0], starts[-1]
-    out = [dict(m) for m in context[first.message:last.message + 1]]
+    out: list[dict[str, Any] | None] = [dict(m) for m in context[first.message:last.message + 1]]
     if "start" in end and first.partial:
         following = starts[1].position if len(starts) > 1 else len(texts)
-        out[0] = _cut_start(out[0], texts[:following])
+        out[0] = _cut_start(dict(context[first.message]), texts[:following])
     if "end" in end:
-        out[-1] = _cut_end(out[-1], texts[last.position:])
-    return out
+        out[-1] = _cut_end(dict(context[last.message]), texts[last.position:])
+    return None if any(m is None for m in out) else [m for m in out if m is not None]
 
 
-def _cut_start(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
+def _ascii(text: str) -> tuple[str, list[int]]:
+    """The text's ASCII characters, and where each is in the text: a token may hold part of a character's bytes
+    (decoded alone, it reads U+FFFD), so texts are aligned on their ASCII characters."""
+    where = [i for i, char in enumerate(text) if char.isascii()]
+    return "".join(text[i] for i in where), where
+
+
+def _cut_start(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any] | None:
+    """The message holding only its end the prompt begins with, or None when the prompt's start is not in it."""
     content = message.get("content")
     if not isinstance(content, str) or not texts:
-        return {**message, "cut": "start", "chars": None}
-    head = texts[0]
-    probe = "".join(texts)[len(head):len(head) + PROBE]
-    at = content.find(probe) if len(probe) >= 8 else -1
+        return None
+    head, _ = _ascii(texts[0])  # perhaps part of a character's bytes: the probe starts after it
+    rest, _ = _ascii("".join(texts[1:]))
+    body, where = _ascii(content)
+    probe = rest[:PROBE]
+    at = body.find(probe) if len(probe) >= 8 else -1
     if at < 0:
-        return {**message, "cut": "start", "chars": len(content)}
-    begin = at - len(head) if at >= len(head) and content[at - len(head):at] == head else at
-    return {**message, "content": content[begin:], "cut": "start", "chars": len(content)}
+        return None
+    at = at - len(head) if head and at >= len(head) and body[at - len(head):at] == head else at
+    return {**message, "content": content[where[at]:], "cut": "start", "chars": len(content)}
 
 
-def _cut_end(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any]:
+def _cut_end(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any] | None:
+    """The message holding only its beginning the prompt ends with (whole when the cut fell after it), or None
+    when its beginning is not in the text."""
     content = message.get("content")
-    if not isinstance(content, str):
-        return {**message, "cut": "end", "chars": None}
-    joined = "".join(texts)
-    at = next((joined.find(content[:n]) for n in (16, 8, 4, 2, 1) if content and joined.find(content[:n]) >= 0), -1)
+    if not isinstance(content, str) or not content:
+        return None
+    joined, _ = _ascii("".join(texts))
+    body, where = _ascii(content)
+    at = next((joined.find(body[:n]) for n in (16, 8, 4, 2, 1) if body and joined.find(body[:n]) >= 0), -1)
     if at < 0:
-        return {**message, "cut": "end", "chars": len(content)}
+        return None
     rest = joined[at:]
-    same = next((n for n, (a, b) in enumerate(zip(content, rest, strict=False)) if a != b),
-                min(len(content), len(rest)))
-    seen = content[:same]
-    if len(seen) == len(content):
-        return dict(message)  # the whole message was seen: the cut fell after it
-    return {**message, "content": seen, "cut": "end", "chars": len(content)}
+    same = next((n for n, (a, b) in enumerate(zip(body, rest, strict=False)) if a != b), min(len(body), len(rest)))
+    if same == len(body):
+        return message  # the whole message was seen: the cut fell after it
+    return {**message, "content": content[:where[same]] if same < len(where) else content, "cut": "end",
+            "chars": len(content)}
 
 
 def write_hooks(linked: linking.Linked, step: int, folder: str | os.PathLike) -> dict[str, Any] | None:

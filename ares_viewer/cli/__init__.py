@@ -508,10 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
     box_cleanup.add_argument("--session", help="only this session's containers")
     box_cleanup.set_defaults(func=_sandbox_cleanup)
 
-    cli_compare.add_command(commands)
-    cli_queue.add_command(commands)
-    cli_branch.add_command(commands)
-    cli_activations.add_command(commands)
+    for module in (cli_compare, cli_queue, cli_branch, cli_activations):
+        module.add_command(commands)
     shown = commands.add_parser("settings", help="every ARES_VIEWER_* setting: its value and where it came from")
     shown.add_argument("--json", action="store_true", help="one JSON object per line (with the default and meaning)")
     shown.set_defaults(func=_settings)

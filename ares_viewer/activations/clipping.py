@@ -26,7 +26,7 @@ Read from the capture, never assumed (a client may cut either end: ARES's ``Hook
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ares_viewer.activations import prompt
@@ -96,15 +96,16 @@ def pair_end(earlier: Sequence[int], later: Sequence[int], limit: int | None, na
     return None
 
 
-def sides(ids: Sequence[Sequence[int] | None], grew: Sequence[bool], limit: int | None, step: int
-          ) -> tuple[str, str] | None:
+def sides(ids: Sequence[Sequence[int] | None], grew: Sequence[bool] | Callable[[int], bool], limit: int | None,
+          step: int) -> tuple[str, str] | None:
     """Which end the client cuts, from consecutive prompts: ``ids[i]`` is capture step ``i``'s prompt (None when
-    unrecorded), ``grew[i]`` whether the context of step ``i + 1`` only extends step ``i``'s. The pairs nearest to
-    ``step`` are tried first."""
+    unrecorded), ``grew[i]`` (or ``grew(i)``, asked only for the pairs tried) whether the context of step ``i + 1``
+    only extends step ``i``'s. The pairs nearest to ``step`` are tried first."""
+    grown = grew if callable(grew) else (lambda i: i < len(grew) and grew[i])
     pairs = sorted(range(len(ids) - 1), key=lambda i: (abs(i - step + 0.5), i))
     for i in pairs:
         earlier, later = ids[i], ids[i + 1]
-        if i < len(grew) and grew[i] and earlier and later:
+        if earlier and later and grown(i):
             found = pair_end(earlier, later, limit, (f"capture step {i}", f"capture step {i + 1}"))
             if found is not None:
                 return found
@@ -128,13 +129,14 @@ def decide(found: prompt.PromptTokens | None, pair: tuple[str, str] | None) -> C
     return Clipping(found.clipped, None, found.evidence, n, limit)
 
 
-def _grew(linked: linking.Linked) -> list[bool]:
-    episode = linked.episode
-    out = []
-    for i in linked.capture.steps:
-        k = linked.trajectory_step(i) + 1
-        out.append(k < len(episode.steps) and episode.context_change(k).extends)
-    return out
+def _grew(linked: linking.Linked) -> Callable[[int], bool]:
+    """Whether the context of the call after the ``i``-th capture step only extends that step's."""
+    episode, steps = linked.episode, linked.capture.steps
+
+    def grew(i: int) -> bool:
+        k = linked.trajectory_step(steps[i]) + 1
+        return steps[i + 1] == steps[i] + 1 and k < len(episode.steps) and episode.context_change(k).extends
+    return grew
 
 
 def of_step(linked: linking.Linked, step: int, found: prompt.PromptTokens | None = None) -> Clipping:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ares_viewer.activations import linking
 
 HEAD_IDS = 16  # ids compared at the start of two prompts
+SAME = "ran on the same"  # the evidence of two calls on the same ids
 MIN_OVERLAP = 4  # ids an earlier prompt's end and a later one's start share to say where the later begins
 
 
@@ -78,7 +79,7 @@ def pair_end(earlier: Sequence[int], later: Sequence[int], limit: int | None, na
     if not earlier or not later:
         return None
     if list(earlier) == list(later):
-        return "end", (f"{a} and {b} ran on the same {len(later):,} token ids although the context grew between "
+        return "end", (f"{a} and {b} {SAME} {len(later):,} token ids although the context grew between "
                        "them: the new messages never reached the model")
     head = list(earlier[:min(HEAD_IDS, max(1, len(earlier) // 2), len(later))])
     at_limit = limit is not None and len(later) >= limit
@@ -124,7 +125,7 @@ def decide(found: prompt.PromptTokens | None, pair: tuple[str, str] | None) -> C
             return Clipping(True, pair[0], f"{found.evidence}; {pair[1]}", n, limit)
         return Clipping(True, None, f"{found.evidence}; which end is unknown: no tokenizer shows the text, and no "
                                     "neighbouring call tells", n, limit)
-    if found.clipped is None and pair is not None and pair[0] == "end" and "the same" in pair[1]:
+    if found.clipped is None and pair is not None and SAME in pair[1]:  # the same ids alone show a clip
         return Clipping(True, "end", pair[1], n, limit)
     return Clipping(found.clipped, None, found.evidence, n, limit)
 

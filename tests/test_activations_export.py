@@ -169,3 +169,30 @@ def test_a_broken_attachment_database_finds_nothing_and_says_why_when_written(tm
     assert activations.find(episode) is None
     with pytest.raises(attached.AttachError, match=attached.FILE):
         attached.attach(episode.path, "ep", _capture(tmp_path / "c", [CONTEXT[:4]]))
+
+
+def test_a_start_clipped_step_with_text_says_the_system_prompt_was_not_seen(tmp_path):
+    """The capture records the token texts: the export places the cut and says the system prompt was lost."""
+    run = _run(tmp_path)
+    episode = ares_viewer.open_run(str(run)).episode("ep")
+    assert episode.system_prompt
+    folder = run / "activations" / "ep"
+    folder.mkdir(parents=True)
+    entries = []
+    for step in (1, 2, 3):
+        text = "".join(f"<|{m.role}|>{m.content}<|end|>" for m in episode.context(step)) + "<|assistant|>"
+        pieces = [text[j:j + 12] for j in range(0, len(text), 12)][-60:]  # 12 characters a token, its last 60
+        ids = [hash(piece) % 10_000 for piece in pieces]
+        entries.append({"step": step, "tokens": [*pieces, "x"], "token_ids": [*ids, 1], "prompt_length": 60})
+        tensor_file(folder / f"step_{step - 1:04d}.pt", HOOKS)
+    (folder / "metadata.json").write_text(json.dumps({"model_name": "tiny", "n_ctx": 64, "max_new_tokens": 4,
+                                                      "step_metadata": entries}))
+    _notes(run, 3)
+    with review.open_store() as store:
+        (record,) = review.export_records(ares_viewer.open_run(str(run)), store)
+    assert record["clipped"] is True and "start" in record["clipped_end"], record["clipping"]
+    assert record["system_prompt_seen"] is False
+    seen, whole = record["messages"], record["context_messages"]
+    assert seen[0]["cut"] == "start" and whole[-len(seen)]["content"].endswith(seen[0]["content"])
+    assert [m["content"] for m in seen[1:]] == [m["content"] for m in whole[len(whole) - len(seen) + 1:]]
+    assert all(m["content"] in record["prompt_text"] for m in seen)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ares_viewer.activations import linking
 
 FIELDS = ("prompt_token_ids", "prompt_text", "prompt_text_source", "tokenizer", "clipped", "clipped_end",
-          "clipping", "capture", "capture_step")
+          "clipping", "system_prompt_seen", "capture", "capture_step")
 PROBE = 24  # characters looked for to place a cut message's seen part
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -61,8 +61,27 @@ def fields(linked: linking.Linked, step: int, context: Sequence[Mapping[str, Any
     if out["prompt_text"] is None and found.texts is not None:
         out["prompt_text"], out["prompt_text_source"] = "".join(found.texts), found.text_source
     if not verdict.clipped:
+        out["system_prompt_seen"] = True if verdict.clipped is False and linked.episode.system_prompt else None
         return out, [dict(m) for m in context]
-    return out, seen_messages(context, found, verdict.end)
+    seen = seen_messages(context, found, verdict.end)
+    out["system_prompt_seen"] = _system_seen(linked.episode.system_prompt, verdict.end, context, seen)
+    return out, seen
+
+
+def _system_seen(system: str | None, end: str | None, context: Sequence[Mapping[str, Any]],
+                 seen: Sequence[Mapping[str, Any]] | None) -> bool | None:
+    """Whether a clipped prompt held the system prompt (ARES's client puts it first): yes when only the end was
+    cut; no when the start was cut and the first message is gone or cut; else unknown."""
+    if not system or end is None:
+        return None
+    if end == "end":
+        return True
+    if seen is None:
+        return None
+    # The start was cut: the seen messages are the context's last ones. The first message seen whole: the cut fell
+    # before it, in the system prompt or just after it (unknown); else the system prompt is gone.
+    first_whole = len(seen) == len(context) and bool(seen) and seen[0].get("cut") is None
+    return None if first_whole else False
 
 
 def seen_messages(context: Sequence[Mapping[str, Any]], found: prompt.PromptTokens, end: str | None

@@ -89,6 +89,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     tokenizer when one loads offline, else the recorded tokens joined, else None) and ``prompt_text_source``,
     ``tokenizer`` (its folder, or ``"unknown"``), ``clipped`` (True, False or None: unknown), ``clipped_end``
     (``"start"``, ``"end"``, ``"start and end"``, None) and ``clipping`` (the evidence, ``activations.clipping``),
+    ``system_prompt_seen`` (whether the prompt held the system prompt: True, False or None),
     ``capture`` and ``capture_step``. A clipped step's ``messages`` are the messages as the model saw them (the cut
     one holds its seen part and ``"cut"``; None when the text cannot tell) and ``context_messages`` the whole
     context; otherwise ``context_messages`` is None and ``messages`` is the whole context. With
@@ -169,7 +170,8 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
     columns: dict[str, list[Any]] = {name: [] for name in (
         "run", "episode_id", "task_name", "step", "reward", "outcome", "labels", "orphaned", "system_prompt",
         "response", "reasoning", "notes_json", "messages_json", "request_json", "prompt_token_ids", "prompt_text",
-        "prompt_text_source", "tokenizer", "clipped", "clipped_end", "clipping", "capture", "capture_step",
+        "prompt_text_source", "tokenizer", "clipped", "clipped_end", "clipping", "system_prompt_seen", "capture",
+        "capture_step",
         "context_messages_json", "activations_json")}
     for record in records:
         for name in columns:
@@ -186,7 +188,8 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
                         ("messages_json", pa.string()), ("request_json", pa.string()),
                         ("prompt_token_ids", pa.list_(pa.int64())), ("prompt_text", pa.string()),
                         ("prompt_text_source", pa.string()), ("tokenizer", pa.string()), ("clipped", pa.bool_()),
-                        ("clipped_end", pa.string()), ("clipping", pa.string()), ("capture", pa.string()),
+                        ("clipped_end", pa.string()), ("clipping", pa.string()),
+                        ("system_prompt_seen", pa.bool_()), ("capture", pa.string()),
                         ("capture_step", pa.int64()), ("context_messages_json", pa.string()),
                         ("activations_json", pa.string())])
     sink = io.BytesIO()

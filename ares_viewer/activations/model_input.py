@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,11 +90,10 @@ def seen_messages(context: Sequence[Mapping[str, Any]], found: prompt.PromptToke
     starts, texts = found.message_starts, found.texts
     if texts is None or not context or end not in ("start", "end", "start and end"):
         return None
-    if not starts:  # no message begins in the prompt: it lies inside one message, its start cut
-        if end != "start":
-            return None
-        inside = (_cut_start(dict(m), texts) for m in reversed(context))
-        return next(([m] for m in inside if m is not None), None)
+    if end == "start":  # the end is whole: place the messages from the last one back
+        return _from_end(context, texts)
+    if not starts:
+        return None
     first, last = starts[0], starts[-1]
     out: list[dict[str, Any] | None] = [dict(m) for m in context[first.message:last.message + 1]]
     if "start" in end and first.partial:
@@ -112,6 +111,37 @@ def _ascii(text: str) -> tuple[str, list[int]]:
     return "".join(text[i] for i in where), where
 
 
+def _from_end(context: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The messages a prompt whose start was cut holds: each message, from the last, found whole before the one
+    after it (searched backwards: an agent's context repeats messages); the first not found whole is the cut one,
+    its end at the prompt's start. None when that end is not found."""
+    joined, _ = _ascii("".join(texts))
+    cursor, out = len(joined), list[dict[str, Any]]()
+    for j in range(len(context) - 1, -1, -1):
+        content = context[j].get("content")
+        if not isinstance(content, str):
+            return None
+        body, _ = _ascii(content)
+        at = joined.rfind(body, 0, cursor)
+        if at < 0:
+            lead = texts[:_token_at(texts, cursor)]
+            cut = _cut_start(dict(context[j]), lead)
+            return None if cut is None else [cut, *reversed(out)]
+        out.append(dict(context[j]))
+        cursor = at
+    return list(reversed(out))  # every message whole: the cut fell before the first
+
+
+def _token_at(texts: Sequence[str], ascii_chars: int) -> int:
+    """How many tokens hold the first ``ascii_chars`` ASCII characters of their text (one more when one is split)."""
+    seen = 0
+    for n, piece in enumerate(texts):
+        if seen >= ascii_chars:
+            return n
+        seen += len(_ascii(piece)[0])
+    return len(texts)
+
+
 def _cut_start(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any] | None:
     """The message holding only its end the prompt begins with, or None when the prompt's start is not in it."""
     content = message.get("content")
@@ -121,11 +151,22 @@ def _cut_start(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any] 
     rest, _ = _ascii("".join(texts[1:]))
     body, where = _ascii(content)
     probe = rest[:PROBE]
-    at = body.find(probe) if len(probe) >= 8 else -1
+    if len(probe) < 8:
+        return None
+    # Where the prompt's text goes on as the message does, to the message's end or the text's (a probe may occur
+    # more than once in a message).
+    at = next((i for i in _occurrences(body, probe) if rest.startswith(body[i:]) or body[i:].startswith(rest)), -1)
     if at < 0:
         return None
     at = at - len(head) if head and at >= len(head) and body[at - len(head):at] == head else at
     return {**message, "content": content[where[at]:], "cut": "start", "chars": len(content)}
+
+
+def _occurrences(text: str, probe: str) -> Iterator[int]:
+    at = text.find(probe)
+    while at >= 0:
+        yield at
+        at = text.find(probe, at + 1)
 
 
 def _cut_end(message: dict[str, Any], texts: Sequence[str]) -> dict[str, Any] | None:

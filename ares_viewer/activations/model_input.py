@@ -4,7 +4,10 @@ which end the client clipped (``clipping``), the messages as the model saw them,
 ``fields(linked, step, context)`` gives the export's fields (``FIELDS``); ``seen_messages`` cuts the context to
 what the prompt's text holds: the messages the model never saw are left out, and the one the clipping cut holds
 only the part the model saw, marked ``"cut": "start"`` or ``"end"`` (with ``"chars"``, its whole length). Without
-text (no tokenizer, no recorded tokens) which messages were seen is unknown: ``messages`` is None.
+text (no tokenizer, no recorded tokens) which messages were seen is unknown: ``messages`` is None. With only the
+start cut, messages are placed from the last one back (an agent's context repeats messages, so a message found
+from the front may be a later copy); otherwise from ``prompt``'s message starts. Texts are compared on their ASCII
+characters (a token holding part of a character decodes alone as U+FFFD).
 """
 
 from __future__ import annotations

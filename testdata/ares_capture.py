@@ -13,7 +13,7 @@ the Hub); harbor's dataset registry is pointed at an empty local file before ARE
 object per episode: its file, its capture folder, the responses and the prompt token counts.
 
     PYTHONPATH=. $(bash .ci/interp-venv.sh) testdata/ares_capture.py --out /tmp/run --steps 3 \
-        --episode kv-episode --episode full-episode:no-kv-cache
+        --episode kv-episode --episode full-episode:no-kv-cache --episode left-episode:left
 """
 
 from __future__ import annotations
@@ -87,8 +87,11 @@ def build_client(*, kv_cache: bool = True, max_new_tokens: int = 6) -> tuple:
     return model, tokenizer, client
 
 
-async def run_episodes(out: pathlib.Path, episodes: list[tuple[str, bool]], steps: int, prefix: str) -> None:
-    """Run one episode per ``(id, kv_cache)`` through one recorded environment, one capture, one client."""
+async def run_episodes(out: pathlib.Path, episodes: list[tuple[str, bool, str]], steps: int, prefix: str) -> None:
+    """Run one episode per ``(id, kv_cache, truncation side)`` through one recorded environment, one capture, one
+    client. TransformerLens reloads the tokenizer it is given (its truncation side back to the default, the
+    right); ``left`` sets the model's tokenizer to cut the start of a long prompt instead, as a chat model's
+    tokenizer often does."""
     model, _tokenizer, client = build_client()  # before ARES is imported: offline
     sys.path.insert(0, str(REPO / "sample_runs"))
     import ares_rollout  # the sample base image's container factory
@@ -107,9 +110,11 @@ async def run_episodes(out: pathlib.Path, episodes: list[tuple[str, bool]], step
                                    container_factory=ares_rollout.SampleBaseContainers(sample), step_limit=steps,
                                    prefix=prefix)
     with activation_capture.automatic_activation_capture(model) as capture:
-        async with recorder.record(env, out, activations=capture, episode_ids=[e for e, _ in episodes]) as live:
-            for episode_id, kv_cache in episodes:
+        async with recorder.record(env, out, activations=capture, episode_ids=[e for e, _, _ in episodes]) as live:
+            default_side = model.tokenizer.truncation_side
+            for episode_id, kv_cache, side in episodes:
                 client.generation_kwargs["use_past_kv_cache"] = kv_cache
+                model.tokenizer.truncation_side = side or default_side
                 responses, prompt_tokens = [], []
                 ts = await live.reset()
                 while not ts.last():
@@ -147,11 +152,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=pathlib.Path)
     parser.add_argument("--steps", type=int, default=3, help="the environment's step limit")
-    parser.add_argument("--episode", action="append", required=True, metavar="ID[:no-kv-cache]",
-                        help="an episode to run; no-kv-cache keeps full sequences at every step (larger files)")
+    parser.add_argument("--episode", action="append", required=True, metavar="ID[:no-kv-cache][:left]",
+                        help="an episode to run; no-kv-cache keeps full sequences at every step (larger files); "
+                             "left cuts a long prompt's start (the tokenizer's truncation side)")
     parser.add_argument("--prefix", default="ares_viewer_interp", help="ARES's container name prefix")
     args = parser.parse_args()
-    episodes = [(spec.split(":")[0], not spec.endswith(":no-kv-cache")) for spec in args.episode]
+    episodes = [(spec.split(":")[0], ":no-kv-cache" not in spec, "left" if ":left" in spec else "")
+                for spec in args.episode]
     asyncio.run(run_episodes(args.out, episodes, args.steps, args.prefix))
 
 

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import ares_viewer
-from ares_viewer import activations
-from ares_viewer.activations import figures, prompt, tokens, views
+from ares_viewer import activations, review
+from ares_viewer.activations import clipping, figures, prompt, tokens, views
 from ares_viewer.runs.run import load_episode
 from tests.conftest import _missing
 
@@ -53,14 +53,15 @@ N_CTX, MAX_NEW_TOKENS = 512, 6  # testdata/ares_capture.build_client: prompts ar
 
 @pytest.fixture(scope="module")
 def recorded(interp_python, docker_client, tmp_path_factory):
-    """One recorded run of two real ARES episodes, one capture and one client: KV cache on (ARES's default: the
-    last forward pass per call) and off (full sequences). The run folder and each episode's driver output."""
+    """One recorded run of three real ARES episodes, one capture and one client: KV cache on (ARES's default: the
+    last forward pass per call) and off (full sequences), and one whose tokenizer cuts a long prompt's start
+    (``left-episode``). The run folder and each episode's driver output."""
     docker_client.images.get("ares-viewer/sample-base:1")
     out = tmp_path_factory.mktemp("interp-run")
     try:
         done = subprocess.run(
             [interp_python, str(SCRIPT), "--out", str(out), "--steps", str(STEPS), "--prefix", PREFIX,
-             "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache"],
+             "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache", "--episode", "left-episode:left"],
             capture_output=True, text=True, timeout=900, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{PREFIX}."}):
@@ -68,7 +69,7 @@ def recorded(interp_python, docker_client, tmp_path_factory):
     assert done.returncode == 0, done.stderr[-3000:]
     results = {r["episode_id"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
                                                             if line.startswith("{")))}
-    assert sorted(results) == ["full-episode", "kv-episode"]
+    assert sorted(results) == ["full-episode", "kv-episode", "left-episode"]
     return out, results
 
 
@@ -106,11 +107,11 @@ def test_a_recorded_episode_opens_with_its_activations_linked_to_its_steps(recor
         assert doc["recording"]["activations"] == {"folder": f"activations/{episode_id}", "model_name": "random-tiny",
                                                    "steps": STEPS, "model_calls": STEPS}
     # One capture served both episodes, each saved whole under its own name (no staging folder left).
-    assert sorted(p.name for p in (out / "activations").iterdir()) == ["full-episode", "kv-episode"]
+    assert sorted(p.name for p in (out / "activations").iterdir()) == ["full-episode", "kv-episode", "left-episode"]
     # The captures (and the verifier's recipe the recorder saves) are part of the run: no "other files", no errors,
     # and the run says it has them.
     opened = ares_viewer.open_run(str(out))
-    assert len(opened) == 2 and not opened.errors and opened.skipped == 0
+    assert len(opened) == 3 and not opened.errors and opened.skipped == 0
     assert opened.files_found() == "0 unreadable file(s), 0 other file(s); beside them: per-step snapshots, " \
                                    "activation captures, verifier recipes"
 
@@ -257,3 +258,88 @@ def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions
     linked = activations.find(episode)
     assert linked is not None and linked.steps() == [1] and not linked.warnings
     assert linked.capture.meta(0)["step"] == 1 and linked.capture.tokens(0)
+
+
+DECODE = """
+import json, sys
+import transformers
+request = json.load(sys.stdin)
+tokenizer = transformers.AutoTokenizer.from_pretrained(request["folder"], local_files_only=True)
+print(json.dumps([tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                  for ids in request["ids"]]))
+"""
+
+
+def _decode(interp_python: str, folder: str, ids: list[list[int]]) -> list[str]:
+    """The ids decoded by transformers in the interp venv, with the tokenizer the model ran with."""
+    done = subprocess.run([interp_python, "-c", DECODE], input=json.dumps({"folder": folder, "ids": ids}),
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("episode_id", "end"), [("kv-episode", "end"), ("left-episode", "start")])
+def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(recorded, interp_python, tmp_path,
+                                                                            monkeypatch, episode_id, end):
+    """Every step is marked and exported with its hooks: the ids are those the capture recorded as the model's
+    input, their text (decoded again in the interp venv) is the prompt's, the clip and its end are flagged, and
+    the messages are the part of the context the model saw."""
+    out, _ = recorded
+    monkeypatch.setenv("ARES_VIEWER_REVIEW_DB", str(tmp_path / "review.sqlite"))
+    opened = ares_viewer.open_run(str(out))
+    linked = _linked(recorded, episode_id)
+    with review.open_store() as store:
+        for step in linked.steps():
+            store.add(opened, episode_id, step, author="ada", label="clipped")
+        records = list(review.export_records(opened, store, activations_dir=tmp_path / "hooks"))
+    path = tmp_path / "marked.jsonl"
+    review.write_export(records, path)
+    back = sorted(review.read_export(path), key=lambda r: r["step"])
+    assert [r["step"] for r in back] == linked.steps()
+    ran_on = [linked.capture.meta(r["capture_step"])["token_ids"][:linked.capture.meta(r["capture_step"])[
+        "prompt_length"]] for r in back]
+    assert [r["prompt_token_ids"] for r in back] == ran_on  # exactly the model's input the capture recorded
+    folder = linked.capture.meta(0)["tokenizer"]
+    decoded = _decode(interp_python, folder, [r["prompt_token_ids"] for r in back])
+    for record, text in zip(back, decoded, strict=True):
+        step = record["step"]
+        assert len(record["prompt_token_ids"]) == N_CTX - MAX_NEW_TOKENS
+        if record["tokenizer"] != "unknown":  # a tokenizer loads in this environment too
+            assert record["prompt_text"] == text
+        assert record["clipped"] is True and record["clipped_end"] == end, record["clipping"]
+        context = [m.to_dict() for m in linked.episode.context(step)]
+        assert record["context_messages"] == context
+        seen = record["messages"]
+        assert seen and seen[0 if end == "start" else -1]["cut"] == end
+        cut = seen[0] if end == "start" else seen[-1]
+        whole = context[len(context) - len(seen) if end == "start" else len(seen) - 1]["content"]
+        assert (whole.endswith if end == "start" else whole.startswith)(cut["content"])
+        assert cut["chars"] == len(whole) > len(cut["content"]) > 0
+        assert all(m["content"] in text for m in seen)  # the model saw each of them, as exported
+        hooks = record["activations"]
+        i = record["capture_step"]
+        assert set(hooks["hooks"]) == set(linked.capture.hooks(i))
+        for hook, name in hooks["hooks"].items():
+            assert np.array_equal(np.load(os.path.join(hooks["folder"], name)), linked.capture.array(i, hook))
+
+
+@pytest.mark.parametrize(("episode_id", "end"), [("kv-episode", "end"), ("left-episode", "start")])
+def test_without_a_tokenizer_or_text_the_ids_say_which_end_was_cut(recorded, tmp_path, episode_id, end):
+    """The capture copied without its tokenizer's name and without the recorded token texts: the ids alone (at the
+    limit, and how consecutive prompts of a growing context begin) tell clipping and its end."""
+    linked = _linked(recorded, episode_id)
+    copy = tmp_path / "bare"
+    copy.mkdir()
+    meta = json.loads((pathlib.Path(linked.capture.folder) / "metadata.json").read_text(encoding="utf-8"))
+    for entry in meta["step_metadata"]:
+        entry.pop("tokenizer", None)
+        entry.pop("tokens", None)
+    (copy / "metadata.json").write_text(json.dumps(meta), encoding="utf-8")
+    for i in linked.capture.steps:
+        (copy / f"step_{i:04d}.pt").symlink_to(linked.capture.path(i))
+    bare = activations.link(linked.episode, activations.Capture(copy))
+    for step in bare.steps():
+        found = clipping.of_step(bare, step)
+        assert found.clipped is True and found.end == end, found.evidence
+        assert prompt.of_capture(bare.capture, step - 1).texts is None  # no text was read

@@ -6,8 +6,10 @@ The layout, beside the episode files of a run (as the recorder lays out snapshot
     <run>/activations/<episode_id>/           a saved TrajectoryActivations (``capture``)
 
 An episode id holding ``/`` (Tinker's ``run/it3/train/g0/t1``) is a nested folder. When no folder is named
-after the id, ``activations/<episode file's stem>/`` is tried (a file of one episode). The run folder is only
-read, never written. Opening the run does not walk ``activations/`` (``sources.COMPANION_FOLDERS``).
+after the id, ``activations/<episode file's stem>/`` is tried (a file of one episode); then the folder attached to
+the episode with ``ares-viewer activations attach`` (``attached``: a capture kept where the user chose). The run
+folder is only read, never written; ``looked_in`` lists the places tried. Opening the run does not walk
+``activations/`` (``sources.COMPANION_FOLDERS``).
 
 Steps: capture step ``i`` is the ``i``-th model call, whose response is the action of trajectory step ``i + 1``
 (trajectory step 0 is the first request and has no action).
@@ -19,6 +21,7 @@ import dataclasses
 import pathlib
 from typing import TYPE_CHECKING
 
+from ares_viewer.activations import attached
 from ares_viewer.activations import capture as capture_mod
 from ares_viewer.base import locations
 from ares_viewer.runs.sources import ACTIVATIONS_DIRNAME
@@ -30,22 +33,45 @@ if TYPE_CHECKING:
 # its captures are neither episodes nor other files, and their .pt files are read only when a view asks.
 
 
-def folder_for(episode: model.Episode) -> str | None:
-    """The capture folder of an episode, or None when it has none (or lives at a remote URL)."""
+def _beside(episode: model.Episode) -> list[pathlib.Path]:
+    """The folders beside the run a capture of the episode may be in, in the order tried."""
     if not locations.is_local(episode.path):
-        return None
+        return []
     episode_file = pathlib.Path(episode.path)
     root = episode_file.parent / ACTIVATIONS_DIRNAME
-    if not root.is_dir():
-        return None
-    for name in (episode.episode_id, episode_file.stem):
+    out = []
+    for name in dict.fromkeys((episode.episode_id, episode_file.stem)):
         parts = pathlib.PurePosixPath(name).parts
         if not parts or any(p in ("", ".", "..") for p in parts) or pathlib.PurePosixPath(name).is_absolute():
             continue  # an id that would leave the activations folder
-        folder = root.joinpath(*parts)
+        out.append(root.joinpath(*parts))
+    return out
+
+
+def folder_for(episode: model.Episode) -> str | None:
+    """The capture folder of an episode (beside its run, else attached to it), or None when it has none."""
+    for folder in _beside(episode):
         if capture_mod.is_capture(folder):
             return str(folder)
-    return None
+    chosen = attached.folder_of(episode.path, episode.episode_id)
+    return chosen if chosen is not None and capture_mod.is_capture(chosen) else None
+
+
+def looked_in(episode: model.Episode) -> list[str]:
+    """Where a capture of the episode was looked for, each place with what was found there (for a page or the CLI
+    to say when there is none)."""
+    places = [f"{folder}/ ({'a capture' if capture_mod.is_capture(folder) else 'not there'})"
+              for folder in _beside(episode)]
+    if not places:
+        places.append(f"beside the run: not looked (the episode is not a local file: {episode.path})")
+    chosen = attached.folder_of(episode.path, episode.episode_id)
+    if chosen is None:
+        places.append(f"folders attached with `ares-viewer activations attach` ({attached.db_path()}): none for "
+                      "this episode")
+    else:
+        there = "a capture" if capture_mod.is_capture(chosen) else f"no {capture_mod.METADATA} there now"
+        places.append(f"{chosen}/ (attached with `ares-viewer activations attach`: {there})")
+    return places
 
 
 def find(episode: model.Episode, reader: str = "auto") -> Linked | None:

@@ -298,7 +298,8 @@ def _locate(texts: Sequence[str], messages: Sequence[str]) -> _Located:
         if not starts and not head and rank > 0:
             # The prompt begins inside the message before (its beginning cut: partial), or there is too little text
             # before this message to hold the ones before it.
-            first = owner.index(1) if 1 in owner else len(normal)  # past the first token, perhaps a partial one
+            # Past the first token, perhaps a partial one (the next tokens may hold no ASCII: part of a character).
+            first = next((j for j, o in enumerate(owner) if o >= 1), len(normal))
             probe = normal[first:first + PROBE].strip()
             inside = at > 0 and len(probe) >= 8 and bodies[order[rank - 1]].find(probe) > 0
             start_cut = inside or at < sum(len(bodies[i]) for i in order[:rank])

@@ -34,10 +34,17 @@ class Tokenizer:
 
     name: str
     _decode: Callable[[list[int]], list[str]] = dataclasses.field(repr=False)
+    _text: Callable[[list[int]], str] | None = dataclasses.field(default=None, repr=False)
 
     def decode(self, ids: Sequence[int]) -> list[str]:
         """One text per token id (special tokens kept, as the model saw them)."""
         return self._decode(list(ids))
+
+    def text(self, ids: Sequence[int]) -> str:
+        """The ids decoded together, as one text (special tokens kept; a character split across tokens whole)."""
+        if self._text is None:
+            return "".join(self._decode(list(ids)))
+        return self._text(list(ids))
 
 
 def candidates(folder: str, metadata: Mapping[str, Any], step_metadata: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -76,7 +83,8 @@ def _load(path: str) -> Tokenizer | None:
 
             auto = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
             return Tokenizer(f"{path} (transformers)", lambda ids: list(auto.batch_decode(
-                [[i] for i in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)))
+                [[i] for i in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)),
+                lambda ids: str(auto.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)))
         except Exception as exc:  # any failure of a third-party loader: try the next way
             _LOGGER.info("transformers cannot load the tokenizer at %s: %s", path, exc)
     single = os.path.join(path, "tokenizer.json")
@@ -86,7 +94,8 @@ def _load(path: str) -> Tokenizer | None:
 
             fast = tokenizers.Tokenizer.from_file(single)
             return Tokenizer(f"{single} (tokenizers)", lambda ids: list(fast.decode_batch(
-                [[i] for i in ids], skip_special_tokens=False)))
+                [[i] for i in ids], skip_special_tokens=False)),
+                lambda ids: str(fast.decode(ids, skip_special_tokens=False)))
         except Exception as exc:  # as above
             _LOGGER.info("tokenizers cannot load %s: %s", single, exc)
     return None

@@ -32,6 +32,7 @@ COMMANDS = (
     "compare",
     "queue",
     "branch",
+    "activations",
     "settings",
 )
 

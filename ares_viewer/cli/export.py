@@ -32,6 +32,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                                                      "a *.json file (one episode) or a folder; with --format "
                                                      "docent a .jsonl file (never in the run's folder)")
     export.add_argument("--db", help="the review database (default: $ARES_VIEWER_REVIEW_DB or beside the cache)")
+    export.add_argument("--with-activations", action="store_true",
+                        help="review format: also write each step's hook arrays from its capture as .npy files "
+                             "under <out's stem>.activations/ beside the export")
     export.set_defaults(func=run)
 
 
@@ -49,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: no review database at {store.path} (set --db or ${review.DB_ENV})", file=sys.stderr)
     try:
         with store:
-            records = list(review.export_records(opened, store, labels=args.label))
+            hooks = _hooks_dir(args.out) if args.with_activations else None
+            records = list(review.export_records(opened, store, labels=args.label, activations_dir=hooks))
     except review.ReviewError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -137,3 +141,9 @@ def _docent(args: argparse.Namespace) -> int:
         print(f"error: not sent to Docent: {exc}", file=sys.stderr)
         return 1
     return 1 if written.errors else 0
+
+
+def _hooks_dir(out: str) -> str:
+    """Where ``--with-activations`` writes the steps' hook arrays: ``<out's stem>.activations/`` beside it."""
+    path = pathlib.Path(out)
+    return str(path.with_name(path.stem + ".activations"))

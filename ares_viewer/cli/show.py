@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ares_viewer.analysis import ending
+from ares_viewer.cli import activations as cli_activations
 from ares_viewer.model import render
 from ares_viewer.runs import run as runs
 
@@ -23,4 +24,6 @@ def run(args: argparse.Namespace) -> int:
         print(render.episode_text(episode, why=ending.of(episode).explanation))
     else:
         print(render.step_text(episode, args.step))
+    for line in cli_activations.clipping_lines(episode, args.step):
+        print(line)
     return 0

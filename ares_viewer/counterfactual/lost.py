@@ -24,7 +24,7 @@ import pandas as pd
 
 from ares_viewer import model
 from ares_viewer.analysis import align
-from ares_viewer.analysis.behaviours import commands
+from ares_viewer.analysis import shell_commands as commands
 from ares_viewer.base import agent_text
 from ares_viewer.counterfactual import branch_store, branching, values
 
@@ -54,7 +54,7 @@ def action_kind(command: str | None, changed: Mapping[str, str] | None = None) -
     ``search`` (``grep``, ``find``...), ``read`` (``cat``, ``ls``, ``git diff``...), ``run code`` (an interpreter or
     ``make``), ``other``; ``no command`` when the response held none (a format error).
 
-    The command rules are the behaviour flags' (``analysis.behaviours.commands``) and Compare's
+    The command rules are the behaviour flags' (``analysis.shell_commands``) and Compare's
     (``analysis.align.edited_files``); ``changed`` (path -> change kind from snapshots) overrides the command's text
     for edits, since a script can write files its command does not name.
     """

@@ -1,4 +1,5 @@
-"""Exports of reviewed steps: one record per marked step with the exact model input, as JSONL or Parquet."""
+"""Exports of reviewed steps: one record per marked step with the exact model input, as JSONL or Parquet; with the
+tokens the model ran on, their clipping and (on request) the step's hook arrays where a capture is linked."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pathlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ares_viewer import activations
+from ares_viewer.activations import model_input
 from ares_viewer.review.orphans import StepRange
 from ares_viewer.review.records import Note, fold, format_time, run_key
 from ares_viewer.review.store import ReviewStore
@@ -27,8 +30,46 @@ def _note_record(note: Note) -> dict[str, Any]:
             "updated_at": format_time(note.updated_at), "revision": note.revision, "path": note.path}
 
 
+def _linked(episode: Any, cache: dict[str, Any]) -> activations.Linked | str:
+    """The episode's capture (once per episode), or why there is none."""
+    if episode.episode_id not in cache:
+        try:
+            found: activations.Linked | str | None = activations.find(episode)
+        except activations.Error as exc:
+            found = f"the capture cannot be read: {exc}"
+        cache[episode.episode_id] = found if found is not None else \
+            "no activation capture for this episode: the tokens the model ran on are not recorded"
+    return cache[episode.episode_id]
+
+
+def _model_input(record: dict[str, Any], episode: Any, step: int, cache: dict[str, Any],
+                 activations_dir: str | os.PathLike | None) -> None:
+    """The capture's fields of a record (``model_input.FIELDS``), its messages as the model saw them, and its
+    hook arrays written under ``activations_dir`` when asked."""
+    linked = _linked(episode, cache) if step >= 1 else "step 0 has no model call"
+    if isinstance(linked, str):
+        record.update(model_input.empty(linked))
+        return
+    found, seen = model_input.fields(linked, step, record["messages"])
+    record.update(found)
+    if found["clipped"]:
+        record["context_messages"], record["messages"] = record["messages"], seen
+    if activations_dir is not None:
+        folder = pathlib.Path(activations_dir) / _safe(episode.episode_id) / f"step_{step:04d}"
+        try:
+            record["activations"] = model_input.write_hooks(linked, step, folder)
+        except activations.Error as exc:
+            record["activations"] = {"error": str(exc)}
+
+
+def _safe(name: str) -> str:
+    """An episode id as one folder name."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "_"
+
+
 def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[str] | None = None,
-                   steps: Iterable[tuple[str, int]] | None = None) -> Iterator[dict[str, Any]]:
+                   steps: Iterable[tuple[str, int]] | None = None,
+                   activations_dir: str | os.PathLike | None = None) -> Iterator[dict[str, Any]]:
     """One record per marked step, with the exact model input of that step.
 
     Which steps: those given in ``steps`` (``(episode_id, step)``), else those carrying any of
@@ -42,6 +83,18 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
     settings of the request), ``response`` (the model's answer) and ``reasoning`` (the reasoning it returned
     apart from the answer, "" when none). Step 0 (FIRST) has no answer: its ``messages`` are the first request
     and its ``response`` and ``reasoning`` are None.
+
+    What the model ran on, from the episode's activation capture (``activations.find``; all None, and
+    ``clipping`` saying why, without one): ``prompt_token_ids``, ``prompt_text`` (decoded with the capture's
+    tokenizer when one loads offline, else the recorded tokens joined, else None) and ``prompt_text_source``,
+    ``tokenizer`` (its folder, or ``"unknown"``), ``clipped`` (True, False or None: unknown), ``clipped_end``
+    (``"start"``, ``"end"``, ``"start and end"``, None) and ``clipping`` (the evidence, ``activations.clipping``),
+    ``system_prompt_seen`` (whether the prompt held the system prompt: True, False or None),
+    ``capture`` and ``capture_step``. A clipped step's ``messages`` are the messages as the model saw them (the cut
+    one holds its seen part and ``"cut"``; None when the text cannot tell) and ``context_messages`` the whole
+    context; otherwise ``context_messages`` is None and ``messages`` is the whole context. With
+    ``activations_dir``, the step's hook arrays are written as ``<dir>/<episode>/step_NNNN/<hook>.npy`` and
+    ``activations`` says where (``{"folder", "capture_step", "hooks"}``, or ``{"error"}``); else it is None.
     """
     notes = store.find(run)
     wanted = {fold(label) for label in (labels or ()) if label}
@@ -55,6 +108,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
         by_step.setdefault((note.episode_id, note.step), []).append(note)
     key = run_key(run)
     step_range = StepRange(run, (e for e, _ in chosen))
+    captures: dict[str, Any] = {}
     for episode_id, step in chosen:
         attached = by_step.get((episode_id, step), [])
         record: dict[str, Any] = {
@@ -63,6 +117,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
             "notes": [_note_record(n) for n in attached],
             "orphaned": step_range.reason(episode_id, step),
             "system_prompt": None, "messages": None, "request": None, "response": None, "reasoning": None,
+            **model_input.empty("the step is gone"), "context_messages": None, "activations": None,
         }
         if record["orphaned"] is None:
             episode = run.episode(episode_id)
@@ -73,6 +128,7 @@ def export_records(run: run_module.Run, store: ReviewStore, *, labels: Iterable[
                           messages=[m.to_dict() for m in context], request=episode.metadata.get("request"),
                           response=episode.step(step).response if step >= 1 else None,
                           reasoning=episode.step(step).reasoning if step >= 1 else None)
+            _model_input(record, episode, step, captures, activations_dir)
         yield record
 
 
@@ -93,8 +149,9 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
     """Records as a JSONL or Parquet file's bytes.
 
     JSONL: one JSON object per line, written with Python's ``json`` (ASCII-escaped, so any string
-    round-trips). Parquet (needs pyarrow) has the same columns, with ``notes``, ``messages`` and
-    ``request`` held as JSON text in ``notes_json``, ``messages_json`` and ``request_json``.
+    round-trips). Parquet (needs pyarrow) has the same columns, with ``notes``, ``messages``, ``request``,
+    ``context_messages`` and ``activations`` held as JSON text in ``notes_json``, ``messages_json``,
+    ``request_json``, ``context_messages_json`` and ``activations_json``.
 
     Raises:
         ExportError: for an unknown format, or Parquet without pyarrow.
@@ -112,7 +169,10 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
                           "(or export to a .jsonl file)") from exc
     columns: dict[str, list[Any]] = {name: [] for name in (
         "run", "episode_id", "task_name", "step", "reward", "outcome", "labels", "orphaned", "system_prompt",
-        "response", "reasoning", "notes_json", "messages_json", "request_json")}
+        "response", "reasoning", "notes_json", "messages_json", "request_json", "prompt_token_ids", "prompt_text",
+        "prompt_text_source", "tokenizer", "clipped", "clipped_end", "clipping", "system_prompt_seen", "capture",
+        "capture_step",
+        "context_messages_json", "activations_json")}
     for record in records:
         for name in columns:
             if name.endswith("_json"):
@@ -125,7 +185,13 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
                         ("labels", pa.list_(pa.string())), ("orphaned", pa.string()),
                         ("system_prompt", pa.string()), ("response", pa.string()), ("reasoning", pa.string()),
                         ("notes_json", pa.string()),
-                        ("messages_json", pa.string()), ("request_json", pa.string())])
+                        ("messages_json", pa.string()), ("request_json", pa.string()),
+                        ("prompt_token_ids", pa.list_(pa.int64())), ("prompt_text", pa.string()),
+                        ("prompt_text_source", pa.string()), ("tokenizer", pa.string()), ("clipped", pa.bool_()),
+                        ("clipped_end", pa.string()), ("clipping", pa.string()),
+                        ("system_prompt_seen", pa.bool_()), ("capture", pa.string()),
+                        ("capture_step", pa.int64()), ("context_messages_json", pa.string()),
+                        ("activations_json", pa.string())])
     sink = io.BytesIO()
     pq.write_table(pa.table(columns, schema=schema), sink)
     return sink.getvalue()

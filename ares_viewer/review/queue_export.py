@@ -6,6 +6,7 @@ One record per item::
     reward, outcome, why                  the episode's reward, how it ended, and why in words (``analysis.ending``)
     system_prompt, messages, request,     the exact model input of the step and its answer (as ``exports``); for
     response, reasoning, orphaned         an episode item, its last step
+    prompt_token_ids, ..., context_messages  what the model ran on, from a linked capture (``exports``)
     changed                               True when the episode file was rewritten since the item was queued
     labels                                reviewer -> {"values", "at", "schema_version"} (each reviewer's latest)
     skips                                 reviewer -> their reason
@@ -34,6 +35,7 @@ import pathlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ares_viewer.activations import model_input
 from ares_viewer.analysis import ending
 from ares_viewer.review import agreement as agreement_module
 from ares_viewer.review import exports, queue_items, queues
@@ -273,6 +275,8 @@ def _model_input(run: run_module.Run, store: ReviewStore, item: queue_items.Item
         "response",
         "reasoning",
         "orphaned",
+        *model_input.FIELDS,
+        "context_messages",
     )
     return {**{k: found[k] for k in keep}, "why": why}
 
@@ -300,7 +304,8 @@ def export_bytes(records: Iterable[Mapping[str, Any]], fmt: str) -> bytes:
 
 
 # Fields that are nested on some records and None on others: always JSON text, so every row has one column type.
-_NESTED = frozenset({"messages", "request", "labels", "skips", "decision", "label", "agreement", "schema"})
+_NESTED = frozenset({"messages", "request", "labels", "skips", "decision", "label", "agreement", "schema",
+                     "context_messages", "prompt_token_ids"})
 
 
 def write_export(records: Iterable[Mapping[str, Any]], out: str | os.PathLike) -> int:

@@ -202,8 +202,9 @@ def test_the_step_view_says_the_prompt_was_clipped_when_the_capture_shows_it(cli
     runs, cut, _ = clipped_run
     at = app("episode", run="interp-run", episode=runs["a"], step="2")
     assert not at.exception
-    assert f"in all, but the capture shows the prompt was clipped to its last {cut[2]:,} tokens" in page_text.of(at)
+    assert f"in all, but the capture shows the prompt was clipped to {cut[2]:,} tokens: its start was cut, as the " \
+           "prompt's text lacks the beginning of the context's first message" in page_text.of(at)
     # episode-b's capture records no prompt tokens: nothing is claimed.
     other = app("episode", run="interp-run", episode=runs["b"], step="2")
-    assert not other.exception and "clipped to its last" not in page_text.of(other)
+    assert not other.exception and "the prompt was clipped" not in page_text.of(other)
     assert "message(s) in all" in page_text.of(other)

@@ -107,7 +107,7 @@ def test_files_page_names_the_episode_without_listing_the_run(big, app):
 
 def test_sandbox_and_activations_pages_open_the_named_episode(big, app):
     for page, key, says in (("sandbox", "sandbox.episode_pick", "no recorded snapshots"),
-                            ("activations", "activations.episode", "No activations were saved")):
+                            ("activations", "activations.episode", "No activations were found")):
         at = app(page, run="big", episode=LAST)
         assert not at.exception, page
         assert at.selectbox(key=key).value == LAST

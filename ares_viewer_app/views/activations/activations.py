@@ -177,8 +177,7 @@ def show(run: ares_viewer.Run, episode: model.Episode) -> None:
     """The page for one episode of ``run``: the activations and logprobs saved beside it, step by step."""
     linked = open_capture(run, episode)
     if linked is None or not linked.steps():
-        st.info("No activations were saved beside this episode. ARES's `TrajectoryActivations.save(path)` writes "
-                f"them; save them to `<run>/{activations.ACTIVATIONS_DIRNAME}/{episode.episode_id}/` and reload.")
+        activations_panel.none_found(episode)
         with_tokens = [s.index for s in episode.steps if tokens.has_tokens(s)]
         if with_tokens:
             tokens_section(episode, state.get_int("step", with_tokens[0]))

@@ -185,11 +185,9 @@ def prompt_change(episode: model.Episode, k: int, change: model.ContextChange, k
     """What entered the model's context since its previous call, matched by content; what left it or changed."""
     step = episode.step(k)
     st.markdown("#### Prompt: new since the previous call")
-    clipped = activations_panel.clipped_prompt(episode, k)
-    note = ("" if clipped is None else
-            f", but the capture shows the prompt was clipped to {clipped.kept()}")
+    note, source = activations_panel.clipped_note(episode, k)
     st.caption(f"{change.summary()} (matched by content) · the model saw {step.context_len} message(s) in all{note}",
-               help=None if clipped is None else f"From the episode's activation capture: {clipped.evidence}.")
+               help=source)
     if not change.extends:
         parts = [f"{len(change.dropped)} message(s) of the previous context are gone"]
         if change.rewritten:

@@ -95,9 +95,10 @@ def flag_rows(run: runs.Run, path: str, flags: list[str],
     data = sources.read_bytes(path)
     if not decoding.is_json_lines(data):
         return None
-    records, _ = decoding.decode(path, data)
-    if not records or registry.sniff(records[0].value) is not tinker.ADAPTER:
+    first, _ = decoding.decode(path, data, ())  # the first line alone tells the format: other files cost no decode
+    if not first or registry.sniff(first[0].value) is not tinker.ADAPTER:
         return None
+    records, _ = decoding.decode(path, data)
     quiet: list[Row] = []
     parsed: list[int] = []
     order = list(flags)

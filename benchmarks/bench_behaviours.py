@@ -11,7 +11,9 @@ Prints:
   processes): the flag index time against the index time, and ``(index + flags) / index``, what reading the flags
   adds to a first look (the flags are not in the run index: its fast paths never parse an episode whole); and the
   same ratio in CPU seconds (workers included), which other load on a shared machine changes far less;
-- ``--rollouts`` Tinker rollouts written as ``bench_scale`` writes them, indexed and their flag index built; then
+- ``--rollouts`` Tinker rollouts written as ``bench_scale`` writes them, indexed and their flag index built (its
+  CPU seconds against the cold index's, target <= 2: one-step rollouts that run no command are screened, only
+  decoded, ``behaviours.screen``); then
   the overview's flag counts from the flag index (``flag_queries.rate_table``: every flag among solved and failed)
   and the Behaviour filter's ids for one flag (``flag_queries.episode_ids``), in seconds (target: under 1 s each),
   and against a bare ``count(*)`` of the run's episodes.
@@ -118,12 +120,13 @@ def _overview_counts(rollouts: int, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder, cache = pathlib.Path(tmp) / "tinker", pathlib.Path(tmp) / "cache"
         size = bench_scale.write_run(folder, rollouts)
-        index, _ = _index_seconds(folder, cache)
+        index, index_cpu = _index_seconds(folder, cache)
         print(f"{rollouts:,} Tinker rollouts: cold index {index:.1f} s", flush=True)
         flags = _flag_index(folder, cache, workers)
         print(
             f"{rollouts:,} Tinker rollouts, {size / 1e6:,.0f} MB: cold index {index:.1f} s, "
-            f"flag index {flags['seconds']:.1f} s ({flags['failed']} file(s) failed)"
+            f"flag index {flags['seconds']:.1f} s ({flags['failed']} file(s) failed); in CPU seconds "
+            f"{flags['cpu']:.1f} / {index_cpu:.1f}: RATIO {flags['cpu'] / index_cpu:.2f}  (target <= 2)"
         )
         counted, filtered, bare = _counts(folder, cache)
         print(

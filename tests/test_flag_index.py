@@ -3,6 +3,7 @@ read again only for the files that changed, a bad file an error of its own, and 
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -162,3 +163,58 @@ def test_a_64th_episode_file_flag_is_refused_at_registration(monkeypatch):
     with pytest.raises(ValueError, match="at most 63 episode-file flags"):
         registry.flag("one_too_many", "a test flag", registry.EPISODE)(lambda episode: None)
     registry.flag("a_snapshot_flag", "snapshot flags are not bits", registry.SNAPSHOTS)(lambda episode, changes: None)
+
+
+def _rollout(group: int, traj: int, said: list[dict], steps: int = 1, result: str = "<returncode>1</returncode>\n"
+             "<output>no</output>", rewrite_at: int | None = None, **extra) -> dict:
+    """A Tinker rollout line: ``steps`` steps, each answered by ``said``; the prompt grows by the answer and
+    ``result`` (at step ``rewrite_at`` it starts again from the task)."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Task {group}"}]
+    out = []
+    for turn in range(steps):
+        if turn == rewrite_at:
+            messages = messages[:2]
+        out.append({"ob_len": 10, "ac_len": 5, "reward": 1.0, "episode_done": turn == steps - 1, "stop_reason": "stop",
+                    "trace": {"prompt": {"messages": list(messages)}, "policy_response": {"messages": said}}})
+        messages = [*messages, *said, {"role": "user", "content": result}]
+    return {"group_idx": group, "traj_idx": traj, "iteration": 0, "steps": out, **extra}
+
+
+def test_tinker_rollouts_that_run_no_command_are_screened_and_the_flags_are_those_of_the_whole_read(
+        tmp_path, monkeypatch):
+    # One-step rollouts that run no command are only decoded (no episode built); every other line is parsed: the
+    # flags must be exactly what reading every episode whole finds, with the same evidence steps.
+    from ares_viewer.analysis.behaviours import screen
+    from ares_viewer.base import agent_text
+
+    bash = [{"role": "assistant", "content": "Install it.\n```bash\npip install pytest && pytest -q\n```"}]
+    lines = [
+        _rollout(0, 0, [{"role": "assistant", "content": "The answer is \\boxed{4}."}]),
+        _rollout(0, 1, [{"role": "assistant", "content": "Two blocks ```bash\nls\n``` and ```bash\npwd\n```"}]),
+        _rollout(1, 0, bash),
+        _rollout(1, 1, bash, steps=3),
+        _rollout(2, 0, [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "curl x"}'}}]}]),
+        _rollout(2, 1, [{"role": "assistant", "content": "done"}], error="docker: container died"),
+        _rollout(3, 0, [{"role": "assistant", "content": "again"}], steps=4),
+        _rollout(3, 1, [{"role": "assistant", "content": "no block"}], steps=3,
+                 result="<returncode></returncode>\n" + agent_text.format_error(0)),
+        _rollout(4, 0, [{"role": "assistant", "content": "think"}], steps=4, rewrite_at=2),
+        _rollout(4, 1, [{"role": "assistant", "content": "think"}], steps=3, result="plain feedback"),
+    ]
+    run_dir = tmp_path / "tinker" / "iteration_000000"
+    run_dir.mkdir(parents=True)
+    path = run_dir / "train_rollout_summaries.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + "{not json\n")
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    run = ares_viewer.open_run(tmp_path / "tinker")
+    screened = [screen.context_steps(line) is not None for line in lines]
+    assert screened == [True, True, False, False, False, False, True, True, True, True]
+    assert screen.flag_rows(run, str(path), flag_index.names(), flag_index.flag_rows) is not None
+    assert flag_index.update(run).episodes == 10
+    index = stored(run).astype({"step": "Int64"}).reset_index(drop=True)
+    assert index.equals(collected(run).reset_index(drop=True))
+    assert {"installed_packages", "ran_tests", "tried_network", "container_errors", "format_errors",
+            "context_rewrites"} <= set(index["flag"])
+    monkeypatch.setattr(screen, "SCREENED", frozenset())  # another flag registered: every file is read whole
+    assert screen.flag_rows(run, str(path), flag_index.names(), flag_index.flag_rows) is None

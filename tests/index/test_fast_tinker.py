@@ -193,6 +193,7 @@ def test_a_run_read_in_batches_on_two_threads_equals_the_ordinary_path(tmp_path,
         path.write_text("".join(json.dumps(_swe_rollout(g, t, (g % 3, 0))) + "\n" for g in range(20) for t in range(4)))
     files = sources.list_files(run)
     monkeypatch.setattr(fast_jsonl, "BATCH_BYTES", files[0].size * 2)
+    monkeypatch.setattr(builder, "_MIN_FAST_BATCH", files[0].size)
     entries = builder.build(files, store.Store(tmp_path / "fast"), workers=2)
     assert len({e.part for e in entries}) > 1  # several batches, each its own partition
     builder.summarize_batch(files, store.Store(tmp_path / "ordinary"))
@@ -244,3 +245,18 @@ def test_a_value_the_formats_python_fails_on_leaves_only_its_file_to_the_ordinar
     taken, rest = fast_tinker.build(sources.list_files(run), store.Store(tmp_path / "fast"), threads=2)
     assert [e.path.split("/")[-2] for e in taken] == ["iteration_000000"]
     assert [f.path.split("/")[-2] for f in rest] == ["iteration_000001"]
+
+
+@pytest.mark.parametrize(("workers", "count"), [(1, 7), (2, 8), (8, 8), (16, 16), (64, 19)])
+def test_more_workers_never_cut_a_large_run_into_more_batches_than_they_use(workers, count):
+    # 1.27 GB of rollouts in 635 files of 2 MB: each batch costs fixed queries, so more workers must not mean
+    # smaller batches than needed (cut by the workers, 16 of them made 64 batches and spent twice the CPU of one).
+    # As few batches as a worker's bound allows, at least one per worker while each holds 64 MiB, in whole rounds.
+    files = [sources.SourceFile(f"/run/iteration_{n:06d}/train_rollout_summaries.jsonl", 2_000_000, 0)
+             for n in range(635)]
+    cut = builder._even(files, workers, fast_tinker.SPEC.batches)
+    assert [f for batch in cut for f in batch] == files
+    assert len(cut) == count
+    most = fast_jsonl.BATCH_BYTES * fast_tinker.SPEC.batches // builder._PER_WORKER
+    sizes = [sum(f.size for f in batch) for batch in cut]
+    assert max(sizes) <= most + 2_000_000 and max(sizes) - min(sizes) <= 2_000_000

@@ -10,6 +10,7 @@ readable from the file's path, and a response cut off at the token limit (``stop
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -46,8 +47,11 @@ def _name(path: str) -> str:
     return locations.Location.of(path).name
 
 
+@functools.lru_cache(maxsize=1024)
 def _location(path: str) -> tuple[str, int | None, str]:
-    """The log folder's name, the iteration its folder names, and the file's base name (train, eval_<label>)."""
+    """The log folder's name, the iteration its folder names, and the file's base name (train, eval_<label>).
+
+    Kept per path: every rollout of a file asks it (its pure path's parsing was a third of a rollout's id)."""
     pure = locations.Location.of(path).pure()
     match = _FILE.match(pure.name)
     base = match.group("base") if match else pure.stem

@@ -114,6 +114,7 @@ def connect(threads: int) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute(f"SET threads = {max(1, int(threads))}")
     con.execute("SET preserve_insertion_order = true")
+    con.execute("SET enable_progress_bar = false")  # a batch of seconds would draw one on stderr
     return con
 
 

@@ -32,6 +32,7 @@ import time
 
 from benchmarks import bench_targets, chromium
 
+_METRIC = "[data-testid=\"stMetric\"]"  # the Overview's headline figures
 # every Plotly chart on the page drawn (its SVG there), at least ``n`` of them, and Streamlit idle
 _CHARTS = """(n) => {
   const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
@@ -128,10 +129,10 @@ def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repe
     """Episode page, ``j``, the overviews and Compare runs, on one server."""
     rows = []
     with chromium.served_page(env, work / "pages.log") as (page, url):
-        chromium.shown(page, f"{url}/?run=small-a", ".ares-figures")  # the server's imports, once
+        chromium.shown(page, f"{url}/?run=small-a", _METRIC)  # the server's imports, once
         rows += episode_figures(page, url, "long/acme__parser-2210", 115, repeat)
         for run, charts in (("small-a", 2), *(((real, 2),) if real else ())):
-            times = [timed_charts(page, f"{url}/?run={run}", charts, ".ares-figures") for _ in range(repeat)]
+            times = [timed_charts(page, f"{url}/?run={run}", charts, _METRIC) for _ in range(repeat)]
             rows += [(f"Overview of {run}: figures", min(t[0] for t in times), None),
                      (f"Overview of {run}: charts drawn", min(t[1] for t in times), 1.0),
                      (f"Overview of {run}: idle", min(t[2] for t in times), None)]

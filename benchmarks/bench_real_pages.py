@@ -70,6 +70,13 @@ def timed_charts(page, link: str, charts: int, content: str | None = None) -> tu
     return (first if content is not None else drawn), drawn, time.perf_counter() - start
 
 
+def _tab(page):
+    """A new tab of ``page``'s browser (a new Streamlit session)."""
+    tab = page.context.browser.new_page(viewport={"width": 1500, "height": 1000})
+    tab.set_default_timeout(300_000)
+    return tab
+
+
 def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> list[tuple]:
     """The Episode page of ``episode`` at its middle step in a new tab (cold once, then best of ``repeat``), and
     ``j``."""
@@ -78,8 +85,7 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
     marker = f"[data-ares-step='{mid}']"
     times = []
     for _ in range(repeat + 1):
-        tab = page.context.new_page()
-        tab.set_default_timeout(300_000)
+        tab = _tab(page)
         times.append(chromium.shown(tab, link, marker))
         tab.close()
     cold, warm = times[0], times[1:]
@@ -114,8 +120,7 @@ def compare_figures(env: dict[str, str], work: pathlib.Path, ids: tuple[str, str
             cold.append(chromium.shown(page, url + link, text="aligned (rows|steps)"))
             if n == repeat - 1:
                 for _ in range(repeat):
-                    tab = page.context.new_page()
-                    tab.set_default_timeout(300_000)
+                    tab = _tab(page)
                     warm.append(chromium.shown(tab, url + link, text="aligned (rows|steps)"))
                     tab.close()
     name = f"Compare {sizes} ({run})"
@@ -159,16 +164,21 @@ def main() -> None:
     parser.add_argument("--only", choices=("pages", "compare"), help="measure only these figures")
     args = parser.parse_args()
 
-    source = runs_in(args.runs)
+    measure(args.runs, args.real, args.repeat, args.only)
+
+
+def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, only: str | None = None) -> None:
+    """Write (or reuse) the runs, time every figure and print each beside its target."""
+    source = runs_in(runs_dir)
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-real-pages-"))
     runs = work / "runs"
     runs.mkdir()
     for name in ("long", "small-a", "small-b"):
         (runs / name).symlink_to(source / name)
     real = None
-    if args.real.is_dir():
+    if real_run.is_dir():
         real = "real"
-        (runs / real).symlink_to(args.real)
+        (runs / real).symlink_to(real_run)
     env = {"ARES_VIEWER_RUNS": str(runs), "ARES_VIEWER_CACHE": str(work / "cache")}
     os.environ.update(env)
     logging.getLogger("streamlit").setLevel(logging.ERROR)
@@ -176,20 +186,19 @@ def main() -> None:
 
     for name in ("long", "small-a", "small-b", *([real] if real else [])):
         ares_viewer.open_run(runs / name)  # indexed: the pages' figures are not the index's
-    base = floor(env, work, args.repeat)
+    base = floor(env, work, repeat)
     rows: list[tuple] = [("floor: a one-element Streamlit page, idle", base, None)]
-    if args.only in (None, "pages"):
-        rows += page_figures(env, work, real, args.repeat)
-    if args.only in (None, "compare"):
+    if only in (None, "pages"):
+        rows += page_figures(env, work, real, repeat)
+    if only in (None, "compare"):
         rows += compare_figures(env, work, ("attempt-1/acme__widgets-4127", "attempt-2/acme__widgets-4127"),
-                                "188 x 176", args.repeat)
-    print(f"runs: {source}; Chromium 1500 x 1000; best of {args.repeat}; load {os.getloadavg()[0]:.1f}")
+                                "188 x 176", repeat)
+    print(f"runs: {source}; Chromium 1500 x 1000; best of {repeat}; load {os.getloadavg()[0]:.1f}")
     for name, seconds, target in rows:
         ratio = f"{seconds / base:5.1f}x floor"
         verdict = "" if target is None else f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
         print(f"{name:<58} {seconds:7.3f} s  {ratio}   {verdict}")
     shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -26,6 +26,7 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
   Inspect's own writer, where ``inspect-ai`` is installed.
 
 Run: ``python3 -m benchmarks.bench_targets [--actions 200] [--repeat 3]``. Each figure is the best of ``--repeat``.
+With ``--real-pages [RUNS]``, then issue #46's figures on real long episodes (``benchmarks.bench_real_pages``).
 """
 
 from __future__ import annotations
@@ -170,6 +171,9 @@ def main() -> None:
     parser.add_argument("--output-chars", type=int, default=2100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--real", type=pathlib.Path, default=REAL_RUN, help="a real run to compare two episodes of")
+    parser.add_argument("--real-pages", type=pathlib.Path, nargs="?", const=False, default=None, metavar="RUNS",
+                        help="also issue #46's figures on real long episodes (benchmarks.bench_real_pages; RUNS: "
+                             "keep its written runs there)")
     args = parser.parse_args()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-targets-"))
@@ -284,6 +288,10 @@ def main() -> None:
         "(target ratio <= 1.3)"
     )
     shutil.rmtree(work, ignore_errors=True)
+    if args.real_pages is not None:
+        from benchmarks import bench_real_pages
+
+        bench_real_pages.measure(args.real_pages or None, args.real, args.repeat)
 
 
 if __name__ == "__main__":

@@ -103,8 +103,8 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
 
     t_next = chromium.best(next_step, repeat)
     name = f"Episode page, {steps}-step episode, new tab"
-    return [(f"{name}, first open: content", cold[0], ""),
-            (f"{name}, first open: idle", cold[1], ""),
+    return [(f"{name}, first open: content", cold[0], None),
+            (f"{name}, first open: idle", cold[1], None),
             (f"{name}: content", min(c for c, _ in warm), 0.5),
             (f"{name}: idle", min(i for _, i in warm), 1.0),
             ("next step with j, to drawn and idle", t_next, 0.3)]

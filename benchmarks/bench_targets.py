@@ -43,7 +43,10 @@ from benchmarks import bench_index, chromium
 from testdata import synthetic
 
 # The public real run (mini-swe-agent on SWE-bench, copied byte for byte: its SOURCES.md), beside the checkout.
-REAL_RUN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "mswea2-deepseek-chat-dev"
+# Beside the main checkout (``../shared``), or beside a worktree's folder of worktrees (``../../shared``).
+REAL_RUN = next((found for up in (2, 3) if (found := pathlib.Path(__file__).resolve().parents[up] / "shared"
+                 / "real-runs" / "mswea2-deepseek-chat-dev").is_dir()),
+                pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "mswea2-deepseek-chat-dev")
 
 # The step timeline (``ares_viewer_app.timeline``), drawn with step k shaded: the component (hover texts, clicks), or
 # shown at all: the component or the still picture the page draws first (decoded).

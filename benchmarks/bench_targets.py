@@ -168,7 +168,7 @@ def verdict(seconds: float, target: float) -> str:
     return f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=200)
     parser.add_argument("--output-chars", type=int, default=2100)
@@ -177,7 +177,11 @@ def main() -> None:
     parser.add_argument("--real-pages", type=pathlib.Path, nargs="?", const=False, default=None, metavar="RUNS",
                         help="also issue #46's figures on real long episodes (benchmarks.bench_real_pages; RUNS: "
                              "keep its written runs there)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-targets-"))
     env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache")}

@@ -3,6 +3,11 @@ page reads it) against Inspect's own ``read_eval_log`` of the whole log and its 
 
     python3 -m benchmarks.bench_inspect                    # 10,000 samples (writing the log takes ~5 minutes)
     python3 -m benchmarks.bench_inspect --samples 1000     # a quicker look
+    python3 -m benchmarks.bench_inspect --samples 3000 --log /tmp/x.eval   # written once, then reused
+
+Also one sample opened with its last context, as the Episode page opens it (``Run.episode`` with its cache of
+opened episodes emptied, then the last step's context), against Inspect's own ``read_eval_log_sample`` of that
+sample. Threshold: no slower than Inspect's.
 
 The log is written by inspect-ai itself (``testdata.inspect_logs``: a mock model, a tool, a scorer). Prints the
 log's size, then seconds (best of three) for: ares-viewer's rows of the file (``formats.summarize_file``), opening
@@ -17,7 +22,7 @@ import pathlib
 import tempfile
 import time
 
-from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
+from inspect_ai.log import read_eval_log, read_eval_log_sample, read_eval_log_sample_summaries
 
 import ares_viewer
 from ares_viewer import formats
@@ -37,13 +42,22 @@ def timed(action, repeat: int = 3) -> tuple[float, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--log", type=pathlib.Path, help="keep the written log here; reuse it when it exists")
     args = parser.parse_args()
     copies = max(1, args.samples // len(inspect_logs.SAMPLES))
     with tempfile.TemporaryDirectory() as tmp:
         folder = pathlib.Path(tmp) / "logs"
-        print(f"writing an .eval log of {copies * len(inspect_logs.SAMPLES):,} samples with inspect-ai ...")
-        path = inspect_logs.write_logs(folder, "eval", copies=copies)
+        if args.log is not None and args.log.exists():
+            folder.mkdir()
+            path = folder / args.log.name
+            path.write_bytes(args.log.read_bytes())
+        else:
+            print(f"writing an .eval log of {copies * len(inspect_logs.SAMPLES):,} samples with inspect-ai ...")
+            path = inspect_logs.write_logs(folder, "eval", copies=copies)
+            if args.log is not None:
+                args.log.write_bytes(path.read_bytes())
         print(f"log: {path.stat().st_size / 1e6:.1f} MB")
+        ok_one = open_one(folder, path)
         rows_s, result = timed(lambda: formats.summarize_file(str(path), path.read_bytes()))
         print(f"ares-viewer rows (samples parsed):  {rows_s:7.3f} s  {len(result.rows):,} rows")
         run_s, run = timed(lambda: ares_viewer.open_run(folder, use_cache=False))
@@ -58,7 +72,27 @@ def main() -> int:
               f"{rows_s / summaries_s:.2f}x; rows / parsing every sample: {rows_s / parse_s:.3f}x")
         ok = rows_s <= inspect_s
         print("PASS" if ok else "FAIL", "rows no slower than Inspect's own reading of the log")
-        return 0 if ok else 1
+        return 0 if ok and ok_one else 1
+
+
+def open_one(folder: pathlib.Path, path: pathlib.Path) -> bool:
+    """One sample (the middle one) opened with its last context, against Inspect's ``read_eval_log_sample``."""
+    run = ares_viewer.open_run(folder)
+    key = run.episode_ids[len(run.episode_ids) // 2]
+    sample, epoch = key.split("/")[1], int(key.rsplit("epoch", 1)[1])
+
+    def ours() -> int:
+        run._open.clear()
+        episode = run.episode(key)
+        return len(episode.context(len(episode.steps) - 1))
+
+    ours_s, _ = timed(ours, 7)
+    theirs_s, _ = timed(lambda: read_eval_log_sample(str(path), id=sample, epoch=epoch), 7)
+    print(f"one sample with its last context:   {ours_s * 1000:7.1f} ms  ({key})")
+    print(f"inspect read_eval_log_sample:       {theirs_s * 1000:7.1f} ms")
+    ok = ours_s <= theirs_s
+    print("PASS" if ok else "FAIL", f"one sample opened no slower than Inspect's reader ({ours_s / theirs_s:.2f}x)")
+    return ok
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
   Inspect's own writer, where ``inspect-ai`` is installed.
 
 Run: ``python3 -m benchmarks.bench_targets [--actions 200] [--repeat 3]``. Each figure is the best of ``--repeat``.
+With ``--real-pages [RUNS]``, then issue #46's figures on real long episodes (``benchmarks.bench_real_pages``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ from benchmarks import bench_index, chromium
 from testdata import synthetic
 
 # The public real run (mini-swe-agent on SWE-bench, copied byte for byte: its SOURCES.md), beside the checkout.
-REAL_RUN = pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "mswea2-deepseek-chat-dev"
+# Beside the main checkout (``../shared``), or beside a worktree's folder of worktrees (``../../shared``).
+REAL_RUN = next((found for up in (2, 3) if (found := pathlib.Path(__file__).resolve().parents[up] / "shared"
+                 / "real-runs" / "mswea2-deepseek-chat-dev").is_dir()),
+                pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "mswea2-deepseek-chat-dev")
 
 # The step timeline (``ares_viewer_app.views.episode.timeline``), drawn with step k shaded: the component (hover
 # texts, clicks), or shown at all: the component or the still picture the page draws first (decoded).
@@ -165,13 +169,20 @@ def verdict(seconds: float, target: float) -> str:
     return f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actions", type=int, default=200)
     parser.add_argument("--output-chars", type=int, default=2100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--real", type=pathlib.Path, default=REAL_RUN, help="a real run to compare two episodes of")
-    args = parser.parse_args()
+    parser.add_argument("--real-pages", type=pathlib.Path, nargs="?", const=False, default=None, metavar="RUNS",
+                        help="also issue #46's figures on real long episodes (benchmarks.bench_real_pages; RUNS: "
+                             "keep its written runs there)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-targets-"))
     env = {"ARES_VIEWER_RUNS": str(work / "runs"), "ARES_VIEWER_CACHE": str(work / "cache")}
@@ -285,6 +296,10 @@ def main() -> None:
         "(target ratio <= 1.3)"
     )
     shutil.rmtree(work, ignore_errors=True)
+    if args.real_pages is not None:
+        from benchmarks import bench_real_pages
+
+        bench_real_pages.measure(args.real_pages or None, args.real, args.repeat)
 
 
 if __name__ == "__main__":

@@ -78,15 +78,19 @@ def align(a: Sequence[Any], b: Sequence[Any], *, gap: float = GAP,
     Returns:
         The alignment, in order; every index of ``a`` and of ``b`` appears exactly once.
     """
-    n, m = len(a), len(b)
     cache: dict[tuple[str | None, str | None], float] = {}
 
-    def sim(i: int, j: int) -> float:
-        key = (a[i], b[j])
+    def sim(x: Any, y: Any) -> float:
+        key = (x, y)
         if key not in cache:
-            cache[key] = score(a[i], b[j])
+            cache[key] = score(x, y)
         return cache[key]
 
+    return _best_path([[sim(x, y) for y in b] for x in a], len(a), len(b), gap)
+
+
+def _best_path(matrix: Sequence[Sequence[float]], n: int, m: int, gap: float) -> list[Pair]:
+    """The best global alignment of ``n`` items with ``m`` given their similarities (``matrix[i][j]``, 0..1)."""
     # total[i][j]: best score aligning a[:i] with b[:j]; move[i][j]: 0 diagonal, 1 up (a gap in b), 2 left.
     total = [[0.0] * (m + 1) for _ in range(n + 1)]
     move = [[0] * (m + 1) for _ in range(n + 1)]
@@ -95,24 +99,24 @@ def align(a: Sequence[Any], b: Sequence[Any], *, gap: float = GAP,
     for j in range(1, m + 1):
         total[0][j], move[0][j] = j * gap, 2
     for i in range(1, n + 1):
-        row, prev = total[i], total[i - 1]
+        row, prev, moves, scores = total[i], total[i - 1], move[i], matrix[i - 1]
         for j in range(1, m + 1):
-            diagonal = prev[j - 1] + 2 * sim(i - 1, j - 1) - 1
+            diagonal = prev[j - 1] + 2 * scores[j - 1] - 1
             up = prev[j] + gap
             left = row[j - 1] + gap
             # Ties prefer the diagonal, so equal sequences align one to one.
             if diagonal >= up and diagonal >= left:
-                row[j], move[i][j] = diagonal, 0
+                row[j], moves[j] = diagonal, 0
             elif up >= left:
-                row[j], move[i][j] = up, 1
+                row[j], moves[j] = up, 1
             else:
-                row[j], move[i][j] = left, 2
+                row[j], moves[j] = left, 2
     pairs: list[Pair] = []
     i, j = n, m
     while i or j:
         step = move[i][j]
         if step == 0:
-            pairs.append(Pair(i - 1, j - 1, sim(i - 1, j - 1)))
+            pairs.append(Pair(i - 1, j - 1, matrix[i - 1][j - 1]))
             i, j = i - 1, j - 1
         elif step == 1:
             pairs.append(Pair(i - 1, None, 0.0))
@@ -175,10 +179,13 @@ def align_episodes(a: model.Episode, b: model.Episode, *, gap: float = GAP,
     files_of_b = [frozenset((files_b or {}).get(s.index, none)) for s in b_steps]
     commands = similarities([s.command or s.response for s in a_steps], [s.command or s.response for s in b_steps])
 
-    def score(i: int, j: int) -> float:
-        return max(commands[i][j], file_similarity(files_of_a[i], files_of_b[j]))
-
-    pairs = align(range(len(a_steps)), range(len(b_steps)), gap=gap, score=score)
+    # where both steps changed files, their files' similarity when it is the higher
+    scores = [row[:] for row in commands] if any(files_of_a) and any(files_of_b) else commands
+    for i, fa in enumerate(files_of_a):
+        for j, fb in enumerate(files_of_b) if fa else ():
+            if fb:
+                scores[i][j] = max(scores[i][j], file_similarity(fa, fb))
+    pairs = _best_path(scores, len(a_steps), len(b_steps), gap)
     result = []
     for p in pairs:
         shared: tuple[str, ...] = ()

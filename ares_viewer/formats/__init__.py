@@ -107,7 +107,7 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
         return _failed(read_errors.FORMAT, reason) if reason else FileResult(skipped=True)
     rows: list[EpisodeRow] = []
     episodes: list[model.Episode] = []
-    for record in records:
+    for record in _candidates(adapter, records, path, wanted):
         if lines is not None and record.unit == "line" and record.number not in lines:
             continue  # read only to tell the format
         try:
@@ -124,6 +124,28 @@ def _read(path: str, data: bytes, summaries: bool, wanted: str | None = None,
     # In line order: decoding and reading errors are found in two passes.
     problems.sort(key=lambda error: error.line or 0)
     return FileResult(episodes=tuple(episodes), rows=tuple(rows), record_errors=tuple(problems))
+
+
+def _candidates(adapter: base.Adapter, records: list[decoding.Record], path: str,
+                wanted: str | None) -> list[decoding.Record]:
+    """The records that may hold episode ``wanted`` (all of them when None): of a zip archive, its members by id,
+    worked out once per archive (one sample of a log of thousands is opened without asking each member)."""
+    first = records[0].value
+    if wanted is None or not isinstance(first, zipped.Member):
+        return records
+
+    def by_id() -> dict[str | None, list[decoding.Record]]:
+        found: dict[str | None, list[decoding.Record]] = {}
+        for record in records:
+            try:
+                key = adapter.episode_id(record.value, path, record.number)
+            except _CONTENT_ERRORS:
+                key = None  # read in the loop, which reports its error
+            found.setdefault(key, []).append(record)
+        return found
+
+    index = first.archive.memo(("records by id", adapter.NAME, path), by_id)
+    return sorted([*index.get(wanted, ()), *index.get(None, ())], key=lambda record: record.number or 0)
 
 
 def _rows(adapter: base.Adapter, record: decoding.Record, path: str) -> list[EpisodeRow]:

@@ -93,13 +93,15 @@ def _first_line_is_record(data: bytes) -> bool:
 def _members(data: bytes) -> list[Record]:
     """A zip archive's members as records (``unit`` ``entry``), each decompressed only when read."""
     try:
-        members = zipped.Archive(data, settings.MAX_FILE_MB.get() * 1024 * 1024).members()
+        archive = zipped.opened(data, settings.MAX_FILE_MB.get() * 1024 * 1024)
     except zipped.ArchiveError as exc:  # a zip cut short may be a log still being written, as a JSON file may
         kind = jsondecode.TRUNCATED if isinstance(exc, zipped.CutShortError) else jsondecode.INVALID
         raise jsondecode.DecodeError(str(exc), kind=kind) from None
-    if not members:
+    records = archive.memo(("records",), lambda: [Record(member, number, "entry", ())
+                                                  for number, member in enumerate(archive.members(), start=1)])
+    if not records:
         raise jsondecode.DecodeError("an empty zip archive", kind=jsondecode.EMPTY)
-    return [Record(member, number, "entry", ()) for number, member in enumerate(members, start=1)]
+    return list(records)
 
 
 def decode(path: str, data: bytes, only: Collection[int] | None = None) -> tuple[list[Record], list[RecordError]]:

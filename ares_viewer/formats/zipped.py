@@ -16,6 +16,7 @@ to the size it declares, at most ``max_member_bytes`` and ``MAX_RATIO`` times it
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import itertools
 import struct
@@ -25,6 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 import zstandard
+
+from ares_viewer.base.cache import BoundedCache
 
 # Members one archive may hold (an Inspect log of 200,000 samples holds about 200,000).
 MAX_MEMBERS = 1_000_000
@@ -41,6 +44,9 @@ _RECORDS: Any = zipfile
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # zipfile.structFileHeader
 _STORED, _DEFLATED, _ZSTD = 0, 8, 93
 _CHUNK = 1024 * 1024
+# Archives read lately, by their bytes' length and member list (``opened``): opening one sample of a large Inspect
+# log again reads no member list and no local header again.
+_OPENED: BoundedCache[Archive] = BoundedCache(maxsize=4)
 
 
 class ArchiveError(ValueError):
@@ -71,6 +77,21 @@ def _declared(data: bytes) -> tuple[int, int]:
             fields = struct.unpack(_RECORDS.structEndArchive64, record)
             count, size = fields[7], fields[8]
     return count, size
+
+
+def opened(data: bytes, max_member_bytes: int) -> Archive:
+    """``Archive(data, max_member_bytes)``, or the one made of the same bytes lately: the same length and the same
+    member list and end record (every member's name, sizes, CRC and offset: the bytes of the central directory and
+    all after it, hashed), so the same members (each read is still checked against its CRC).
+
+    Raises:
+        ArchiveError: as ``Archive`` does.
+    """
+    _, size = _declared(data)
+    tail = memoryview(data)[max(0, len(data) - min(size, MAX_DIRECTORY_BYTES) - 0x10000 - 128):]
+    key = (len(data), max_member_bytes, hashlib.blake2b(tail, digest_size=20).digest())
+    found = _OPENED.get(key)
+    return found if found is not None else _OPENED.put(key, Archive(data, max_member_bytes))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

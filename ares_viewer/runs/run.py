@@ -42,6 +42,7 @@ _T = TypeVar("_T")
 EPISODE_COLUMNS = model.EPISODE_COLUMNS
 SHARED_INDEX_ENV = settings.SHARED_INDEX.name
 _EPISODE_CACHE_SIZE = 16
+_PATH_CACHE_SIZE = 4096  # episode id -> its file, per state of the index
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,6 +185,8 @@ class Run:
         if self._shared:
             index_shared.pull(self._shared, index_update.canonical(self.folder), self._store)
         self._open: BoundedCache[model.Episode] = BoundedCache(maxsize=_EPISODE_CACHE_SIZE)
+        # the file of each episode asked for since the last refresh (a page asks several times per rerun)
+        self._paths: BoundedCache[str] = BoundedCache(maxsize=_PATH_CACHE_SIZE)
         self._lock = threading.RLock()
         self.refresh()
 
@@ -222,6 +225,7 @@ class Run:
             self._warnings: list[tuple[str, str]] | None = None
             self._failures: pd.DataFrame | None = None
             self._count: int | None = None
+            self._paths.clear()
             if result.parsed:
                 self._open.clear()
             self._verdicts = self.table.verdicts
@@ -334,10 +338,13 @@ class Run:
         return isinstance(episode_id, str) and self._path_of(episode_id) is not None
 
     def _path_of(self, episode_id: str) -> str | None:
+        known = self._paths.get(episode_id)
+        if known is not None:
+            return known
         # A repeated id is listed once under its id and once under ``{id}@{path}`` per other file (``index.joins``).
         found = self._ask("scalar", "SELECT path FROM episodes WHERE episode_id = ? ORDER BY path, _seq LIMIT 1",
                           [episode_id])
-        return found[0] if found else None
+        return self._paths.put(episode_id, found[0]) if found else None
 
     @property
     def episode_ids(self) -> list[str]:

@@ -60,6 +60,9 @@ def test_episode_a_follows_the_episode_view(runs, app):
 
 def test_two_runs_side_by_side(runs, app):
     at = app("compare", run="run-a")
+    assert not at.get("plotly_chart")  # the hidden tab is not run
+    at.session_state["compare.tab"] = "Two runs"
+    at.run()
     assert at.selectbox(key="compare.other_run").value == "run-b"
     keys = {c.key for c in at.get("plotly_chart")}
     assert {"compare.dist", "compare.tasks"} <= keys

@@ -98,10 +98,16 @@ def _key_id(path: str, sample: str, epoch: int) -> str:
 def episode_id(doc: Any, path: str, record: int | None = None) -> str | None:
     """``{log file stem}/{sample id}/epoch{n}``; "" for a log member that is no sample; None for a JSON log
     (several episodes: ``parse`` finds the one)."""
-    if isinstance(doc, zipped.Member):
-        key = _sample_key(doc.name)
-        return "" if key is None else _key_id(path, *key)
+    if isinstance(doc, zipped.Member):  # every member's id worked out once per archive (opening one sample asks all)
+        return doc.archive.memo((NAME, "ids", path), lambda: _member_ids(doc.archive, path)).get(doc.name, "")
     return None
+
+
+def _member_ids(archive: zipped.Archive, path: str) -> dict[str, str]:
+    """The episode id of each sample member of the archive, by member name."""
+    stem = locations.Location.of(path).name.rsplit(".", 1)[0]
+    return {name: f"{stem}/{key[0]}/epoch{key[1]}" for name in archive.names()
+            if (key := _sample_key(name)) is not None}
 
 
 def score_value(value: Any) -> float | None:

@@ -279,11 +279,14 @@ def runs_section(run: ares_viewer.Run) -> None:
 
 def show(run: ares_viewer.Run) -> None:
     """The page for ``run``: two episodes, or two runs, side by side."""
-    tab_episodes, tab_runs = st.tabs(["Two episodes", "Two runs"])
+    # Only the open tab runs: the hidden one's charts (and run B's index) cost a second of every visit.
+    tab_episodes, tab_runs = st.tabs(["Two episodes", "Two runs"], key="compare.tab", on_change="rerun")
     with tab_episodes:
-        episodes_section(run)
+        if tab_episodes.open is not False:
+            episodes_section(run)
     with tab_runs:
-        runs_section(run)
+        if tab_runs.open is not False:
+            runs_section(run)
 
 
 run = choosers.current_run()

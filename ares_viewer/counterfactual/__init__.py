@@ -183,8 +183,11 @@ class _Writer:
         self.file.write()
 
     def snapshot_soon(self, index: int) -> None:
-        """Capture the container now as step ``index`` (``snapshots/<episode_id>/step_NNNN/``), in the background."""
+        """Capture the container now as step ``index`` (``snapshots/<episode_id>/step_NNNN/``), in the background;
+        nothing for an episode written without snapshots (``run(..., snapshots=False)``)."""
         self.settle()
+        if not self.file.extra["recording"].get("snapshots"):
+            return
         self._pending = self._pool.submit(self._capture, index)
 
     def _capture(self, index: int) -> dict[str, Any] | None:
@@ -237,6 +240,11 @@ class _Writer:
             error_record=None if failure is None else episode_file.error_record(failure))
         self.file.extra["verifier"] = record.to_json()
         verifier_id = f"{self.file.header['episode_id']}{VERIFIER_SUFFIX}"
+        if not self.file.extra["recording"].get("snapshots"):
+            self.file.write()
+            if failure is not None:
+                raise failure
+            return verdict.reward
         try:
             folder = container.capture_snapshot(self.box.container(), self.box.image, verifier_id, step, self.out,
                                                 self.box.workdir)
@@ -290,7 +298,7 @@ def _request_template(episode: model.Episode) -> dict[str, Any]:
 
 
 def _open_writer(path: pathlib.Path, episode: model.Episode, start: float, box: sandbox.Sandbox,
-                 parent: dict[str, Any], asked: dict[str, Any]) -> _Writer:
+                 parent: dict[str, Any], asked: dict[str, Any], snapshots: bool = True) -> _Writer:
     """The new episode's file at ``path``, ``running``: which episode and step it continues with what edit, and
     how it is recorded (this writer, the container, the model ``asked``)."""
     episode_id = path.stem
@@ -300,7 +308,8 @@ def _open_writer(path: pathlib.Path, episode: model.Episode, start: float, box: 
         "end_status": episode_file.EndStatus.RUNNING,
         "counterfactual": parent,
         "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
-                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}",
+                      "workdir": box.workdir, "container": box.short_id,
+                      **({"snapshots": f"snapshots/{episode_id}"} if snapshots else {}),
                       **({"model": asked} if asked else {})},
     })
 
@@ -333,6 +342,7 @@ def run(
     activations: Any = None,
     progress: Callable[[str], None] | None = None,
     recipe: str | os.PathLike | None = None,
+    snapshots: bool = True,
 ) -> Result:
     """Continue ``episode`` from step ``step`` with edited messages and a model client, in a restored container.
 
@@ -363,6 +373,8 @@ def run(
             saves a recorded episode's (``recorder.activations``), and the capture is emptied.
         progress: called with a line of text at each stage (the restore's, each model call, each command).
         recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
+        snapshots: take the per-step snapshots and the one after the verifier (``False``: the episode file only,
+            no ``recording.snapshots``, as the recorder writes one without; cheaper when only the reward counts).
 
     Raises:
         ValueError: the step has no observation (a finished episode's last step), or ``out_dir`` is the parent's
@@ -392,7 +404,7 @@ def run(
     action_now = [0]  # the action the model is being asked for (the capture's notes name it)
     recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
                                                                                       lambda: action_now[0] or None)
-    writer = _open_writer(out / f"{episode_id}.json", episode, start, box, parent, _client_model(client))
+    writer = _open_writer(out / f"{episode_id}.json", episode, start, box, parent, _client_model(client), snapshots)
     try:
         if recorder is not None:
             recorder.install()

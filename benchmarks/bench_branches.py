@@ -9,7 +9,7 @@ the project's):
 - rollouts per minute at 1, 2 and 4 containers at once (``--branches`` branches each, from step 1);
 - a branch's cost (restore + per-step snapshots + the episode file + the verifier) against a bare
   ``sandbox.restore`` + the same commands run with ``box.run`` + ``sandbox.verify`` of the same step, in this
-  process, one after the other: with per-step snapshots (the default) and without (``search(snapshots=False)``,
+  process, one after the other: with per-step snapshots (the default) and without (``Budget(snapshots=False)``,
   what a search that needs only rewards runs), with where the time goes (restore, commands, snapshots,
   verifier, the rest: the episode file and reading it back) and the ratio to the bare run (target <= 1.3);
 - adaptive (bisect) against exhaustive (every step): rollouts spent until each finds the planted step 2 with
@@ -114,8 +114,8 @@ def _stage_times():
 def _cost(parent, policy, engine, count: int, snapshots: bool) -> tuple[float, dict[str, float]]:
     """The median seconds of ``count`` branches from step 1, one at a time, and the mean seconds per stage."""
     with _stage_times() as spent:
-        found = _search(parent, policy, engine, steps=[1], samples=count, budget=branching.Budget(parallel=1),
-                        snapshots=snapshots)
+        found = _search(parent, policy, engine, steps=[1], samples=count,
+                        budget=branching.Budget(parallel=1, snapshots=snapshots))
     assert len(found.branches) == count and all(b.reward == 1.0 for b in found.branches), found.branches
     total = sum(b.duration_s for b in found.branches)
     stages = {stage: seconds / count for stage, seconds in spent.items()}
@@ -144,7 +144,7 @@ def main() -> int:
         for parallel in (1, 2, 4):
             started = time.perf_counter()
             found = _search(parent, policy, engine, steps=[1], samples=args.branches,
-                            budget=branching.Budget(parallel=parallel), snapshots=False)
+                            budget=branching.Budget(parallel=parallel, snapshots=False))
             took = time.perf_counter() - started
             assert len(found.branches) == args.branches and all(b.reward == 1.0 for b in found.branches)
             print(

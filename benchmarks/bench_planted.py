@@ -129,8 +129,8 @@ def _rate(engine, entry: dict, episode: Any, client_of, count: int) -> list[str]
         os.environ["ARES_VIEWER_CACHE"] = tempfile.mkdtemp(prefix="bench-planted-rate-")
         started = time.perf_counter()
         found = branching.search(episode, client_of(entry["model"]), steps=[step], samples=count,
-                                 budget=branching.Budget(parallel=parallel), max_steps=suite.MAX_STEPS,
-                                 docker_client=engine, session=SESSION, snapshots=False)
+                                 budget=branching.Budget(parallel=parallel, snapshots=False),
+                                 max_steps=suite.MAX_STEPS, docker_client=engine, session=SESSION)
         took = time.perf_counter() - started
         failed = sum(1 for b in found.branches if b.reward is None)
         lines.append(f"{parallel} container(s) at once: {count / took * 60:5.1f} rollouts/min ({took:.1f} s for "

@@ -283,7 +283,9 @@ UNITS = Task(
     files={
         ".gitignore": GITIGNORE,
         "README.md": "# units\n\nDurations for the scheduler's config files.\n",
-        "units/__init__.py": '"""Units."""\n\nfrom units.duration import parse_duration\n\n__all__ = ["parse_duration"]\n',
+        "units/__init__.py": (
+            '"""Units."""\n\nfrom units.duration import parse_duration\n\n__all__ = ["parse_duration"]\n'
+        ),
         "units/duration.py": DURATION_PY,
         "tests/test_duration.py": (
             "from units import parse_duration\n\n\n"

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import logging
@@ -36,7 +38,7 @@ import os
 import pathlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import ares_viewer
@@ -50,7 +52,7 @@ from ares_viewer.recorder.session import VERIFIER_SUFFIX
 from ares_viewer.runs import index_cache
 
 __all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "CounterfactualError", "Edit", "ModelEndpointError",
-           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run"]
+           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run", "without_snapshots"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -184,7 +186,7 @@ class _Writer:
 
     def snapshot_soon(self, index: int) -> None:
         """Capture the container now as step ``index`` (``snapshots/<episode_id>/step_NNNN/``), in the background;
-        nothing for an episode written without snapshots (``run(..., snapshots=False)``)."""
+        nothing for an episode written without snapshots (:func:`without_snapshots`)."""
         self.settle()
         if not self.file.extra["recording"].get("snapshots"):
             return
@@ -297,6 +299,22 @@ def _request_template(episode: model.Episode) -> dict[str, Any]:
     return template
 
 
+_SNAPSHOTS: contextvars.ContextVar[bool] = contextvars.ContextVar("counterfactual_snapshots", default=True)
+
+
+@contextlib.contextmanager
+def without_snapshots() -> Iterator[None]:
+    """Inside it, :func:`run` (in this thread) writes the episode file alone: no per-step snapshots, none after the
+    verifier, no ``recording.snapshots`` (as the recorder writes an episode without them). A branch whose reward is
+    all a search wants costs about a bare restore plus the verifier then (``branching.search(budget=Budget(
+    snapshots=False))``)."""
+    token = _SNAPSHOTS.set(False)
+    try:
+        yield
+    finally:
+        _SNAPSHOTS.reset(token)
+
+
 def _open_writer(path: pathlib.Path, episode: model.Episode, start: float, box: sandbox.Sandbox,
                  parent: dict[str, Any], asked: dict[str, Any], snapshots: bool = True) -> _Writer:
     """The new episode's file at ``path``, ``running``: which episode and step it continues with what edit, and
@@ -342,7 +360,6 @@ def run(
     activations: Any = None,
     progress: Callable[[str], None] | None = None,
     recipe: str | os.PathLike | None = None,
-    snapshots: bool = True,
 ) -> Result:
     """Continue ``episode`` from step ``step`` with edited messages and a model client, in a restored container.
 
@@ -373,8 +390,6 @@ def run(
             saves a recorded episode's (``recorder.activations``), and the capture is emptied.
         progress: called with a line of text at each stage (the restore's, each model call, each command).
         recipe: the verifier's recipe for a run that carries none (``sandbox.task_recipe``'s ``source``).
-        snapshots: take the per-step snapshots and the one after the verifier (``False``: the episode file only,
-            no ``recording.snapshots``, as the recorder writes one without; cheaper when only the reward counts).
 
     Raises:
         ValueError: the step has no observation (a finished episode's last step), or ``out_dir`` is the parent's
@@ -404,7 +419,8 @@ def run(
     action_now = [0]  # the action the model is being asked for (the capture's notes name it)
     recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
                                                                                       lambda: action_now[0] or None)
-    writer = _open_writer(out / f"{episode_id}.json", episode, start, box, parent, _client_model(client), snapshots)
+    writer = _open_writer(out / f"{episode_id}.json", episode, start, box, parent, _client_model(client),
+                          _SNAPSHOTS.get())
     try:
         if recorder is not None:
             recorder.install()

@@ -17,6 +17,7 @@ A branch the step budget truncated (the model did not submit) counts as reward 0
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -71,12 +72,17 @@ class Budget:
             usage, or a total of 0, counts as its size (``completion.counted``: a token per 4 bytes of its request
             and answer), so such an endpoint never disables the budget; the search then says so
             (:attr:`Search.note`).
+        snapshots: keep a snapshot of every branch step (a branch's Files page and Compare show what each action
+            changed); ``False`` writes the branch episodes without them (``counterfactual.without_snapshots``): a
+            branch then costs about a bare restore plus the verifier (``benchmarks/bench_branches.py``), for
+            searches that want only the rewards.
     """
 
     max_rollouts: int | None = None
     parallel: int = 2
     wall_s: float | None = None
     token_budget: int | None = None
+    snapshots: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,7 +372,6 @@ def search(
     recipe: str | os.PathLike | None = None,
     ray_address: str | None = None,
     store: branch_store.Folder | None = None,
-    snapshots: bool = True,
 ) -> Search:
     """Branch from ``episode``'s chosen steps and estimate V(k) there.
 
@@ -390,9 +395,6 @@ def search(
         store: where the branches go instead of the cache folder: a folder or an fsspec URL (``s3://...``; each
             branch is staged in its machine's cache folder and uploaded, ``counterfactual.branch_store``), so Ray
             nodes need no shared file system.
-        snapshots: keep a snapshot of every branch step (the default: a branch's Files page and Compare show what
-            each action changed); ``False`` writes the branch episodes without them, which makes a branch cheaper
-            (``benchmarks/bench_branches.py``) when only the rewards are wanted.
     """
     chosen = parse_steps(steps, episode)
     folder = store_dir(episode, store)
@@ -404,7 +406,7 @@ def search(
         budget,
         max_steps,
         {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe,
-         **({} if snapshots else {"snapshots": False})},
+         **({} if budget.snapshots else {"snapshots": False})},
         progress,
         cancel,
         ray_address,
@@ -614,18 +616,16 @@ def run_branch(
     max_steps: int,
     **restore: Any,
 ) -> Branch:
-    """One branch from ``step`` with the recorded context, its outcome classified (never raises for a failure)."""
+    """One branch from ``step`` with the recorded context, its outcome classified (never raises for a failure).
+    ``snapshots=False`` among ``restore`` writes it without per-step snapshots (``Budget.snapshots``)."""
     start = time.monotonic()
+    quiet = contextlib.nullcontext() if restore.pop("snapshots", True) else counterfactual.without_snapshots()
     try:
-        result = counterfactual.run(
-            episode,
-            step,
-            edit=lambda messages: messages,
-            client=client,
-            out_dir=out_dir,
-            max_steps=max_steps,
-            **restore,
-        )
+        with quiet:
+            result = counterfactual.run(
+                episode, step, edit=lambda messages: messages, client=client, out_dir=out_dir, max_steps=max_steps,
+                **restore,
+            )
     except counterfactual.CounterfactualError as exc:
         cause = exc.__cause__
         if isinstance(cause, sandbox.SandboxError):

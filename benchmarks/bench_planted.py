@@ -133,13 +133,14 @@ def _rate(engine, entry: dict, episode: Any, client_of, count: int) -> list[str]
                                  max_steps=suite.MAX_STEPS, docker_client=engine, session=SESSION)
         took = time.perf_counter() - started
         failed = sum(1 for b in found.branches if b.reward is None)
-        lines.append(f"{parallel} container(s) at once: {count / took * 60:5.1f} rollouts/min ({took:.1f} s for "
-                     f"{count}, {failed} failed; {os.cpu_count()} cores)")
+        ran = min(parallel, os.cpu_count() or 1)  # the search runs at most one container a core
+        lines.append(f"{parallel} container(s) asked ({ran} ran at once on {os.cpu_count()} cores): "
+                     f"{count / took * 60:5.1f} rollouts/min ({took:.1f} s for {count}, {failed} failed)")
     return lines
 
 
 def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[str], pool: Pool, args: Any) -> None:
-    done = results["all"]
+    done = results[ORDER[0]]
     print(f"\nplanted suite {root}: {len(entries)} episodes; measured on {len(done)} "
           f"({sum(1 for e, _, _ in done if e['planted'] is not None)} planted, "
           f"{sum(1 for e, _, _ in done if e['planted'] is None)} with none) in {args.minutes:g} min; real rollouts "
@@ -147,7 +148,9 @@ def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[s
           f"{args.parallel} at once)")
     if left:
         print(f"scaled: the machine's time (--minutes {args.minutes:g}) left out {len(left)}: {', '.join(left)}")
-    exhaustive = sum(s for _, _, s in done) / max(len(done), 1)
+    steps = {e["name"]: e["length"] + 1 for e, _, _ in results[ORDER[0]]}  # steps 0..length branch
+    # What exhaustive spends on the same episodes: --samples at every branchable step (known without running it).
+    exhaustive = sum(args.samples * steps[e["name"]] for e, _, _ in results[ORDER[0]]) / max(len(steps), 1)
     for name in ORDER:
         rows = results[name]
         planted = [(e, d) for e, d, _ in rows if e["planted"] is not None]
@@ -160,13 +163,33 @@ def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[s
               f"rollouts/episode {spent:.1f} (exhaustive {exhaustive:.1f}: {spent / max(exhaustive, 1e-9):.2f}x)")
 
 
+def _run_phase(names: tuple[str, ...], entries: list[dict], root: pathlib.Path, pool: Pool, args: Any,
+               results: dict, minutes: float) -> list[str]:
+    """Run the strategies ``names`` on the episodes in order, none started after ``minutes``; the names left."""
+    deadline = time.monotonic() + minutes * 60
+    left = []
+    for entry in entries:
+        if time.monotonic() > deadline:
+            left.append(entry["name"])
+            continue
+        episode = load_episode(root / entry["file"])
+        said = {}
+        for name in names:
+            found, spent = _search(name, entry, episode, pool, args.samples)
+            results[name].append((entry, found, spent))
+            said[name] = (found.step if found is not None and found.sure else None, spent)
+        print(f"{entry['name']}: planted {entry['planted']}; named (sure), rollouts: {said}", flush=True)
+    return left
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", type=pathlib.Path, help="a recorded suite (with manifest.json)")
     parser.add_argument("--record", type=pathlib.Path, help="record the suite into this folder first")
     parser.add_argument("--samples", type=int, default=4, help="exhaustive's samples a step; the others' cap")
     parser.add_argument("--parallel", type=int, default=2, help="rollouts at once while searching")
-    parser.add_argument("--minutes", type=float, default=20.0, help="start no new episode after this")
+    parser.add_argument("--minutes", type=float, default=20.0, help="adaptive strategies: no new episode after")
+    parser.add_argument("--exhaustive-minutes", type=float, default=20.0, help="then exhaustive, on those episodes")
     parser.add_argument("--pool", type=pathlib.Path, help="keep the rollouts here (JSON) and reuse them")
     parser.add_argument("--rate", type=int, default=4, help="rollouts per container count for the rate")
     parser.add_argument("--seed", type=int, default=1)
@@ -183,25 +206,17 @@ def main() -> int:
     policy = suite.Policy(args.seed)
     random.seed(args.seed)
     results: dict[str, list[tuple[dict, values.Decisive | None, int]]] = {name: [] for name in ORDER}
-    deadline = time.monotonic() + args.minutes * 60
-    left: list[str] = []
     try:
         with chat_server.serve(policy) as server:
             def client_of(model: str) -> counterfactual.Client:
                 return counterfactual.openai_client(server.base_url, model)
 
             pool = Pool(client_of, engine, args.parallel, args.pool, out)
-            for entry in _interleaved(entries):
-                if time.monotonic() > deadline:
-                    left.append(entry["name"])
-                    continue
-                episode = load_episode(root / entry["file"])
-                for name in ORDER:
-                    found, spent = _search(name, entry, episode, pool, args.samples)
-                    results[name].append((entry, found, spent))
-                said = {n: (r[-1][1].step if r[-1][1] and r[-1][1].sure else None, r[-1][2])
-                        for n, r in results.items()}
-                print(f"{entry['name']}: planted {entry['planted']}; named (sure), rollouts: {said}", flush=True)
+            left = _run_phase(ORDER[:-1], _interleaved(entries), root, pool, args, results, args.minutes)
+            done = [e for e, _, _ in results[ORDER[0]]]
+            skipped = _run_phase(ORDER[-1:], done, root, pool, args, results, args.exhaustive_minutes)
+            if skipped:
+                print(f"scaled: exhaustive ran on {len(done) - len(skipped)} of them (--exhaustive-minutes)")
             rate = _rate(engine, entries[0], load_episode(root / entries[0]["file"]), client_of, args.rate)
     finally:
         sandbox.cleanup(engine, session=SESSION)

@@ -18,6 +18,8 @@ keeps the pool across runs (resume).
 Printed per strategy: the planted step named (sure) for the episodes with one, "decisive" claimed (sure) where none
 was planted, rollouts per episode (beside exhaustive's); then rollouts a minute with 1, 2 and 4 containers at once
 (``--rate`` branches each). What the machine's time did not allow (``--minutes``) is said: the episodes left out.
+``--simulate SEEDS`` runs only the rules, on outcomes drawn from each episode's V(k) as the policy makes it (no
+container), labelled as simulated: the strategies' accuracy at the suite's scale when the machine has no time for it.
 """
 
 from __future__ import annotations
@@ -139,6 +141,44 @@ def _rate(engine, entry: dict, episode: Any, client_of, count: int) -> list[str]
     return lines
 
 
+def true_value(entry: dict, step: int) -> float:
+    """V(step) the suite's policy has by construction (its profile, the planted step and its noise), for
+    ``--simulate``: what the rollouts estimate."""
+    profile = entry["model"].split(":")[0]
+    if entry["kind"] == "drop":
+        return 1.0 if step < entry["planted"] else suite.RECOVER
+    if entry["kind"] == "rise":
+        return 0.0 if step < entry["planted"] else 1.0
+    return suite.COIN if profile == "coin" else 1.0 if entry["reward"] == 1.0 else 0.0
+
+
+def simulate(entries: list[dict], seeds: int, samples: int) -> None:
+    """Every strategy on every episode of the suite, ``seeds`` times, with each rollout's outcome drawn from the
+    episode's known V(k) (:func:`true_value`) instead of run: the rules' accuracy at the suite's scale, no
+    containers. Printed apart from the measured figures and said to be simulated."""
+    results: dict[str, list[tuple[dict, values.Decisive | None, int]]] = {name: [] for name in ORDER}
+    for seed in range(seeds):
+        rng = random.Random(seed)
+        for entry in entries:
+            steps = list(range(entry["length"] + 1))
+            truncated = entry["actions"] == entry["length"] and entry["kind"] == "none" and "coin" in entry["model"]
+            terminal = None if truncated else values.terminal(entry["length"] + 1, entry["reward"])
+            for name in ORDER:
+                rewards: dict[int, list[float | None]] = {}
+                if name == strategies.EXHAUSTIVE:
+                    rewards = {k: [float(rng.random() < true_value(entry, k)) for _ in range(samples)] for k in steps}
+                else:
+                    while wanted := strategies.next_batch(name, strategies.Plan(rewards, steps, terminal, samples, 2)):
+                        for k in wanted:
+                            rewards.setdefault(k, []).append(float(rng.random() < true_value(entry, k)))
+                curve = sorted(strategies.Plan(rewards, steps, terminal).curve().values(), key=lambda e: e.step)
+                found = strategies.verdict(name, curve, rewards)
+                results[name].append((entry, found, sum(map(len, rewards.values()))))
+    print(f"\nSIMULATED (outcomes drawn from each episode's known V(k), not run): {len(entries)} episodes x {seeds} "
+          f"seeds, at most {samples} samples a step")
+    _table(results, samples)
+
+
 def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[str], pool: Pool, args: Any) -> None:
     done = results[ORDER[0]]
     print(f"\nplanted suite {root}: {len(entries)} episodes; measured on {len(done)} "
@@ -148,9 +188,14 @@ def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[s
           f"{args.parallel} at once)")
     if left:
         print(f"scaled: the machine's time (--minutes {args.minutes:g}) left out {len(left)}: {', '.join(left)}")
+    _table(results, args.samples)
+
+
+def _table(results: dict, samples: int) -> None:
     steps = {e["name"]: e["length"] + 1 for e, _, _ in results[ORDER[0]]}  # steps 0..length branch
-    # What exhaustive spends on the same episodes: --samples at every branchable step (known without running it).
-    exhaustive = sum(args.samples * steps[e["name"]] for e, _, _ in results[ORDER[0]]) / max(len(steps), 1)
+    # What exhaustive spends on the same episodes: ``samples`` at every branchable step (known without running it).
+    rows0 = results[ORDER[0]]
+    exhaustive = sum(samples * steps[e["name"]] for e, _, _ in rows0) / max(len(rows0), 1)
     for name in ORDER:
         rows = results[name]
         planted = [(e, d) for e, d, _ in rows if e["planted"] is not None]
@@ -193,6 +238,8 @@ def main() -> int:
     parser.add_argument("--pool", type=pathlib.Path, help="keep the rollouts here (JSON) and reuse them")
     parser.add_argument("--rate", type=int, default=4, help="rollouts per container count for the rate")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--simulate", type=int, default=0, metavar="SEEDS",
+                        help="only the rules, on outcomes drawn from each episode's known V(k), SEEDS times")
     args = parser.parse_args()
     if args.record is not None:
         _record(args.record)
@@ -200,6 +247,9 @@ def main() -> int:
     if root is None:
         parser.error("--suite or --record is needed")
     entries = json.loads((root / suite.MANIFEST).read_text())["episodes"]
+    if args.simulate:
+        simulate(entries, args.simulate, args.samples)
+        return 0
     engine = docker.from_env()
     out = pathlib.Path(tempfile.mkdtemp(prefix="bench-planted-"))
     os.environ["ARES_VIEWER_CACHE"] = str(out / "cache")

@@ -257,7 +257,88 @@ PAGER = Task(
     },
 )
 
-TASKS = {task.name: task for task in (TEXTKIT, STATSKIT, PAGER)}
+DURATION_PY = '''"""Parse human durations for the scheduler's config."""
+
+import re
+
+_PART = re.compile(r"(\\d+)([hms])")
+_SECONDS = {"h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text):
+    """Seconds in a duration like ``1h30m`` or ``45s``."""
+    match = _PART.match(text.strip())
+    if not match:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(match.group(1)) * _SECONDS[match.group(2)]
+'''
+
+UNITS = Task(
+    name="units__parse-duration",
+    statement=(
+        '`parse_duration("1h30m")` returns 3600 instead of 5400: only the first part is read. Every part should '
+        'count, spaces between parts are allowed (`"2m 5s"` is 125), and anything that is not a duration '
+        '(`"ten"`, `"5x"`, `""`) must raise `ValueError`.'
+    ),
+    files={
+        ".gitignore": GITIGNORE,
+        "README.md": "# units\n\nDurations for the scheduler's config files.\n",
+        "units/__init__.py": (
+            '"""Units."""\n\nfrom units.duration import parse_duration\n\n__all__ = ["parse_duration"]\n'
+        ),
+        "units/duration.py": DURATION_PY,
+        "tests/test_duration.py": (
+            "from units import parse_duration\n\n\n"
+            "def test_hours_and_minutes():\n    assert parse_duration(\"1h30m\") == 5400\n"
+        ),
+    },
+    hidden_tests={
+        "tests/test_duration_hidden.py": (
+            "import pytest\nfrom units import parse_duration\n\n\n"
+            "def test_parts():\n    assert parse_duration(\"1h30m\") == 5400 and parse_duration(\"45s\") == 45\n\n\n"
+            "def test_spaces():\n    assert parse_duration(\"2m 5s\") == 125\n\n\n"
+            "@pytest.mark.parametrize(\"text\", [\"ten\", \"5x\", \"\"])\n"
+            "def test_not_a_duration(text):\n    with pytest.raises(ValueError):\n        parse_duration(text)\n"
+        ),
+    },
+)
+
+ROWS_PY = '''"""Read the exports the accounting team sends."""
+
+
+def split_row(line):
+    """The fields of one CSV line."""
+    return line.rstrip("\\n").split(",")
+'''
+
+CSVTOOL = Task(
+    name="csvtool__quoted-fields",
+    statement=(
+        "`split_row('a,\"b,c\",d')` returns four fields instead of `['a', 'b,c', 'd']`: commas inside quoted fields "
+        "split them. Quoted fields follow RFC 4180: a doubled quote inside quotes is a literal quote."
+    ),
+    files={
+        ".gitignore": GITIGNORE,
+        "README.md": "# csvtool\n\nReaders for the accounting exports.\n",
+        "csvtool/__init__.py": '"""CSV helpers."""\n\nfrom csvtool.rows import split_row\n\n__all__ = ["split_row"]\n',
+        "csvtool/rows.py": ROWS_PY,
+        "tests/test_rows.py": (
+            "from csvtool import split_row\n\n\n"
+            "def test_quoted_comma():\n    assert split_row(\'a,\"b,c\",d\') == [\"a\", \"b,c\", \"d\"]\n"
+        ),
+    },
+    hidden_tests={
+        "tests/test_rows_hidden.py": (
+            "from csvtool import split_row\n\n\n"
+            "def test_quoted_comma():\n    assert split_row(\'a,\"b,c\",d\') == [\"a\", \"b,c\", \"d\"]\n\n\n"
+            "def test_plain_and_empty():\n    assert split_row(\"x,,y\\n\") == [\"x\", \"\", \"y\"]\n\n\n"
+            "def test_doubled_quote():\n"
+            "    assert split_row(\'say,\"he said \"\"hi\"\"\",end\') == [\"say\", \'he said \"hi\"\', \"end\"]\n"
+        ),
+    },
+)
+
+TASKS = {task.name: task for task in (TEXTKIT, STATSKIT, PAGER, UNITS, CSVTOOL)}
 
 
 # ----- plans -----------------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "--export-stepwise", metavar="PATH", help="also write TRL stepwise-supervision rows (.jsonl/.parquet)"
     )
     command.add_argument("--threshold", type=float, default=0.5, help="a stepwise label is V(k) >= this (0.5)")
-    command.add_argument("--steps", default="all", help="all, every:N, bisect (adaptive) or a list like 3,7,9")
+    command.add_argument("--steps", default="all",
+                         help="all, every:N, a list like 3,7,9, or a strategy: bisect, adaptive or spectrum")
     command.add_argument("--samples", type=int, default=4, help="counted branches per step (a rerun adds to them)")
     command.add_argument("--endpoint", help="an OpenAI-compatible endpoint (default: the configured one)")
     command.add_argument("--model", help="the model field of its requests (with --endpoint)")

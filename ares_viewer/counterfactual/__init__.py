@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import dataclasses
 import inspect
 import logging
@@ -36,7 +38,7 @@ import os
 import pathlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import ares_viewer
@@ -50,7 +52,8 @@ from ares_viewer.recorder.session import VERIFIER_SUFFIX
 from ares_viewer.runs import index_cache
 
 __all__ = ["DEFAULT_MAX_STEPS", "FORMAT_ERROR", "Client", "CounterfactualError", "Edit", "ModelEndpointError",
-           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run", "search_run"]
+           "Result", "ares_client", "new_out_dir", "openai_client", "out_root", "run", "search_run",
+           "without_snapshots"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -183,8 +186,11 @@ class _Writer:
         self.file.write()
 
     def snapshot_soon(self, index: int) -> None:
-        """Capture the container now as step ``index`` (``snapshots/<episode_id>/step_NNNN/``), in the background."""
+        """Capture the container now as step ``index`` (``snapshots/<episode_id>/step_NNNN/``), in the background;
+        nothing for an episode written without snapshots (:func:`without_snapshots`)."""
         self.settle()
+        if not self.file.extra["recording"].get("snapshots"):
+            return
         self._pending = self._pool.submit(self._capture, index)
 
     def _capture(self, index: int) -> dict[str, Any] | None:
@@ -237,6 +243,11 @@ class _Writer:
             error_record=None if failure is None else episode_file.error_record(failure))
         self.file.extra["verifier"] = record.to_json()
         verifier_id = f"{self.file.header['episode_id']}{VERIFIER_SUFFIX}"
+        if not self.file.extra["recording"].get("snapshots"):
+            self.file.write()
+            if failure is not None:
+                raise failure
+            return verdict.reward
         try:
             folder = container.capture_snapshot(self.box.container(), self.box.image, verifier_id, step, self.out,
                                                 self.box.workdir)
@@ -289,8 +300,24 @@ def _request_template(episode: model.Episode) -> dict[str, Any]:
     return template
 
 
+_SNAPSHOTS: contextvars.ContextVar[bool] = contextvars.ContextVar("counterfactual_snapshots", default=True)
+
+
+@contextlib.contextmanager
+def without_snapshots() -> Iterator[None]:
+    """Inside it, :func:`run` (in this thread) writes the episode file alone: no per-step snapshots, none after the
+    verifier, no ``recording.snapshots`` (as the recorder writes an episode without them). A branch whose reward is
+    all a search wants costs about a bare restore plus the verifier then (``branching.search(budget=Budget(
+    snapshots=False))``)."""
+    token = _SNAPSHOTS.set(False)
+    try:
+        yield
+    finally:
+        _SNAPSHOTS.reset(token)
+
+
 def _open_writer(path: pathlib.Path, episode: model.Episode, start: float, box: sandbox.Sandbox,
-                 parent: dict[str, Any], asked: dict[str, Any]) -> _Writer:
+                 parent: dict[str, Any], asked: dict[str, Any], snapshots: bool = True) -> _Writer:
     """The new episode's file at ``path``, ``running``: which episode and step it continues with what edit, and
     how it is recorded (this writer, the container, the model ``asked``)."""
     episode_id = path.stem
@@ -300,7 +327,8 @@ def _open_writer(path: pathlib.Path, episode: model.Episode, start: float, box: 
         "end_status": episode_file.EndStatus.RUNNING,
         "counterfactual": parent,
         "recording": {"writer": f"ares-viewer {ares_viewer.__version__}", "image": box.image,
-                      "workdir": box.workdir, "container": box.short_id, "snapshots": f"snapshots/{episode_id}",
+                      "workdir": box.workdir, "container": box.short_id,
+                      **({"snapshots": f"snapshots/{episode_id}"} if snapshots else {}),
                       **({"model": asked} if asked else {})},
     })
 
@@ -377,7 +405,8 @@ def run(
     box = sandbox.restore(episode, step, client=docker_client, session=session, limits=limits, progress=progress)
     start = time.time()
     going = _Continuation(episode, box, client, plan.template, start, progress or (lambda line: None),
-                          _open_writer(plan.path, episode, start, box, plan.parent, _client_model(client)))
+                          _open_writer(plan.path, episode, start, box, plan.parent, _client_model(client),
+                                       _SNAPSHOTS.get()))
     recorder = None if activations is None else recorder_activations.CaptureRecorder(activations,
                                                                                       lambda: going.action or None)
     try:

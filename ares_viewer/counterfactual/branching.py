@@ -17,6 +17,7 @@ A branch the step budget truncated (the model did not submit) counts as reward 0
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -33,7 +34,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model, sandbox
 from ares_viewer.base import locations
-from ares_viewer.counterfactual import branch_ray, branch_store, completion, values
+from ares_viewer.counterfactual import branch_ray, branch_store, completion, strategies, values
 from ares_viewer.runs import index_cache
 from ares_viewer.runs.run import load_episode
 from ares_viewer.snapshots import per_step
@@ -55,7 +56,7 @@ __all__ = [
 _LOGGER = logging.getLogger(__name__)
 LOG_NAME = branch_store.LOG_NAME
 BUNDLED_DIRNAME = ".branches"
-BISECT = "bisect"
+BISECT = strategies.BISECT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,12 +72,17 @@ class Budget:
             usage, or a total of 0, counts as its size (``completion.counted``: a token per 4 bytes of its request
             and answer), so such an endpoint never disables the budget; the search then says so
             (:attr:`Search.note`).
+        snapshots: keep a snapshot of every branch step (a branch's Files page and Compare show what each action
+            changed); ``False`` writes the branch episodes without them (``counterfactual.without_snapshots``): a
+            branch then costs about a bare restore plus the verifier (``benchmarks/bench_branches.py``), for
+            searches that want only the rewards.
     """
 
     max_rollouts: int | None = None
     parallel: int = 2
     wall_s: float | None = None
     token_budget: int | None = None
+    snapshots: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +198,9 @@ class Search:
         failures: this call's branches that gave no reward (each with its failure and error).
         supplied_folder: the run's ``.branches/<episode_id>/`` when branches came with it (:attr:`Branch.supplied`).
         problems: what could not be read (a log or a line of one, with the reason); those were left out.
+        strategy: the rule that named ``decisive`` (``strategies``): ``all`` (the largest change between
+            neighbouring steps; what :func:`load` uses), or the adaptive strategy the search ran (``spectrum``
+            pools the branches on either side of a step).
     """
 
     folder: branch_store.Folder
@@ -206,6 +215,7 @@ class Search:
     failures: tuple[Branch, ...] = ()
     supplied_folder: pathlib.Path | None = None
     problems: tuple[str, ...] = ()
+    strategy: str = strategies.EXHAUSTIVE
 
     def of_step(self, step: int) -> list[Branch]:
         return [b for b in self.branches if b.step == step]
@@ -309,7 +319,8 @@ def branchable_steps(episode: model.Episode) -> list[int]:
 
 
 def parse_steps(spec: str | Sequence[int], episode: model.Episode) -> list[int] | str:
-    """``all``, ``every:N``, ``bisect`` or a list (``3,7,9``) as the steps to branch from (or ``"bisect"``).
+    """``all`` (or ``exhaustive``), ``every:N`` or a list (``3,7,9``) as the steps to branch from; an adaptive
+    strategy's name (``bisect``, ``adaptive``, ``spectrum``: ``strategies``) as itself.
 
     Raises:
         ValueError: an unknown spec, or a step the episode cannot branch from (its last step on a normal finish).
@@ -317,9 +328,9 @@ def parse_steps(spec: str | Sequence[int], episode: model.Episode) -> list[int] 
     possible = branchable_steps(episode)
     if isinstance(spec, str):
         text = spec.strip().lower()
-        if text == BISECT:
-            return BISECT
-        if text == "all":
+        if text in strategies.ADAPTIVE_NAMES:
+            return text
+        if text in (strategies.EXHAUSTIVE, "exhaustive"):
             return possible
         if text.startswith("every:"):
             try:
@@ -332,7 +343,9 @@ def parse_steps(spec: str | Sequence[int], episode: model.Episode) -> list[int] 
         try:
             spec = [int(part) for part in text.split(",") if part.strip()]
         except ValueError:
-            raise ValueError(f"steps {spec!r}: expected all, every:N, bisect or a list like 3,7,9") from None
+            raise ValueError(
+                f"steps {spec!r}: expected all, every:N, bisect, adaptive, spectrum or a list like 3,7,9"
+            ) from None
     wrong = [s for s in spec if s not in possible]
     if wrong:
         raise ValueError(
@@ -365,10 +378,12 @@ def search(
     Args:
         episode: the parent (with snapshots, and a verifier recipe for rewards: ``sandbox.task_recipe``).
         client: the model (any ``counterfactual`` client; its answers should be sampled, e.g. temperature > 0).
-        steps: ``all``, ``every:N``, a list of steps, or ``bisect`` (the adaptive search, ``values.next_probe``).
+        steps: ``all``, ``every:N``, a list of steps, or an adaptive strategy's name: ``bisect`` (the bisection on
+            V, ``values.next_probe``), ``adaptive`` (a coarse pass, then samples where the largest change is unsure)
+            or ``spectrum`` (FAMAS-like suspiciousness of each action over the branches); see ``strategies``.
         samples: the counted branches wanted per chosen step (stored ones included: a rerun tops up, and a rerun
-            with a larger number adds samples). For ``bisect``, the most per probed step.
-        batch: the samples a bisection adds to a step at a time.
+            with a larger number adds samples). For an adaptive strategy, the most per step.
+        batch: the samples an adaptive strategy adds to a step at a time.
         budget: rollouts, concurrent containers and wall time this call may spend.
         max_steps: the actions a branch may take before it is truncated.
         docker_client, session, limits: passed to ``sandbox.restore`` through ``counterfactual.run``.
@@ -390,29 +405,18 @@ def search(
         folder,
         budget,
         max_steps,
-        {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe},
+        {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe,
+         **({} if budget.snapshots else {"snapshots": False})},
         progress,
         cancel,
         ray_address,
     )
-    if isinstance(chosen, str):  # BISECT, the one word parse_steps gives
-        possible = branchable_steps(episode)
-        while runner.stopped is None:
-            curve = {e.step: e for e in _summary(episode, folder, runner.branches).curve}
-            wanted, done = values.next_probe(curve, possible)
-            wanted = [
-                s
-                for s in wanted
-                if _counted(runner.branches, s) < samples  # a failing step is tried
-                and sum(1 for b in runner.branches if b.step == s) < 2 * samples
-            ]  # a bounded number of times
-            if done or not wanted:
-                break
-            runner.run([s for s in wanted for _ in range(batch)], planned=None)
+    if isinstance(chosen, str):  # an adaptive strategy's name, the one word parse_steps gives
+        _adapt(chosen, episode, runner, samples, batch)
     else:
         jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
         runner.run(jobs, planned=len(jobs))
-    summary = _summary(episode, folder, runner.branches)
+    summary = _summary(episode, folder, runner.branches, strategy=chosen if isinstance(chosen, str) else None)
     tokens = None if runner.tokens_unknown else runner.tokens
     note = None
     if tokens is None:
@@ -424,6 +428,28 @@ def search(
     return dataclasses.replace(
         summary, new=runner.started, stopped=runner.stopped or "done", tokens=tokens, note=note, failures=failures
     )
+
+
+def _adapt(strategy: str, episode: model.Episode, runner: _Runner, samples: int, batch: int) -> None:
+    """Run an adaptive strategy's batches (``strategies.next_batch``) until it is done or the budget stops it."""
+    possible = branchable_steps(episode)
+    terminal = _terminal(episode, possible)
+    while runner.stopped is None:
+        rewards: dict[int, list[float | None]] = {}
+        for b in runner.branches:
+            rewards.setdefault(b.step, []).append(b.reward)
+        wanted = strategies.next_batch(strategy, strategies.Plan(rewards, possible, terminal, samples, batch))
+        if not wanted:
+            break
+        runner.run(wanted, planned=None)
+
+
+def _terminal(episode: model.Episode, possible: Sequence[int]) -> values.Estimate | None:
+    """The recorded terminal step's value: the episode's reward when its last step cannot be branched from."""
+    last = episode.steps[-1].index if episode.steps else None
+    if last is not None and last not in possible and episode.total_reward is not None:
+        return values.terminal(last, episode.total_reward)
+    return None
 
 
 def say_failures(failed: Sequence[Branch]) -> str:
@@ -490,18 +516,20 @@ def _branch_file(folder: branch_store.Folder, path: str, root: pathlib.Path | No
     return file
 
 
-def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch]) -> Search:
+def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch],
+             strategy: str | None = None) -> Search:
     by_step: dict[int, list[float | None]] = {}
     for b in branches:
         by_step.setdefault(b.step, []).append(b.reward)
     curve = [values.estimate(step, rewards) for step, rewards in sorted(by_step.items())]
-    possible = branchable_steps(episode)
-    last = episode.steps[-1].index if episode.steps else None
-    if last is not None and last not in possible and episode.total_reward is not None:
-        curve.append(values.terminal(last, episode.total_reward))
+    terminal = _terminal(episode, branchable_steps(episode))
+    if terminal is not None:
+        curve.append(terminal)
     spent = [b.tokens for b in branches if not b.supplied]  # what this installation spent
     total = None if None in spent else sum(t for t in spent if t is not None)
-    return Search(folder, tuple(curve), values.decisive(curve), tuple(branches), total_tokens=total)
+    found = strategies.verdict(strategy or strategies.EXHAUSTIVE, curve, by_step)
+    return Search(folder, tuple(curve), found, tuple(branches), total_tokens=total,
+                  strategy=strategy or strategies.EXHAUSTIVE)
 
 
 class _Runner:
@@ -588,18 +616,16 @@ def run_branch(
     max_steps: int,
     **restore: Any,
 ) -> Branch:
-    """One branch from ``step`` with the recorded context, its outcome classified (never raises for a failure)."""
+    """One branch from ``step`` with the recorded context, its outcome classified (never raises for a failure).
+    ``snapshots=False`` among ``restore`` writes it without per-step snapshots (``Budget.snapshots``)."""
     start = time.monotonic()
+    quiet = contextlib.nullcontext() if restore.pop("snapshots", True) else counterfactual.without_snapshots()
     try:
-        result = counterfactual.run(
-            episode,
-            step,
-            edit=lambda messages: messages,
-            client=client,
-            out_dir=out_dir,
-            max_steps=max_steps,
-            **restore,
-        )
+        with quiet:
+            result = counterfactual.run(
+                episode, step, edit=lambda messages: messages, client=client, out_dir=out_dir, max_steps=max_steps,
+                **restore,
+            )
     except counterfactual.CounterfactualError as exc:
         cause = exc.__cause__
         if isinstance(cause, sandbox.SandboxError):

@@ -27,8 +27,7 @@ def norms(capture: activations.Capture, step: int) -> None:
                     key="activations.summary")
 
 
-def predictions(capture: activations.Capture, step: int, position: int | None = None,
-                key: str = "activations.predictions") -> None:
+def predictions(capture: activations.Capture, step: int, position: int | None = None) -> None:
     """The top tokens and the chosen token's logprob from ``unembed.hook_out`` at a position (the final one)."""
     try:
         found = logits.predictions(capture, step, position)
@@ -50,9 +49,10 @@ def predictions(capture: activations.Capture, step: int, position: int | None = 
                     f"rank {found.chosen_rank}{recorded}.")
     else:
         st.caption("The capture records no next token after this position: the chosen token is unknown.")
-    st.dataframe(found.top, hide_index=True, key=key,
-                 column_config={"prob": st.column_config.NumberColumn(format="%.4f"),
-                                "logprob": st.column_config.NumberColumn(format="%.4f")})
+    top = found.top.assign(token=[repr(t) if t is not None else "" for t in found.top["token"]],
+                           logprob=[f"{v:.4f}" for v in found.top["logprob"]],
+                           prob=[f"{v:.4f}" for v in found.top["prob"]])
+    st.table(top[["rank", "token", "token_id", "logprob", "prob"]].set_index("rank"))
 
 
 def _pick_query(capture: activations.Capture, step: int, places: attention.Positions) -> int:
@@ -96,7 +96,7 @@ def attention_grid(capture: activations.Capture, step: int) -> None:
     window = attention.Grid(grid.weights[rows], shown, grid.query, grid.positions)
     st.plotly_chart(figures.attention_grid(window, f"Step {step}: layers × heads at position {grid.query}"),
                     key="activations.grid")
-    predictions(capture, step, query, key="activations.query_predictions")
+    predictions(capture, step, query)
 
 
 def segments(linked: activations.Linked) -> None:

@@ -58,18 +58,8 @@ def test_a_large_hook_no_longer_sets_the_colour_of_every_other():
     assert fig.data[0].z[1][0] == 1.0
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 def _patterns(rng, layers: int, heads: int, queries: int, keys: int) -> dict[str, np.ndarray]:
-    out = {}
-    for layer in range(layers):
-        scores = rng.normal(size=(1, heads, queries, keys))
-        mask = np.tril(np.ones((queries, keys), dtype=bool), keys - queries)
-        out[f"blocks.{layer}.attn.hook_pattern"] = _softmax(np.where(mask, scores, -np.inf)).astype(np.float32)
-    return out
+    return numpy_pt.softmax_patterns(rng, layers, heads, queries, keys)
 
 
 def test_every_head_is_shown_at_a_named_query_token(tmp_path):
@@ -106,31 +96,13 @@ def test_response_positions_are_named_as_such_when_their_tokens_were_not_recorde
     assert [grid.positions.role(p) for p in (3, 4)] == ["prompt", "response"]
 
 
-def _chunks(text: str, size: int = 12) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
 @pytest.fixture
 def segmented(tmp_path):
     """A 3-action episode and a KV-cached capture whose prompts are the step's context in a chat template, cut from
     the left at step 3 (the task and half of the first response gone); each call generated 2 tokens so far."""
-    path = synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=3, seed=4, output_chars=200))
-    episode = load_episode(path)
-    rng = np.random.default_rng(2)
-    steps, metas = [], []
-    for step in (1, 2, 3):
-        pieces: list[str] = []
-        for message in episode.context(step):
-            pieces += [f"<|{message.role}|>", *_chunks(message.content or ""), "<|end|>"]
-        pieces.append("<|assistant|>")
-        if step == 3:
-            first_response = episode.context(step)[1].content or ""
-            drop = len(_chunks(episode.context(step)[0].content or "")) + 3 + len(_chunks(first_response)) // 2
-            pieces = pieces[drop:]
-        sequence = [*pieces, "ls", " -la", "<|end|>"]
-        metas.append({"tokens": sequence, "token_ids": list(range(len(sequence))), "prompt_length": len(pieces)})
-        steps.append(_patterns(rng, layers=2, heads=2, queries=1, keys=len(sequence) - 1))
-    folder = numpy_pt.capture(tmp_path / "activations" / episode.episode_id, steps, metas)
+    episode = load_episode(synthetic.write_episode(tmp_path, synthetic.episode_dict(actions=3, seed=4,
+                                                                                    output_chars=200)))
+    folder = numpy_pt.chat_capture(tmp_path / "activations" / episode.episode_id, episode)
     return activations.link(episode, activations.Capture(folder, reader="numpy"))
 
 

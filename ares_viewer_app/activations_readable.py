@@ -10,7 +10,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import activations
 from ares_viewer.activations import attention, figures, hooks, logits, similarity, views
-from ares_viewer_app import activations_panel, loaders, state, widgets
+from ares_viewer_app import activations_panel, escape, loaders, state, widgets
 
 SCALES = {"hook": "each hook on its own scale", "log": "log scale", "raw": "one linear scale"}
 MAX_GRID_LAYERS = 8  # layers drawn at once in the attention grid (each a row of small charts)
@@ -38,13 +38,13 @@ def predictions(capture: activations.Capture, step: int, position: int | None = 
         return
     where = attention.positions(capture, step).name(found.position) if found.position is not None else \
         "the last position recorded"
-    st.markdown(f"**Predictions from the logits at {where}**")
+    st.markdown(f"**Predictions from the logits at {escape.line(where)}**")
     source = f"decoded with {found.decoder}" if found.decoder else "token ids (no tokenizer loads offline)"
     st.caption(f"`{logits.HOOK}` → log_softmax, before any temperature or sampling; {source}.")
     if found.chosen_id is not None:
         recorded = (f"; the recorder saved {found.recorded_logprob:.4f}" if found.recorded_logprob is not None
                     else "")
-        token = repr(found.chosen_token) if found.chosen_token is not None else f"id {found.chosen_id}"
+        token = escape.line(repr(found.chosen_token)) if found.chosen_token is not None else "(no text)"
         st.markdown(f"Chosen next token {token} (id {found.chosen_id}): logprob **{found.chosen_logprob:.4f}**, "
                     f"rank {found.chosen_rank}{recorded}.")
     else:
@@ -82,7 +82,7 @@ def attention_grid(capture: activations.Capture, step: int) -> None:
     places = attention.positions(capture, step)
     query = _pick_query(capture, step, places)
     grid = attention.grid(capture, step, query)
-    st.markdown(f"**Attention of {grid.query_name()}**, every head")
+    st.markdown(f"**Attention of {escape.line(grid.query_name())}**, every head")
     boundary = grid.boundary()
     marks = (f"the dashed line is the prompt/response boundary (response from position {boundary})"
              if boundary is not None else "every key is prompt" if places.prompt_length is not None else

@@ -110,10 +110,12 @@ def _key_labels(grid: attention.Grid) -> list[str]:
 
 def attention_grid(grid: attention.Grid, title: str) -> go.Figure:
     """Every head's attention from one query token (``attention.grid``): one small chart per layer (rows) and head
-    (columns) over the key positions, the prompt/response boundary a dashed line, the query a dotted one."""
+    (columns) over the key positions on one weight axis (up to the grid's largest weight), the prompt/response
+    boundary a dashed line, the query a dotted one."""
     layers, heads, keys = grid.weights.shape
+    height = 160 * layers + 120
     fig = subplots.make_subplots(rows=layers, cols=heads, shared_xaxes=True, shared_yaxes=True,
-                                 horizontal_spacing=0.01, vertical_spacing=0.04 if layers > 1 else 0.0,
+                                 horizontal_spacing=0.01, vertical_spacing=min(0.3, 50 / height) if layers > 1 else 0.0,
                                  subplot_titles=[f"L{layer} H{h}" for layer in grid.layers for h in range(heads)])
     labels = _key_labels(grid)
     x = np.arange(keys)
@@ -127,8 +129,9 @@ def attention_grid(grid: attention.Grid, title: str) -> go.Figure:
     if boundary is not None:
         fig.add_vline(x=boundary - 0.5, line={"dash": "dash", "color": "#cf222e", "width": 1}, row="all", col="all")
     fig.add_vline(x=grid.query, line={"dash": "dot", "color": "#6e7781", "width": 1}, row="all", col="all")
-    fig.update_yaxes(range=[0, 1])
-    fig.update_layout(title=title, bargap=0, height=140 * layers + 120, **_LAYOUT)
+    peak = float(np.nanmax(grid.weights)) if grid.weights.size else 1.0
+    fig.update_yaxes(range=[0, min(1.0, peak * 1.05) if peak > 0 else 1.0])  # one scale for every head
+    fig.update_layout(title=title, bargap=0, height=height, **_LAYOUT)
     fig.update_layout(margin={"l": 40, "r": 10, "t": 90, "b": 30})
     return fig
 

@@ -50,8 +50,10 @@ def linked(interp_run) -> activations.Linked:
 def _open(page, url: str, tab: str, wait_idle, **params) -> None:
     query = {"run": "interp-run", "episode": EPISODE, "step": str(STEP), **params}
     page.goto(f"{url}/activations?{urllib.parse.urlencode(query)}")
-    expect(page.get_by_text("Model `random-tiny`", exact=False)).to_be_visible()
+    expect(page.get_by_text("model call(s)", exact=False)).to_be_visible()
+    wait_idle(page)
     page.get_by_role("tab", name=tab, exact=True).click()
+    expect(page.get_by_role("tab", name=tab, exact=True)).to_have_attribute("aria-selected", "true")
     wait_idle(page)
 
 

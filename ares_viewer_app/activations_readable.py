@@ -99,6 +99,18 @@ def attention_grid(capture: activations.Capture, step: int) -> None:
     predictions(capture, step, query)
 
 
+@st.cache_data(max_entries=16, ttl=600, show_spinner=False)
+def segment_frame(where: str, episode_id: str, folder: str, query: str, layer: int | None
+                  ) -> tuple[pd.DataFrame, dict[int, str], dict[str, str]]:
+    """``attention.by_segment`` of an episode's capture (every step's patterns are read: kept for a few views);
+    its frame, notes and errors. ``folder`` (the capture's) keys the cache with the episode."""
+    linked = activations_panel.linked_capture(where, episode_id)
+    if linked is None or linked.capture.folder != folder:
+        return pd.DataFrame(), {}, {}
+    frame = attention.by_segment(linked, query, None if layer is None else [layer])
+    return frame, dict(frame.attrs["notes"]), dict(frame.attrs["errors"])
+
+
 def segments(linked: activations.Linked) -> None:
     """Steps x segments: the attention mass the query put on each message of the context, every step."""
     cols = st.columns(2)
@@ -111,9 +123,11 @@ def segments(linked: activations.Linked) -> None:
                      for n, info in linked.capture.hooks(step - 1).items() if views.is_pattern(n, info.shape)})
     layer = cols[1].selectbox("Layers", [None, *layers], key="activations.seg_layer",
                               format_func=lambda v: "all (mean of every head)" if v is None else f"layer {v}")
-    frame = attention.by_segment(linked, query, None if layer is None else [layer])
-    activations_errors(frame)
-    for step, why in frame.attrs["notes"].items():
+    frame, notes, errors = segment_frame(loaders.location(state.get("run") or ""), linked.episode.episode_id,
+                                         linked.capture.folder, query, layer)
+    for reason in errors.values():
+        st.error(f"Left out: {reason}", icon=":material/broken_image:")
+    for step, why in notes.items():
         st.caption(f"Step {step}: no segments ({why}).")
     if frame.empty:
         return

@@ -92,6 +92,7 @@ def norms(frame: pd.DataFrame, title: str, scale: str = "hook") -> go.Figure:
     fig = go.Figure(go.Heatmap(
         z=colour.to_numpy(dtype=float), x=[str(c) for c in frame.columns], y=[str(i) for i in frame.index],
         customdata=raw, text=text, texttemplate="%{text}" if raw.size <= 600 else None, colorscale="Viridis",
+        zmin=0.0 if scale == "hook" else None, zmax=1.0 if scale == "hook" else None,
         hoverongaps=False, colorbar={"title": {"text": _SCALE_TITLES[scale]}},
         hovertemplate="layer %{y}<br>hook %{x}<br>norm %{customdata:.4g}<extra></extra>"))
     fig.update_layout(title=title, xaxis_title="hook (forward order)", yaxis_title="layer",

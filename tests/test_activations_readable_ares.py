@@ -32,7 +32,7 @@ def test_the_forward_order_is_the_order_transformer_lens_ran_the_hooks(interp_ru
     assert fired[-1] == "unembed.hook_out"
     summary = views.step_summary(capture, 1)
     assert list(summary.columns) == hooks.suffix_order(summary.columns)
-    assert summary.columns[-1] == "unembed.hook_out" and summary.columns[0] == "hook_embed"
+    assert summary.columns[-1] == "unembed.hook_out" and summary.columns[0] == "hook_pos_embed" == fired[0]
 
 
 @pytest.mark.parametrize("episode_id", ["kv-episode", "full-episode"])

@@ -137,8 +137,8 @@ def segments(linked: activations.Linked) -> None:
     st.plotly_chart(figures.segments(frame, "Attention by message segment, step × segment"),
                     key="activations.segments")
     table = attention.by_kind(frame)
-    st.dataframe(table.reset_index(), hide_index=True, key="activations.by_kind",
-                 column_config={c: st.column_config.NumberColumn(format="%.3f") for c in table.columns})
+    st.caption("By kind, each the sum of its messages' mass; — where the step's context has none, or none was seen.")
+    st.table(table.map(lambda v: "—" if pd.isna(v) else f"{v:.3f}"))
 
 
 def activations_errors(frame: pd.DataFrame) -> None:

@@ -251,6 +251,50 @@ def torch():
     return torch
 
 
+@pytest.fixture(scope="session")
+def interp_python() -> str:
+    """The Python of the interp venv (ARES, TransformerLens, torch), built by .ci/interp-venv.sh when missing."""
+    import subprocess
+
+    try:
+        built = subprocess.run(["bash", str(REPO / ".ci" / "interp-venv.sh")], capture_output=True, text=True,
+                               timeout=2400, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _missing(f"cannot build the interp venv ({type(exc).__name__}: {exc})")
+    if built.returncode != 0:
+        _missing(f"no interp venv: .ci/interp-venv.sh failed: {built.stderr.strip()[-400:]}")
+    return built.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def interp_run(interp_python, docker_client, tmp_path_factory) -> types.SimpleNamespace:
+    """A run recorded through real ARES with its activations (``testdata/ares_capture.py``: a random-weight
+    HookedTransformer behind ARES's client, 3 steps): ``kv-episode`` (ARES's default KV cache) and
+    ``full-episode`` (every position), and ``left-episode`` (its tokenizer cuts a long prompt's start), once per
+    session. ``root`` holds the run folder ``interp-run``; ``results``
+    maps each episode id to the script's JSON line."""
+    import json
+    import subprocess
+    import uuid
+
+    docker_client.images.get(BASE_IMAGE)
+    root = tmp_path_factory.mktemp("interp-runs")
+    prefix = f"avrun{uuid.uuid4().hex[:8]}"
+    try:
+        done = subprocess.run(
+            [interp_python, str(REPO / "testdata" / "ares_capture.py"), "--out", str(root / "interp-run"), "--steps",
+             "3", "--prefix", prefix, "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache",
+             "--episode", "left-episode:left"],
+            capture_output=True, text=True, timeout=900, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
+            leftover.remove(force=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = {r["episode_id"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
+                                                            if line.startswith("{")))}
+    return types.SimpleNamespace(root=root, run=root / "interp-run", results=results)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Let go of the runs the app's caches hold (tests that run pages with AppTest), so their DuckDB connections
     close before the interpreter ends (else DuckDB's bindings list each one as leaked at exit, over the report)."""

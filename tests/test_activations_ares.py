@@ -25,7 +25,6 @@ import ares_viewer
 from ares_viewer import activations, review
 from ares_viewer.activations import clipping, figures, prompt, tokens, views
 from ares_viewer.runs.run import load_episode
-from tests.conftest import _missing
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "testdata" / "ares_capture.py"
@@ -33,44 +32,18 @@ SCRIPT = REPO / "testdata" / "ares_capture.py"
 pytestmark = [pytest.mark.interp, pytest.mark.docker]
 
 
-@pytest.fixture(scope="module")
-def interp_python() -> str:
-    try:
-        built = subprocess.run(["bash", str(REPO / ".ci" / "interp-venv.sh")], capture_output=True, text=True,
-                               timeout=2400, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _missing(f"cannot build the interp venv ({type(exc).__name__}: {exc})")
-    if built.returncode != 0:
-        _missing(f"no interp venv: .ci/interp-venv.sh failed: {built.stderr.strip()[-400:]}")
-    return built.stdout.strip().splitlines()[-1]
-
-
-
-PREFIX = f"avinterp{uuid.uuid4().hex[:8]}"  # ARES names its containers ares.<prefix>.…
 STEPS = 3
 N_CTX, MAX_NEW_TOKENS = 512, 6  # testdata/ares_capture.build_client: prompts are cut to N_CTX - MAX_NEW_TOKENS
 
 
 @pytest.fixture(scope="module")
-def recorded(interp_python, docker_client, tmp_path_factory):
+def recorded(interp_run):
     """One recorded run of three real ARES episodes, one capture and one client: KV cache on (ARES's default: the
     last forward pass per call) and off (full sequences), and one whose tokenizer cuts a long prompt's start
-    (``left-episode``). The run folder and each episode's driver output."""
-    docker_client.images.get("ares-viewer/sample-base:1")
-    out = tmp_path_factory.mktemp("interp-run")
-    try:
-        done = subprocess.run(
-            [interp_python, str(SCRIPT), "--out", str(out), "--steps", str(STEPS), "--prefix", PREFIX,
-             "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache", "--episode", "left-episode:left"],
-            capture_output=True, text=True, timeout=900, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
-    finally:
-        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{PREFIX}."}):
-            leftover.remove(force=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = {r["episode_id"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
-                                                            if line.startswith("{")))}
-    assert sorted(results) == ["full-episode", "kv-episode", "left-episode"]
-    return out, results
+    (``left-episode``). The run folder and each episode's driver output (``interp_run``, shared with the browser
+    tests)."""
+    assert sorted(interp_run.results) == ["full-episode", "kv-episode", "left-episode"]
+    return interp_run.run, interp_run.results
 
 
 def _linked(recorded, episode_id: str) -> activations.Linked:

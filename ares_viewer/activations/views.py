@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ares_viewer.activations import capture as capture_mod
-from ares_viewer.activations import prompt
+from ares_viewer.activations import hooks, prompt
 from ares_viewer.analysis import align
 
 if TYPE_CHECKING:
@@ -89,15 +89,21 @@ def entropy(weights: np.ndarray) -> np.ndarray:
 
 
 def step_summary(capture: capture_mod.Capture, step: int) -> pd.DataFrame:
-    """Layers x hooks at trajectory step ``step``: each hook's norm (rows ``embed``, ``0``..``n-1``, ``final``)."""
+    """Layers x hooks at trajectory step ``step``: each hook's norm (rows ``embed``, ``0``..``n-1``, ``final``;
+    columns in forward order, ``hooks.suffix_order``)."""
     i = _capture_step(capture, step)
     # One hook at a time: only the array being measured is held, however many hooks the file has.
     cells = {split_hook(name): norm(array) for name, array in capture.file(i).each(list(capture.hooks(i)))}
     frame = pd.Series(cells, dtype=float).unstack() if cells else pd.DataFrame()
     if not frame.empty:
-        frame = frame.loc[sorted(frame.index, key=_layer_order)]
+        frame = frame.loc[sorted(frame.index, key=_layer_order), hooks.suffix_order(cells_order(cells))]
         frame.index.name, frame.columns.name = "layer", "hook"
     return frame
+
+
+def cells_order(cells: dict[tuple[str, str], float]) -> list[str]:
+    """The hook names (without ``blocks.N.``) of ``(layer, hook)`` cells, in the order first met."""
+    return list(dict.fromkeys(hook for _, hook in cells))
 
 
 def attention_entropy(capture: capture_mod.Capture, step: int, query: int = -1) -> pd.DataFrame:

@@ -14,10 +14,11 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import activations, model
 from ares_viewer.activations import capture as capture_mod
-from ares_viewer.activations import figures, prompt, step_file, tokens, views
+from ares_viewer.activations import figures, hooks, prompt, step_file, tokens, views
 from ares_viewer_app.data import loaders
 from ares_viewer_app.panels import activations_panel, choosers
 from ares_viewer_app.routing import state
+from ares_viewer_app.views.activations import activations_readable
 
 
 def open_capture(run: ares_viewer.Run, episode: model.Episode) -> activations.Linked | None:
@@ -40,8 +41,8 @@ def pick_step(linked: activations.Linked) -> int:
 
 
 def step_tab(capture: activations.Capture, step: int) -> None:
-    st.plotly_chart(figures.heatmap(views.step_summary(capture, step), f"Step {step}: norm of each hook by layer"),
-                    key="activations.summary")
+    activations_readable.norms(capture, step)
+    activations_readable.predictions(capture, step)
     entropy = views.attention_entropy(capture, step)
     if entropy.empty:
         st.caption("This step recorded no attention patterns.")
@@ -62,8 +63,8 @@ def readable_hooks(capture: activations.Capture, step: int) -> dict[str, step_fi
 
 
 def across_tab(capture: activations.Capture, step: int) -> None:
-    suffixes = sorted({views.split_hook(name)[1] for name in readable_hooks(capture, step)
-                       if views.split_hook(name)[0] not in ("embed", "final")})
+    suffixes = hooks.suffix_order(views.split_hook(name)[1] for name in readable_hooks(capture, step)
+                                  if views.split_hook(name)[0] not in ("embed", "final"))
     if not suffixes:
         st.caption("This capture records no per-layer hooks.")
         return
@@ -73,48 +74,6 @@ def across_tab(capture: activations.Capture, step: int) -> None:
     file_errors(frame)
     st.plotly_chart(figures.heatmap(frame, f"{hook}: norm at the last position, step x layer"),
                     key="activations.across")
-
-
-def attention_tab(capture: activations.Capture, step: int) -> None:
-    patterns = {int(views.split_hook(n)[0]): info for n, info in capture.hooks(step - 1).items()
-                if views.is_pattern(n, info.shape)}
-    if not patterns:
-        st.caption("This step recorded no attention patterns.")
-        return
-    cols = st.columns(2)
-    layer = cols[0].selectbox("Layer", sorted(patterns), key="activations.layer")
-    head = cols[1].selectbox("Head", range(patterns[layer].shape[1]), key="activations.head")
-    frame = views.head_attention(capture, step, layer, head)
-    if frame["token"].isna().all():
-        st.caption("This call's `step_metadata` in metadata.json records no tokens (neither ids nor text): "
-                   "positions are shown by number.")
-    st.plotly_chart(figures.head_attention(frame, f"Layer {layer}, head {head}: attention of the last position"),
-                    key="activations.attention")
-
-
-def compare_tab(run: ares_viewer.Run, linked: activations.Linked) -> None:
-    st.caption("Compare with another episode: its steps are paired by Compare's alignment of their commands.")
-    other = choosers.episode_choice(run, "Compare with", "activations.other", st.session_state.get("activations.other"),
-                                   partners_of=linked.episode.episode_id, exclude=linked.episode.episode_id,
-                                   on_change=lambda: None)
-    if other is None:
-        return
-    try:
-        theirs = activations_panel.linked_capture(loaders.location(state.get("run") or ""), other)
-    except activations.Error as exc:
-        st.error(f"The other episode's activations cannot be read: {exc}")
-        return
-    if theirs is None:
-        st.info("That episode has no activations saved beside it.")
-        return
-    hook = st.session_state.get("activations.hook") or views.RESIDUAL
-    frame = views.compare_aligned(linked, theirs, hook)
-    file_errors(frame)
-    if frame.empty:
-        st.info(f"No aligned pair of steps recorded {hook} in both episodes.")
-        return
-    st.plotly_chart(figures.compare_cosines(frame, f"{hook}: cosine of the aligned steps' last-position vectors"),
-                    key="activations.compare")
 
 
 def file_errors(frame) -> None:
@@ -189,11 +148,13 @@ def show(run: ares_viewer.Run, episode: model.Episode) -> None:
     step = pick_step(linked)
     response = episode.step(step).command or episode.step(step).response
     st.caption(f"Action {step}: `{(response or '')[:160]}`")
-    summary, across, attention, compare = st.tabs(["This step", "Across steps", "Attention", "Compare"])
+    summary, across, attention, segments, compare = st.tabs(["This step", "Across steps", "Attention",
+                                                             "Segments", "Compare"])
     guarded(summary, step_tab, linked.capture, step)
     guarded(across, across_tab, linked.capture, step)
-    guarded(attention, attention_tab, linked.capture, step)
-    guarded(compare, compare_tab, run, linked)
+    guarded(attention, activations_readable.attention_grid, linked.capture, step)
+    guarded(segments, activations_readable.segments, linked)
+    guarded(compare, activations_readable.compare, run, linked, step)
     prompt_section(linked, step)
     tokens_section(episode, step, linked.capture)
 

@@ -208,3 +208,19 @@ def test_the_step_view_says_the_prompt_was_clipped_when_the_capture_shows_it(cli
     other = app("episode", run="interp-run", episode=runs["b"], step="2")
     assert not other.exception and "the prompt was clipped" not in page_text.of(other)
     assert "message(s) in all" in page_text.of(other)
+
+
+def test_without_a_tokenizer_or_a_recorded_window_clipping_stays_unknown(clipped_run, app):
+    """With the tokenizer gone the prompt's text is unknown, and this capture records no context window: the
+    Activations page claims neither "clipped" nor "not clipped" (``clipping.of_step`` cannot tell from these ids,
+    which grow from call to call and never reach a recorded limit), and says why."""
+    import shutil
+
+    runs, _, tokenizer = clipped_run
+    shutil.rmtree(tokenizer)
+    at = app("activations", run="interp-run", episode=runs["a"], step="3")
+    assert not at.exception
+    shown = page_text.of(at)
+    assert "no text: the ids are shown" in shown
+    assert "Whether the client clipped this prompt is unknown: the capture records no context window" in shown
+    assert "The prompt was clipped" not in shown and "Not clipped" not in shown

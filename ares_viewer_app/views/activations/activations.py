@@ -14,7 +14,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import activations, model
 from ares_viewer.activations import capture as capture_mod
-from ares_viewer.activations import figures, hooks, prompt, step_file, tokens, views
+from ares_viewer.activations import clipping, figures, hooks, prompt, step_file, tokens, views
 from ares_viewer_app.data import loaders
 from ares_viewer_app.panels import activations_panel, choosers
 from ares_viewer_app.routing import state
@@ -114,14 +114,18 @@ def prompt_section(linked: activations.Linked, step: int) -> None:
             "no text: the ids are shown (no tokenizer folder loads offline; save one as `tokenizer/` beside "
             "metadata.json, or name it in metadata.json's `tokenizer`)")
     st.caption(f"Tokens from `{found.key}` of `{capture_mod.METADATA}`; {text}.")
-    if found.clipped:
+    # Which end was cut is read from the ids too (consecutive prompts), not only from the text: ``clipping.of_step``,
+    # the rule the Episode page, the export and ``ares-viewer show`` use.
+    clip = clipping.of_step(linked, step, found)
+    if clip.clipped:
+        which = f"its {clip.end} was cut" if clip.end else "which end was cut is unknown"
         st.warning(f"The prompt was clipped: the model saw only {found.kept()} of its context of "
-                   f"{len(context)} message(s): {found.evidence}.",
+                   f"{len(context)} message(s); {which}: {clip.evidence}.",
                    icon=":material/content_cut:")
-    elif found.clipped is False:
-        st.caption(f"Not clipped: {found.evidence}.")
+    elif clip.clipped is False:
+        st.caption(f"Not clipped: {clip.evidence}.")
     else:
-        st.caption(f"Whether the client clipped this prompt is unknown: {found.evidence}.")
+        st.caption(f"Whether the client clipped this prompt is unknown: {clip.evidence}.")
     st.caption(found.boundaries())
     frame = found.frame()
     roles = [m.role for m in context]

@@ -136,7 +136,7 @@ def _episodes(adapter: base.Adapter, record: decoding.Record, path: str) -> list
     return [dataclasses.replace(e, warnings=(*record.warnings, *e.warnings)) for e in episodes]
 
 
-def _sidecar(doc: Any, path: str, summaries: bool, wanted: str | None) -> FileResult | None:
+def _sidecar(doc: object, path: str, summaries: bool, wanted: str | None) -> FileResult | None:
     """A one-record file that holds no episode but what the run's episodes are joined with: a verdicts file, or
     a harbor trial's ``result.json``; None for anything else."""
     if verdicts.sniff(doc):

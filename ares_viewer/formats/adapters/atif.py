@@ -22,7 +22,7 @@ import json
 import pathlib
 import posixpath
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 from ares_viewer import model
 from ares_viewer.base import agent_text, jsondecode, locations
@@ -33,14 +33,93 @@ NAME = "atif"
 _TRAJECTORY = "trajectory.json"
 
 
-def sniff(doc: Any) -> bool:
+# The records of an ATIF trajectory (harbor RFC 0001): the keys this module reads, each value ``object`` because
+# the file is untrusted (a value is used once an ``isinstance`` check or a reader of ``chat`` has said what it
+# is). TypedDicts cost nothing at run time: the decoded dicts are read as they are.
+class ToolCallRecord(TypedDict, total=False):
+    """One of a step's ``tool_calls``."""
+
+    tool_call_id: object
+    function_name: object
+    arguments: object  # a JSON string, or the arguments decoded
+
+
+class ObservationResult(TypedDict, total=False):
+    """One of an observation's ``results``."""
+
+    source_call_id: object
+    content: object  # text, or content parts
+    subagent_trajectory_ref: object  # a list of ``{trajectory_id?, trajectory_path?}``
+
+
+class Observation(TypedDict, total=False):
+    """A step's ``observation``."""
+
+    results: object  # a list of ``ObservationResult``
+
+
+class Metrics(TypedDict, total=False):
+    """A step's ``metrics``."""
+
+    prompt_tokens: object
+    completion_tokens: object
+    cached_tokens: object
+    cost_usd: object
+    logprobs: object
+    completion_token_ids: object
+
+
+class FinalMetrics(TypedDict, total=False):
+    """The trajectory's ``final_metrics``, written when its producer finished."""
+
+    total_cost_usd: object
+    total_prompt_tokens: object
+    total_completion_tokens: object
+
+
+class StepRecord(TypedDict, total=False):
+    """One of ``steps``."""
+
+    step_id: object
+    timestamp: object  # ISO 8601
+    source: object  # "system", "user" or "agent"
+    message: object
+    reasoning_content: object
+    tool_calls: object  # a list of ``ToolCallRecord``
+    observation: object  # an ``Observation``
+    metrics: object  # a ``Metrics``
+    model_name: object
+    reasoning_effort: object
+    llm_call_count: object
+    is_copied_context: object
+    extra: object
+
+
+class Trajectory(TypedDict, total=False):
+    """The whole file, or a sub-agent's trajectory embedded in it (``subagent_trajectories``)."""
+
+    schema_version: object
+    session_id: object
+    trajectory_id: object
+    agent: object  # ``{name, version, model_name?}``
+    steps: object  # a list of ``StepRecord``
+    notes: object
+    final_metrics: object  # a ``FinalMetrics``
+    extra: object
+    subagent_trajectories: object  # a list of ``Trajectory``
+    continued_trajectory_ref: object
+
+
+def sniff(doc: object) -> TypeGuard[Trajectory]:
     """True for an ATIF trajectory: an ``ATIF-…`` schema version, an agent and a list of steps."""
     return (isinstance(doc, Mapping) and str(doc.get("schema_version", "")).startswith("ATIF")
             and "steps" in doc and "agent" in doc)
 
 
-def _steps(doc: Any) -> list[Any]:
-    return chat.list_field(doc, "steps", per="per trajectory", items="steps")
+def _steps(doc: object) -> tuple[Trajectory, list[object]]:
+    """The trajectory and its steps; FormatError when it is not a JSON object with a list of ``steps``."""
+    steps = chat.list_field(doc, "steps", per="per trajectory", items="steps")
+    return cast(Trajectory, doc), steps
 
 
 def trial_folder(path: str) -> str | None:
@@ -57,14 +136,14 @@ def trial_id(folder: str) -> str:
     return f"{pure.parent.name}/{pure.name}" if pure.parent.name else pure.name
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str | None:
+def episode_id(doc: object, path: str, record: int | None = None) -> str | None:
     """A harbor trial's ``{job}/{trial}``; else the ``session_id`` (or ``trajectory_id``), else the file's name;
     None for a trajectory with sub-agents embedded (the record holds several episodes: ``parse`` names them)."""
     identifier = _own_id(doc, path, record)
     return None if isinstance(doc, Mapping) and doc.get("subagent_trajectories") else identifier
 
 
-def timestamp(value: Any) -> float | None:
+def timestamp(value: object) -> float | None:
     """Unix seconds of an ISO 8601 time (``Z`` or an offset; naive times are UTC), None when unreadable."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
@@ -79,11 +158,12 @@ def timestamp(value: Any) -> float | None:
     return moment.timestamp()
 
 
-def _calls(raw: Any) -> tuple[model.ToolCall, ...]:
+def _calls(raw: object) -> tuple[model.ToolCall, ...]:
     calls = []
-    for call in raw if isinstance(raw, list) else ():
-        if not isinstance(call, Mapping):
+    for item in raw if isinstance(raw, list) else ():
+        if not isinstance(item, Mapping):
             continue
+        call = cast(ToolCallRecord, item)
         arguments = call.get("arguments", {})
         arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
         call_id = call.get("tool_call_id")
@@ -92,12 +172,13 @@ def _calls(raw: Any) -> tuple[model.ToolCall, ...]:
     return tuple(calls)
 
 
-def _results(step: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+def _results(step: StepRecord) -> list[tuple[str | None, str]]:
     observation = step.get("observation")
-    results = observation.get("results") if isinstance(observation, Mapping) else None
+    results = cast(Observation, observation).get("results") if isinstance(observation, Mapping) else None
     found = []
-    for result in results if isinstance(results, list) else ():
-        if isinstance(result, Mapping):
+    for item in results if isinstance(results, list) else ():
+        if isinstance(item, Mapping):
+            result = cast(ObservationResult, item)
             source = result.get("source_call_id")
             found.append((None if source is None else str(source), chat.text(result.get("content"))))
     return found
@@ -131,32 +212,33 @@ def _said(body: str) -> tuple[chat.CommandResult, str | None]:
     return chat.CommandResult(returncode, output, elided, body, False), failure
 
 
-def _task(doc: Mapping[str, Any], steps: list[Any], fallback: str) -> str:
+def _task(doc: Trajectory, steps: list[object], fallback: str) -> str:
     extra = jsondecode.object_at(doc, "extra")
     for key in ("task_name", "task_id", "instance_id", "task"):
         if isinstance(extra.get(key), str) and extra[key]:
             return extra[key]
-    for step in steps:
-        if isinstance(step, Mapping) and step.get("source") == "user" and not step.get("is_copied_context"):
+    for item in steps:
+        step = cast(StepRecord, item)
+        if isinstance(item, Mapping) and step.get("source") == "user" and not step.get("is_copied_context"):
             line = chat.text(step.get("message")).strip().split("\n", 1)[0]
             if line:
                 return line[:80]
     return fallback
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+def summarize(doc: object, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The trajectory's index rows (``parse``'s summaries: ATIF files hold no cumulative contexts to skip); a
     trajectory continued in another file names it in the column ``continued_in`` (``runs.index.joins`` joins
     the two rows as ``continued`` joins the two episodes)."""
     rows = [EpisodeRow(**{**episode.summary(), "warnings": list(episode.warnings)})
             for episode in parse(doc, path, record)]
-    following = continuation_path(path, doc.get("continued_trajectory_ref"))
+    following = continuation_path(path, _steps(doc)[0].get("continued_trajectory_ref"))
     if following is not None:
         rows[0] = model.with_columns(rows[0], {"continued_in": following})
     return rows
 
 
-def continuation_path(path: str, ref: Any) -> str | None:
+def continuation_path(path: str, ref: object) -> str | None:
     """Where the trajectory at ``path`` continues (``continued_trajectory_ref``, relative to its folder unless
     absolute), or None."""
     if not isinstance(ref, str) or not ref.strip():
@@ -225,7 +307,7 @@ def with_continuations(episode: model.Episode, read: Callable[[str], bytes], lim
 
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
     """The trajectory as an ``Episode``: a FIRST record for the messages before the first agent step, then one
     step per agent step; then each embedded sub-agent trajectory (``subagent_trajectories``) as an episode of
     its own, ``{id}/{trajectory_id}``, linked both ways (``metadata["subagent_episodes"]`` and
@@ -235,11 +317,12 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         FormatError: when the document cannot be a trajectory (e.g. ``steps`` is not a list).
     """
     identifier = _own_id(doc, path, record)
-    subagents = [s for s in chat.list_field(doc, "subagent_trajectories", per="per trajectory",
-                                            items="trajectories") if isinstance(s, Mapping)] \
-        if doc.get("subagent_trajectories") is not None else []
+    trajectory, _ = _steps(doc)
+    subagents = [cast(Trajectory, s) for s in chat.list_field(trajectory, "subagent_trajectories",
+                                                              per="per trajectory", items="trajectories")
+                 if isinstance(s, Mapping)] if trajectory.get("subagent_trajectories") is not None else []
     ids = {str(s.get("trajectory_id")): f"{identifier}/{s.get('trajectory_id')}" for s in subagents}
-    episode = _episode(doc, path, identifier, ids)
+    episode = _episode(trajectory, path, identifier, ids)
     if ids:
         episode = dataclasses.replace(episode, metadata={**episode.metadata, "subagent_episodes": list(ids.values())})
     episodes = [episode]
@@ -249,24 +332,26 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     return episodes
 
 
-def _own_id(doc: Any, path: str, record: int | None) -> str:
-    _steps(doc)
+def _own_id(doc: object, path: str, record: int | None) -> str:
+    trajectory, _ = _steps(doc)
     trial = trial_folder(path)
     if trial is not None:
         base = trial_id(trial)
     else:
-        base = next((str(doc[k]) for k in ("session_id", "trajectory_id") if isinstance(doc.get(k), str | int)
-                     and str(doc[k])), None) or locations.Location.of(path).name.split(".")[0]
+        named = (trajectory.get("session_id"), trajectory.get("trajectory_id"))
+        base = next((str(v) for v in named if isinstance(v, str | int) and str(v)), None) \
+            or locations.Location.of(path).name.split(".")[0]
     return base if record is None else f"{base}#{record}"
 
 
-def _subagents(step: Mapping[str, Any], ids: Mapping[str, str]) -> list[str]:
+def _subagents(step: StepRecord, ids: Mapping[str, str]) -> list[str]:
     """The episodes of the sub-agents a step's results refer to (``subagent_trajectory_ref``: an embedded one by
     ``trajectory_id``, an external file by ``trajectory_path``)."""
-    observation = jsondecode.object_at(step, "observation")
+    results = cast(Observation, jsondecode.object_at(step, "observation")).get("results")
     found = []
-    for result in observation.get("results") or () if isinstance(observation.get("results"), list) else ():
-        refs = result.get("subagent_trajectory_ref") if isinstance(result, Mapping) else None
+    for result in results or () if isinstance(results, list) else ():
+        refs = cast(ObservationResult, result).get("subagent_trajectory_ref") if isinstance(result, Mapping) \
+            else None
         for ref in refs if isinstance(refs, list) else ():
             if isinstance(ref, Mapping):
                 key = str(ref.get("trajectory_id"))
@@ -296,14 +381,14 @@ class _Reading:
                                             added=tuple(range(self.previous_len, len(self.pool))), rewritten=False))
 
 
-def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[str, str]) -> model.Episode:
+def _episode(doc: Trajectory, path: str, identifier: str, ids: Mapping[str, str]) -> model.Episode:
     """One trajectory (the file's, or a sub-agent's embedded in it) as an ``Episode``.
 
     A step marked ``is_copied_context`` (copied from an earlier trajectory, e.g. after a summary) is context
     only: its messages are in the context, it is no action and no model call of this episode. An agent step
     with ``llm_call_count: 0`` (a dispatch no model made) is an action but no model call: it answers no context.
     """
-    raw_steps = _steps(doc)
+    _, raw_steps = _steps(doc)
     reading = _Reading(ids)
     agents = [s for s in raw_steps if isinstance(s, Mapping) and s.get("source") == "agent"
               and not s.get("is_copied_context")]
@@ -324,12 +409,13 @@ def _episode(doc: Mapping[str, Any], path: str, identifier: str, ids: Mapping[st
     )
 
 
-def _read_step(reading: _Reading, step: Any, where: str, last: Any) -> None:
+def _read_step(reading: _Reading, raw: object, where: str, last: object) -> None:
     """Add one raw step to ``reading``: a system or user step to the context, an agent step as an action
     (``last`` is the trajectory's last agent step)."""
-    if not isinstance(step, Mapping):
-        reading.warnings.append(f"{where} is a {type(step).__name__}, not a step; skipped")
+    if not isinstance(raw, Mapping):
+        reading.warnings.append(f"{where} is a {type(raw).__name__}, not a step; skipped")
         return
+    step = cast(StepRecord, raw)
     source = step.get("source")
     text = chat.text(step.get("message"))
     moment = timestamp(step.get("timestamp"))
@@ -355,7 +441,7 @@ def _read_step(reading: _Reading, step: Any, where: str, last: Any) -> None:
                     else model.StepKind.MID)
 
 
-def _agent_step(reading: _Reading, step: Mapping[str, Any], where: str, text: str, moment: float | None,
+def _agent_step(reading: _Reading, step: StepRecord, where: str, text: str, moment: float | None,
                 kind: model.StepKind) -> None:
     """An agent step as the episode's next action; a model call (unless ``llm_call_count: 0``) answering what
     the context gained since the last call. Its answer and results then join the context."""
@@ -369,7 +455,7 @@ def _agent_step(reading: _Reading, step: Mapping[str, Any], where: str, text: st
     # Each result is read alone: the step's own is the first one's; the others are in ``extra.results``.
     read = [(source_call, *_said(content)) for source_call, content in results]
     said, failure = (read[0][1], read[0][2]) if read else (None, None)
-    metrics = jsondecode.object_at(step, "metrics")
+    metrics = cast(Metrics, jsondecode.object_at(step, "metrics"))
     dt = moment - reading.previous_time if moment is not None and reading.previous_time is not None else None
     reading.previous_time = moment if moment is not None else reading.previous_time
     reading.steps.append(model.Step(
@@ -392,7 +478,7 @@ def _agent_step(reading: _Reading, step: Mapping[str, Any], where: str, text: st
     reading.pool.extend(_result_messages(results))
 
 
-def _step_extra(step: Mapping[str, Any], metrics: Mapping[str, Any], calls: tuple[model.ToolCall, ...],
+def _step_extra(step: StepRecord, metrics: Metrics, calls: tuple[model.ToolCall, ...],
                 read: list[tuple[str | None, chat.CommandResult, str | None]],
                 ids: Mapping[str, str]) -> dict[str, Any]:
     """An agent step's ``extra``: every result when there are several, ``model_call: False`` for a dispatch no
@@ -408,15 +494,15 @@ def _step_extra(step: Mapping[str, Any], metrics: Mapping[str, Any], calls: tupl
     if subagents := _subagents(step, ids):
         extra["subagents"] = subagents
     for key in ("model_name", "reasoning_effort", "llm_call_count", "extra"):
-        if step.get(key) is not None:
-            extra[key] = step[key]
+        if (value := step.get(key)) is not None:
+            extra[key] = value
     for key in ("logprobs", "completion_token_ids"):
-        if isinstance(metrics.get(key), list):
-            extra[key] = metrics[key]
+        if isinstance(value := metrics.get(key), list):
+            extra[key] = value
     return extra
 
 
-def _metadata(doc: Mapping[str, Any], copied: int, warnings: list[str]) -> dict[str, Any]:
+def _metadata(doc: Trajectory, copied: int, warnings: list[str]) -> dict[str, Any]:
     """The trajectory's own fields (all but its steps and sub-agents), its agent's model, how many steps are
     copied context, and the producer's totals when it wrote ``final_metrics``."""
     agent = jsondecode.object_at(doc, "agent")
@@ -426,8 +512,9 @@ def _metadata(doc: Mapping[str, Any], copied: int, warnings: list[str]) -> dict[
         metadata["model"] = agent["model_name"]
     if copied:
         metadata["copied_context_steps"] = copied
-    if isinstance(doc.get("final_metrics"), Mapping):  # they count calls no step keeps (``Episode.recorded_total``)
-        final = doc["final_metrics"]
+    # The producer's totals count calls no step keeps (``Episode.recorded_total``).
+    if isinstance(found := doc.get("final_metrics"), Mapping):
+        final = cast(FinalMetrics, found)
         metadata["totals"] = {"cost": chat.number(final.get("total_cost_usd"), "total_cost_usd", warnings),
                               "prompt_tokens": chat.count(final.get("total_prompt_tokens")),
                               "generated_tokens": chat.count(final.get("total_completion_tokens"))}

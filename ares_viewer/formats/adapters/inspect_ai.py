@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict, cast
 
 import orjson
 
@@ -49,7 +49,175 @@ _FAILURES = {"timeout": failures.TIMED_OUT, "parsing": "parsing error"}
 _VALUES = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0, "yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 
 
-def sniff(doc: Any) -> bool:
+# The records of an Inspect log: the keys this module reads, each value ``object`` because the file is untrusted
+# (a value is used once an ``isinstance`` check or a reader of ``chat`` has said what it is). TypedDicts cost
+# nothing at run time: the decoded dicts are read as they are (a sample's attachments resolved, as before).
+class EvalSpec(TypedDict, total=False):
+    """A log's ``eval``."""
+
+    task: object
+    task_id: object
+    run_id: object
+    eval_id: object
+    model: object
+
+
+class EvalMetric(TypedDict, total=False):
+    """One of an ``EvalScore``'s ``metrics``."""
+
+    value: object
+
+
+class EvalScore(TypedDict, total=False):
+    """One of ``results.scores``: a scorer's metrics over the samples."""
+
+    name: object
+    metrics: object  # name -> ``EvalMetric``
+    scored_samples: object
+
+
+class EvalResults(TypedDict, total=False):
+    """A log's ``results`` (absent while running or when cancelled)."""
+
+    scores: object  # a list of ``EvalScore``
+    total_samples: object
+
+
+class EvalLog(TypedDict, total=False):
+    """A ``.json`` log (the whole ``EvalLog``), or a ``.eval`` log's ``header.json``."""
+
+    version: object
+    status: object
+    eval: object  # an ``EvalSpec``
+    samples: object  # a list of ``Sample``
+    results: object  # an ``EvalResults``
+
+
+class ContentPart(TypedDict, total=False):
+    """One part of a message's content: ``text``, ``reasoning`` (perhaps redacted) or another type."""
+
+    type: object
+    text: object
+    reasoning: object
+    summary: object
+    redacted: object
+
+
+class ToolCallRecord(TypedDict, total=False):
+    """One of a message's ``tool_calls``."""
+
+    id: object
+    function: object  # the tool's name
+    arguments: object
+
+
+class ErrorRecord(TypedDict, total=False):
+    """A ``ToolCallError`` (``type``, ``message``) or a sample's ``EvalError`` (``message``, ``traceback``)."""
+
+    type: object
+    message: object
+    traceback: object
+
+
+class ChatMessage(TypedDict, total=False):
+    """An Inspect ``ChatMessage``."""
+
+    role: object
+    content: object  # text, or a list of ``ContentPart``
+    error: object  # an ``ErrorRecord``
+    tool_calls: object  # a list of ``ToolCallRecord``
+    tool_call_id: object
+    function: object
+
+
+class Usage(TypedDict, total=False):
+    """A model output's ``usage``."""
+
+    input_tokens: object
+    output_tokens: object
+    input_tokens_cache_read: object
+    total_cost: object
+
+
+class Choice(TypedDict, total=False):
+    """One of a model output's ``choices``."""
+
+    message: object  # a ``ChatMessage``
+    stop_reason: object
+
+
+class ModelOutput(TypedDict, total=False):
+    """A model event's ``output``."""
+
+    choices: object  # a list of ``Choice``
+    usage: object  # a ``Usage``
+    time: object
+
+
+class Event(TypedDict, total=False):
+    """One of a sample's ``events``: a ``span_begin``, ``model`` or ``tool`` event (the keys of the three)."""
+
+    event: object
+    id: object
+    type: object  # a span's
+    parent_id: object  # a span's
+    span_id: object
+    timestamp: object
+    input: object  # a model event's messages
+    input_refs: object  # a model event's ``[start, end)`` ranges into ``events_data.messages``
+    output: object  # a model event's ``ModelOutput``
+    result: object  # a tool event's
+    error: object  # a tool event's ``ErrorRecord``
+    working_time: object
+    failed: object
+
+
+class EventsData(TypedDict, total=False):
+    """A sample's ``events_data``: what newer logs' events refer to."""
+
+    messages: object
+
+
+class Score(TypedDict, total=False):
+    """One of a sample's ``scores``."""
+
+    value: object
+    answer: object
+    explanation: object
+    metadata: object
+
+
+class Sample(TypedDict, total=False):
+    """One sample (one epoch of it): a ``.eval`` log's ``samples/{id}_epoch_{n}.json``, or one of a JSON log's
+    ``samples``."""
+
+    id: object
+    epoch: object
+    uuid: object
+    input: object
+    target: object
+    messages: object  # a list of ``ChatMessage``
+    events: object  # a list of ``Event``
+    events_data: object  # an ``EventsData``
+    attachments: object
+    scores: object  # scorer name -> ``Score``
+    model_usage: object
+    total_time: object
+    working_time: object
+    metadata: object
+    error: object  # an ``ErrorRecord``, or text
+    limit: object
+    started_at: object
+    completed_at: object
+
+
+def _each(value: object) -> Iterable[Any]:
+    """A list the log holds (``value or ()``), iterated as Python iterates it: a value of another type raises, and
+    the record is an error, as when the values were read untyped. Its items are still to be checked."""
+    return cast("Iterable[Any]", value or ())
+
+
+def sniff(doc: object) -> bool:
     """A member of a zip holding Inspect's members, or a JSON log (``eval`` plus ``samples`` or ``version``)."""
     if isinstance(doc, zipped.Member):
         names = doc.archive.names()
@@ -64,23 +232,23 @@ def misnamed(path: str) -> str | None:
     return None
 
 
-def _json(member: zipped.Member) -> Any:
+def _json(member: zipped.Member) -> object:
     try:
         return orjson.loads(member.read())
     except orjson.JSONDecodeError as exc:
         raise chat.FormatError(f"{member.name}: not readable JSON ({exc})") from None
 
 
-def _header(archive: zipped.Archive) -> Mapping[str, Any]:
-    def read() -> Mapping[str, Any]:
+def _header(archive: zipped.Archive) -> EvalLog:
+    def read() -> EvalLog:
         names = archive.names()
         for name in _HEADERS:
             if name in names:
                 found = _json(zipped.Member(archive, name, 0))
-                return found if isinstance(found, Mapping) else {}
-        return {}
+                return cast(EvalLog, found) if isinstance(found, Mapping) else EvalLog()
+        return EvalLog()
 
-    return archive.memo((NAME, "header"), read)
+    return cast(EvalLog, archive.memo((NAME, "header"), read))
 
 
 def _sample_key(name: str) -> tuple[str, int] | None:
@@ -95,7 +263,7 @@ def _key_id(path: str, sample: str, epoch: int) -> str:
     return f"{locations.Location.of(path).name.rsplit('.', 1)[0]}/{sample}/epoch{epoch}"
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str | None:
+def episode_id(doc: object, path: str, record: int | None = None) -> str | None:
     """``{log file stem}/{sample id}/epoch{n}``; "" for a log member that is no sample; None for a JSON log
     (several episodes: ``parse`` finds the one)."""
     if isinstance(doc, zipped.Member):  # every member's id worked out once per archive (opening one sample asks all)
@@ -110,7 +278,7 @@ def _member_ids(archive: zipped.Archive, path: str) -> dict[str, str]:
             if (key := _sample_key(name)) is not None}
 
 
-def score_value(value: Any) -> float | None:
+def score_value(value: object) -> float | None:
     """A score's value as a reward, as Inspect's ``value_to_float`` reads it; None for a list or a dict."""
     if isinstance(value, bool | int | float):
         return float(value)
@@ -125,20 +293,20 @@ def score_value(value: Any) -> float | None:
     return None
 
 
-def _eval(doc: Any) -> Mapping[str, Any]:
-    spec = doc.get("eval") if isinstance(doc, Mapping) else None
-    return spec if isinstance(spec, Mapping) else {}
+def _eval(doc: object) -> EvalSpec:
+    spec = cast(EvalLog, doc).get("eval") if isinstance(doc, Mapping) else None
+    return cast(EvalSpec, spec) if isinstance(spec, Mapping) else EvalSpec()
 
 
-def _first_score(scores: Any) -> tuple[str, Mapping[str, Any]] | None:
+def _first_score(scores: object) -> tuple[str, Score] | None:
     if isinstance(scores, Mapping):
         for name, score in scores.items():
             if isinstance(score, Mapping):
-                return str(name), score
+                return str(name), cast(Score, score)
     return None
 
 
-def _outcome(sample: Mapping[str, Any]) -> model.Outcome:
+def _outcome(sample: Sample) -> model.Outcome:
     if sample.get("error"):
         return model.Outcome.ERRORED
     if sample.get("limit"):
@@ -146,14 +314,14 @@ def _outcome(sample: Mapping[str, Any]) -> model.Outcome:
     return model.Outcome.COMPLETED
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+def summarize(doc: object, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The rows of the episodes ``parse`` reads from the record: a ``.eval`` log's row is its sample parsed, never
     its summary (``summaries.json`` counts turns, not the agent's actions, and a whole sample's usage, the
     scorers' calls included), so a row and its Episode page say the same."""
     return [EpisodeRow(**{**e.summary(), "warnings": list(e.warnings)}) for e in parse(doc, path, record)]
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
     """The episodes of one record: a sample member of a ``.eval`` log (none for its other members), or every
     sample of a JSON log.
 
@@ -167,12 +335,13 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         sample = _json(doc)
         if not isinstance(sample, Mapping):
             raise chat.FormatError(f"{doc.name}: a JSON {type(sample).__name__}, not a sample")
-        return [_sample_episode(sample, _eval(_header(doc.archive)), path, key)]
-    samples = doc.get("samples") or []
+        return [_sample_episode(cast(Sample, sample), _eval(_header(doc.archive)), path, key)]
+    samples = cast(EvalLog, doc).get("samples") or []  # ``sniff`` said it is a mapping
     if not isinstance(samples, list):
         raise chat.FormatError(f"'samples' is a {type(samples).__name__}, expected a list of samples")
+    read = [cast(Sample, s) for s in samples if isinstance(s, Mapping)]
     return [_sample_episode(s, _eval(doc), path, (str(s.get("id")), chat.integer(s.get("epoch")) or 1))
-            for s in samples if isinstance(s, Mapping)]
+            for s in read]
 
 
 def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str, Any]]:
@@ -182,6 +351,7 @@ def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str,
     value comes from. [] for a log without results (still running, or cancelled) or a file that is no readable
     Inspect log (its errors are the run's, from indexing)."""
     name = locations.Location.of(path).name
+    doc: object
     try:
         if zipped.is_zip(data):
             doc, where = _header(zipped.Archive(data, max_member_bytes)), f"{name}: header.json"
@@ -189,14 +359,15 @@ def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str,
             doc, where = orjson.loads(data), name
     except (ValueError, RecursionError):
         return []
-    results = jsondecode.object_at(doc, "results") if isinstance(doc, Mapping) else {}
+    results = cast(EvalResults, jsondecode.object_at(doc, "results") if isinstance(doc, Mapping) else {})
     scores = results.get("scores")
     spec = _eval(doc)
     found = []
-    for n, score in enumerate(scores if isinstance(scores, list) else ()):
-        metrics = score.get("metrics") if isinstance(score, Mapping) else None
-        for metric, value in (metrics.items() if isinstance(metrics, Mapping) else ()):
-            value = value.get("value") if isinstance(value, Mapping) else None
+    for n, item in enumerate(scores if isinstance(scores, list) else ()):
+        score = cast(EvalScore, item)
+        metrics = score.get("metrics") if isinstance(item, Mapping) else None
+        for metric, entry in (metrics.items() if isinstance(metrics, Mapping) else ()):
+            value = cast(EvalMetric, entry).get("value") if isinstance(entry, Mapping) else None
             found.append({
                 "log": name, "task": spec.get("task"), "model": spec.get("model"), "scorer": score.get("name"),
                 "metric": str(metric), "value": value if isinstance(value, int | float) else None,
@@ -205,7 +376,7 @@ def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str,
     return found
 
 
-def _resolve(value: Any, attachments: Mapping[str, Any]) -> Any:
+def _resolve(value: object, attachments: Mapping[str, object]) -> object:
     """``value`` with ``attachment://`` references replaced by the attachments' text."""
     if isinstance(value, str):
         if value.startswith(_ATTACHMENT):
@@ -219,14 +390,15 @@ def _resolve(value: Any, attachments: Mapping[str, Any]) -> Any:
     return value
 
 
-def _parts(content: Any) -> tuple[str, str]:
+def _parts(content: object) -> tuple[str, str]:
     """A message's text and its reasoning."""
     if not isinstance(content, list):
         return chat.text(content), ""
     text, reasoning = [], []
-    for part in content:
-        if not isinstance(part, Mapping):
+    for item in content:
+        if not isinstance(item, Mapping):
             continue
+        part = cast(ContentPart, item)
         if part.get("type") == "reasoning":
             # Redacted reasoning holds the provider's encrypted blob: only its summary is readable.
             said = part.get("summary") if part.get("redacted") else part.get("reasoning") or part.get("summary")
@@ -238,27 +410,30 @@ def _parts(content: Any) -> tuple[str, str]:
     return "".join(text), "\n\n".join(reasoning)
 
 
-def _message(raw: Any) -> dict[str, Any]:
+def _message(raw: object) -> dict[str, Any]:
     """An Inspect ChatMessage as the OpenAI-style dict ``chat`` reads (its own id left out)."""
     if not isinstance(raw, Mapping):
         return {"role": "unknown", "content": chat.text(raw)}
-    text, _ = _parts(raw.get("content"))
-    error = raw.get("error")
-    if isinstance(error, Mapping) and error.get("message"):
-        text = f"{text}\n{error.get('type', 'error')}: {error['message']}".strip()
-    message: dict[str, Any] = {"role": str(raw.get("role", "unknown")), "content": text}
+    said = cast(ChatMessage, raw)
+    text, _ = _parts(said.get("content"))
+    found = said.get("error")
+    error = cast(ErrorRecord, found) if isinstance(found, Mapping) else None
+    if error is not None and (reason := error.get("message")):
+        text = f"{text}\n{error.get('type', 'error')}: {reason}".strip()
+    message: dict[str, Any] = {"role": str(said.get("role", "unknown")), "content": text}
+    records = [cast(ToolCallRecord, c) for c in _each(said.get("tool_calls")) if isinstance(c, Mapping)]
     calls = [{"id": c.get("id"), "function": {"name": str(c.get("function", "")), "arguments": c.get("arguments")}}
-             for c in raw.get("tool_calls") or () if isinstance(c, Mapping)]
+             for c in records]
     if calls:
         message["tool_calls"] = calls
-    if raw.get("tool_call_id") is not None:
-        message["tool_call_id"] = raw["tool_call_id"]
-    if raw.get("function"):
-        message["name"] = raw["function"]
+    if (call_id := said.get("tool_call_id")) is not None:
+        message["tool_call_id"] = call_id
+    if function := said.get("function"):
+        message["name"] = function
     return message
 
 
-def _scoring(span: Any, spans: Mapping[Any, Mapping[str, Any]]) -> bool:
+def _scoring(span: object, spans: Mapping[object, Event]) -> bool:
     """Whether a span lies inside the scorers' span (a model-graded scorer's calls are not the agent's steps)."""
     seen = set()
     while span in spans and span not in seen:
@@ -269,38 +444,39 @@ def _scoring(span: Any, spans: Mapping[Any, Mapping[str, Any]]) -> bool:
     return False
 
 
-def _calls(sample: Mapping[str, Any]) -> list[tuple[list[Any], Mapping[str, Any], Mapping[str, Any] | None]]:
+def _calls(sample: Sample) -> list[tuple[list[Any], ChatMessage, Event | None]]:
     """Each model call as (its input messages, its response message, its model event or None)."""
-    events = [e for e in sample.get("events") or () if isinstance(e, Mapping)]
+    events = [cast(Event, e) for e in _each(sample.get("events")) if isinstance(e, Mapping)]
     spans = {e.get("id"): e for e in events if e.get("event") == "span_begin"}
     events = [e for e in events if e.get("event") == "model" and not _scoring(e.get("span_id"), spans)]
-    pool = (sample.get("events_data") or {}).get("messages") if isinstance(sample.get("events_data"), Mapping) else []
+    data = sample.get("events_data")
+    pool = (cast(EventsData, data) or EventsData()).get("messages") if isinstance(data, Mapping) else []
     pool = pool if isinstance(pool, list) else []
-    calls: list[tuple[list[Any], Mapping[str, Any], Mapping[str, Any] | None]] = []
+    calls: list[tuple[list[Any], ChatMessage, Event | None]] = []
     for event in events:
-        given = event.get("input") or []
-        for start, end in event.get("input_refs") or ():
+        given: Any = event.get("input") or []  # a list of messages, still to be checked, as the refs' ranges
+        for start, end in _each(event.get("input_refs")):
             given = [*given, *pool[start:end]]
-        choices = (event.get("output") or {}).get("choices") if isinstance(event.get("output"), Mapping) else None
+        output = event.get("output")
+        choices = cast(ModelOutput, output).get("choices") if isinstance(output, Mapping) else None
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            calls.append((given, choices[0].get("message") or {}, event))
+            calls.append((given, cast(ChatMessage, cast(Choice, choices[0]).get("message") or {}), event))
     if calls:
         return calls
-    messages = sample.get("messages") or []
-    return [(messages[:n], m, None) for n, m in enumerate(messages)
+    messages: Any = sample.get("messages") or []  # sliced as a list: a value of another type raises
+    return [(messages[:n], cast(ChatMessage, m), None) for n, m in enumerate(messages)
             if isinstance(m, Mapping) and m.get("role") == "assistant"]
 
 
-def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: str,
-                    key: tuple[str, int]) -> model.Episode:
+def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, int]) -> model.Episode:
     attachments = jsondecode.object_at(sample, "attachments")
     if attachments:
-        sample = _resolve(sample, attachments)
+        sample = cast(Sample, _resolve(sample, attachments))
     warnings: list[str] = []
-    tool_events = {e.get("id"): e for e in sample.get("events") or ()
-                   if isinstance(e, Mapping) and e.get("event") == "tool"}
-    tool_messages = {m.get("tool_call_id"): m for m in sample.get("messages") or ()
-                     if isinstance(m, Mapping) and m.get("role") == "tool"}
+    tool_events = {e.get("id"): e for e in (cast(Event, r) for r in _each(sample.get("events"))
+                                            if isinstance(r, Mapping)) if e.get("event") == "tool"}
+    tool_messages = {m.get("tool_call_id"): m for m in (cast(ChatMessage, r) for r in _each(sample.get("messages"))
+                                                        if isinstance(r, Mapping)) if m.get("role") == "tool"}
     contexts = chat.ContextBuilder()
     system_prompt = None
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
@@ -318,7 +494,8 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
         for call in tools:
             tool = tool_events.get(call.call_id)
             if tool is not None:
-                error = tool.get("error") if isinstance(tool.get("error"), Mapping) else None
+                found = tool.get("error")
+                error = cast(ErrorRecord, found) if isinstance(found, Mapping) else None
                 results.append(chat.text(tool.get("result")) + (f"\n{error.get('message')}" if error else ""))
                 command_time += chat.number(tool.get("working_time"), "tool working_time", warnings) or 0.0
                 if error or tool.get("failed"):
@@ -327,8 +504,9 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
                 results.append(_message(tool_messages[call.call_id])["content"])
         body = "\n".join(results) if results else None
         result = chat.CommandResult(None, body, 0, body, False) if body is not None else None
-        output = jsondecode.object_at(event, "output") if event else {}
-        usage = jsondecode.object_at(output, "usage")
+        output = cast(ModelOutput, jsondecode.object_at(event, "output")) if event else ModelOutput()
+        usage = cast(Usage, jsondecode.object_at(output, "usage"))
+        choices: Any = output.get("choices")  # indexed as a list: a value of another type raises
         steps.append(model.Step(
             index=n, kind=model.StepKind.LAST if n == len(calls) else model.StepKind.MID,
             timestamp=atif.timestamp(event.get("timestamp")) if event else None,
@@ -340,10 +518,9 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
             command_time=command_time if results else None,
             reasoning=reasoning, failure=failure,
             **base.step_fields(said["content"], tools, result, n - 1, contexts.links,
-                               extra={"stop_reason": (output.get("choices") or [{}])[0].get("stop_reason")}
-                               if output.get("choices") else None),
+                               extra={"stop_reason": choices[0].get("stop_reason")} if choices else None),
         ))
-    final = [_message(m) for m in sample.get("messages") or ()]
+    final = [_message(m) for m in _each(sample.get("messages"))]
     _, final = chat.split_system(final)
     if contexts.links and len(final) > len(last):
         contexts.add(final)  # the conversation after the last call: the last step's observation
@@ -362,8 +539,8 @@ def _sample_episode(sample: Mapping[str, Any], spec: Mapping[str, Any], path: st
         times=[t for t in (start, end) if t is not None] or None)
 
 
-def _metadata(sample: Mapping[str, Any], spec: Mapping[str, Any], key: tuple[str, int],
-              first: tuple[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+def _metadata(sample: Sample, spec: EvalSpec, key: tuple[str, int],
+              first: tuple[str, Score] | None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "inspect": {"task": spec.get("task"), "task_id": spec.get("task_id"), "run_id": spec.get("run_id"),
                     "eval_id": spec.get("eval_id"), "sample_id": key[0], "epoch": key[1], "uuid": sample.get("uuid")},
@@ -375,19 +552,20 @@ def _metadata(sample: Mapping[str, Any], spec: Mapping[str, Any], key: tuple[str
         "total_time": sample.get("total_time"),
         "working_time": sample.get("working_time"),
     }
-    if sample.get("metadata"):
-        metadata["sample_metadata"] = sample["metadata"]
+    if given := sample.get("metadata"):
+        metadata["sample_metadata"] = given
     if first is not None:
         name, score = first
         metadata["evaluation"] = {"scorer": name, "value": score.get("value"), "answer": score.get("answer"),
                                   "rationale": score.get("explanation"), "metadata": score.get("metadata")}
     error = sample.get("error")
     if error:
-        metadata["error"] = error.get("message") if isinstance(error, Mapping) else str(error)
-        if isinstance(error, Mapping) and error.get("traceback"):
-            metadata["traceback"] = error["traceback"]
-    if sample.get("limit"):
-        metadata["limit"] = sample["limit"]
+        record = cast(ErrorRecord, error) if isinstance(error, Mapping) else None
+        metadata["error"] = record.get("message") if record is not None else str(error)
+        if record is not None and (traceback := record.get("traceback")):
+            metadata["traceback"] = traceback
+    if limit := sample.get("limit"):
+        metadata["limit"] = limit
     return metadata
 
 

@@ -126,11 +126,11 @@ def _name(path: str) -> str:
     return locations.Location.of(path).name
 
 
-def _messages(doc: object) -> list[Any]:
+def _messages(doc: object) -> list[object]:
     return chat.list_field(doc, "messages", per="at the top level", items="chat messages")
 
 
-def _document(doc: object) -> tuple[Trajectory, list[Any]]:
+def _document(doc: object) -> tuple[Trajectory, list[object]]:
     """The trajectory and its messages; FormatError when it is not a JSON object with a list of ``messages``."""
     messages = _messages(doc)
     return cast(Trajectory, doc), messages
@@ -177,11 +177,16 @@ def _extra(message: object) -> Extra:
     return cast(Extra, extra) if type(extra) is dict or isinstance(extra, Mapping) else {}
 
 
-def _role(message: Any) -> str | None:
+def _role(message: object) -> str | None:
     return message.get("role") if type(message) is dict or isinstance(message, Mapping) else None
 
 
-def _view(messages: list[Any]) -> tuple[list[Any], list[str]]:
+def _content(message: object) -> object:
+    """A message's ``content`` (None for an item that is no object: such an item has no role either)."""
+    return message.get("content") if type(message) is dict or isinstance(message, Mapping) else None
+
+
+def _view(messages: list[object]) -> tuple[list[object], list[str]]:
     """The messages as chat messages (what the rest of this module reads), and the items it could not read.
 
     Responses API files: a ``{"object": "response", "output": [...]}`` turn is the assistant message of its
@@ -192,7 +197,7 @@ def _view(messages: list[Any]) -> tuple[list[Any], list[str]]:
     """
     if all(type(m) is dict and "role" in m for m in messages):  # chat messages: the common case, unchanged
         return messages, []
-    view: list[Any] = []
+    view: list[object] = []
     skipped: list[str] = []
     for i, message in enumerate(messages):
         if isinstance(message, Mapping) and "role" in message:
@@ -209,7 +214,7 @@ def _view(messages: list[Any]) -> tuple[list[Any], list[str]]:
     return view, skipped
 
 
-def _what(value: Any) -> str:
+def _what(value: object) -> str:
     if value is None:
         return "null"
     return "no role" if isinstance(value, Mapping) else f"{type(value).__name__}, not an object"
@@ -218,7 +223,7 @@ def _what(value: Any) -> str:
 def _from_response(response: Mapping[str, Any], where: str, skipped: list[str]) -> dict[str, Any]:
     """The assistant message a Responses API turn stands for (see ``_view``)."""
     texts: list[str] = []
-    calls: list[Any] = []
+    calls: list[object] = []
     thoughts: list[str] = []
     output = response.get("output")
     if not isinstance(output, list):
@@ -247,7 +252,7 @@ def _from_response(response: Mapping[str, Any], where: str, skipped: list[str]) 
     return message
 
 
-def _exit(doc: Trajectory, messages: list[Any], info: Info) -> tuple[str, str]:
+def _exit(doc: Trajectory, messages: list[object], info: Info) -> tuple[str, str]:
     """The exit status and the submission, from ``info`` or else from the last message's ``extra``."""
     last = _extra(messages[-1]) if messages else {}
     status = info.get("exit_status") or last.get("exit_status") or ""
@@ -255,7 +260,7 @@ def _exit(doc: Trajectory, messages: list[Any], info: Info) -> tuple[str, str]:
     return str(status), submission if isinstance(submission, str) else str(submission)
 
 
-def _outcome(status: str, submission: str, messages: list[Any], info: Info) -> tuple[
+def _outcome(status: str, submission: str, messages: list[object], info: Info) -> tuple[
         model.Outcome, dict[str, str] | None]:
     """The outcome an exit status names, and the error it records."""
     if not status:
@@ -267,7 +272,7 @@ def _outcome(status: str, submission: str, messages: list[Any], info: Info) -> t
     # An exception ended the run: its text is the exit message (2.x) or the last user message (1.x).
     message = ""
     if messages and _role(messages[-1]) in ("exit", "user"):
-        message = chat.text(messages[-1].get("content")).strip()
+        message = chat.text(_content(messages[-1])).strip()
     saved = info.get("traceback")
     if not message and isinstance(saved, str):
         lines = [line for line in saved.strip().splitlines() if line.strip()]
@@ -280,7 +285,7 @@ def _outcome(status: str, submission: str, messages: list[Any], info: Info) -> t
     return model.Outcome.ERRORED, {**found, "traceback": trace} if isinstance(trace, str) and trace else found
 
 
-def _calls(messages: list[Any]) -> list[int]:
+def _calls(messages: list[object]) -> list[int]:
     """Positions of the model calls: the assistant messages, and the format errors that stand for a call.
 
     2.x drops a response it cannot parse and adds only the format error, whose ``extra`` keeps the rejected
@@ -302,7 +307,7 @@ def _response(extra: Extra) -> ModelResponse:
     return cast(ModelResponse, response) if isinstance(response, Mapping) else {}
 
 
-def _time(message: Any) -> float | None:
+def _time(message: object) -> float | None:
     """When a message was written: ``extra.timestamp`` (2.x), else its response's ``created`` (1.x)."""
     return _time_of(_role(message), _extra(message))
 
@@ -323,14 +328,14 @@ def _cost(extra: Extra, where: str, warnings: list[str]) -> float | None:
     return cost
 
 
-def _call_range(messages: list[Any], calls: list[int], n: int) -> tuple[int, int]:
+def _call_range(messages: list[object], calls: list[int], n: int) -> tuple[int, int]:
     """The messages holding call ``n``'s results: after its response, up to the next call."""
     position = calls[n]
     end = calls[n + 1] if n + 1 < len(calls) else len(messages)
     return (position if _role(messages[position]) != "assistant" else position + 1), end
 
 
-def _times(messages: list[Any], position: int, first: int, end: int) -> tuple[float | None, float | None]:
+def _times(messages: list[object], position: int, first: int, end: int) -> tuple[float | None, float | None]:
     """Model time and command time of the call at ``position``: from the latest earlier time to its response,
     and from its response to its first result."""
     answered = _time(messages[position])
@@ -357,7 +362,7 @@ def _tokens(usage: ResponseUsage) -> tuple[int | None, int | None]:
             chat.count(usage.get("completion_tokens", usage.get("output_tokens"))))
 
 
-def _observation(messages: list[Any], final: bool, action: int = 0, actions: int = 1, submitter: int = 0
+def _observation(messages: list[object], final: bool, action: int = 0, actions: int = 1, submitter: int = 0
                  ) -> tuple[chat.CommandResult, dict[str, Any], str | None]:
     """What the result of a call's ``action``-th command (0-based, of ``actions``) says about it, the step's extra
     fields from it, and how the command failed to finish (``failures``), if it did. A call's results follow the
@@ -372,12 +377,12 @@ def _observation(messages: list[Any], final: bool, action: int = 0, actions: int
     if len(results) <= action:
         done = [m for m in messages if _role(m) == "exit" and _extra(m).get("exit_status") == "Submitted"]
         if done and not results and action == submitter:
-            body = chat.text(done[0].get("content"))
+            body = chat.text(_content(done[0]))
             # The environment submits only on return code 0.
             return chat.CommandResult(0, body, 0, body, False), {}, None
         return chat.NO_RESULT, {}, None
     first = results[action]
-    body = chat.text(first.get("content"))
+    body = chat.text(_content(first))
     extra = _extra(first)
     parsed = agent_text.parse_result(body)
     returncode = _code(extra, body)
@@ -416,12 +421,12 @@ def _actions(extra: Extra) -> list[object]:
     return actions if isinstance(actions, list) else []
 
 
-def _returncodes(roles: list[str | None], extras: list[Extra], messages: list[Any], first: int, end: int,
+def _returncodes(roles: list[str | None], extras: list[Extra], messages: list[object], first: int, end: int,
                  actions: int) -> list[int | None]:
     """The return codes ``_observation`` gives the ``actions`` commands of the call whose results are
     ``messages[first:end]`` (whose roles and extras these are), one per result read: ``extra.returncode`` when it
     is an integer, else the one its text holds; 0 for an exit message that submitted, when there is no result."""
-    codes = [_code(extras[i], chat.text(messages[i].get("content"))) for i in range(first, end)
+    codes = [_code(extras[i], chat.text(_content(messages[i]))) for i in range(first, end)
              if roles[i] in ("tool", "user")][:actions]
     if not codes and any(roles[i] == "exit" and extras[i].get("exit_status") == "Submitted" for i in range(first, end)):
         return [0]
@@ -550,7 +555,7 @@ class _Trajectory:
     """What every model call is read against: the messages after the system prompt, where each call's message
     sits in them, the run's exit status ("" while it runs) and the calls' context links."""
 
-    rest: list[Any]
+    rest: list[object]
     calls: list[int]
     status: str
     links: list[model.ContextLink]
@@ -579,14 +584,15 @@ def _read_call(trajectory: _Trajectory, n: int, where: str, previous_time: float
     extra = _extra(message)
     rejected = _role(message) != "assistant"
     if rejected:  # a response mini-swe-agent could not parse: kept in the format error's extra
-        message, text = _rejected_response(extra)
-    else:
-        text = chat.text(message.get("content"))
+        answer, text = _rejected_response(extra)
+    else:  # an assistant message: a mapping (only a mapping has a role)
+        answer = cast(Mapping[str, Any], message)
+        text = chat.text(answer.get("content"))
     timestamp = chat.number(extra.get("timestamp"), f"{where}: timestamp", warnings)
     if timestamp is None and not rejected:
         timestamp = _time(message)
     dt = timestamp - previous_time if timestamp is not None and previous_time is not None else None
-    return _Call(n, message, extra, text, rejected, _actions(extra), timestamp, dt, _cost(extra, where, warnings))
+    return _Call(n, answer, extra, text, rejected, _actions(extra), timestamp, dt, _cost(extra, where, warnings))
 
 
 def _rejected_response(extra: Extra) -> tuple[Mapping[str, Any], str]:

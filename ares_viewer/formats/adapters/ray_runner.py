@@ -12,7 +12,7 @@ kept in ``metadata["evaluation"]``; the task's name is looked up in ``reset_kwar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, TypeGuard, cast
 
 from ares_viewer import model
 from ares_viewer.base import locations
@@ -29,27 +29,65 @@ _ERROR_MESSAGE_KEYS = ("message", "error_message", "error", "msg", "exception_me
 FormatError = chat.FormatError
 
 
-def sniff(doc: Any) -> bool:
+# The records of a dumped ``Trajectory``: the keys this module reads, each value ``object`` because the file is
+# untrusted (a value is used once an ``isinstance`` check or a reader of ``chat`` has said what it is). TypedDicts
+# cost nothing at run time: the decoded dicts are read as they are. ``reset_kwargs`` and ``error_info`` have no
+# fixed keys (several spellings are looked for), and the chat messages stay ``chat``'s to read.
+class Timestep(TypedDict, total=False):
+    """One of ``timesteps``: the chats the agent produced at that step and what the environment said."""
+
+    chats: object  # a list of chats (each a list of messages), or one chat written flat
+    reward: object
+    done: object
+    timestamp: object
+    info: object
+    metrics: object
+    available_tool_schemas: object  # a list of ``ToolSchema``
+
+
+class ToolSchema(TypedDict, total=False):
+    """One of ``available_tool_schemas``: ``{function: {name}}`` or ``{name}``."""
+
+    function: object
+    name: object
+
+
+class Trajectory(TypedDict, total=False):
+    """The whole dump (a file's, or a line's)."""
+
+    timesteps: object  # a list of ``Timestep``
+    reset_kwargs: object
+    error_info: object
+    error: object
+    episode_id: object
+    trace_last_response_flow_id: object
+    are_evaluation: object
+    total_cost: object
+
+
+def sniff(doc: object) -> TypeGuard[Trajectory]:
     """True for a dumped Trajectory: it has ``timesteps`` (a list; an object is a broken one). A sidecar file that
     only counts them (a number) is no trajectory."""
     return isinstance(doc, Mapping) and isinstance(doc.get("timesteps"), list | Mapping)
 
 
-def _timesteps(doc: Any) -> list[Any]:
-    return chat.list_field(doc, "timesteps", per="per trajectory", items="timesteps")
+def _timesteps(doc: object) -> tuple[Trajectory, list[object]]:
+    """The trajectory and its timesteps; FormatError when it is not a JSON object with a list of ``timesteps``."""
+    timesteps = chat.list_field(doc, "timesteps", per="per trajectory", items="timesteps")
+    return cast(Trajectory, doc), timesteps
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+def episode_id(doc: object, path: str, record: int | None = None) -> str:
     """The trajectory's ``episode_id``; without one, the file's name (and its line or item number)."""
-    _timesteps(doc)
-    value = doc.get("episode_id")
+    trajectory, _ = _timesteps(doc)
+    value = trajectory.get("episode_id")
     if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
         return str(value)
     stem = locations.Location.of(path).name.split(".")[0]
     return stem if record is None else f"{stem}#{record}"
 
 
-def task_name(doc: Mapping[str, Any]) -> str:
+def task_name(doc: Trajectory) -> str:
     kwargs = doc.get("reset_kwargs")
     if isinstance(kwargs, Mapping):
         for key in _TASK_KEYS:
@@ -65,7 +103,7 @@ def task_name(doc: Mapping[str, Any]) -> str:
     return ""
 
 
-def error_of(raw: Any) -> dict[str, str] | None:
+def error_of(raw: object) -> dict[str, str] | None:
     """``error_info`` as ``{type, message}`` (None when the episode ended without one)."""
     if raw is None or raw == "" or raw == {}:
         return None
@@ -79,7 +117,7 @@ def error_of(raw: Any) -> dict[str, str] | None:
     return {"type": kind, "message": message or "error_info recorded without a message"}
 
 
-def _main_chat(timestep: Mapping[str, Any], where: str, warnings: list[str]) -> tuple[list[Any], list[list[Any]]]:
+def _main_chat(timestep: Timestep, where: str, warnings: list[str]) -> tuple[list[Any], list[list[Any]]]:
     """The chat that produced the step's action (the last one), and the step's other chats in order."""
     chats = timestep.get("chats")
     if chats is None:
@@ -105,15 +143,15 @@ def _split_answer(messages: list[Any]) -> tuple[list[Any], list[Any]]:
     return messages, []
 
 
-def _tool_names(timesteps: list[Any]) -> list[str]:
+def _tool_names(timesteps: list[object]) -> list[str]:
     for timestep in timesteps:
-        schemas = timestep.get("available_tool_schemas") if isinstance(timestep, Mapping) else None
+        schemas = cast(Timestep, timestep).get("available_tool_schemas") if isinstance(timestep, Mapping) else None
         if isinstance(schemas, list) and schemas:
             names = []
             for schema in schemas:
                 if isinstance(schema, Mapping):
-                    function = schema.get("function")
-                    fn = function if isinstance(function, Mapping) else schema
+                    function = cast(ToolSchema, schema).get("function")
+                    fn = cast(ToolSchema, function if isinstance(function, Mapping) else schema)
                     names.append(str(fn.get("name", "")))
             return names
     return []
@@ -132,7 +170,7 @@ class _Walk(NamedTuple):
     extras: list[dict[str, Any]]
 
 
-def _walk(timesteps: list[Any], warnings: list[str], *, messages: bool) -> _Walk:
+def _walk(timesteps: list[object], warnings: list[str], *, messages: bool) -> _Walk:
     """The contexts, answers and results of the timesteps (``messages``: build the contexts' messages too)."""
     contexts = chat.ContextBuilder(messages=messages)
     system_prompt: str | None = None
@@ -140,11 +178,11 @@ def _walk(timesteps: list[Any], warnings: list[str], *, messages: bool) -> _Walk
     answers: list[list[Any]] = []
     results: list[Mapping[str, Any] | None] = []
     extras: list[dict[str, Any]] = []
-    for position, timestep in enumerate(timesteps):
+    for position, item in enumerate(timesteps):
         where = f"timestep {position}"
-        if not isinstance(timestep, Mapping):
-            warnings.append(f"{where} is a {type(timestep).__name__}, not a timestep; read as empty")
-            timestep = {}
+        if not isinstance(item, Mapping):
+            warnings.append(f"{where} is a {type(item).__name__}, not a timestep; read as empty")
+        timestep = cast(Timestep, item) if isinstance(item, Mapping) else Timestep()
         chats, others = _main_chat(timestep, where, warnings)
         system, chats = chat.split_system(chats)
         system_prompt = system_prompt if system_prompt is not None else system
@@ -160,24 +198,24 @@ def _walk(timesteps: list[Any], warnings: list[str], *, messages: bool) -> _Walk
             answered.append(None)
         answers.append(answer)
         results.append(None)
-        extra.update({k: timestep[k] for k in ("info", "metrics") if timestep.get(k)})
+        extra.update({k: v for k in ("info", "metrics") if (v := timestep.get(k))})
         extras.append(extra)
     return _Walk(contexts, system_prompt, answered, answers, results, extras)
 
 
-def _error_entry(doc: Mapping[str, Any], error: dict[str, str] | None) -> Any:
+def _error_entry(doc: Trajectory, error: dict[str, str] | None) -> object:
     """What ``metadata["error"]`` holds: the error ``error_info`` records, else a top-level ``error`` kept as is."""
     return error if error else doc.get("error")
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+def summarize(doc: object, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The trajectory's index row: ``parse``'s summary, read without building its steps and messages (the same
     walk through the contexts, the same readers of each value, the same warnings in the same order).
 
     Raises:
         FormatError: when the document cannot be a trajectory.
     """
-    timesteps = _timesteps(doc)
+    doc, timesteps = _timesteps(doc)
     warnings: list[str] = []
     walk = _walk(timesteps, warnings, messages=False)
     links = walk.contexts.links
@@ -185,9 +223,9 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     rewards: list[float] = []
     times: list[float] = []
     nonzero = rewrites = 0
-    for position, timestep in enumerate(timesteps):
+    for position, item in enumerate(timesteps):
         where = f"timestep {position}"
-        timestep = timestep if isinstance(timestep, Mapping) else {}
+        timestep = cast(Timestep, item) if isinstance(item, Mapping) else Timestep()
         for m in walk.answers[position]:  # as ``parse`` reads them: a call that cannot be read fails alike
             if isinstance(m, Mapping):
                 chat.tool_calls(m.get("tool_calls"))
@@ -216,13 +254,13 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     )]
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
     """A trajectory as an ``Episode``: a FIRST record for the first context, then one step per timestep.
 
     Raises:
         FormatError: when the document cannot be a trajectory (e.g. ``timesteps`` is not a list).
     """
-    timesteps = _timesteps(doc)
+    doc, timesteps = _timesteps(doc)
     warnings: list[str] = []
     walk = _walk(timesteps, warnings, messages=True)
     contexts, system_prompt, answered, answers, results, extras = walk
@@ -230,9 +268,9 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
     done = False
     rewards = []
-    for position, timestep in enumerate(timesteps):
+    for position, item in enumerate(timesteps):
         where = f"timestep {position}"
-        timestep = timestep if isinstance(timestep, Mapping) else {}
+        timestep = cast(Timestep, item) if isinstance(item, Mapping) else Timestep()
         said = [m for m in answers[position] if isinstance(m, Mapping)]
         text = "\n".join(chat.text(m.get("content")) for m in said)
         calls = tuple(c for m in said for c in chat.tool_calls(m.get("tool_calls")))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode, locations
@@ -31,7 +31,55 @@ _TASK_CHARS = 80
 FormatError = chat.FormatError
 
 
-def sniff(doc: Any) -> bool:
+# The records of a rollout-summaries line: the keys this module reads, each value ``object`` because the file is
+# untrusted (a value is used once an ``isinstance`` check or a reader of ``chat`` has said what it is). TypedDicts
+# cost nothing at run time: the decoded dicts are read as they are. The chat messages stay ``chat``'s to read.
+class Trace(TypedDict, total=False):
+    """A step's ``trace``: what the policy saw and said."""
+
+    prompt: object  # ``{messages}``, a list of messages, or a string
+    policy_response: object  # as ``prompt``
+    reward_data: object  # display strings of numbers ("1.000") and the rest
+    env_state: object
+    extra: object
+
+
+class Tokens(TypedDict, total=False):
+    """Tinker's ``TokensWithLogprobs``, at a step or under its ``ac``."""
+
+    tokens: object
+    maybe_logprobs: object
+
+
+class StepRecord(Tokens, total=False):
+    """One of ``steps``: one action of the rollout."""
+
+    ob_len: object
+    ac_len: object
+    reward: object
+    episode_done: object
+    stop_reason: object
+    metrics: object
+    logs: object
+    trace: object  # a ``Trace``
+    ac: object  # ``Tokens``
+
+
+class Rollout(TypedDict, total=False):
+    """One line: one rollout (trajectory) of a group."""
+
+    steps: object  # a list of ``StepRecord``
+    group_idx: object
+    traj_idx: object
+    iteration: object
+    split: object
+    tags: object
+    total_reward: object
+    final_reward: object
+    sampling_client_step: object
+
+
+def sniff(doc: object) -> TypeGuard[Rollout]:
     """True for a rollout-summary record: steps plus a group or trajectory index."""
     return isinstance(doc, Mapping) and "steps" in doc and ("group_idx" in doc or "traj_idx" in doc)
 
@@ -62,11 +110,13 @@ def _location(path: str) -> tuple[str, int | None, str]:
 
 
 
-def _records_of(doc: Any) -> list[Any]:
-    return chat.list_field(doc, "steps", per="per line", items="steps")
+def _records_of(doc: object) -> tuple[Rollout, list[object]]:
+    """The rollout and its steps; FormatError when it is not a JSON object with a list of ``steps``."""
+    steps = chat.list_field(doc, "steps", per="per line", items="steps")
+    return cast(Rollout, doc), steps
 
 
-def _ids(doc: Mapping[str, Any], path: str, record: int | None) -> tuple[str, str | None, int | None, str]:
+def _ids(doc: Rollout, path: str, record: int | None) -> tuple[str, str | None, int | None, str]:
     """Episode id, group id, iteration and split of one rollout."""
     run, folder_iteration, base = _location(path)
     iteration = chat.integer(doc.get("iteration"))
@@ -80,18 +130,18 @@ def _ids(doc: Mapping[str, Any], path: str, record: int | None) -> tuple[str, st
     return f"{prefix}/g{group}/t{traj}", f"{prefix}/g{group}", iteration, split
 
 
-def episode_id(doc: Any, path: str, record: int | None = None) -> str:
+def episode_id(doc: object, path: str, record: int | None = None) -> str:
     """The id ``parse`` gives this rollout: ``{log folder}/it{iteration}/{file base}/g{group}/t{traj}``."""
-    _records_of(doc)
-    return _ids(doc, path, record)[0]
+    rollout, _ = _records_of(doc)
+    return _ids(rollout, path, record)[0]
 
 
-def _trace(step: Any) -> Mapping[str, Any]:
-    trace = step.get("trace") if isinstance(step, Mapping) else None
-    return trace if isinstance(trace, Mapping) else {}
+def _trace(step: object) -> Trace:
+    trace = cast(StepRecord, step).get("trace") if isinstance(step, Mapping) else None
+    return cast(Trace, trace) if isinstance(trace, Mapping) else Trace()
 
 
-def _conversation(part: Any) -> list[Any] | None:
+def _conversation(part: object) -> list[Any] | None:
     """The messages of a trace's prompt or policy response (None when it records none)."""
     if isinstance(part, Mapping):
         messages = part.get("messages")
@@ -103,7 +153,7 @@ def _conversation(part: Any) -> list[Any] | None:
     return None
 
 
-def task_text(prompt: Any) -> str | None:
+def task_text(prompt: object) -> str | None:
     """The start of a prompt's last user message (a step trace's ``prompt``), None when it has none."""
     for message in reversed(_conversation(prompt) or []):
         if isinstance(message, Mapping) and message.get("role") == "user":
@@ -113,7 +163,7 @@ def task_text(prompt: Any) -> str | None:
     return None
 
 
-def _task(steps: list[Any], doc: Mapping[str, Any], group: int | None) -> str:
+def _task(steps: list[object], doc: Rollout, group: int | None) -> str:
     """What the rollout attempted: the start of its first prompt's last user message."""
     text = task_text(_trace(steps[0]).get("prompt")) if steps else None
     if text is not None:
@@ -123,8 +173,8 @@ def _task(steps: list[Any], doc: Mapping[str, Any], group: int | None) -> str:
     return f"{label} · group {group}" if group is not None else label
 
 
-def _outcome(steps: list[Any]) -> tuple[model.Outcome, bool]:
-    last = steps[-1] if steps and isinstance(steps[-1], Mapping) else None
+def _outcome(steps: list[object]) -> tuple[model.Outcome, bool]:
+    last = cast(StepRecord, steps[-1]) if steps and isinstance(steps[-1], Mapping) else None
     if last is None or last.get("episode_done") is not True:
         return model.Outcome.INCOMPLETE, False
     if str(last.get("stop_reason", "")).lower() in _LENGTH_STOPS:
@@ -132,18 +182,18 @@ def _outcome(steps: list[Any]) -> tuple[model.Outcome, bool]:
     return model.Outcome.COMPLETED, False
 
 
-def _total_reward(doc: Mapping[str, Any], steps: list[Any], warnings: list[str]) -> float | None:
+def _total_reward(doc: Rollout, steps: list[object], warnings: list[str]) -> float | None:
     total = chat.number(doc.get("total_reward"), "total_reward", warnings)
     if total is not None:
         return total
-    rewards = [chat.number(s.get("reward"), "reward", []) for s in steps if isinstance(s, Mapping)]
+    rewards = [chat.number(cast(StepRecord, s).get("reward"), "reward", []) for s in steps if isinstance(s, Mapping)]
     known = [r for r in rewards if r is not None]
     if not known:
         return None
     return sum(known) + (chat.number(doc.get("final_reward"), "final_reward", []) or 0.0)
 
 
-def _display_number(value: Any) -> Any:
+def _display_number(value: object) -> object:
     """``reward_data`` values: display strings of numbers ("1.000") read as numbers, the rest as they are."""
     if isinstance(value, str):
         try:
@@ -155,7 +205,7 @@ def _display_number(value: Any) -> Any:
     return value
 
 
-def _extra_columns(doc: Mapping[str, Any], group_id: str | None, iteration: int | None, split: str) -> dict:
+def _extra_columns(doc: Rollout, group_id: str | None, iteration: int | None, split: str) -> dict:
     tags = doc.get("tags")
     return {
         "iteration": iteration,
@@ -168,7 +218,7 @@ def _extra_columns(doc: Mapping[str, Any], group_id: str | None, iteration: int 
     }
 
 
-def context_counts(prompts: list[Any]) -> tuple[int, int]:
+def context_counts(prompts: list[object]) -> tuple[int, int]:
     """Commands that exited non-zero and context rewrites, from the steps' trace prompts in order."""
     nonzero = rewrites = 0
     previous: list[Any] | None = None
@@ -192,19 +242,20 @@ def location(path: str) -> tuple[str, int | None, str]:
     return _location(path)
 
 
-def _token_data(step: Mapping[str, Any]) -> dict[str, Any]:
+def _token_data(step: StepRecord) -> dict[str, Any]:
     """The action's token data when the line records it (Tinker's ``TokensWithLogprobs``: ``tokens`` and
     ``maybe_logprobs``, at the step or under ``ac``), for per-token views."""
     found: dict[str, Any] = {}
     for source in (step.get("ac"), step):
         if isinstance(source, Mapping):
+            tokens = cast(Tokens, source)
             for key in ("tokens", "maybe_logprobs"):
-                if isinstance(source.get(key), list) and key not in found:
-                    found[key] = source[key]
+                if isinstance(value := tokens.get(key), list) and key not in found:
+                    found[key] = value
     return found
 
 
-def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow]:
+def summarize(doc: object, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The rollout's index row without building messages (the index's fast path).
 
     Agrees with ``parse(doc, path, record)[0].summary()`` on the common columns and adds
@@ -213,16 +264,17 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     Raises:
         FormatError: when the line cannot be a rollout.
     """
-    steps = _records_of(doc)
+    doc, steps = _records_of(doc)
     warnings: list[str] = []
     episode, group_id, iteration, split = _ids(doc, path, record)
     outcome, truncated = _outcome(steps)
     prompt = generated = 0
     prompts = []
-    for position, step in enumerate(steps):
-        if not isinstance(step, Mapping):
-            warnings.append(f"step {position} is a {type(step).__name__}, not a step; skipped")
+    for position, item in enumerate(steps):
+        if not isinstance(item, Mapping):
+            warnings.append(f"step {position} is a {type(item).__name__}, not a step; skipped")
             continue
+        step = cast(StepRecord, item)
         prompt += chat.count(step.get("ob_len")) or 0
         generated += chat.count(step.get("ac_len")) or 0
         prompts.append(_trace(step).get("prompt"))
@@ -250,22 +302,22 @@ def summarize(doc: Any, path: str, record: int | None = None) -> list[EpisodeRow
     return [model.with_columns(row, _extra_columns(doc, group_id, iteration, split))]
 
 
-def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]:
+def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
     """The rollout of one line as an ``Episode``: a FIRST record, then one action per Tinker step.
 
     Raises:
         FormatError: when the line cannot be a rollout (e.g. ``steps`` is not a list).
     """
-    raw_steps = _records_of(doc)
+    doc, raw_steps = _records_of(doc)
     warnings: list[str] = []
     episode, group_id, iteration, split = _ids(doc, path, record)
     outcome, truncated = _outcome(raw_steps)
-    steps_in = []
-    for position, step in enumerate(raw_steps):
-        if isinstance(step, Mapping):
-            steps_in.append(step)
+    steps_in: list[StepRecord] = []
+    for position, item in enumerate(raw_steps):
+        if isinstance(item, Mapping):
+            steps_in.append(cast(StepRecord, item))
         else:
-            warnings.append(f"step {position} is a {type(step).__name__}, not a step; skipped")
+            warnings.append(f"step {position} is a {type(item).__name__}, not a step; skipped")
 
     # Model call j answered step j's prompt; the next prompt carries the result of its action.
     contexts = chat.ContextBuilder()
@@ -294,10 +346,10 @@ def parse(doc: Any, path: str, record: int | None = None) -> list[model.Episode]
         said = [m for m in response if isinstance(m, Mapping) and m.get("role", "assistant") == "assistant"]
         text = "\n".join(chat.text(m.get("content")) for m in said)
         calls = tuple(c for m in said for c in chat.tool_calls(m.get("tool_calls")))
-        extra: dict[str, Any] = {k: step[k] for k in ("stop_reason", "metrics", "logs") if step.get(k)}
+        extra: dict[str, Any] = {k: v for k in ("stop_reason", "metrics", "logs") if (v := step.get(k))}
         for key in ("reward_data", "env_state", "extra"):
-            if trace.get(key) is not None:
-                extra[key] = _display_number(trace[key]) if key == "reward_data" else trace[key]
+            if (value := trace.get(key)) is not None:
+                extra[key] = _display_number(value) if key == "reward_data" else value
         extra.update(_token_data(step))
         call = call_of[j]
         last = j == len(steps_in) - 1 and step.get("episode_done") is True

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 from ares_viewer import model
 from ares_viewer.base import jsondecode, locations
@@ -47,14 +47,76 @@ def is_result(path: str) -> bool:
     return pathlib.PurePosixPath(path.split("://", 1)[-1].replace("\\", "/")).name == RESULT
 
 
-def sniff(doc: Any) -> bool:
+# The records of a ``result.json`` (harbor's ``TrialResult``): the keys this module reads, each value ``object``
+# because the file is untrusted (a value is used once an ``isinstance`` check or a reader of ``chat`` has said what
+# it is). TypedDicts cost nothing at run time: the decoded dicts are read as they are. What ``read`` returns (the
+# trial the index keeps as JSON) is the library's own, a plain dict.
+class ExceptionInfo(TypedDict, total=False):
+    """``exception_info``: why the trial stopped, when it raised."""
+
+    exception_type: object
+    exception_message: object
+    exception_traceback: object
+    occurred_at: object
+
+
+class ModelInfo(TypedDict, total=False):
+    """``agent_info.model_info``."""
+
+    name: object
+    provider: object
+
+
+class AgentInfo(TypedDict, total=False):
+    """``agent_info``."""
+
+    name: object
+    version: object
+    model_info: object  # a ``ModelInfo``
+
+
+class AgentResult(TypedDict, total=False):
+    """``agent_result``: the agent's totals."""
+
+    n_input_tokens: object
+    n_cache_tokens: object
+    n_output_tokens: object
+    cost_usd: object
+    metadata: object
+
+
+class VerifierResult(TypedDict, total=False):
+    """``verifier_result``."""
+
+    rewards: object  # name -> number (``reward.txt`` as ``{"reward": value}``, or ``reward.json``'s keys)
+
+
+class TrialResult(TypedDict, total=False):
+    """The whole ``result.json``."""
+
+    id: object
+    task_name: object
+    trial_name: object
+    trial_uri: object
+    task_id: object
+    source: object
+    config: object
+    agent_info: object  # an ``AgentInfo``
+    agent_result: object  # an ``AgentResult``
+    verifier_result: object  # a ``VerifierResult``
+    exception_info: object  # an ``ExceptionInfo``
+    started_at: object
+    finished_at: object
+
+
+def sniff(doc: object) -> TypeGuard[TrialResult]:
     """True for a harbor ``TrialResult``: a trial name with the result's other keys."""
     return (isinstance(doc, Mapping) and isinstance(doc.get("trial_name"), str) and "task_name" in doc
             and any(k in doc for k in ("verifier_result", "agent_info", "exception_info", "agent_result")))
 
 
-def _reward(result: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
-    verifier = jsondecode.object_at(result, "verifier_result")
+def _reward(result: TrialResult) -> tuple[float | None, dict[str, Any]]:
+    verifier = cast(VerifierResult, jsondecode.object_at(result, "verifier_result"))
     rewards = jsondecode.object_at(verifier, "rewards")
     numbers = {k: v for k, v in rewards.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if "reward" in numbers:
@@ -64,10 +126,11 @@ def _reward(result: Mapping[str, Any]) -> tuple[float | None, dict[str, Any]]:
     return None, dict(rewards)
 
 
-def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
+def read(doc: TrialResult, path: str) -> dict[str, Any]:
     """What a trial result says about its trajectory: folder, task, reward, outcome, error, times, model."""
     reward, rewards = _reward(doc)
-    exception = doc.get("exception_info") if isinstance(doc.get("exception_info"), Mapping) else None
+    found = doc.get("exception_info")
+    exception = cast(ExceptionInfo, found) if isinstance(found, Mapping) else None
     error = None
     if exception:
         error = {"type": str(exception.get("exception_type") or "exception"),
@@ -79,9 +142,9 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         outcome = model.Outcome.COMPLETED
     else:
         outcome = model.Outcome.INCOMPLETE
-    agent = jsondecode.object_at(doc, "agent_info")
-    info = jsondecode.object_at(agent, "model_info")
-    usage = jsondecode.object_at(doc, "agent_result")
+    agent = cast(AgentInfo, jsondecode.object_at(doc, "agent_info"))
+    info = cast(ModelInfo, jsondecode.object_at(agent, "model_info"))
+    usage = cast(AgentResult, jsondecode.object_at(doc, "agent_result"))
     pure = locations.Location.of(path).pure(backslashes=True)
     return {
         "folder": str(pure.parent),
@@ -94,7 +157,7 @@ def read(doc: Mapping[str, Any], path: str) -> dict[str, Any]:
         "start_time": atif.timestamp(doc.get("started_at")),
         "end_time": finished,
         "model": info.get("name"),
-        "agent": {k: agent.get(k) for k in ("name", "version") if agent.get(k) is not None},
+        "agent": {k: v for k in ("name", "version") if (v := agent.get(k)) is not None},
         "cost": chat.number(usage.get("cost_usd"), "cost_usd", []),
         "prompt_tokens": chat.count(usage.get("n_input_tokens")),
         "generated_tokens": chat.count(usage.get("n_output_tokens")),

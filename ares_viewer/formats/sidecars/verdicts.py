@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict, TypeGuard, cast
 
 import fsspec
 
@@ -58,13 +58,34 @@ APPLIES_TO = frozenset({"mini-swe-agent"})
 _INSTANCE_KEYS = ("resolved", "tests_status", "patch_exists", "patch_successfully_applied", "patch_is_None")
 
 
-def _instance_report(doc: Any) -> bool:
+# The records of an evaluation report: the keys this module reads, each value ``object`` because the file is
+# untrusted (a value is used once an ``isinstance`` check has said what it is). TypedDicts cost nothing at run time:
+# the decoded dicts are read as they are. A summary's id lists and counts are read by name (``_LISTS``,
+# ``_COUNTED``); an instance's report may sit under its instance id, a key no type can name.
+class TestLists(TypedDict, total=False):
+    """``FAIL_TO_PASS`` or ``PASS_TO_PASS`` of a ``tests_status``: the tests by result."""
+
+    success: object
+    failure: object
+
+
+class InstanceReport(TypedDict, total=False):
+    """One instance's harness report (``report.json``'s inner object)."""
+
+    resolved: object
+    tests_status: object  # ``{FAIL_TO_PASS: TestLists, PASS_TO_PASS: TestLists}``
+    patch_exists: object
+    patch_successfully_applied: object
+    patch_is_None: object
+
+
+def _instance_report(doc: object) -> TypeGuard[InstanceReport]:
     """One instance's harness report: ``resolved`` (a bool) with the harness's other keys."""
     return (isinstance(doc, Mapping) and isinstance(doc.get("resolved"), bool)
             and any(k in doc for k in _INSTANCE_KEYS[1:]))
 
 
-def sniff(doc: Any) -> bool:
+def sniff(doc: object) -> TypeGuard[Mapping[str, object]]:
     """Whether a decoded JSON document is an evaluation report: a run's summary (a ``resolved_ids`` list and
     another id list) or one instance's report (``{instance_id: {resolved, ...}}`` or the inner object alone)."""
     if not isinstance(doc, dict):
@@ -74,7 +95,7 @@ def sniff(doc: Any) -> bool:
     return _instance_report(doc) or (len(doc) == 1 and _instance_report(next(iter(doc.values()))))
 
 
-def _instance_verdict(report: Mapping[str, Any]) -> str:
+def _instance_verdict(report: InstanceReport) -> str:
     if report.get("resolved") is True:
         return "resolved"
     if report.get("patch_is_None") is True or report.get("patch_exists") is False:
@@ -82,7 +103,7 @@ def _instance_verdict(report: Mapping[str, Any]) -> str:
     return "unresolved"
 
 
-def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
+def read(doc: Mapping[str, object], path: str = "") -> dict[str, str]:
     """Instance id -> verdict (``resolved``, ``unresolved``, ``error`` or ``empty_patch``) of a report; an instance
     listed under several verdicts has them joined by ``BOTH`` (``resolved|unresolved``)."""
     found: dict[str, str] = {}
@@ -109,7 +130,7 @@ def read(doc: Mapping[str, Any], path: str = "") -> dict[str, str]:
     return found
 
 
-def _miscounted(doc: Mapping[str, Any]) -> str:
+def _miscounted(doc: Mapping[str, object]) -> str:
     """What a summary's counts say against its id lists (``resolved_instances 1, resolved_ids lists 0``), or ``""``
     when every count it gives matches the number of ids its list holds."""
     wrong = []
@@ -309,20 +330,21 @@ def _some(names: tuple[str, ...], n: int = 3) -> str:
     return ", ".join(names[:n]) + (f", and {len(names) - n} more" if len(names) > n else "")
 
 
-def _names(value: Any) -> tuple[str, ...]:
+def _names(value: object) -> tuple[str, ...]:
     return tuple(str(x) for x in value if isinstance(x, str)) if isinstance(value, list) else ()
 
 
-def tests_of(doc: Any, instance: str, path: str = "") -> Tests | None:
+def tests_of(doc: object, instance: str, path: str = "") -> Tests | None:
     """The test results a report holds for ``instance`` (a per-instance report's ``tests_status``), else None."""
     if not isinstance(doc, Mapping):
         return None
-    report = doc.get(instance) if isinstance(doc.get(instance), Mapping) else doc
-    status = report.get("tests_status") if isinstance(report, Mapping) else None
+    found = doc.get(instance)
+    report = cast(InstanceReport, found if isinstance(found, Mapping) else doc)
+    status = report.get("tests_status")
     if not isinstance(status, Mapping):
         return None
-    targets = jsondecode.object_at(status, TARGETS)
-    kept = jsondecode.object_at(status, KEPT)
+    targets = cast(TestLists, jsondecode.object_at(status, TARGETS))
+    kept = cast(TestLists, jsondecode.object_at(status, KEPT))
     return Tests(still_failing=_names(targets.get("failure")), broken=_names(kept.get("failure")),
                  fixed=_names(targets.get("success")), report=path)
 
@@ -346,7 +368,7 @@ class Reader:
     """Reports read once each for many instances (a summary report lists them all), at most ``limit`` files."""
 
     def __init__(self, limit: int = 5_000) -> None:
-        self._docs: dict[str, Any] = {}
+        self._docs: dict[str, object] = {}
         self._limit = limit
 
     def tests(self, path: str, instance: str) -> Tests | None:
@@ -357,7 +379,7 @@ class Reader:
         return tests_of(self._docs[path], instance, path)
 
 
-def _read_doc(path: str) -> Any:
+def _read_doc(path: str) -> object:
     try:
         with fsspec.open(path, "rb") as handle:
             data = handle.read(MAX_REPORT_BYTES + 1)

@@ -532,6 +532,21 @@ def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequ
                   strategy=strategy or strategies.EXHAUSTIVE)
 
 
+def stop_reason(budget: Budget, *, cancelled: bool, started: int, counted: int, deadline: float | None) -> str | None:
+    """Why no further branch may start under ``budget`` ("cancelled", "budget", "token budget", "wall time"), or None
+    when one may: ``started`` branches so far, ``counted`` tokens (the token budget's count), ``deadline`` on
+    ``time.monotonic``'s clock. One search and the run-wide search stop by this one rule."""
+    if cancelled:
+        return "cancelled"
+    if budget.max_rollouts is not None and started >= budget.max_rollouts:
+        return "budget"
+    if counted >= (budget.token_budget or float("inf")):
+        return "token budget"
+    if deadline is not None and time.monotonic() > deadline:
+        return "wall time"
+    return None
+
+
 class _Runner:
     """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
     finished one to the log; stops starting new ones on cancel, the rollout or token budget or the wall time."""
@@ -565,14 +580,9 @@ class _Runner:
 
     def _may_start(self) -> bool:
         with self._lock:
-            if self.cancel.is_set():
-                self.stopped = "cancelled"
-            elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
-                self.stopped = "budget"
-            elif self.counted >= (self.budget.token_budget or float("inf")):
-                self.stopped = "token budget"
-            elif self.deadline is not None and time.monotonic() > self.deadline:
-                self.stopped = "wall time"
+            self.stopped = self.stopped or stop_reason(self.budget, cancelled=self.cancel.is_set(),
+                                                       started=self.started, counted=self.counted,
+                                                       deadline=self.deadline)
             if self.stopped is not None:
                 return False
             self.started += 1

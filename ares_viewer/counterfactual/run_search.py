@@ -216,14 +216,9 @@ class _Shared:
 
     def may_start(self) -> bool:
         with self.lock:
-            if self.cancel.is_set():
-                self.stopped = "cancelled"
-            elif self.budget.max_rollouts is not None and self.started >= self.budget.max_rollouts:
-                self.stopped = "budget"
-            elif self.counted >= (self.budget.token_budget or float("inf")):
-                self.stopped = "token budget"
-            elif self.deadline is not None and time.monotonic() > self.deadline:
-                self.stopped = "wall time"
+            self.stopped = self.stopped or branching.stop_reason(self.budget, cancelled=self.cancel.is_set(),
+                                                                 started=self.started, counted=self.counted,
+                                                                 deadline=self.deadline)
             if self.stopped is not None:
                 return False
             self.started += 1

@@ -9,11 +9,11 @@ import argparse
 import dataclasses
 import os
 import sys
-import threading
 
 import orjson
 
 from ares_viewer import counterfactual
+from ares_viewer.cli import terminal
 from ares_viewer.counterfactual import branching, model_client, process_rewards, values
 from ares_viewer.runs import run as runs
 
@@ -97,10 +97,6 @@ def run(args: argparse.Namespace) -> int:
     budget = branching.Budget(
         max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s, token_budget=args.max_model_tokens
     )
-    cancel = threading.Event()
-    found: list[branching.Search] = []
-    failed: list[BaseException] = []
-
     def progress(p: branching.Progress) -> None:
         b = p.branch
         said = f"reward {b.reward}" if b.failure is None else f"failed ({b.failure}): {b.error}"
@@ -111,39 +107,12 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    def work() -> None:
-        try:
-            found.append(
-                branching.search(
-                    episode,
-                    client,
-                    steps=args.steps,
-                    samples=args.samples,
-                    budget=budget,
-                    max_steps=args.max_steps,
-                    progress=progress,
-                    cancel=cancel,
-                    recipe=args.recipe,
-                    ray_address=args.ray,
-                    store=args.branches_to,
-                )
-            )
-        except BaseException as exc:  # re-raised in the main thread
-            failed.append(exc)
-
-    worker = threading.Thread(target=work, name="branch-search")
-    worker.start()
-    try:
-        worker.join()
-    except KeyboardInterrupt:  # finish the running branches, keep them, print what there is
-        print("cancelled: waiting for the running branches to finish…", file=sys.stderr, flush=True)
-        cancel.set()
-        worker.join()
-    if failed:
-        raise failed[0]
+    searched = terminal.until_done(lambda cancel: branching.search(
+        episode, client, steps=args.steps, samples=args.samples, budget=budget, max_steps=args.max_steps,
+        progress=progress, cancel=cancel, recipe=args.recipe, ray_address=args.ray, store=args.branches_to,
+    ), "branch-search")
     # The curve as the Episode page shows it: with the branches the run ships (branching.load), this call's
     # figures kept.
-    searched = found[0]
     result = dataclasses.replace(
         branching.load(episode, args.branches_to),
         new=searched.new, stopped=searched.stopped, tokens=searched.tokens, note=searched.note,

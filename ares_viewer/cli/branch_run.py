@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from ares_viewer.cli import terminal
 from ares_viewer.counterfactual import branching, lost, process_rewards, run_search
 from ares_viewer.runs import run as runs
 
@@ -41,36 +41,18 @@ def _search(args: argparse.Namespace, opened: Any, client_of: Callable[[argparse
     budget = branching.Budget(max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s,
                               token_budget=args.max_model_tokens)
     client = client_of(args)
-    cancel = threading.Event()
-    found: list[run_search.RunSearch] = []
-    failed: list[BaseException] = []
     live = sys.stderr.isatty()
 
     def progress(p: run_search.RunProgress) -> None:
         print(("\r" if live else "") + bar(p), end="" if live else "\n", file=sys.stderr, flush=True)
 
-    def work() -> None:
-        try:
-            found.append(run_search.search_run(
-                opened, client, episodes=args.episodes, flag=args.flag, task=args.task,
-                samples=args.samples, budget=budget, max_steps=args.max_steps, progress=progress, cancel=cancel,
-                recipe=args.recipe, ray_address=args.ray, store=args.branches_to))
-        except BaseException as exc:  # re-raised in the main thread
-            failed.append(exc)
-
-    worker = threading.Thread(target=work, name="run-branch-search")
-    worker.start()
-    try:
-        worker.join()
-    except KeyboardInterrupt:
-        print("\ncancelled: waiting for the running branches to finish…", file=sys.stderr, flush=True)
-        cancel.set()
-        worker.join()
+    found = terminal.until_done(lambda cancel: run_search.search_run(
+        opened, client, episodes=args.episodes, flag=args.flag, task=args.task, samples=args.samples, budget=budget,
+        max_steps=args.max_steps, progress=progress, cancel=cancel, recipe=args.recipe, ray_address=args.ray,
+        store=args.branches_to), "run-branch-search")
     if live:
         print(file=sys.stderr)
-    if failed:
-        raise failed[0]
-    return found[0]
+    return found
 
 
 def _shown(value: Any, form: str = "{}") -> str:

@@ -7,11 +7,15 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pandas as pd
 
 from ares_viewer.runs import run
+
+T = TypeVar("T")
 
 
 def clean(value: object) -> object:
@@ -74,3 +78,29 @@ def count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a count (a whole number, 0 or more)")
     return int(text)
+
+
+def until_done(work: Callable[[threading.Event], T], name: str) -> T:
+    """``work(cancel)`` in a thread of its own, its result (its exception re-raised here): Ctrl+C in the main thread
+    sets ``cancel`` and waits for the running branches, which are kept, instead of abandoning them."""
+    cancel = threading.Event()
+    found: list[T] = []
+    failed: list[BaseException] = []
+
+    def in_thread() -> None:
+        try:
+            found.append(work(cancel))
+        except BaseException as exc:  # re-raised in the main thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=in_thread, name=name)
+    worker.start()
+    try:
+        worker.join()
+    except KeyboardInterrupt:  # finish the running branches, keep them, print what there is
+        print("\ncancelled: waiting for the running branches to finish…", file=sys.stderr, flush=True)
+        cancel.set()
+        worker.join()
+    if failed:
+        raise failed[0]
+    return found[0]

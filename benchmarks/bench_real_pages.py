@@ -97,18 +97,7 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
         tab.close()
     cold, warm = times[0], times[1:]
 
-    def next_step() -> float:
-        chromium.shown(page, link, marker)
-        page.wait_for_function(bench_targets._TIMELINE, arg=mid)
-        page.wait_for_function("window.__aresViewerKeys === true")
-        page.evaluate("document.activeElement && document.activeElement.blur()")
-        start = time.perf_counter()
-        page.keyboard.press("j")
-        chromium.wait(page, f"[data-ares-step='{mid + 1}']", visible=False)
-        page.wait_for_function(chromium.IDLE)
-        return time.perf_counter() - start
-
-    t_next = chromium.best(next_step, repeat)
+    t_next = chromium.best(lambda: bench_targets.next_step(page, link, mid), repeat)
     name = f"Episode page, {steps}-step episode, new tab"
     return [(f"{name}, first open: content", cold[0], None),
             (f"{name}, first open: idle", cold[1], None),

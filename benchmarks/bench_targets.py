@@ -181,6 +181,20 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def next_step(page, url: str, mid: int) -> float:
+    """Seconds from ``j`` on the Episode page at step ``mid`` (``url``), settled, to step ``mid + 1`` shown and the
+    page idle."""
+    chromium.shown(page, url, f"[data-ares-step='{mid}']")
+    page.wait_for_function(_TIMELINE, arg=mid)  # the page settled: its last part (the timeline) drawn
+    page.wait_for_function("window.__aresViewerKeys === true")
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    start = time.perf_counter()
+    page.keyboard.press("j")
+    chromium.wait(page, f"[data-ares-step='{mid + 1}']", visible=False)
+    page.wait_for_function(chromium.IDLE)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     args = _arguments()
 
@@ -244,18 +258,7 @@ def main() -> None:
 
         opened = [open_step() for _ in range(args.repeat)]
 
-        def next_step() -> float:
-            chromium.shown(page, episode_url + f"&step={mid}", step_marker)
-            page.wait_for_function(_TIMELINE, arg=mid)  # the page settled: its last part (the timeline) drawn
-            page.wait_for_function("window.__aresViewerKeys === true")
-            page.evaluate("document.activeElement && document.activeElement.blur()")
-            start = time.perf_counter()
-            page.keyboard.press("j")
-            chromium.wait(page, f"[data-ares-step='{mid + 1}']", visible=False)
-            page.wait_for_function(chromium.IDLE)
-            return time.perf_counter() - start
-
-        t_next = chromium.best(next_step, args.repeat)
+        t_next = chromium.best(lambda: next_step(page, episode_url + f"&step={mid}", mid), args.repeat)
         page_end = f".st-key-episode_read_step_{reader.PAGE_STEPS - 1}"  # the first page's last step
         transcript = [chromium.shown(page, episode_url + "&view=transcript", page_end) for _ in range(args.repeat)]
 

@@ -33,9 +33,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ares_viewer.analysis.behaviours import registry, screen
+from ares_viewer.analysis.behaviours import ares_flags, registry, screen
 from ares_viewer.base import atomic, cache
 from ares_viewer.runs import run as runs
+from ares_viewer.runs import sources
 from ares_viewer.runs.index import store
 
 _LOGGER = logging.getLogger(__name__)
@@ -179,7 +180,10 @@ def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, st
     failed: dict[str, str] = {}
     for path in paths:
         try:
-            found = screen.flag_rows(run, path, names(), flag_rows) or flag_rows(run.file_episodes(path), path)
+            data = sources.read_bytes(path)
+            found = (screen.flag_rows(run, path, names(), flag_rows, data)
+                     or ares_flags.flag_rows(run, path, data, names(), flag_rows)
+                     or flag_rows(run.file_episodes(path, data), path))
             if not found:  # the run lists episodes of it, so it changed since or no longer parses
                 raise ValueError(f"{path}: no episode could be read from it (did it change since the run was read?)")
             rows.extend(found)

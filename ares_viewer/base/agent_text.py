@@ -151,7 +151,7 @@ def submitted_text(output: str | None) -> str | None:
 
 def is_submit(command: str) -> bool:
     """Whether a shell command is the agent's submit command (it echoes a submit marker)."""
-    return any(marker in command for marker in SUBMIT_MARKERS)
+    return SUBMIT_MARKERS[0] in command or SUBMIT_MARKERS[1] in command
 
 
 def format_error(found: int) -> str:

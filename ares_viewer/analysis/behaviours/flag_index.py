@@ -1,8 +1,10 @@
 """The flag index: the episode-file flags of every episode of a run, kept beside the run's index.
 
-Computing flags needs each episode parsed whole, which the run index's fast paths never do (measured: 2.92x the
-cold index time), so flags are not a column of the run index. They live in a table of their own, built on first
-use and kept up to date: ``flags/`` in the run's index folder (the user's cache, never the run folder) holds
+Computing flags needs each episode's commands and results, which the run index's fast paths never read (measured:
+2.92x the cold index time), so flags are not a column of the run index. Episodes are parsed whole, but Tinker
+rollouts that run no command (``screen``) and ARES files in the writer's layout (``ares_flags``). The flags live
+in a table of their own, built on first use and kept up to date: ``flags/`` in the run's index folder (the
+user's cache, never the run folder) holds
 
 - ``flags-<id>.parquet``: one row per episode: ``episode_id`` and ``path`` (as the run lists them), ``mask`` (a
   BIGINT, bit ``i`` set when the ``i``-th episode-file flag of ``registry.FLAGS`` shows) and ``steps`` (the first

@@ -509,7 +509,9 @@ def _command_episode(doc: object, path: str, contexts: list[RawContext]) -> mode
         record = cast(StepRecord, item)
         index = record.get("step_index")
         index = index if isinstance(index, int) and not isinstance(index, bool) else position
-        kind = _kind(record.get("step_type"), position, "", warnings)
+        step_type = record.get("step_type")
+        kind = _KINDS.get(step_type) if isinstance(step_type, str) else None
+        kind = _kind(step_type, position, "", warnings) if kind is None else kind
         answered_index = len(built.links) - 1 if built.links and kind is not model.StepKind.FIRST else None
         action = record.get("action")
         text, calls = _answer(action.get("data")) if isinstance(action, dict) else ("", ())
@@ -655,6 +657,9 @@ def parse_episode(doc: object, path: str) -> model.Episode:
         system_prompt=request.system_prompt, steps=steps, messages=contexts.pool, links=contexts.links,
         metadata=metadata, warnings=warnings,
     )
+
+
+_KINDS = {kind.value: kind for kind in model.StepKind}
 
 
 def _kind(raw: object, position: int, where: str, warnings: list[str]) -> model.StepKind:

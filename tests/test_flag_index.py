@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import shutil
+import uuid
 
 import pandas as pd
 import pytest
@@ -218,3 +219,80 @@ def test_tinker_rollouts_that_run_no_command_are_screened_and_the_flags_are_thos
             "context_rewrites"} <= set(index["flag"])
     monkeypatch.setattr(screen, "SCREENED", frozenset())  # another flag registered: every file is read whole
     assert screen.flag_rows(run, str(path), flag_index.names(), flag_index.flag_rows) is None
+
+
+def _ares_episode(actions: list[tuple[str, str]], *, rewrite_at: int | None = None, final: str | None = None,
+                  **top) -> dict:
+    """An ARES episode file's document as ARES's collector writes it: each action a response and the result
+    message the environment answered (the context grows by both; at ``rewrite_at`` it starts again from the
+    task); ``final``: the output of a submit command answered by no observation (the recorder's
+    ``final_command``)."""
+    task = {"role": "user", "content": "Fix the bug."}
+    messages = [task]
+    steps: list[dict] = [{"step_index": 0, "step_type": "FIRST", "observation": {"messages": list(messages)},
+                          "action": None, "reward": None, "discount": None, "timestamp": 1.0}]
+    for k, (response, result) in enumerate(actions, start=1):
+        if k == rewrite_at:
+            messages = [task]
+        messages = [*messages, {"role": "assistant", "content": response}, {"role": "user", "content": result}]
+        steps.append({"step_index": k, "step_type": "MID", "observation": {"messages": list(messages)},
+                      "action": {"data": [{"content": response}]}, "reward": 0.0, "discount": 1.0,
+                      "timestamp": 1.0 + k})
+    doc = {"episode_id": str(uuid.uuid4()), "task_name": "calc", "steps": steps, **top}
+    if final is not None:
+        k = len(actions) + 1
+        steps.append({"step_index": k, "step_type": "LAST", "observation": None,
+                      "action": {"data": [{"content": _bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")}]},
+                      "reward": 0.0, "discount": 0.0, "timestamp": 1.0 + k})
+        doc["final_command"] = {"step_index": k, "returncode": 0, "output": final}
+    return doc
+
+
+def _bash(command: str) -> str:
+    return f"THOUGHT: next.\n\n```bash\n{command}\n```"
+
+
+def test_ares_flags_read_from_the_commands_side_are_those_of_the_whole_read(tmp_path, monkeypatch):
+    # ARES files are read as the index's fast path reads them (context lists as bytes, only the messages each
+    # adds decoded) and the flags checked on that: every flag, with its evidence step, must be what reading the
+    # episode whole finds, and a file in another layout is read whole.
+    from ares_viewer.analysis.behaviours import ares_flags
+    from ares_viewer.base import agent_text
+    from ares_viewer.runs import sources
+
+    def ran(command: str, code: int, output: str = "ok\n") -> tuple[str, str]:
+        return _bash(command), agent_text.result_message(code, output)
+
+    docs = [
+        _ares_episode([ran("pip install pytest", 0), ran("curl https://example.com", 0), ran("make build", 2),
+                       ran("sed -i s/a/b/ tests/test_calc.py", 0), ran("make  build", 2), ran("pytest -q", 1),
+                       ("```bash\nls\n``` and ```bash\npwd\n```", agent_text.format_error(2)),
+                       (_bash("sleep 999"), "The command timed out after 60 seconds."), ran("make build", 2)],
+                      rewrite_at=8, final="COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"),
+        _ares_episode([ran("ls", 0), ran("cat src/calc.py", 0)], final="COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"
+                      "diff --git a/src/calc.py b/src/calc.py\n"),
+        _ares_episode([ran("python -m pytest -q", 1), ran("ls", 0)], error="RateLimitError: too many requests"),
+        _ares_episode([ran("ls", 0)], error="docker: container 3f2 exited (OCI runtime error)"),
+    ]
+    folder = tmp_path / "ares"
+    folder.mkdir()
+    for doc in docs:
+        (folder / f"{doc['episode_id']}.json").write_text(json.dumps(doc, indent=2))
+    compact = _ares_episode([ran("ls", 0), ran("ls", 0), ran("ls", 0)])  # not the writer's layout: read whole
+    (folder / f"{compact['episode_id']}.json").write_text(json.dumps(compact))
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    for location in (folder, DEMO):
+        run = ares_viewer.open_run(location)
+        for path, _ in run.files():
+            data = sources.read_bytes(path)
+            fast = ares_flags.flag_rows(run, path, data, flag_index.names(), flag_index.flag_rows)
+            assert (fast is None) == (path.endswith(f"{compact['episode_id']}.json")), path
+            assert fast is None or fast == flag_index.flag_rows(run.file_episodes(path, data), path), path
+    run = ares_viewer.open_run(folder)
+    assert flag_index.update(run).episodes == 5
+    index = stored(run).astype({"step": "Int64"}).reset_index(drop=True)
+    assert index.equals(collected(run).reset_index(drop=True))
+    assert set(index["flag"]) == set(flag_index.names())  # every episode-file flag shows in this run
+    monkeypatch.setattr(ares_flags, "READ", frozenset())  # another flag registered: every file is read whole
+    path = run.files()[0][0]
+    assert ares_flags.flag_rows(run, path, sources.read_bytes(path), flag_index.names(), flag_index.flag_rows) is None

@@ -224,6 +224,13 @@ def _flags(episode: model.Episode) -> tuple[str, ...]:
     return () if touched is None else (f"touched_tests: step {touched[0]}, {touched[1]} ({touched[2]})",)
 
 
+def submission(episode: model.Episode) -> tuple[str | None, str]:
+    """What ``episode`` submitted and where that was read: ``of(episode)``'s ``submission`` and
+    ``submission_source``, without the rest of ``of`` (the verifier, the reason, the failing tests)."""
+    actions = episode.actions
+    return _submission(episode, actions[-1] if actions else None)
+
+
 def of(episode: model.Episode) -> Ending:
     """How ``episode`` ended: its submission, its verifier's run and the reward explained."""
     actions = episode.actions

@@ -32,6 +32,12 @@ NETWORK = re.compile(
     r"^(?:curl|wget|ssh|scp|rsync|telnet|ping|nslookup|dig|ftp|nc|ncat)\s"
     r"|^git\s+(?:clone|fetch|pull|push|ls-remote)\b|\bhttps?://"
 )
+# ``NETWORK`` in two: its anchored branches are tried once, the URL only looked for where ``://`` is (a search
+# for it at every position took most of the rule's time).
+_NETWORK_TOOL = re.compile(
+    r"^(?:curl|wget|ssh|scp|rsync|telnet|ping|nslookup|dig|ftp|nc|ncat)\s|^git\s+(?:clone|fetch|pull|push|ls-remote)\b"
+)
+_URL = re.compile(r"\bhttps?://")
 # Test and verifier files: test folders, test modules, conftest, pytest's own config, the verifier's folders
 # and the reward file it reads.
 TEST_PATH = re.compile(
@@ -142,7 +148,8 @@ def installs_packages(command: str) -> bool:
 
 
 def uses_network(command: str) -> bool:
-    return any(NETWORK.search(part) for part in simple_commands(command))
+    """Whether any simple command of ``command`` matches ``NETWORK``."""
+    return any(_NETWORK_TOOL.match(part) or ("://" in part and _URL.search(part)) for part in simple_commands(command))
 
 
 def _targets(simple: str) -> list[str]:
@@ -170,7 +177,8 @@ def touched_test_file(command: str) -> str | None:
     ``truncate`` and output redirection (``>``/``>>``) naming a ``TEST_PATH``.
     """
     for simple in simple_commands(_without_heredocs(command)):
-        for target in [*_targets(simple), *(m.group(2) for m in _REDIRECT.finditer(simple))]:
+        redirected = (m.group(2) for m in _REDIRECT.finditer(simple)) if ">" in simple else ()
+        for target in [*_targets(simple), *redirected]:
             if TEST_PATH.search(target):
                 return target
     return None
@@ -178,6 +186,8 @@ def touched_test_file(command: str) -> str | None:
 
 def _without_heredocs(command: str) -> str:
     """``command`` with its here-documents' bodies left out (their text is data, not commands)."""
+    if "<<" not in command:  # no here-document: its lines as they are
+        return "\n".join(command.splitlines())
     kept: list[str] = []
     until: str | None = None
     for line in command.splitlines():

@@ -60,10 +60,9 @@ def parse_response(text: str) -> ParsedResponse:
     A response with zero or several bash blocks has no command: the agent did not execute it
     (the environment answered with a format error instead).
     """
-    blocks = _BASH_BLOCK.findall(text)
-    first = _BASH_BLOCK.search(text)
-    thought = (text[: first.start()] if first else text).strip()
-    command = blocks[0].strip() if len(blocks) == 1 else None
+    blocks = list(_BASH_BLOCK.finditer(text))
+    thought = (text[: blocks[0].start()] if blocks else text).strip()
+    command = blocks[0].group(1).strip() if len(blocks) == 1 else None
     return ParsedResponse(thought=thought, command=command, bash_blocks=len(blocks))
 
 
@@ -152,7 +151,7 @@ def submitted_text(output: str | None) -> str | None:
 
 def is_submit(command: str) -> bool:
     """Whether a shell command is the agent's submit command (it echoes a submit marker)."""
-    return any(marker in command for marker in SUBMIT_MARKERS)
+    return SUBMIT_MARKERS[0] in command or SUBMIT_MARKERS[1] in command
 
 
 def format_error(found: int) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ares_viewer import counterfactual, model
+from ares_viewer.base import atomic
 from ares_viewer.counterfactual import allocation, branch_store, branching, values
 from ares_viewer.runs import index_cache
 
@@ -113,9 +114,7 @@ def load_state(path: str | os.PathLike) -> dict[str, Any]:
 def _write_state(path: pathlib.Path, data: dict[str, Any]) -> None:
     """Replace the account atomically: a crash leaves the old one or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    partial.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(partial, path)
+    atomic.write_bytes(path, json.dumps(data, indent=1).encode("utf-8"))
 
 
 @dataclasses.dataclass(frozen=True)

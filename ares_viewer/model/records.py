@@ -280,7 +280,7 @@ class Episode:
     @property
     def actions(self) -> tuple[Step, ...]:
         """The steps that carry a model response."""
-        return tuple(s for s in self.steps if s.has_action)
+        return tuple(s for s in self.steps if s.kind is not StepKind.FIRST)  # ``has_action``, inlined: asked often
 
     @property
     def verifier(self) -> VerifierRecord | None:

@@ -85,10 +85,12 @@ def repeated_failing_command(episode: model.Episode) -> registry.Hit | None:
 @registry.flag("submitted_no_change", "submitted an empty diff", registry.EPISODE)
 def submitted_no_change(episode: model.Episode) -> registry.Hit | None:
     submit = _submit_step(episode)
-    end = ending.of(episode)
-    if submit is None or end.submission is None or end.submission.strip():
+    if submit is None:
         return None
-    return registry.Hit(submit.index, f"empty submission ({end.submission_source})", "step")
+    submitted, source = ending.submission(episode)
+    if submitted is None or submitted.strip():
+        return None
+    return registry.Hit(submit.index, f"empty submission ({source})", "step")
 
 
 @registry.flag(

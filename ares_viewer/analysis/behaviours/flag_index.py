@@ -1,8 +1,10 @@
 """The flag index: the episode-file flags of every episode of a run, kept beside the run's index.
 
-Computing flags needs each episode parsed whole, which the run index's fast paths never do (measured: 2.92x the
-cold index time), so flags are not a column of the run index. They live in a table of their own, built on first
-use and kept up to date: ``flags/`` in the run's index folder (the user's cache, never the run folder) holds
+Computing flags needs each episode's commands and results, which the run index's fast paths never read (measured:
+2.92x the cold index time), so flags are not a column of the run index. Episodes are parsed whole, but Tinker
+rollouts that run no command (``screen``) and ARES files in the writer's layout (``ares_flags``). The flags live
+in a table of their own, built on first use and kept up to date: ``flags/`` in the run's index folder (the
+user's cache, never the run folder) holds
 
 - ``flags-<id>.parquet``: one row per episode: ``episode_id`` and ``path`` (as the run lists them), ``mask`` (a
   BIGINT, bit ``i`` set when the ``i``-th episode-file flag of ``registry.FLAGS`` shows) and ``steps`` (the first
@@ -33,9 +35,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ares_viewer.analysis.behaviours import registry, screen
+from ares_viewer.analysis.behaviours import ares_flags, registry, screen
 from ares_viewer.base import atomic, cache
 from ares_viewer.runs import run as runs
+from ares_viewer.runs import sources
 from ares_viewer.runs.index import store
 
 _LOGGER = logging.getLogger(__name__)
@@ -179,7 +182,10 @@ def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, st
     failed: dict[str, str] = {}
     for path in paths:
         try:
-            found = screen.flag_rows(run, path, names(), flag_rows) or flag_rows(run.file_episodes(path), path)
+            data = sources.read_bytes(path)
+            found = (screen.flag_rows(run, path, names(), flag_rows, data)
+                     or ares_flags.flag_rows(run, path, data, names(), flag_rows)
+                     or flag_rows(run.file_episodes(path, data), path))
             if not found:  # the run lists episodes of it, so it changed since or no longer parses
                 raise ValueError(f"{path}: no episode could be read from it (did it change since the run was read?)")
             rows.extend(found)

@@ -87,12 +87,12 @@ def context_steps(doc: Any) -> tuple[int | None, int | None] | None:
 
 
 def flag_rows(run: runs.Run, path: str, flags: list[str],
-              rows_of: Callable[[Any, str], list[Row]]) -> list[Row] | None:
+              rows_of: Callable[[Any, str], list[Row]], data: bytes | None = None) -> list[Row] | None:
     """The flag rows of a Tinker file of ``run`` (``rows_of(episodes, path)`` for the lines that are parsed), or
-    None when the screen does not apply: the caller then reads the file whole."""
+    None when the screen does not apply: the caller then reads the file whole. ``data``: its bytes, when read."""
     if not set(flags) <= SCREENED or run.table.originals or harbor.trial_of(path, tinker.NAME, run.trials):
         return None
-    data = sources.read_bytes(path)
+    data = sources.read_bytes(path) if data is None else data
     if not decoding.is_json_lines(data):
         return None
     first, _ = decoding.decode(path, data, ())  # the first line alone tells the format: other files cost no decode

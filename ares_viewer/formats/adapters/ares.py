@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TypedDict, TypeGuard, cast
 
 import orjson
@@ -150,9 +150,24 @@ def _response(raw: object, where: str, warnings: list[str]) -> tuple[str, tuple[
             warnings.append(f"{where}: action is a {type(raw).__name__}, not a response object; ignored")
         return "", (), model.Usage(), None, {}
     response = cast(Response, raw)
+    data = response.get("data")
+    text, calls = _answer(data)
+    usage_raw = cast(Usage, jsondecode.object_at(response, "usage"))
+    usage = model.Usage(
+        prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
+        generated_tokens=chat.count(usage_raw.get("generated_tokens")),
+        cached_prompt_tokens=chat.count(usage_raw.get("cached_prompt_tokens")),
+    )
+    cost = chat.number(response.get("cost"), f"{where}: cost", warnings)
+    extra = {k: raw[k] for k in ("id", "model", "stop_reason", "finish_reason", "status") if raw.get(k) is not None}
+    extra["reasoning"] = reasoning.from_items(data)
+    return text, calls, usage, cost, extra
+
+
+def _answer(data: object) -> tuple[str, tuple[model.ToolCall, ...]]:
+    """A response's text (its content items, thinking blocks left out) and its tool calls, from its ``data``."""
     texts: list[str] = []
     calls: list[model.ToolCall] = []
-    data = response.get("data")
     for item in data if isinstance(data, list) else []:
         if not isinstance(item, Mapping):
             continue
@@ -163,16 +178,7 @@ def _response(raw: object, where: str, warnings: list[str]) -> tuple[str, tuple[
             texts.append(chat.text(content))
         elif "name" in item and ("input" in item or "arguments" in item):
             calls.extend(chat.tool_calls([item]))
-    usage_raw = cast(Usage, jsondecode.object_at(response, "usage"))
-    usage = model.Usage(
-        prompt_tokens=chat.count(usage_raw.get("prompt_tokens")),
-        generated_tokens=chat.count(usage_raw.get("generated_tokens")),
-        cached_prompt_tokens=chat.count(usage_raw.get("cached_prompt_tokens")),
-    )
-    cost = chat.number(response.get("cost"), f"{where}: cost", warnings)
-    extra = {k: raw[k] for k in ("id", "model", "stop_reason", "finish_reason", "status") if raw.get(k) is not None}
-    extra["reasoning"] = reasoning.from_items(data)
-    return "\n".join(texts), tuple(calls), usage, cost, extra
+    return "\n".join(texts), tuple(calls)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -283,6 +289,33 @@ class RawContext:
             return orjson.loads(memoryview(self.data)[start + 1:self.end]) if start >= 0 else None
         except orjson.JSONDecodeError as exc:
             raise FormatError(f"a context list is not in the indent=2 layout ({exc})") from None
+
+    def decoded(self) -> list[object]:
+        """Every message, decoded (the list with its brackets).
+
+        Raises:
+            FormatError: when the list does not decode.
+        """
+        return _loads(memoryview(self.data)[self.start - 1:self.end + len(_CONTEXT_CLOSE)])
+
+    def after(self, previous: RawContext) -> list[object]:
+        """The messages after those of ``previous``, decoded (this context ``extends`` it).
+
+        Raises:
+            FormatError: when they do not decode.
+        """
+        start = self.start + previous.end - previous.start + 1  # past the comma that ends the kept messages
+        return _loads(b"[" + self.data[start:self.end] + b"]") if start < self.end else []
+
+
+def _loads(data: bytes | memoryview) -> list[object]:
+    try:
+        found = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise FormatError(f"a context list is not in the indent=2 layout ({exc})") from None
+    if not isinstance(found, list):
+        raise FormatError("a context list is not a list")
+    return found
 
 
 def split_contexts(data: bytes) -> tuple[bytes, list[RawContext]] | None:
@@ -416,17 +449,136 @@ def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
     """The row of a file in ARES's writer layout, its context lists compared as bytes and never decoded (the
     index's fast path); None for any other file, or anything unexpected in one, which is then read the ordinary
     way (so errors and warnings are always the ordinary path's)."""
+    found = _skeleton(path, data)
+    try:
+        return None if found is None else summarize(found[0], path, contexts=found[1])
+    except ValueError:
+        return None
+
+
+def _skeleton(path: str, data: bytes) -> tuple[EpisodeDoc, list[RawContext]] | None:
+    """The document of a file in ARES's writer layout with its context lists set aside (``split_contexts``),
+    decoded, and those lists; None for any other file or anything unexpected in one."""
     split = split_contexts(data)
     if split is None:
         return None
     skeleton, contexts = split
     try:
         records, errors = decoding.decode(path, skeleton)
-        if errors or len(records) != 1 or records[0].warnings or not sniff(records[0].value):
-            return None
-        return summarize(records[0].value, path, contexts=contexts)
     except (jsondecode.DecodeError, ValueError):
         return None
+    if errors or len(records) != 1 or records[0].warnings or not sniff(records[0].value):
+        return None
+    return records[0].value, contexts
+
+
+def command_episode(path: str, data: bytes) -> model.Episode | None:
+    """The episode of a file in ARES's writer layout with only its commands' side: each step's index, kind,
+    command (response text and tool calls), result (return code, output, format error, failure) and context link
+    (kept, added, rewritten), the header and the top-level keys (``metadata``). No message pool, system prompt,
+    usage, cost, reasoning, rewards or times: what ``parse`` would give for the rest is not read. Its context
+    lists are compared as bytes (``summarize_bytes``), only the messages each adds decoded.
+
+    For what reads only those fields (the behaviour flag index: ``analysis.behaviours.ares_flags``); those fields
+    are what ``parse`` gives. None for any other file, or anything unexpected in one (read it whole then).
+    """
+    found = _skeleton(path, data)
+    if found is None:
+        return None
+    try:
+        return _command_episode(found[0], path, found[1])
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+        return None  # what ``parse`` fails on too: it tells why
+
+
+def _command_episode(doc: object, path: str, contexts: list[RawContext]) -> model.Episode:
+    """``command_episode`` of a decoded skeleton (``parse_episode``'s walk, its commands' side only).
+
+    Raises:
+        FormatError: when the document cannot be an episode, or ``contexts`` do not match its placeholders.
+    """
+    raw = iter(contexts)
+    doc, records = _records(doc)
+    warnings: list[str] = []
+    head = _header(doc, records, path, warnings)
+    built = _Contexts()
+    steps: list[model.Step] = []
+    for position, item in enumerate(records):
+        if not isinstance(item, dict):  # decoded JSON: dicts
+            continue
+        record = cast(StepRecord, item)
+        index = record.get("step_index")
+        index = index if isinstance(index, int) and not isinstance(index, bool) else position
+        step_type = record.get("step_type")
+        kind = _KINDS.get(step_type) if isinstance(step_type, str) else None
+        kind = _kind(step_type, position, "", warnings) if kind is None else kind
+        answered_index = len(built.links) - 1 if built.links and kind is not model.StepKind.FIRST else None
+        action = record.get("action")
+        text, calls = _answer(action.get("data")) if isinstance(action, dict) else ("", ())
+        result = built.observe(record.get("observation"), raw)
+        result_text = chat.text(result.get("content")) if result is not None and answered_index is not None else None
+        outcome = _command_outcome(result, result_text)
+        if outcome is None and kind is model.StepKind.LAST and (
+                agent_text.parse_response(text).command is not None or calls):
+            outcome = _final_command(doc.get("final_command"), index)
+        extra: dict[str, Any] = {}
+        said, failure = _said(outcome, result_text, extra)
+        steps.append(model.Step(
+            index=index, kind=kind, failure=failure,
+            **base.step_fields(text, calls, said, answered_index, built.links, tool_command=chat.shell_command,
+                               extra=extra),
+        ))
+    if next(raw, None) is not None:
+        raise FormatError("more context lists than steps with a context")
+    metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
+    return base.episode(
+        NAME, path, episode_id=head.episode_id, task_name=head.task_name, outcome=head.outcome,
+        total_reward=head.total_reward, truncated=head.truncated, times=(head.start_time, head.end_time),
+        steps=steps, messages=(), links=built.links, metadata=metadata, warnings=warnings,
+    )
+
+
+class _Contexts:
+    """``chat.ContextBuilder``'s links and results over contexts that may be ``RawContext``: a context that
+    extends the previous one byte for byte keeps all of its messages (only the new ones are decoded); any other
+    is decoded whole and compared as ``chat.kept`` compares. No message pool."""
+
+    def __init__(self) -> None:
+        self.links: list[model.ContextLink] = []
+        self._previous: list[object] | RawContext = []
+        self._count = 0  # messages in the previous context
+        self._pooled = 0
+
+    def observe(self, observation: object, raw: Iterator[RawContext]) -> Mapping[str, Any] | None:
+        """A record's observation added (as ``_observe`` adds it); the message carrying the previous action's
+        result, or None.
+
+        Raises:
+            FormatError: when a placeholder has no context list left.
+        """
+        if not isinstance(observation, dict):
+            return None
+        messages = observation.get("messages")
+        if messages == RAW_CONTEXT:
+            messages = next(raw, None)
+            if messages is None:
+                raise FormatError("more context placeholders than context lists")
+        return self._add(messages if isinstance(messages, list | RawContext) else [])
+
+    def _add(self, messages: list[object] | RawContext) -> Mapping[str, Any] | None:
+        previous = self._previous
+        if isinstance(messages, RawContext) and isinstance(previous, RawContext) and messages.extends(previous):
+            same, added = self._count, messages.after(previous)
+            count = same + len(added)
+        else:
+            current = messages.decoded() if isinstance(messages, RawContext) else messages
+            same = chat.kept(previous.decoded() if isinstance(previous, RawContext) else previous, current)
+            added, count = current[same:], len(current)
+        self.links.append(model.ContextLink(kept=same, added=tuple(range(self._pooled, self._pooled + len(added))),
+                                            rewritten=same < self._count))
+        self._pooled += len(added)
+        self._previous, self._count = messages, count
+        return chat.result_message(added)
 
 
 def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
@@ -505,6 +657,9 @@ def parse_episode(doc: object, path: str) -> model.Episode:
         system_prompt=request.system_prompt, steps=steps, messages=contexts.pool, links=contexts.links,
         metadata=metadata, warnings=warnings,
     )
+
+
+_KINDS = {kind.value: kind for kind in model.StepKind}
 
 
 def _kind(raw: object, position: int, where: str, warnings: list[str]) -> model.StepKind:

@@ -26,6 +26,7 @@ PURE_MEMOS = {
     "ares_viewer/base/jsonbytes.py:same_ignoring_case",
     "ares_viewer/formats/adapters/mini_swe_agent.py:_instance",
     "ares_viewer/formats/adapters/mini_swe_agent.py:_base_id",
+    "ares_viewer/formats/adapters/tinker.py:_location",
     "ares_viewer/runs/index/kept.py:_code",
 }
 

@@ -48,6 +48,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--parallel", type=int, default=2, help="branches (containers) at once (default 2)")
     command.add_argument("--max-rollouts", type=int, help="at most this many new branches")
     command.add_argument("--wall-s", type=float, help="start no new branch after this many seconds")
+    command.add_argument("--no-snapshots", action="store_true",
+                         help="write branches without per-step snapshots: a branch then costs about a bare restore "
+                              "plus the verifier, but its steps cannot be restored or diffed")
     command.add_argument(
         "--max-model-tokens",
         type=int,
@@ -95,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
         branching.store_dir(episode, args.branches_to, run=args.run)
     client = _client(args)
     budget = branching.Budget(
-        max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s, token_budget=args.max_model_tokens
+        max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s, token_budget=args.max_model_tokens,
+        snapshots=not args.no_snapshots,
     )
+
     def progress(p: branching.Progress) -> None:
         b = p.branch
         said = f"reward {b.reward}" if b.failure is None else f"failed ({b.failure}): {b.error}"

@@ -39,7 +39,7 @@ def bar(p: run_search.RunProgress) -> str:
 def _search(args: argparse.Namespace, opened: Any, client_of: Callable[[argparse.Namespace], Any]
             ) -> run_search.RunSearch:
     budget = branching.Budget(max_rollouts=args.max_rollouts, parallel=args.parallel, wall_s=args.wall_s,
-                              token_budget=args.max_model_tokens)
+                              token_budget=args.max_model_tokens, snapshots=not args.no_snapshots)
     client = client_of(args)
     live = sys.stderr.isatty()
 

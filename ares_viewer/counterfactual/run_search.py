@@ -331,8 +331,11 @@ def search_run(
     if unknown:
         raise TypeError(f"search_run() got unexpected option(s) {', '.join(unknown)}; it takes {', '.join(_OPTIONS)}")
     chosen = select(run, episodes, flag=flag, task=task)
+    budget = budget or branching.Budget()
     restore = {k: options.get(k) for k in ("docker_client", "session", "limits", "recipe")}
-    call = _Call(client, int(options.get("samples", 4)), int(options.get("batch", 2)), budget or branching.Budget(),
+    if not budget.snapshots:  # as branching.search passes it: the branches are written without per-step snapshots
+        restore["snapshots"] = False
+    call = _Call(client, int(options.get("samples", 4)), int(options.get("batch", 2)), budget,
                  int(options.get("max_steps", counterfactual.DEFAULT_MAX_STEPS)), restore,
                  options.get("ray_address"), options.get("store"), progress)
     return _drive(run, chosen, call, cancel or threading.Event())

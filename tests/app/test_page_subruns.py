@@ -95,4 +95,6 @@ def test_one_run_of_a_folder_outside_the_runs_folder_is_refused_on_an_exposed_se
 def test_compare_offers_the_folders_other_runs_beside_this_one(batch, app):
     at = app("compare", run=f"{batch}::{DEV}")
     assert not at.exception
+    at.session_state["compare.tab"] = "Two runs"  # only the open tab runs
+    at.run()
     assert at.selectbox(key="compare.other_run").options[0] == f"{batch}::{RERUN}"

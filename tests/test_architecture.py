@@ -67,7 +67,7 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/review/labelschema.py:Field.clean": {"C901": 13},
     "ares_viewer/review/queues.py:create": {"PLR0913": 10},
     "ares_viewer/runs/sources.py:_local_walk": {"C901": 14, "PLR0912": 14},
-    "ares_viewer/sandbox/box.py:restore": {"PLR0913": 10},
+    "ares_viewer/sandbox/_box.py:restore": {"PLR0913": 10},
     "ares_viewer/sandbox/commands.py:_exec": {"PLR0913": 9},
     "ares_viewer/snapshots/per_step_snapshot.py:memory_snapshot": {"PLR0913": 11},
     "ares_viewer/snapshots/per_step_writer.py:write_step": {"PLR0913": 9},

@@ -18,7 +18,8 @@ import pytest
 
 import ares_viewer
 from ares_viewer import fsdiff, snapshots
-from ares_viewer.snapshots import episode_boundary, tar_safety
+from ares_viewer.snapshots import _tar_safety as tar_safety
+from ares_viewer.snapshots import episode_boundary
 from testdata import synthetic
 
 CORE_V0 = "".join(f"def op_{i}(a, b):\n    return a - b  # {i}\n" for i in range(30)).encode()

@@ -6,13 +6,14 @@
   spooled to a temporary file);
 - ``changes.py``: following a live container cheaply (``ChangeTracker``);
 - ``image.py``: a whole-filesystem copy compared with its image (``against_image``, ``as_changes``);
-- ``restore.py``: a snapshot restored into a new, locked-down container.
+- ``_restore.py``: a snapshot restored into a new, locked-down container.
 
 Importing this package needs no Docker SDK and no daemon.
 """
 
 from __future__ import annotations
 
+from ares_viewer.container._restore import restore_container
 from ares_viewer.container.capture import (
     DEFAULT_IGNORE,
     DEFAULT_MAX_FILE_BYTES,
@@ -44,7 +45,6 @@ from ares_viewer.container.labels import (
     project_labels,
 )
 from ares_viewer.container.limits import ResourceLimits
-from ares_viewer.container.restore import restore_container
 
 __all__ = [
     "BUILD_HINT",

@@ -9,6 +9,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from ares_viewer import snapshots
+from ares_viewer.container._listing import (
+    FIND_TYPES,
+    Listed,
+    Records,
+    exec_file,
+    exec_output,
+    parse_listed,
+    read_listed,
+)
 from ares_viewer.container.capture import (
     DEFAULT_IGNORE,
     DEFAULT_MAX_FILE_BYTES,
@@ -17,15 +26,6 @@ from ares_viewer.container.capture import (
     ignored,
     tar_items,
     too_large_note,
-)
-from ares_viewer.container.listing import (
-    FIND_TYPES,
-    Listed,
-    Records,
-    exec_file,
-    exec_output,
-    parse_listed,
-    read_listed,
 )
 from ares_viewer.snapshots.base import parents
 from ares_viewer.snapshots.spool import SpooledBlobs

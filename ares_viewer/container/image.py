@@ -14,9 +14,9 @@ from typing import Any
 from ares_viewer import snapshots
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.container import labels
+from ares_viewer.container._listing import FIND_TYPES, exec_output, parse_listed
 from ares_viewer.container.capture import DEFAULT_IGNORE, ENGINE_MOUNTS, ContainerFilesError, ignored
 from ares_viewer.container.limits import ResourceLimits
-from ares_viewer.container.listing import FIND_TYPES, exec_output, parse_listed
 from ares_viewer.snapshots.base import parents
 
 # Files the engine gives every container (bind mounts and its marker): never part of a state to restore.

@@ -6,15 +6,15 @@ Listing changes only compares manifest entries (for boundary snapshots: sizes an
 and content only where those disagree); file contents are read, and diffed, only for the file a user
 looks at.
 
-The modules, from the bottom up: ``tree`` (changes as a folder tree), ``changes`` (the diff of two snapshots
-and of one file), ``ranking`` (noise paths, the main changed file), ``git_patch`` (a diff as a git patch) and
-``history`` (an episode's steps: compare two, one step's changes, a file's history). Their public names are
+The modules, from the bottom up: ``_tree`` (changes as a folder tree), ``_changes`` (the diff of two snapshots
+and of one file), ``_ranking`` (noise paths, the main changed file), ``_git_patch`` (a diff as a git patch) and
+``_history`` (an episode's steps: compare two, one step's changes, a file's history). Their public names are
 all here: ``fsdiff.compare(...)``.
 """
 
 from __future__ import annotations
 
-from ares_viewer.fsdiff.changes import (
+from ares_viewer.fsdiff._changes import (
     ADDED,
     CHANGE_KINDS,
     DELETED,
@@ -28,8 +28,8 @@ from ares_viewer.fsdiff.changes import (
     diff_snapshots,
     is_binary,
 )
-from ares_viewer.fsdiff.git_patch import patch
-from ares_viewer.fsdiff.history import (
+from ares_viewer.fsdiff._git_patch import patch
+from ares_viewer.fsdiff._history import (
     HistoryPoint,
     compare,
     episode_patch,
@@ -40,7 +40,7 @@ from ares_viewer.fsdiff.history import (
     snapshot_folders,
     step_changes,
 )
-from ares_viewer.fsdiff.ranking import (
+from ares_viewer.fsdiff._ranking import (
     NOISE_PARTS,
     changed_lines,
     internals_words,
@@ -48,7 +48,7 @@ from ares_viewer.fsdiff.ranking import (
     main_file,
     version_control_only,
 )
-from ares_viewer.fsdiff.tree import VCS_FOLDERS, TreeNode, change_tree, initial_collapsed, visible_nodes
+from ares_viewer.fsdiff._tree import VCS_FOLDERS, TreeNode, change_tree, initial_collapsed, visible_nodes
 
 __all__ = [
     "ADDED", "CHANGE_KINDS", "DELETED", "MAX_DIFF_BYTES", "MODIFIED", "NOISE_PARTS", "TYPE_CHANGED", "VCS_FOLDERS",

@@ -28,7 +28,7 @@ COMPANION_FOLDERS: Mapping[str, str] = {SNAPSHOTS_DIRNAME: "per-step snapshots",
                                         ACTIVATIONS_DIRNAME: "activation captures",
                                         TASKS_DIRNAME: "verifier recipes"}
 
-# What the writers put in them (``snapshots.per_step_writer``, ``snapshots.episode_boundary``, ARES's
+# What the writers put in them (``snapshots._per_step_writer``, ``snapshots.episode_boundary``, ARES's
 # ``TrajectoryActivations.save`` and the recorder).
 SNAPSHOT_BASE_DIRNAME = "base"
 SNAPSHOT_STEP_DIR_RE = re.compile(r"^step_(\d{1,9})$")

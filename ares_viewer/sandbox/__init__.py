@@ -1,8 +1,8 @@
 """Live sandboxes: restore any recorded step into a real container, rerun the agent's commands, and fork.
 
-- ``box.py``: :func:`restore` a step into a :class:`Sandbox`, run commands in it (``commands.py``);
+- ``_box.py``: :func:`restore` a step into a :class:`Sandbox`, run commands in it (``commands.py``);
 - ``replays.py``: :func:`replay` the recorded commands and compare each step with the recording;
-- ``forks.py``: :func:`fork` with other commands, and the task's verifier (:func:`verify`);
+- ``_forks.py``: :func:`fork` with other commands, and the task's verifier (:func:`verify`);
 - ``registry.py``: every project container by label: :func:`list_sandboxes`, :func:`cleanup`, :func:`reap_idle`.
 
 A notebook session::
@@ -30,7 +30,8 @@ from ares_viewer.container.labels import (
     LABEL_STEP,
 )
 from ares_viewer.container.limits import ResourceLimits
-from ares_viewer.sandbox.box import Sandbox, new_session, restore
+from ares_viewer.sandbox._box import Sandbox, new_session, restore
+from ares_viewer.sandbox._forks import ForkResult, TaskRecipe, VerifierResult, fork, task_recipe, verify
 from ares_viewer.sandbox.commands import (
     ARES_ENVIRONMENT,
     COMMAND_TIMEOUT_S,
@@ -39,7 +40,6 @@ from ares_viewer.sandbox.commands import (
     SandboxError,
     run_command,
 )
-from ares_viewer.sandbox.forks import ForkResult, TaskRecipe, VerifierResult, fork, task_recipe, verify
 from ares_viewer.sandbox.registry import (
     ROLE,
     SandboxInfo,

@@ -15,7 +15,7 @@ from ares_viewer.container.capture import ContainerFilesError
 from ares_viewer.container.engine import ENGINE_HINT, EngineError, docker_errors
 from ares_viewer.container.limits import ResourceLimits
 from ares_viewer.container.streams import HeadTail, StreamTimeoutError, exec_frames
-from ares_viewer.sandbox import sweep
+from ares_viewer.sandbox import _sweep as sweep
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ares_viewer import container, fsdiff, snapshots
 from ares_viewer.base import textdiff
-from ares_viewer.sandbox.box import Sandbox
+from ares_viewer.sandbox._box import Sandbox
 from ares_viewer.sandbox.commands import COMMAND_TIMEOUT_S, CommandResult, describe_failure
 
 if TYPE_CHECKING:

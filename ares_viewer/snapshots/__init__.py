@@ -8,11 +8,11 @@
     snap.changed_since(None)                 # what differs from the base image
 
 Every snapshot implements :class:`Snapshot` (``base.py``) and every reference :class:`SnapshotRef`. The kinds
-(``per_step.py``: ares-viewer's per-step snapshots, opened as ``per_step_snapshot.py`` over
-``per_step_archives.py`` and written by ``per_step_writer.py``; ``episode_boundary.py``: ARES's whole-filesystem
+(``per_step.py``: ares-viewer's per-step snapshots, opened as ``_per_step_snapshot.py`` over
+``_per_step_archives.py`` and written by ``_per_step_writer.py``; ``episode_boundary.py``: ARES's whole-filesystem
 copies, opened as ``episode_boundary_snapshot.py``)
 are found by a registry of finders, each answering for the locations it handles (:func:`register_finder`);
-the first finder that finds snapshots for an episode wins. Archives are checked by ``tar_safety.py``, and
+the first finder that finds snapshots for an episode wins. Archives are checked by ``_tar_safety.py``, and
 runs read through fsspec are mirrored into the local cache by ``mirror.py``.
 """
 
@@ -22,6 +22,15 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from ares_viewer.snapshots._per_step_snapshot import (
+    BLOBS_NAME,
+    StepSnapshot,
+    changed_between,
+    live_snapshot,
+    memory_snapshot,
+    utc_now,
+)
+from ares_viewer.snapshots._per_step_writer import read_manifest_entries, write_base, write_step
 from ares_viewer.snapshots.base import (
     ABSENT,
     CHANGES,
@@ -55,15 +64,6 @@ from ares_viewer.snapshots.per_step import (
     open_step,
     step_dirname,
 )
-from ares_viewer.snapshots.per_step_snapshot import (
-    BLOBS_NAME,
-    StepSnapshot,
-    changed_between,
-    live_snapshot,
-    memory_snapshot,
-    utc_now,
-)
-from ares_viewer.snapshots.per_step_writer import read_manifest_entries, write_base, write_step
 
 if TYPE_CHECKING:
     from ares_viewer import model

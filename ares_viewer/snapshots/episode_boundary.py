@@ -13,7 +13,7 @@ action ``k`` ran: the same step numbering as ares-viewer's per-step snapshots (`
 
 Both variants are untrusted input. A folder is walked and read without following any symlink (each path is
 opened component by component with ``O_NOFOLLOW``); a tarball is scanned with the per-step reader's member
-checks (:mod:`.tar_safety`) and read into memory, never extracted. Problems raise
+checks (:mod:`._tar_safety`) and read into memory, never extracted. Problems raise
 :class:`~.base.SnapshotError` naming the snapshot folder.
 
 This module finds snapshots, links them to steps and opens them; the opened snapshot and its two filesystem

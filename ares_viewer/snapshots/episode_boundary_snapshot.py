@@ -1,6 +1,6 @@
 """An opened episode-boundary snapshot (:class:`BoundarySnapshot`): the whole container filesystem at one step,
 read from a copied folder tree (without following any symlink) or from a tarball scanned by
-:mod:`.tar_safety` and read into memory; and what changed between two such snapshots. Finding them and linking
+:mod:`._tar_safety` and read into memory; and what changed between two such snapshots. Finding them and linking
 them to steps is ``episode_boundary.py``, which also opens them (``open_boundary``)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any, Literal
 
+from ares_viewer.snapshots._tar_safety import MAX_MEMBER_BYTES, scan_archive, tree_path
 from ares_viewer.snapshots.base import (
     ABSENT,
     DIR,
@@ -29,7 +30,6 @@ from ares_viewer.snapshots.base import (
     absolute,
     check_budget,
 )
-from ares_viewer.snapshots.tar_safety import MAX_MEMBER_BYTES, scan_archive, tree_path
 
 CONTAINER_FS = "container_fs.tar.gz"
 # A whole container filesystem: bounded so a hostile folder cannot exhaust memory.

@@ -1,8 +1,8 @@
 """Per-step container snapshots: the on-disk layout, finding them, and opening them safely.
 
 Here: the names and formats, discovery (:func:`find_for_episode`), and :func:`open_step`, which checks the
-manifests. The opened snapshot is :mod:`.per_step_snapshot` (reading from :mod:`.per_step_archives`);
-writing is :mod:`.per_step_writer`.
+manifests. The opened snapshot is :mod:`._per_step_snapshot` (reading from :mod:`._per_step_archives`);
+writing is :mod:`._per_step_writer`.
 
 A snapshot records how a task container's filesystem differs from its base image after one step of an
 episode, plus the base image's own versions of every touched path, so that the files at any step (and at
@@ -13,7 +13,7 @@ the base) can be read and diffed without a Docker daemon. The layout is document
     <run>/snapshots/<episode_id>/step_0000/     manifest.json + blobs.tar.gz: state after step 0
     <run>/snapshots/<episode_id>/step_0001/     ...
 
-Every input is untrusted. Archives are never extracted onto the filesystem (see :mod:`.tar_safety`), and a
+Every input is untrusted. Archives are never extracted onto the filesystem (see :mod:`._tar_safety`), and a
 malformed manifest raises :class:`SnapshotError` naming the snapshot and the reason. This module imports no
 Docker code.
 """
@@ -35,6 +35,9 @@ from ares_viewer.base import locations
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.runs import companions
 from ares_viewer.snapshots import mirror
+from ares_viewer.snapshots._per_step_archives import Archive, MemoryArchive
+from ares_viewer.snapshots._per_step_snapshot import BLOBS_NAME, StepSnapshot
+from ares_viewer.snapshots._tar_safety import SHA256_RE
 from ares_viewer.snapshots.base import (
     ABSENT,
     CHANGES,
@@ -49,9 +52,6 @@ from ares_viewer.snapshots.base import (
     Entry,
     SnapshotError,
 )
-from ares_viewer.snapshots.per_step_archives import Archive, MemoryArchive
-from ares_viewer.snapshots.per_step_snapshot import BLOBS_NAME, StepSnapshot
-from ares_viewer.snapshots.tar_safety import SHA256_RE
 
 if TYPE_CHECKING:
     from ares_viewer import model

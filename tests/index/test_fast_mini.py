@@ -13,7 +13,8 @@ import reasoning_fixtures as rf
 
 from ares_viewer import formats
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import builder, fast_jsonl, fast_mini, store
+from ares_viewer.runs.index import _fast_mini as fast_mini
+from ares_viewer.runs.index import builder, fast_jsonl, store
 from benchmarks import bench_scale
 
 KEPT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-real" / "deterministic-run"

@@ -18,7 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import fast_mini, fast_ray, fast_tinker
+from ares_viewer.runs.index import _fast_mini as fast_mini
+from ares_viewer.runs.index import _fast_ray as fast_ray
+from ares_viewer.runs.index import _fast_tinker as fast_tinker
 from benchmarks import bench_scale
 
 _FORMATS = {

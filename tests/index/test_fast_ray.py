@@ -13,7 +13,8 @@ import pytest
 from ares_viewer import model
 from ares_viewer.formats.adapters import ray_runner
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import builder, fast_ray, store
+from ares_viewer.runs.index import _fast_ray as fast_ray
+from ares_viewer.runs.index import builder, store
 from benchmarks import bench_scale
 
 

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import builder, fast_jsonl, fast_tinker, store
+from ares_viewer.runs.index import _fast_tinker as fast_tinker
+from ares_viewer.runs.index import builder, fast_jsonl, store
 
 _SYSTEM = {"role": "system", "content": "You are a coding agent. Run one command per turn."}
 _TASK = {"role": "user", "content": "Fix   the failing test\tin  tests/test_io.py, then  submit."}

@@ -15,7 +15,8 @@ import pytest
 import ares_viewer
 from ares_viewer import model
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import builder, fast_tinker, queries, store, table
+from ares_viewer.runs.index import _fast_tinker as fast_tinker
+from ares_viewer.runs.index import builder, queries, store, table
 from benchmarks import bench_scale
 from testdata import synthetic
 

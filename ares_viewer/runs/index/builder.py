@@ -4,8 +4,8 @@ Files are read in batches. Whoever summarized a batch (a worker process when the
 to pay) writes its rows as JSON Lines beside the partitions, and this process makes partitions of them with
 DuckDB, batches together up to ``_PART_ROWS`` rows: rows never travel through a pipe, a run has few partitions,
 and indexing imports neither pyarrow nor pandas (half of a small run's cold index time once). Tinker,
-Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``fast_tinker``, ``fast_ray``,
-``fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
+Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``_fast_tinker``, ``_fast_ray``,
+``_fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
 (DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not
 take is read the ordinary way (``formats.summarize_file``).
 """
@@ -29,7 +29,10 @@ from ares_viewer import formats, model
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import fast_jsonl, fast_mini, fast_ray, fast_tinker, store
+from ares_viewer.runs.index import _fast_mini as fast_mini
+from ares_viewer.runs.index import _fast_ray as fast_ray
+from ares_viewer.runs.index import _fast_tinker as fast_tinker
+from ares_viewer.runs.index import fast_jsonl, store
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from ares_viewer.base import jsondecode
 from ares_viewer.container.streams import archive_to_file
 from ares_viewer.formats.sidecars import harbor_task
 from ares_viewer.sandbox import verifier
-from ares_viewer.sandbox.box import Sandbox
+from ares_viewer.sandbox._box import Sandbox
 from ares_viewer.sandbox.commands import COMMAND_TIMEOUT_S, CommandResult, SandboxError, describe_failure
 from ares_viewer.sandbox.replays import compare_filesystem, join_notes, recorded_state
 

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
+from ares_viewer.snapshots._tar_safety import scan_archive
 from ares_viewer.snapshots.base import LIVE_FOLDER
 from ares_viewer.snapshots.spool import SpooledBlobs
-from ares_viewer.snapshots.tar_safety import scan_archive
 
 
 class Archive:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import posixpath
 
-from ares_viewer.fsdiff import changes, tree
+from ares_viewer.fsdiff import _changes as changes
+from ares_viewer.fsdiff import _tree as tree
 
 # Cache folders: their files change as a side effect of running the code.
 CACHE_FOLDERS = ("__pycache__", ".pytest_cache", "node_modules", ".mypy_cache")

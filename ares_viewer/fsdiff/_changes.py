@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ares_viewer import snapshots
 from ares_viewer.base import sizes, textdiff
-from ares_viewer.fsdiff import tree
+from ares_viewer.fsdiff import _tree as tree
 
 if TYPE_CHECKING:
     pass

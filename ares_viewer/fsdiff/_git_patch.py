@@ -9,7 +9,8 @@ import zlib
 
 from ares_viewer import snapshots
 from ares_viewer.base import sizes, textdiff
-from ares_viewer.fsdiff import changes, ranking
+from ares_viewer.fsdiff import _changes as changes
+from ares_viewer.fsdiff import _ranking as ranking
 
 
 def patch(diff: changes.FsDiff, *, include_noise: bool = False) -> str:

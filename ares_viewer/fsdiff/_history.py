@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ares_viewer import snapshots
-from ares_viewer.fsdiff import changes, ranking
+from ares_viewer.fsdiff import _changes as changes
+from ares_viewer.fsdiff import _ranking as ranking
 
 if TYPE_CHECKING:
     from ares_viewer import model

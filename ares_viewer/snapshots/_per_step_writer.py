@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ares_viewer.base import atomic
+from ares_viewer.snapshots._per_step_snapshot import BLOBS_NAME, utc_now
 from ares_viewer.snapshots.base import Entry
 from ares_viewer.snapshots.per_step import BASE_DIRNAME, BASE_FORMAT, MANIFEST_NAME, STEP_FORMAT, step_dirname
-from ares_viewer.snapshots.per_step_snapshot import BLOBS_NAME, utc_now
 from ares_viewer.snapshots.spool import SpooledBlobs
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ares_viewer.fsdiff.changes import FileChange
+    from ares_viewer.fsdiff._changes import FileChange
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

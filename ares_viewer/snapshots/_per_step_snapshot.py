@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Literal
 
+from ares_viewer.snapshots._per_step_archives import Archive, Discard, Hashing, MemoryArchive
 from ares_viewer.snapshots.base import (
     DELETED,
     DIR,
@@ -30,7 +31,6 @@ from ares_viewer.snapshots.base import (
     check_budget,
     parents,
 )
-from ares_viewer.snapshots.per_step_archives import Archive, Discard, Hashing, MemoryArchive
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -36,7 +36,9 @@ def run(table: tuple[pages.Page, ...] = pages.PAGES) -> None:
     st.set_page_config(page_title="ares-viewer", page_icon=ICON, layout="wide")
     state.sync_from_url(table)
     review_panel.retry_failed_open()
-    page = st.navigation(navigation(table, state.params))
+    # expanded: every page in the sidebar (collapsed, Streamlit hides all but the first 10 of more than 12 pages
+    # behind "View more", which hid Review, Queues and Activations once the table grew to 13 rows).
+    page = st.navigation(navigation(table, state.params), expanded=True)
     choosers.run_picker()
     page.run()
 

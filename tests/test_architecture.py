@@ -59,7 +59,6 @@ COMPLEX: dict[str, dict[str, int]] = {
     "ares_viewer/analysis/ending.py:_reason": {"C901": 15, "PLR0912": 14},
     "ares_viewer/container/capture.py:capture_snapshot": {"PLR0913": 9},
     "ares_viewer/counterfactual/__init__.py:run": {"PLR0913": 14},
-    "ares_viewer/counterfactual/branching.py:_Runner.__init__": {"PLR0913": 9},
     "ares_viewer/counterfactual/branching.py:search": {"PLR0913": 15},
     "ares_viewer/counterfactual/model_client.py:_post": {"C901": 13, "PLR0915": 51},
     "ares_viewer/counterfactual/model_client.py:openai_client": {"C901": 17, "PLR0915": 57},

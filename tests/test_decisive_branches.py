@@ -56,7 +56,7 @@ def test_exhaustive_and_adaptive_searches_both_find_the_planted_step_and_adaptiv
             client,
             steps="all",
             samples=4,
-            budget=branching.Budget(parallel=2),
+            budget=branching.Budget(parallel=2, snapshots=False),  # the default, with snapshots, runs below
             max_steps=4,
             docker_client=engine,
             session=SESSION,
@@ -69,7 +69,7 @@ def test_exhaustive_and_adaptive_searches_both_find_the_planted_step_and_adaptiv
             steps="bisect",
             samples=4,
             batch=2,
-            budget=branching.Budget(parallel=2),
+            budget=branching.Budget(parallel=2, snapshots=False),
             max_steps=4,
             docker_client=engine,
             session=SESSION,

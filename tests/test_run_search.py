@@ -74,7 +74,8 @@ def test_a_crashed_run_search_resumes_from_the_command_and_names_each_failed_epi
                 raise CrashError("the driver died")
 
         with pytest.raises(CrashError):
-            counterfactual.search_run(open_run(root), client, episodes="failed", budget=branching.Budget(parallel=2),
+            counterfactual.search_run(open_run(root), client, episodes="failed",
+                                      budget=branching.Budget(parallel=2, snapshots=False),
                                       max_steps=4, docker_client=engine, session=SESSION, progress=crash)
         kept = _logged(cache)
         assert sum(map(len, kept.values())) >= 3
@@ -86,7 +87,7 @@ def test_a_crashed_run_search_resumes_from_the_command_and_names_each_failed_epi
         assert crashed["ended"] is None and crashed["new"] >= 3
         command = [sys.executable, "-m", "ares_viewer.cli", "branch", str(root), "--episodes", "failed",
                    "--endpoint", server.base_url, "--model", "policy", "--max-steps", "4", "--parallel", "2",
-                   "--max-rollouts", "30", "--export-stepwise", str(tmp_path / "prm.jsonl")]
+                   "--max-rollouts", "30", "--no-snapshots", "--export-stepwise", str(tmp_path / "prm.jsonl")]
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900, check=False)
     assert done.returncode == 0, done.stderr
     logs = _logged(cache)

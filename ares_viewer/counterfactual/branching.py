@@ -399,16 +399,15 @@ def search(
     chosen = parse_steps(steps, episode)
     folder = store_dir(episode, store)
     branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id})
-    runner = _Runner(
+    runner = Runner(
         episode,
         client,
         folder,
-        budget,
+        Spend(budget, cancel),
         max_steps,
         {"docker_client": docker_client, "session": session, "limits": limits, "recipe": recipe,
          **({} if budget.snapshots else {"snapshots": False})},
         progress,
-        cancel,
         ray_address,
     )
     if isinstance(chosen, str):  # an adaptive strategy's name, the one word parse_steps gives
@@ -417,7 +416,8 @@ def search(
         jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
         runner.run(jobs, planned=len(jobs))
     summary = _summary(episode, folder, runner.branches, strategy=chosen if isinstance(chosen, str) else None)
-    tokens = None if runner.tokens_unknown else runner.tokens
+    spend = runner.spend
+    tokens = None if spend.tokens_unknown else spend.tokens
     note = None
     if tokens is None:
         note = "the endpoint reported no token usage: tokens spent are unknown" + (
@@ -426,15 +426,15 @@ def search(
         )
     failures = tuple(b for b in runner.branches[runner.stored :] if b.failure is not None)
     return dataclasses.replace(
-        summary, new=runner.started, stopped=runner.stopped or "done", tokens=tokens, note=note, failures=failures
+        summary, new=spend.started, stopped=spend.stopped or "done", tokens=tokens, note=note, failures=failures
     )
 
 
-def _adapt(strategy: str, episode: model.Episode, runner: _Runner, samples: int, batch: int) -> None:
+def _adapt(strategy: str, episode: model.Episode, runner: Runner, samples: int, batch: int) -> None:
     """Run an adaptive strategy's batches (``strategies.next_batch``) until it is done or the budget stops it."""
     possible = branchable_steps(episode)
     terminal = _terminal(episode, possible)
-    while runner.stopped is None:
+    while runner.spend.stopped is None:
         rewards: dict[int, list[float | None]] = {}
         for b in runner.branches:
             rewards.setdefault(b.step, []).append(b.reward)
@@ -547,39 +547,24 @@ def stop_reason(budget: Budget, *, cancelled: bool, started: int, counted: int, 
     return None
 
 
-class _Runner:
-    """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
-    finished one to the log; stops starting new ones on cancel, the rollout or token budget or the wall time."""
+class Spend:
+    """One budget's gate and tally: every branch asks :meth:`may_start` before it starts and is counted by
+    :meth:`tally` when it ends. One search owns one; the run-wide search shares one across its episodes' runners."""
 
-    def __init__(
-        self,
-        episode: model.Episode,
-        client: counterfactual.Client,
-        folder: branch_store.Folder,
-        budget: Budget,
-        max_steps: int,
-        restore: dict[str, Any],
-        progress: Callable[[Progress], None] | None,
-        cancel: threading.Event | None,
-        ray_address: str | None = None,
-    ) -> None:
-        self.episode, self.client, self.folder, self.budget = episode, client, folder, budget
-        self.ray_address = ray_address
-        self.max_steps, self.restore, self.progress = max_steps, restore, progress
+    def __init__(self, budget: Budget, cancel: threading.Event | None = None) -> None:
+        self.budget = budget
         self.cancel = cancel or threading.Event()
-        self.branches = _read(folder)[0]
-        self.stored = len(self.branches)
-        self.started = 0
-        self.done = 0
-        self.tokens = 0
-        self.tokens_unknown = False
+        self.lock = threading.Lock()
+        self.started = self.done = self.tokens = 0
         self.counted = 0  # what the token budget counts: reported usage, else each call's size
+        self.tokens_unknown = False
         self.stopped: str | None = None
-        self.deadline = None if budget.wall_s is None else time.monotonic() + budget.wall_s
-        self._lock = threading.Lock()
+        self.start = time.monotonic()
+        self.deadline = None if budget.wall_s is None else self.start + budget.wall_s
 
-    def _may_start(self) -> bool:
-        with self._lock:
+    def may_start(self) -> bool:
+        """Whether one more branch may start (counting it as started), by :func:`stop_reason`."""
+        with self.lock:
             self.stopped = self.stopped or stop_reason(self.budget, cancelled=self.cancel.is_set(),
                                                        started=self.started, counted=self.counted,
                                                        deadline=self.deadline)
@@ -587,6 +572,40 @@ class _Runner:
                 return False
             self.started += 1
             return True
+
+    def tally(self, branch: Branch) -> int:
+        """Count a finished branch's tokens; the number of branches finished so far."""
+        with self.lock:
+            self.done += 1
+            self.tokens += branch.tokens or 0
+            self.tokens_unknown = self.tokens_unknown or branch.tokens is None
+            self.counted += branch.counted_tokens if branch.counted_tokens is not None else branch.tokens or 0
+            return self.done
+
+
+class Runner:
+    """Runs branches on a pool of ``parallel`` threads (each branch restores its own container), appending each
+    finished one to the log; stops starting new ones when ``spend`` says so (cancel, the rollout or token budget,
+    the wall time)."""
+
+    def __init__(
+        self,
+        episode: model.Episode,
+        client: counterfactual.Client,
+        folder: branch_store.Folder,
+        spend: Spend,
+        max_steps: int,
+        restore: dict[str, Any],
+        progress: Callable[[Progress], None] | None,
+        ray_address: str | None = None,
+    ) -> None:
+        self.episode, self.client, self.folder, self.spend = episode, client, folder, spend
+        self.budget = spend.budget
+        self.ray_address = ray_address
+        self.max_steps, self.restore, self.progress = max_steps, restore, progress
+        self.branches = _read(folder)[0]
+        self.stored = len(self.branches)
+        self._lock = threading.Lock()
 
     def run(self, jobs: Sequence[int], planned: int | None) -> None:
         cores = (os.cpu_count() or 1) if self.ray_address is None else self.budget.parallel  # a cluster: its own
@@ -596,7 +615,7 @@ class _Runner:
                 future.result()
 
     def _one(self, step: int, planned: int | None) -> None:
-        if not self._may_start():
+        if not self.spend.may_start():
             return
         remote = branch_store.is_remote(self.folder)  # staged on the machine that runs it, uploaded into the store
         function = typing.cast("Callable[..., Branch]", branch_store.staged if remote else run_branch)
@@ -609,11 +628,7 @@ class _Runner:
         with self._lock:
             branch_store.append(self.folder, branch.to_json())
             self.branches.append(branch)
-            self.done += 1
-            self.tokens += branch.tokens or 0
-            self.tokens_unknown = self.tokens_unknown or branch.tokens is None
-            self.counted += branch.counted_tokens if branch.counted_tokens is not None else branch.tokens or 0
-            done = self.done
+        done = self.spend.tally(branch)
         if self.progress is not None:
             self.progress(Progress(done, planned, branch))
 

@@ -198,42 +198,22 @@ class RunSearch:
         return lines
 
 
-class _Shared:
-    """The one budget of the call: every episode's runner asks it before a branch starts and reports to it after."""
+class _Shared(branching.Spend):
+    """The one budget of the call: every episode's runner asks it before a branch starts and is counted by it after;
+    it keeps the finished branches' durations (the time-left estimate) and tells ``after`` of each."""
 
     def __init__(self, budget: branching.Budget, cancel: threading.Event) -> None:
-        self.budget, self.cancel = budget, cancel
-        self.lock = threading.Lock()
-        self.started = self.done = self.tokens = self.counted = 0
-        self.tokens_unknown = False
-        self.stopped: str | None = None
-        self.start = time.monotonic()
-        self.deadline = None if budget.wall_s is None else self.start + budget.wall_s
+        super().__init__(budget, cancel)
         self.durations: list[float] = []
         self.new: list[tuple[str, branching.Branch]] = []
         self.after: Callable[[str, branching.Branch, int], None] = lambda key, branch, done: None
 
-    def may_start(self) -> bool:
+    def record(self, episode_id: str, done: int, branch: branching.Branch) -> None:
+        """A branch of ``episode_id`` finished (already tallied, the ``done``-th of the call)."""
         with self.lock:
-            self.stopped = self.stopped or branching.stop_reason(self.budget, cancelled=self.cancel.is_set(),
-                                                                 started=self.started, counted=self.counted,
-                                                                 deadline=self.deadline)
-            if self.stopped is not None:
-                return False
-            self.started += 1
-            return True
-
-    def record(self, episode_id: str, branch: branching.Branch) -> int:
-        with self.lock:
-            self.done += 1
-            self.tokens += branch.tokens or 0
-            self.tokens_unknown = self.tokens_unknown or branch.tokens is None
-            self.counted += branch.counted_tokens if branch.counted_tokens is not None else branch.tokens or 0
             self.durations.append(branch.duration_s)
             self.new.append((episode_id, branch))
-            done = self.done
         self.after(episode_id, branch, done)
-        return done
 
     def eta(self, left: int, workers: int) -> float | None:
         if not self.durations:
@@ -242,28 +222,6 @@ class _Shared:
         if self.deadline is not None:
             eta = min(eta, max(0.0, self.deadline - time.monotonic()))
         return eta
-
-
-class _EpisodeRunner(branching._Runner):
-    """``branching``'s runner for one episode (it stores each branch in the episode's folder), asking the call's
-    shared budget before a branch starts and reporting each finished branch to it."""
-
-    def __init__(self, shared: _Shared, key: str, *args: Any) -> None:
-        super().__init__(*args)
-        self.shared = shared
-
-        def report(p: branching.Progress) -> None:
-            shared.record(key, p.branch)
-
-        self.progress = report
-
-    def _may_start(self) -> bool:
-        if not self.shared.may_start():
-            self.stopped = self.shared.stopped
-            return False
-        with self._lock:
-            self.started += 1
-        return True
 
 
 @dataclasses.dataclass
@@ -342,7 +300,7 @@ def search_run(
 
 
 def _runners(run: Any, chosen: Sequence[model.Episode], call: _Call, shared: _Shared
-             ) -> tuple[dict[str, _EpisodeRunner], dict[str, str]]:
+             ) -> tuple[dict[str, branching.Runner], dict[str, str]]:
     runners, refused = {}, {}
     for episode in chosen:
         try:
@@ -353,10 +311,12 @@ def _runners(run: Any, chosen: Sequence[model.Episode], call: _Call, shared: _Sh
             refused[episode.episode_id] = f"{allocation.NO_STEPS}: {exc}"
             continue
         branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id})
-        runners[episode.episode_id] = _EpisodeRunner(shared, episode.episode_id, episode, call.client, folder,
-                                                     call.budget,
-                                                     call.max_steps, call.restore, None, shared.cancel,
-                                                     call.ray_address)
+
+        def report(p: branching.Progress, key: str = episode.episode_id) -> None:
+            shared.record(key, p.done, p.branch)
+
+        runners[episode.episode_id] = branching.Runner(episode, call.client, folder, shared, call.max_steps,
+                                                       call.restore, report, call.ray_address)
     return runners, refused
 
 

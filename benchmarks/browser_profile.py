@@ -162,15 +162,17 @@ def self_times(profile: dict) -> tuple[collections.Counter, collections.Counter]
 
 
 def main_thread_kinds(events: list[dict]) -> collections.Counter:
-    """Milliseconds of the renderer main threads' work by kind (``_KINDS``), each counted once: an event's own time,
-    less that of the events inside it (which count for their own kinds); and the threads' busy time (tasks)."""
+    """Milliseconds of the renderer main threads' work by kind (``_KINDS``; ``other: <name>`` for the other trace
+    events), each counted once: an event's own time, less that of the events inside it (which count for their own
+    kinds); and the threads' busy time (tasks, whose own time is left out of the kinds)."""
     main = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
             and e.get("args", {}).get("name") == "CrRendererMain"}
     on_main = [e for e in events if e.get("ph") == "X" and (e["pid"], e["tid"]) in main]
     kinds: collections.Counter = collections.Counter()
     for thread in main:
-        spans = sorted(((e["ts"], e["ts"] + e.get("dur", 0), _KINDS[e["name"]], _cpu(e)) for e in on_main
-                        if (e["pid"], e["tid"]) == thread and e["name"] in _KINDS), key=lambda s: (s[0], -s[1]))
+        spans = sorted(((e["ts"], e["ts"] + e.get("dur", 0), _KINDS.get(e["name"], f"other: {e['name']}"), _cpu(e))
+                        for e in on_main if (e["pid"], e["tid"]) == thread and e["name"] not in _TASKS),
+                       key=lambda s: (s[0], -s[1]))
         stack: list[list] = []  # [end, kind, own time]
         for begin, end, kind, cpu in spans:
             while stack and stack[-1][0] <= begin:
@@ -181,7 +183,10 @@ def main_thread_kinds(events: list[dict]) -> collections.Counter:
             stack.append([end, kind, cpu])
         for closed in stack:
             kinds[closed[1]] += closed[2]
-    kinds["main thread busy (all tasks, CPU)"] = sum(_cpu(e) for e in on_main if e["name"] in _TASKS)
+    busy = sum(_cpu(e) for e in on_main if e["name"] in _TASKS)
+    kinds["main thread busy (all tasks, CPU)"] = busy
+    # the profiler's own start (it walks the heap's code: over a second on a page that loaded Plotly) is not the page's
+    kinds["main thread busy, less the profiler's start"] = busy - kinds.get(f"other: {_PROFILER_START}", 0)
     return collections.Counter({k: v / 1000 for k, v in kinds.items()})
 
 
@@ -191,6 +196,7 @@ def _cpu(event: dict) -> float:
     return event.get("tdur", event.get("dur", 0))
 
 
+_PROFILER_START = "CpuProfiler::StartProfiling"
 _TASKS = ("RunTask", "ThreadControllerImpl::RunTask")
 
 
@@ -208,8 +214,12 @@ def summary(name: str, record: Recording, top: int = 15) -> str:
              f"(largest {record.largest_frame / 1024:.1f} KiB)",
              "page afterwards: " + ", ".join(f"{k} {v:,}" for k, v in record.dom.items()),
              "renderer main thread by kind (ms of its CPU time):"]
-    for kind, ms in main_thread_kinds(record.events).most_common():
+    kinds = main_thread_kinds(record.events)
+    others = [(kind, ms) for kind, ms in kinds.most_common() if kind.startswith("other: ")]
+    for kind, ms in [(kind, ms) for kind, ms in kinds.most_common() if not kind.startswith("other: ")]:
         lines.append(f"  {ms:9.1f}  {kind}")
+    lines.append(f"  {sum(ms for _, ms in others):9.1f}  other events, the largest: "
+                 + ", ".join(f"{kind[7:]} {ms:.0f}" for kind, ms in others[:6]))
     busy = sampled - functions["(idle)"]
     lines.append(f"JavaScript CPU profile by source (ms of self time, wall-clock samples; {busy:.0f} ms not idle of "
                  f"{sampled:.0f} sampled):")

@@ -28,6 +28,7 @@ import logging
 import os
 import pathlib
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -84,6 +85,22 @@ def _tab(window):
     return tab
 
 
+def _cpu(page) -> float:
+    """CPU seconds every process of ``page``'s Chromium has spent so far (``SystemInfo.getProcessInfo``)."""
+    browser = page.context.browser
+    session = getattr(browser, "_ares_cpu_session", None)
+    if session is None:
+        session = browser._ares_cpu_session = browser.new_browser_cdp_session()
+    return sum(p["cpuTime"] for p in session.send("SystemInfo.getProcessInfo")["processInfo"])
+
+
+def _with_cpu(page, measure):
+    """``measure()``'s result and the CPU seconds Chromium spent meanwhile."""
+    before = _cpu(page)
+    result = measure()
+    return result, _cpu(page) - before
+
+
 def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> list[tuple]:
     """The Episode page of ``episode`` at its middle step in a new tab (cold once, then best of ``repeat``), and
     ``j``."""
@@ -93,65 +110,151 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
     times, window = [], _tabs(page)
     for _ in range(repeat + 1):
         tab = _tab(window)
-        times.append(chromium.shown(tab, link, marker))
+        times.append(_with_cpu(tab, lambda tab=tab: chromium.shown(tab, link, marker)))
         tab.close()
     cold, warm = times[0], times[1:]
-
-    t_next = chromium.best(lambda: bench_targets.next_step(page, link, mid), repeat)
+    nexts = [_with_cpu(page, lambda: bench_targets.next_step(page, link, mid)) for _ in range(repeat)]
+    # (next_step settles the page before it presses j: its CPU is that of the whole measurement, an upper bound)
     name = f"Episode page, {steps}-step episode, new tab"
-    return [(f"{name}, first open: content", cold[0], None),
-            (f"{name}, first open: idle", cold[1], None),
-            (f"{name}: content", min(c for c, _ in warm), 0.5),
-            (f"{name}: idle", min(i for _, i in warm), 1.0),
-            ("next step with j, to drawn and idle", t_next, 0.3)]
+    cpu = min(c for _, c in warm)
+    return [(f"{name}, first open: content", cold[0][0], None, None),
+            (f"{name}, first open: idle", cold[0][1], None, cold[1]),
+            (f"{name}: content", min(t[0] for t, _ in warm), 0.5, None),
+            (f"{name}: idle", min(t[1] for t, _ in warm), 1.0, cpu),
+            ("next step with j, to drawn and idle", min(t for t, _ in nexts), 0.3, None)]
 
 
 def compare_figures(env: dict[str, str], work: pathlib.Path, ids: tuple[str, str], sizes: str, repeat: int,
-                    run: str = "long") -> list[tuple]:
+                    run: str = "long", repo: pathlib.Path = chromium.REPO) -> list[tuple]:
     """Compare of two episodes: cold (a fresh server each time), then warm (a new tab of the last server)."""
     link = f"/compare?run={run}&episode={ids[0]}&other={ids[1]}"
     cold, warm = [], []
     for n in range(repeat):
-        with chromium.served_page(env, work / f"compare-{run}-{n}.log") as (page, url):
-            cold.append(chromium.shown(page, url + link, text="aligned (rows|steps)"))
+        with chromium.served_page(env, work / f"compare-{run}-{n}.log", repo=repo) as (page, url):
+            cold.append(_with_cpu(page, lambda: chromium.shown(page, url + link, text="aligned (rows|steps)")))
             if n == repeat - 1:
                 window = _tabs(page)
                 for _ in range(repeat + 1):  # the first tab fills the window's HTTP cache: not counted
                     tab = _tab(window)
-                    warm.append(chromium.shown(tab, url + link, text="aligned (rows|steps)"))
+                    warm.append(_with_cpu(tab, lambda tab=tab: chromium.shown(tab, url + link,
+                                                                              text="aligned (rows|steps)")))
                     tab.close()
                 warm = warm[1:]
     name = f"Compare {sizes} ({run})"
-    return [(f"{name}, cold: content", min(c for c, _ in cold), 3.0),
-            (f"{name}, cold: idle", min(i for _, i in cold), None),
-            (f"{name}, warm: content", min(c for c, _ in warm), 0.5),
-            (f"{name}, warm: idle", min(i for _, i in warm), None)]
+    return [(f"{name}, cold: content", min(t[0] for t, _ in cold), 3.0, None),
+            (f"{name}, cold: idle", min(t[1] for t, _ in cold), None, min(c for _, c in cold)),
+            (f"{name}, warm: content", min(t[0] for t, _ in warm), 0.5, None),
+            (f"{name}, warm: idle", min(t[1] for t, _ in warm), None, min(c for _, c in warm))]
 
 
-def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: int) -> list[tuple]:
+def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: int,
+                 repo: pathlib.Path = chromium.REPO) -> list[tuple]:
     """Episode page, ``j``, the overviews and Compare runs, on one server."""
     rows = []
-    with chromium.served_page(env, work / "pages.log") as (page, url):
+    with chromium.served_page(env, work / "pages.log", repo=repo) as (page, url):
         chromium.shown(page, f"{url}/?run=small-a", _METRIC)  # the server's imports, once
         rows += episode_figures(page, url, "long/acme__parser-2210", 115, repeat)
         for run, charts in (("small-a", 2), *(((real, 2),) if real else ())):
-            times = [timed_charts(page, f"{url}/?run={run}", charts, _METRIC) for _ in range(repeat)]
-            rows += [(f"Overview of {run}: figures", min(t[0] for t in times), None),
-                     (f"Overview of {run}: charts drawn", min(t[1] for t in times), 1.0),
-                     (f"Overview of {run}: idle", min(t[2] for t in times), None)]
-        times = [timed_charts(page, f"{url}/compare_runs?run=small-a&other_run=small-b", 2) for _ in range(repeat)]
-        rows += [("Compare runs small-a / small-b: charts drawn", min(t[1] for t in times), None),
-                 ("Compare runs small-a / small-b: idle", min(t[2] for t in times), None)]
+            timed = [_with_cpu(page, lambda run=run, charts=charts: timed_charts(page, f"{url}/?run={run}", charts,
+                                                                                  _METRIC)) for _ in range(repeat)]
+            rows += [(f"Overview of {run}: figures", min(t[0] for t, _ in timed), None, None),
+                     (f"Overview of {run}: charts drawn", min(t[1] for t, _ in timed), 1.0, None),
+                     (f"Overview of {run}: idle", min(t[2] for t, _ in timed), None, min(c for _, c in timed))]
+        timed = [_with_cpu(page, lambda: timed_charts(page, f"{url}/compare_runs?run=small-a&other_run=small-b", 2))
+                 for _ in range(repeat)]
+        rows += [("Compare runs small-a / small-b: charts drawn", min(t[1] for t, _ in timed), None, None),
+                 ("Compare runs small-a / small-b: idle", min(t[2] for t, _ in timed), None, min(c for _, c in timed))]
     return rows
 
 
-def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> float:
-    """The least a Streamlit page costs here: one marker element, to idle."""
+def profiles(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path, only: str | None) -> None:
+    """A CPU profile and timeline trace of each slow page, once settled (``browser_profile``), written to ``folder``
+    and printed: the floor page, the Episode page in a new tab and ``j``, the Overview of ``small-a``, Compare cold
+    and warm."""
+    from benchmarks import browser_profile
+
+    floor_script = work / "floor.py"
+    floor_script.write_text(bench_targets._served("st.html('<div data-ares-step=\"1\"></div>')"))
+    with chromium.served_page(env, work / "floor-profile.log", script=str(floor_script)) as (page, url):
+        chromium.shown(page, url, "[data-ares-step='1']")
+        page.goto("about:blank")
+        with browser_profile.recorded(page) as record:
+            chromium.shown(page, url, "[data-ares-step='1']")
+        print(browser_profile.write(folder, "floor page", record), flush=True)
+    if only in (None, "pages"):
+        _profile_pages(env, work, folder)
+    if only in (None, "compare"):
+        _profile_compare(env, work, folder)
+
+
+def _profile_pages(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:
+    """``profiles`` of the Episode page in a new tab, ``j`` and the Overview of ``small-a``."""
+    from benchmarks import browser_profile
+
+    with chromium.served_page(env, work / "pages-profile.log") as (page, url):
+        chromium.shown(page, f"{url}/?run=small-a", _METRIC)
+        mid = 115 // 2
+        link = f"{url}/episode?run=long&episode=long/acme__parser-2210&step={mid}"
+        window = _tabs(page)
+        for _ in range(2):  # the episode parsed, the window's HTTP cache filled
+            tab = _tab(window)
+            chromium.shown(tab, link, f"[data-ares-step='{mid}']")
+            tab.close()
+        tab = _tab(window)
+        with browser_profile.recorded(tab) as record:
+            chromium.shown(tab, link, f"[data-ares-step='{mid}']")
+        print(browser_profile.write(folder, "Episode page, 115 steps, new tab, to idle", record), flush=True)
+        chromium.shown(tab, link, f"[data-ares-step='{mid}']")
+        tab.wait_for_function(bench_targets._TIMELINE, arg=mid)  # settled, as bench_targets.next_step does
+        tab.wait_for_function("window.__aresViewerKeys === true")
+        tab.evaluate("document.activeElement && document.activeElement.blur()")
+        with browser_profile.recorded(tab) as record:
+            tab.keyboard.press("j")
+            chromium.wait(tab, f"[data-ares-step='{mid + 1}']", visible=False)
+            tab.wait_for_function(chromium.IDLE)
+        print(browser_profile.write(folder, "j, next step, to idle", record), flush=True)
+        timed_charts(page, f"{url}/?run=small-a", 2, _METRIC)
+        with browser_profile.recorded(page) as record:
+            timed_charts(page, f"{url}/?run=small-a", 2, _METRIC)
+        print(browser_profile.write(folder, "Overview of small-a, to charts drawn and idle", record), flush=True)
+
+
+def _profile_compare(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:
+    """``profiles`` of Compare of the two ~180-step attempts, cold (a fresh server) and warm (a new tab)."""
+    from benchmarks import browser_profile
+
+    link = "/compare?run=long&episode=attempt-1/acme__widgets-4127&other=attempt-2/acme__widgets-4127"
+    with chromium.served_page(env, work / "compare-profile.log") as (page, url):
+        page.goto("about:blank")
+        with browser_profile.recorded(page) as record:
+            chromium.shown(page, url + link, text="aligned (rows|steps)")
+        print(browser_profile.write(folder, "Compare 188 x 176, cold, to idle", record), flush=True)
+        window = _tabs(page)
+        tab = _tab(window)
+        chromium.shown(tab, url + link, text="aligned (rows|steps)")
+        tab.close()
+        tab = _tab(window)
+        with browser_profile.recorded(tab) as record:
+            chromium.shown(tab, url + link, text="aligned (rows|steps)")
+        print(browser_profile.write(folder, "Compare 188 x 176, warm, new tab, to idle", record), flush=True)
+
+
+def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> tuple[float, float]:
+    """The least a Streamlit page costs here: one marker element, to idle (seconds, and Chromium's CPU seconds)."""
     script = work / "floor.py"
     script.write_text(bench_targets._served("st.html('<div data-ares-step=\"1\"></div>')"))
     with chromium.served_page(env, work / "floor.log", script=str(script)) as (page, url):
         chromium.shown(page, url, "[data-ares-step='1']")
-        return min(chromium.shown(page, url, "[data-ares-step='1']")[1] for _ in range(repeat))
+        timed = [_with_cpu(page, lambda: chromium.shown(page, url, "[data-ares-step='1']")) for _ in range(repeat)]
+        return min(t[1] for t, _ in timed), min(c for _, c in timed)
+
+
+def checkout(rev: str) -> pathlib.Path:
+    """This repository at ``rev`` (a commit, branch or tag), exported to a temporary folder, to serve beside it."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-before-"))
+    archive = subprocess.run(["git", "archive", rev], cwd=chromium.REPO, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
 
 
 def main() -> None:
@@ -160,13 +263,37 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--real", type=pathlib.Path, default=bench_targets.REAL_RUN)
     parser.add_argument("--only", choices=("pages", "compare"), help="measure only these figures")
+    parser.add_argument("--before", metavar="REV",
+                        help="also serve the app as it was at REV (a commit) and measure each figure for both, in "
+                             "turn in the same run, printing after / before")
+    parser.add_argument("--profile", type=pathlib.Path, metavar="DIR",
+                        help="instead of timing, profile each slow page in Chromium once (CPU profile, main thread "
+                             "by kind of work, websocket bytes) and write the summaries and .cpuprofile files to DIR")
     args = parser.parse_args()
 
-    measure(args.runs, args.real, args.repeat, args.only)
+    measure(args.runs, args.real, args.repeat, args.only, profile=args.profile, before=args.before)
 
 
-def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, only: str | None = None) -> None:
-    """Write (or reuse) the runs, time every figure and print each beside its target."""
+def _figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: int, only: str | None,
+             repo: pathlib.Path) -> list[tuple]:
+    rows: list[tuple] = []
+    if only in (None, "pages"):
+        rows += page_figures(env, work, real, repeat, repo=repo)
+    if only in (None, "compare"):
+        rows += compare_figures(env, work, ("attempt-1/acme__widgets-4127", "attempt-2/acme__widgets-4127"),
+                                "188 x 176", repeat, repo=repo)
+    return rows
+
+
+def _cells(seconds: float, cpu: float | None, base: tuple[float, float]) -> str:
+    text = f"{seconds:7.3f} s {seconds / base[0]:5.1f}x floor"
+    return text + (f" | CPU {cpu:6.2f} s {cpu / base[1]:5.1f}x" if cpu is not None else " |" + " " * 19)
+
+
+def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, only: str | None = None, *,
+            profile: pathlib.Path | None = None, before: str | None = None) -> None:
+    """Write (or reuse) the runs, time every figure and print each beside its target (and, with ``before``, beside
+    the same figure of the app at that commit, measured in turn in the same run)."""
     source = runs_in(runs_dir)
     work = pathlib.Path(tempfile.mkdtemp(prefix="ares-bench-real-pages-"))
     runs = work / "runs"
@@ -184,19 +311,31 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
 
     for name in ("long", "small-a", "small-b", *([real] if real else [])):
         ares_viewer.open_run(runs / name)  # indexed: the pages' figures are not the index's
+    if profile is not None:
+        profiles(env, work, profile, only)
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    old = checkout(before) if before else None
     base = floor(env, work, repeat)
-    rows: list[tuple] = [("floor: a one-element Streamlit page, idle", base, None)]
-    if only in (None, "pages"):
-        rows += page_figures(env, work, real, repeat)
-    if only in (None, "compare"):
-        rows += compare_figures(env, work, ("attempt-1/acme__widgets-4127", "attempt-2/acme__widgets-4127"),
-                                "188 x 176", repeat)
-    print(f"runs: {source}; Chromium 1500 x 1000; best of {repeat}; load {os.getloadavg()[0]:.1f}")
-    for name, seconds, target in rows:
-        ratio = f"{seconds / base:5.1f}x floor"
+    old_rows = _figures(env, work, real, repeat, only, old) if old else None
+    rows = _figures(env, work, real, repeat, only, chromium.REPO)
+    end_floor = floor(env, work, repeat)  # the machine's load may change meanwhile: the floor again, at the end
+    print(f"runs: {source}; Chromium 1500 x 1000; best of {repeat}; load {os.getloadavg()[0]:.1f}; "
+          f"CPU: all Chromium processes' CPU seconds to idle")
+    print(f"{'floor: a one-element Streamlit page, idle (first, last)':<58} {_cells(*base, base)}   "
+          f"{_cells(*end_floor, base)}")
+    print(f"{'figure':<58} {'now':^44}" + (f"   {'before (' + before + ')':^44} now/before" if before else ""))
+    for n, (name, seconds, target, cpu) in enumerate(rows):
         verdict = "" if target is None else f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
-        print(f"{name:<58} {seconds:7.3f} s  {ratio}   {verdict}")
+        line = f"{name:<58} {_cells(seconds, cpu, base)}"
+        if old_rows:
+            _, then, _, then_cpu = old_rows[n]
+            line += f"   {_cells(then, then_cpu, base)} {seconds / then:5.2f}x"
+        print(f"{line}   {verdict}")
     shutil.rmtree(work, ignore_errors=True)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
 
 if __name__ == "__main__":
     main()

@@ -28,12 +28,13 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 
 @contextlib.contextmanager
 def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 1500, height: int = 1000,
-                script: str = "app/main.py") -> Iterator:
-    """A Chromium page and the URL of the app (or another Streamlit ``script``) served with ``env`` (this checkout
-    on ``PYTHONPATH``)."""
+                script: str | None = None, repo: pathlib.Path = REPO) -> Iterator:
+    """A Chromium page and the URL of the app (or another Streamlit ``script``) served with ``env`` (``repo``, this
+    checkout unless another is named, on ``PYTHONPATH``)."""
     from playwright.sync_api import sync_playwright
 
-    env = {**env, "PYTHONPATH": str(REPO)}
+    script = script or str(repo / "app" / "main.py")
+    env = {**env, "PYTHONPATH": str(repo)}
     with open(log_path, "w+b") as log, app_server.served(env, log, script=script) as (url, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": width, "height": height})
@@ -47,13 +48,14 @@ def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 
 # Whether a CSS selector's element is on the page (``visible``: and shown), or a text matching a regular expression
 # (``text``) is. Playwright's own waits (``wait_for_selector``, a locator's ``wait_for``) look again after 0, 20, 50,
 # 100, 100 ms and then only every 500 ms, so an element drawn 0.3 s in was reported up to half a second late: these
-# checks run at every animation frame (a text every 20 ms, as reading the page's text costs more).
+# checks run at every animation frame (a text every 20 ms). A text is looked for in the page's ``textContent``, which
+# costs no layout: ``innerText`` laid the page out at every look, 50 times a second on a page being drawn.
 _THERE = """([selector, visible]) => {
   const element = document.querySelector(selector);
   if (!element || !visible) return !!element;
   return element.getClientRects().length > 0 && getComputedStyle(element).visibility !== "hidden";
 }"""
-_TEXT = "(pattern) => new RegExp(pattern).test(document.body ? document.body.innerText : '')"
+_TEXT = "(pattern) => new RegExp(pattern).test(document.body ? document.body.textContent : '')"
 
 
 def wait(page, selector: str | None = None, *, text: str | None = None, visible: bool = True) -> None:

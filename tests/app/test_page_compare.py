@@ -220,10 +220,10 @@ def test_compare_shows_what_the_episode_page_says_was_submitted(tmp_path, monkey
     monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
     at = app("compare", run="run-s")
     assert not at.exception
-    shown = [c.value for c in at.code if c.value.startswith("diff --git")]
+    shown = [b.value for b in page_text.blocks(at) if b.language == "diff" and b.value.startswith("diff --git")]
     episode_page = [ending.of(load_episode(paths[label])) for label in ("failed", "solved")]
-    # (st.code drops the text's last newline.)
-    assert shown == [end.submission.removesuffix("\n") for end in episode_page] == [f"{diff}failed", f"{diff}solved"]
+    assert shown == [end.submission for end in episode_page]
+    assert [text.removesuffix("\n") for text in shown] == [f"{diff}failed", f"{diff}solved"]
     captions = page_text.of(at)
     assert "From the output of the submit command (step 4)." in captions
 

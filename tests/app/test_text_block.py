@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import page_text
 
-from ares_viewer_app.views.episode import blocks
+from ares_viewer_app.panels import blocks
 
 
 class _Page:

@@ -36,7 +36,7 @@ def test_compare_defaults_to_the_shortest_solved_attempt_and_keeps_the_row(page,
     expect(page.get_by_role("heading", name=f"Row {row}")).to_be_visible()
     # Both final submissions, side by side.
     expect(page.get_by_text("Final submissions, side by side")).to_be_visible()
-    expect(page.locator('[data-testid="stCode"]', has_text="+    start = (page - 1) * per_page").first).to_be_visible()
+    expect(page.locator(".ares-text", has_text="+    start = (page - 1) * per_page").first).to_be_visible()
 
     # Picking another row names it in the URL; a reload shows that row again.
     wait_idle(page)

@@ -15,7 +15,7 @@ import ares_viewer
 from ares_viewer.analysis import aggregate_plots, align, ending
 from ares_viewer.base import textdiff
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers
+from ares_viewer_app.panels import blocks, choosers
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import access
 from ares_viewer_app.text import escape, readable
@@ -174,7 +174,8 @@ def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
                 partner = {"other": a if label == "B" else b}
             st.page_link(pages.path("episode"), label=f"Open {label} step {step.index}", icon=":material/open_in_new:",
                          query_params=state.params(episode=episode.episode_id, step=step.index, row=None, **partner))
-            st.code(step.command or step.response, language="bash", wrap_lines=True)
+            blocks.long_text(step.command or step.response, f"{label}.{episode.episode_id}.{step.index}",
+                             language="bash", page="compare")
             st.caption(f"return code {escape.line(readable.fmt(step.returncode))}")
     name_a = f"A step {pair.a}" if pair.a is not None else "A (gap)"
     name_b = f"B step {pair.b}" if pair.b is not None else "B (gap)"
@@ -213,8 +214,11 @@ def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -
                 st.markdown(f"**{label}** · reward {readable.fmt(episode.total_reward)}")
                 st.caption(f"Why: {escape.md(ending.of(episode).explanation)}")  # with its sources (docs/endings.md)
                 st.caption(f"From {source}.")
-                # an empty answer means none was found where the caption says, not that nothing was submitted
-                st.code(patch or "(no diff found there)", language="diff", wrap_lines=True)
+                # an empty answer means none was found where the caption says, not that nothing was submitted; a
+                # light text block (st.code's highlighter drew thousands of elements for a real diff), its head and
+                # tail until "Show all"
+                blocks.long_text(patch, f"submission.{label}.{episode_id}", language="diff", page="compare",
+                                 empty="(no diff found there)")
 
 
 def episodes_section(run: ares_viewer.Run) -> None:
@@ -279,6 +283,7 @@ def runs_section(run: ares_viewer.Run) -> None:
 
 def show(run: ares_viewer.Run) -> None:
     """The page for ``run``: two episodes, or two runs, side by side."""
+    blocks.copy_buttons()  # the text blocks' copy buttons
     # Only the open tab runs: the hidden one's charts (and run B's index) cost a second of every visit.
     tab_episodes, tab_runs = st.tabs(["Two episodes", "Two runs"], key="compare.tab", on_change="rerun")
     with tab_episodes:

@@ -20,10 +20,10 @@ from ares_viewer.analysis import behaviours, ending  # noqa: F401 (behaviours: i
 from ares_viewer.base import textdiff
 from ares_viewer.model import render
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import activations_panel, choosers, queue_panel, review_panel, snapshot_problems
+from ares_viewer_app.panels import activations_panel, blocks, choosers, queue_panel, review_panel, snapshot_problems
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape, readable
-from ares_viewer_app.views.episode import blocks, decisive_panel, reader, step_list, step_view, timeline
+from ares_viewer_app.views.episode import decisive_panel, reader, step_list, step_view, timeline
 
 
 def error_panel(episode: model.Episode) -> None:
@@ -150,7 +150,8 @@ def format_details(episode: model.Episode) -> None:
     submission = meta.get("submission")
     if isinstance(submission, str) and submission.strip():
         with st.expander(f"Submission ({len(submission.splitlines())} lines)", icon=":material/difference:"):
-            blocks.text_block(submission, language="diff")
+            # its head and tail until "Show all": an expander's content is sent and drawn while it is closed
+            blocks.long_text(submission, f"{episode.episode_id[:8]}.submission", language="diff")
     if meta.get("group"):
         st.page_link(pages.path("groups"), label="Compare with the other rollouts of its group",
                      icon=":material/group_work:", query_params=state.params())
@@ -359,7 +360,7 @@ def step_body(run: ares_viewer.Run, episode: model.Episode, k: int, refs: dict[i
         if st.toggle(f"Full context ({_messages(step.context_len)})", key="episode.show_context"):
             step_view.context(episode.context(k), f"{key}.context")
     if st.toggle("System prompt", key="episode.show_system"):
-        step_view.long_text(episode.system_prompt, f"{episode.episode_id[:8]}.system", empty="(none)")
+        blocks.long_text(episode.system_prompt, f"{episode.episode_id[:8]}.system", empty="(none)")
 
 
 def _set_view() -> None:
@@ -411,6 +412,7 @@ def show(run: ares_viewer.Run, where: str, episode: model.Episode) -> None:
     st.session_state[_PAGE_RUN] = st.session_state.get(_PAGE_RUN, 0) + 1
     header(run, episode)
     step_list.keys()
+    blocks.copy_buttons()
     panes(where, episode.episode_id)
     decisive_panel.show(episode)
 

@@ -17,6 +17,7 @@ import streamlit as st
 from ares_viewer import model
 from ares_viewer.analysis import ending, find, search
 from ares_viewer_app.data import loaders
+from ares_viewer_app.panels import blocks
 from ares_viewer_app.routing import state
 from ares_viewer_app.text import escape
 from ares_viewer_app.views.episode import step_view
@@ -202,7 +203,7 @@ def transcript(episode: model.Episode, hits: find.Found | None) -> None:
             )
             if not step.has_action:
                 task = search.prompt_text(episode, "task")
-                step_view.long_text(task, f"{key}.task", empty="(no task recorded)")
+                blocks.long_text(task, f"{key}.task", empty="(no task recorded)")
                 continue
             step_view.reasoning(step, key)
             step_view.response(step, key)

@@ -60,27 +60,4 @@
     queue.push(key);
     drain();
   });
-  // A text block's copy button (blocks.text_block) copies the block's text exactly as the file holds it.
-  // (Where the clipboard API refuses, as on a page served over plain HTTP to another host, a selection is copied.)
-  const copied = (button) => {
-    button.textContent = "Copied";
-    setTimeout(() => { button.textContent = "Copy"; }, 1500);
-  };
-  const copyBySelection = (text, button) => {
-    const area = document.createElement("textarea");
-    area.value = text;
-    area.style.position = "fixed";
-    area.style.opacity = "0";
-    document.body.appendChild(area);
-    area.select();
-    if (document.execCommand("copy")) copied(button);
-    area.remove();
-  };
-  document.addEventListener("click", (event) => {
-    const button = event.target.closest?.("[data-ares-copy]");
-    const text = button?.parentElement?.querySelector("pre")?.textContent;
-    if (text === undefined) return;
-    if (!navigator.clipboard) return copyBySelection(text, button);
-    navigator.clipboard.writeText(text).then(() => copied(button), () => copyBySelection(text, button));
-  });
 }

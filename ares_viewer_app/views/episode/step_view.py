@@ -12,44 +12,11 @@ import streamlit as st
 from ares_viewer import model
 from ares_viewer.analysis import ending
 from ares_viewer.base import textdiff
-from ares_viewer_app.panels import activations_panel
+from ares_viewer_app.panels import activations_panel, blocks
 from ares_viewer_app.text import escape, readable
-from ares_viewer_app.views.episode import blocks
 
-# A text longer than this (characters or lines) is shown as its head and tail until "Show all".
-COLLAPSE_CHARS = 3_000
-COLLAPSE_LINES = 40
-HEAD_LINES, HEAD_CHARS = 20, 1_500
-TAIL_LINES, TAIL_CHARS = 10, 800
 # A context longer than this many messages is shown a page of them at a time (the most recent page first).
 CONTEXT_PAGE = 60
-
-
-def head_and_tail(text: str) -> str:
-    """A long text as its first and last lines with how much is hidden between them; a short one whole."""
-    lines = text.splitlines(keepends=True)
-    if len(text) <= COLLAPSE_CHARS and len(lines) <= COLLAPSE_LINES:
-        return text
-    head = "".join(lines[:HEAD_LINES])[:HEAD_CHARS]
-    tail = "".join(lines[-TAIL_LINES:])[-TAIL_CHARS:]
-    tail = tail[max(0, len(head) + len(tail) - len(text)):]  # never show a character twice
-    hidden = text[len(head): len(text) - len(tail)]
-    return (f"{head.rstrip(chr(10))}\n[… {len(hidden):,} characters, {hidden.count(chr(10)):,} lines hidden: "
-            f"“Show all” shows them …]\n{tail}")
-
-
-def _show_all(key: str) -> None:
-    st.session_state[f"episode.all.{key}"] = True
-
-
-def long_text(text: str | None, key: str, *, language: str | None = None, empty: str = "(empty)") -> None:
-    """A text in a code block, collapsed to head and tail when long, with a "Show all" button then."""
-    text = text or ""
-    shown = text if st.session_state.get(f"episode.all.{key}") else head_and_tail(text)
-    blocks.text_block(shown or empty, language=language)
-    if shown != text:
-        st.button(f"Show all {len(text):,} characters", key=f"episode.show_all.{key}", on_click=_show_all,
-                  args=(key,), type="tertiary", icon=":material/unfold_more:")
 
 
 def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *,
@@ -60,7 +27,7 @@ def messages(items: list[model.Message] | tuple[model.Message, ...], key: str, *
         extra = f" · tool call id {escape.line(message.tool_call_id)}" if message.tool_call_id else ""
         number = "" if numbers is None else f"message {numbers[n]:,} · "
         st.markdown(f"{number}**{escape.line(message.role)}**{extra} · {len(message.content):,} chars")
-        long_text(message.content, f"{key}.{n if numbers is None else numbers[n]}")
+        blocks.long_text(message.content, f"{key}.{n if numbers is None else numbers[n]}")
         for call in message.tool_calls:
             blocks.text_block(f"{call.name}({call.arguments})", language="json")
 
@@ -107,23 +74,23 @@ def reasoning(step: model.Step, key: str) -> None:
     if not text:
         return
     with st.expander(f"Reasoning ({len(text):,} characters)", expanded=True, icon=":material/psychology:"):
-        long_text(text, f"{key}.reasoning")
+        blocks.long_text(text, f"{key}.reasoning")
 
 
 def response(step: model.Step, key: str) -> None:
     """The response: its thought and the command it ran (or the whole text when it ran none)."""
     st.markdown("#### Response")
     if step.thought:
-        long_text(step.thought, f"{key}.thought")
+        blocks.long_text(step.thought, f"{key}.thought")
     if step.command is not None:
-        long_text(step.command, f"{key}.command", language="bash")
+        blocks.long_text(step.command, f"{key}.command", language="bash")
     elif step.tool_calls:
         for call in step.tool_calls:
             blocks.text_block(f"{call.name}({call.arguments})", language="json")
     else:
         st.warning("No single bash command in this response: the agent did not run anything.")
         if (step.response or "").strip() != (step.thought or "").strip():  # the thought above is the whole text
-            long_text(step.response, f"{key}.response")
+            blocks.long_text(step.response, f"{key}.response")
 
 
 def failure(step: model.Step) -> str | None:
@@ -143,7 +110,7 @@ def output(step: model.Step, key: str) -> None:
     code = escape.badge(colour, f"return code {readable.fmt(step.returncode)}")
     st.markdown(f"#### Output{badge} {code}{elided}{note}")
     text = step.output if step.output is not None else step.observation_text
-    long_text(text, f"{key}.output", empty="(no output)")
+    blocks.long_text(text, f"{key}.output", empty="(no output)")
 
 
 def why_this_reward(end: ending.Ending, key: str) -> None:
@@ -155,7 +122,7 @@ def why_this_reward(end: ending.Ending, key: str) -> None:
     if end.submission is not None:
         lines = len(end.submission.splitlines())
         st.markdown(f"**Submitted diff** ({lines:,} lines, {escape.line(end.submission_source)})")
-        long_text(end.submission, f"{key}.submission", language="diff", empty="(nothing submitted)")
+        blocks.long_text(end.submission, f"{key}.submission", language="diff", empty="(nothing submitted)")
     verifier = end.verifier
     if verifier is not None:
         code = "" if verifier.returncode is None else f" · exit code {verifier.returncode}"
@@ -164,7 +131,7 @@ def why_this_reward(end: ending.Ending, key: str) -> None:
         if verifier.error:
             st.error(f"The verifier failed: {escape.line(verifier.error)}")
         if verifier.output is not None:
-            long_text(verifier.output, f"{key}.verifier", empty="(no output)")
+            blocks.long_text(verifier.output, f"{key}.verifier", empty="(no output)")
         if verifier.reward_file is not None:
             st.caption(f"Reward file: {escape.line(verifier.reward_file.strip()) or '(empty)'}")
         if verifier.commands:
@@ -172,7 +139,7 @@ def why_this_reward(end: ending.Ending, key: str) -> None:
                 for n, command in enumerate(verifier.commands):
                     blocks.text_block(command.command, language="bash")
                     st.caption(f"return code {readable.fmt(command.returncode)}")
-                    long_text(command.output, f"{key}.verifier.{n}", empty="(no output)")
+                    blocks.long_text(command.output, f"{key}.verifier.{n}", empty="(no output)")
     elif end.failing_tests:  # named by an evaluation report, not by a verifier run the recording holds
         sources = ", ".join(dict.fromkeys(t.source for t in end.failing_tests))
         st.caption(f"The failing tests are read from {escape.line(sources)}; the recording itself holds no verifier "

@@ -16,20 +16,21 @@ pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.ares]
 
 
 @pytest.fixture(scope="module")
-def planted_app(searched_planted_suite, tmp_path_factory):
-    """The app serving the searched suite's runs folder, with the search's cache folder."""
+def planted_app(browser, searched_planted_suite, tmp_path_factory):
+    """``(url, searched suite)``: the app serving the searched suite's runs folder, with the search's cache folder.
+    Chromium is asked for first (the test asks for the suite through this fixture only), so that without it the
+    test stops before the suite is recorded and searched."""
     log_dir = tmp_path_factory.mktemp("planted-server")
     with serve_app(searched_planted_suite.root, searched_planted_suite.cache, log_dir / "review.sqlite",
                    log_dir) as url:
-        yield url
+        yield url, searched_planted_suite
 
 
-def test_the_lost_tasks_page_counts_the_searched_suite_and_opens_the_planted_step(page, planted_app, wait_idle,
-                                                                                   searched_planted_suite):
-    s = searched_planted_suite
+def test_the_lost_tasks_page_counts_the_searched_suite_and_opens_the_planted_step(page, planted_app, wait_idle):
+    url, s = planted_app
     drop, flat = s.entries["statskit-drop-delete"], s.entries["units-none-reads"]
     run = s.run.name
-    page.goto(f"{planted_app}/lost?run={run}")
+    page.goto(f"{url}/lost?run={run}")
     expect(page.get_by_role("heading", name="Lost tasks")).to_be_visible()
     wait_idle(page)
     for label, value in (("Failed episodes", "2"), ("Decisive step", "1"), ("No change", "1"),

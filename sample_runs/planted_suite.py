@@ -243,8 +243,13 @@ def _suite() -> list[Episode]:
 
 SUITE = _suite()
 BY_NAME = {e.name: e for e in SUITE}
-# The small part the tests record: one planted drop, one rise, one episode with no decisive step.
-SMALL = ["statskit-drop-delete", "units-rise-fix", "statskit-none-fixed"]
+# The small part the tests record (tests/conftest.py's ``planted_suite``): one planted drop, one rise, one solved
+# episode with no decisive step, and one failed episode with none (``--episodes failed`` then searches a drop and a
+# flat curve). Their profiles depend on the task only, so one policy serves the run (``RUN_MODEL``).
+SMALL = ["statskit-drop-delete", "units-rise-fix", "statskit-none-fixed", "units-none-reads"]
+# The model name that picks each request's profile by its task (``Policy(profiles=...)``): a run-wide search asks one
+# model for every episode.
+RUN_MODEL = "by-task"
 
 
 # ----- the policy -----------------------------------------------------------------------------------------------
@@ -270,11 +275,16 @@ class Policy:
       else writes the fix over the broken package. ``recover=0`` makes its outcome a function of the state.
     - ``no-fix``: submits when the tests pass, else writes the wrong fix.
     - ``coin``: writes the right fix with chance ``COIN``, else the wrong one, whatever the state.
+
+    The model name ``RUN_MODEL`` (one model for a whole run, as ``ares-viewer branch RUN --episodes`` asks) takes the
+    task from the conversation (:func:`task_of`) and the profile from ``profiles`` (task -> profile,
+    :func:`profiles_of`).
     """
 
-    def __init__(self, seed: int, recover: float = RECOVER) -> None:
+    def __init__(self, seed: int, recover: float = RECOVER, profiles: dict[str, str] | None = None) -> None:
         self.rng = random.Random(seed)
         self.recover = recover
+        self.profiles = dict(profiles or {})
         self.lock = threading.Lock()
 
     def _chance(self, p: float) -> bool:
@@ -282,7 +292,13 @@ class Policy:
             return self.rng.random() < p
 
     def answer(self, model: str, messages: list[dict]) -> str:
-        profile, _, task = model.partition(":")
+        if model == RUN_MODEL:
+            task = task_of(messages)
+            if task not in self.profiles:
+                raise ValueError(f"{RUN_MODEL}: no profile for the conversation's task {task!r}")
+            profile = self.profiles[task]
+        else:
+            profile, _, task = model.partition(":")
         t = TASKS[task]
         last = str(messages[-1].get("content", "")) if messages else ""
         fix = f"THOUGHT: Fixing the module.\n\n```bash\n{_write(t.module, t.fixed)}\necho {FIX_WRITTEN}\n```"
@@ -311,6 +327,24 @@ class Policy:
     def __call__(self, body: dict) -> str:
         """A chat-completions request's answer (``tests/chat_server.serve(policy)``)."""
         return self.answer(str(body.get("model", "")), list(body.get("messages") or []))
+
+
+def task_of(messages: list[dict]) -> str | None:
+    """The suite task a conversation is about: the one whose issue text its first user message holds."""
+    first = next((str(m.get("content", "")) for m in messages if m.get("role") == "user"), "")
+    return next((name for name in TASKS if scenarios.TASKS[name].statement.splitlines()[0] in first), None)
+
+
+def profiles_of(names: list[str]) -> dict[str, str]:
+    """Task -> profile for these episodes, for ``Policy(profiles=...)`` under ``RUN_MODEL``; a task whose episodes
+    need two profiles cannot share one model and is refused."""
+    profiles: dict[str, str] = {}
+    for name in names:
+        episode = BY_NAME[name]
+        if profiles.setdefault(episode.task, episode.profile) != episode.profile:
+            raise ValueError(f"{episode.task}: its episodes need the {profiles[episode.task]} and {episode.profile} "
+                             "profiles; search them one at a time (their manifest model)")
+    return profiles
 
 
 # ----- recording ------------------------------------------------------------------------------------------------

@@ -295,6 +295,77 @@ def interp_run(interp_python, docker_client, tmp_path_factory) -> types.SimpleNa
     return types.SimpleNamespace(root=root, run=root / "interp-run", results=results)
 
 
+PLANTED_RUN = "planted-suite"
+
+
+@pytest.fixture(scope="session")
+def planted_suite(ares_python, docker_client, tmp_path_factory) -> types.SimpleNamespace:
+    """The small part of the planted suite (``sample_runs/planted_suite.py``'s ``SMALL``), recorded once per session
+    through real ARES by that script, so CI measures every change to the search on fresh recordings: ``root`` (a
+    runs folder, for the app), ``run`` (``root / "planted-suite"``, the run folder), ``entries`` (the manifest's
+    entries by episode name) and ``suite`` (the script as a module). Nothing may write into ``run``: a search
+    stores its branches in the cache folder."""
+    import json
+    import subprocess
+    import uuid
+
+    import sample_scripts
+
+    suite = sample_scripts.load("planted_suite")
+    docker_client.images.get(BASE_IMAGE)
+    root = tmp_path_factory.mktemp("planted-runs")
+    out = root / PLANTED_RUN
+    prefix = f"avplanted{uuid.uuid4().hex[:6]}"
+    try:
+        done = subprocess.run(
+            [ares_python, str(SAMPLE_RUNS / "planted_suite.py"), "--out", str(out), "--only", ",".join(suite.SMALL),
+             "--jobs", str(len(suite.SMALL)), "--prefix", prefix],
+            capture_output=True, text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+        )
+    finally:
+        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
+            leftover.remove(force=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((out / suite.MANIFEST).read_text())
+    entries = {entry["name"]: entry for entry in manifest["episodes"]}
+    return types.SimpleNamespace(root=root, run=out, entries=entries, suite=suite)
+
+
+def tree_digest(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` with its size and modification time (to check nothing wrote into it)."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def searched_planted_suite(planted_suite, tmp_path_factory) -> types.SimpleNamespace:
+    """``ares-viewer branch RUN --episodes failed`` run once per session on ``planted_suite``'s run (the real CLI in
+    a subprocess; the suite's policy over HTTP with ``recover=0``, one model for the run; without per-step
+    snapshots): ``cache`` (the cache folder holding its branches, for the app and ``--report``), ``done`` (the
+    finished process, which succeeded; its stdout is the command's JSON), ``run``, ``root``, ``entries``, ``suite`` and
+    ``untouched`` (whether the run folder's files are as recorded after the search)."""
+    import subprocess
+    import sys
+
+    import chat_server
+
+    suite = planted_suite.suite
+    cache = tmp_path_factory.mktemp("planted-cache")
+    before = tree_digest(planted_suite.run)
+    policy = suite.Policy(seed=3, recover=0.0, profiles=suite.profiles_of(suite.SMALL))
+    with chat_server.serve(policy) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "ares_viewer.cli", "branch", str(planted_suite.run), "--episodes", "failed",
+             "--endpoint", server.base_url, "--model", suite.RUN_MODEL, "--samples", "4", "--max-steps",
+             str(suite.MAX_STEPS), "--parallel", "2", "--max-rollouts", "40", "--no-snapshots", "--json"],
+            capture_output=True, text=True, timeout=1800, check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(cache)},
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return types.SimpleNamespace(cache=cache, done=done, untouched=tree_digest(planted_suite.run) == before,
+                                 **vars(planted_suite))
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Let go of the runs the app's caches hold (tests that run pages with AppTest), so their DuckDB connections
     close before the interpreter ends (else DuckDB's bindings list each one as leaked at exit, over the report)."""

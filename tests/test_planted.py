@@ -1,71 +1,62 @@
 """A small part of the planted suite, recorded through real ARES, searched with real containers and the policy over
 HTTP: the search names the planted step where there is one and names none where there is none.
 
-Three episodes of ``sample_runs/planted_suite.py`` (``SMALL``): a package file deleted at step 1 (the policy that
-knows the fix cannot recover: V falls there), the right fix written at step 4 under a policy that cannot find it (V
-rises there), and the right fix under the policy that knows it (V is 1 everywhere: no step is decisive). The policy
-is served with ``recover=0``, so each branch's outcome is a function of the state it starts from; the benchmark
-(``benchmarks/bench_planted.py``) measures the search against the noisy one. Fails in CI without the ARES venv or
-the engine (conftest).
+The small part of ``sample_runs/planted_suite.py`` (``SMALL``, recorded once per session by conftest's
+``planted_suite``): a package file deleted at step 1 (the policy that knows the fix cannot recover: V falls there),
+the right fix written at step 4 under a policy that cannot find it (V rises there), the right fix under the policy
+that knows it (V is 1 everywhere: no step is decisive) and reads only under a policy that cannot find the fix (V is 0
+everywhere). The adaptive search runs here on the rise and the solved one with none; the failed two are searched by
+``ares-viewer branch RUN --episodes failed`` in ``test_planted_run.py``. The policy is served with ``recover=0``,
+so each branch's outcome is a function of the state it starts from; the benchmark (``benchmarks/bench_planted.py``)
+measures the search against the noisy one. Fails in CI without the ARES venv or the engine (conftest).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import subprocess
 import uuid
 
 import chat_server
 import pytest
 import sample_scripts
 
-from ares_viewer import counterfactual, sandbox
+from ares_viewer import counterfactual
 from ares_viewer.counterfactual import branching
 from ares_viewer.runs.run import load_episode
 
 pytestmark = [pytest.mark.docker, pytest.mark.ares]
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
-PREFIX = f"avplanted{uuid.uuid4().hex[:6]}"
 suite = sample_scripts.load("planted_suite")
 
 
-@pytest.fixture(scope="module")
-def recorded(ares_python, engine, tmp_path_factory):
-    """The small part of the suite recorded into one run folder: its manifest entries by name."""
-    out = tmp_path_factory.mktemp("planted")
-    done = subprocess.run(
-        [ares_python, str(REPO / "sample_runs" / "planted_suite.py"), "--out", str(out), "--only",
-         ",".join(suite.SMALL), "--jobs", "3", "--prefix", PREFIX],
-        capture_output=True, text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
-    )
-    try:
-        assert done.returncode == 0, done.stderr[-3000:]
-        manifest = json.loads((out / suite.MANIFEST).read_text())
-        yield out, {entry["name"]: entry for entry in manifest["episodes"]}
-    finally:
-        for leftover in engine.containers.list(all=True, filters={"name": f"ares.{PREFIX}."}):
-            leftover.remove(force=True)
-        sandbox.cleanup(engine, session=SESSION)
+# The episodes the adaptive search is run on here: the rise and the solved one with none. The failed ones (the drop
+# at step 1 and units-none-reads, with none) are searched once by the run-wide command (test_planted_run.py); a
+# second search of the drop here cost 157 s of CI under load for the same branches.
+SEARCHED = ["units-rise-fix", "statskit-none-fixed"]
+
+
+@pytest.fixture
+def recorded(planted_suite):
+    """The small part of the suite, recorded once per session (conftest's ``planted_suite``): the run folder and
+    its manifest entries by name."""
+    return planted_suite.run, planted_suite.entries
 
 
 def test_the_manifest_names_each_recorded_episodes_planted_step_and_ares_gave_the_planned_rewards(recorded):
     out, entries = recorded
     assert sorted(entries) == sorted(suite.SMALL)
-    drop, rise, none = (entries[name] for name in suite.SMALL)
+    drop, rise, none, flat = (entries[name] for name in suite.SMALL)
     assert (drop["kind"], drop["planted"], drop["position"], drop["reward"]) == ("drop", 1, "early", 0.0)
     assert (rise["kind"], rise["planted"], rise["position"], rise["reward"]) == ("rise", 4, "middle", 1.0)
     assert (none["kind"], none["planted"], none["reward"]) == ("none", None, 1.0)
+    assert (flat["kind"], flat["planted"], flat["action"], flat["reward"]) == ("none", None, None, 0.0)
     episode = load_episode(out / drop["file"])
     assert episode.episode_id == drop["episode_id"] and episode.num_actions == 7
     assert episode.step(1).command.startswith("git rm -q statskit/__init__.py")
     assert (out / "tasks" / drop["task"] / "task.json").is_file()  # the recorder kept the verifier's recipe
 
 
-@pytest.mark.parametrize("name", suite.SMALL)
+@pytest.mark.parametrize("name", SEARCHED)
 def test_the_adaptive_search_names_the_planted_step_or_none(recorded, engine, name, tmp_path, monkeypatch):
     out, entries = recorded
     entry = entries[name]

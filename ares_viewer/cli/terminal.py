@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -81,26 +82,42 @@ def count(text: str) -> int:
 
 
 def until_done(work: Callable[[threading.Event], T], name: str) -> T:
-    """``work(cancel)`` in a thread of its own, its result (its exception re-raised here): Ctrl+C in the main thread
-    sets ``cancel`` and waits for the running branches, which are kept, instead of abandoning them."""
+    """``work(cancel)`` in a thread of its own, its result (its exception re-raised here): Ctrl+C or SIGTERM (what a
+    cluster's scheduler sends before it kills a job) in the main thread sets ``cancel`` and waits for the running
+    branches, which are kept and their containers removed, instead of abandoning them. A second one stops the wait."""
     cancel = threading.Event()
     found: list[T] = []
     failed: list[BaseException] = []
+    ended = threading.Event()  # waited on, not ``join``: a join a signal interrupts can then return before the end
 
     def in_thread() -> None:
         try:
             found.append(work(cancel))
         except BaseException as exc:  # re-raised in the main thread
             failed.append(exc)
+        finally:
+            ended.set()
 
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    main = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
+    before = signal.signal(signal.SIGTERM, interrupt) if main else None
     worker = threading.Thread(target=in_thread, name=name)
     worker.start()
     try:
+        try:
+            while not ended.wait(0.5):
+                pass
+        except KeyboardInterrupt:  # finish the running branches, keep them, print what there is
+            print("\ncancelled: waiting for the running branches to finish…", file=sys.stderr, flush=True)
+            cancel.set()
+            while not ended.wait(0.5):
+                pass
         worker.join()
-    except KeyboardInterrupt:  # finish the running branches, keep them, print what there is
-        print("\ncancelled: waiting for the running branches to finish…", file=sys.stderr, flush=True)
-        cancel.set()
-        worker.join()
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, before)
     if failed:
         raise failed[0]
     return found[0]

@@ -29,7 +29,6 @@ from ares_viewer import formats, model
 from ares_viewer.formats import errors as read_errors
 from ares_viewer.formats.sidecars import harbor
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import _fast_mini as fast_mini
 from ares_viewer.runs.index import _fast_ray as fast_ray
 from ares_viewer.runs.index import _fast_tinker as fast_tinker
 from ares_viewer.runs.index import fast_jsonl, store
@@ -213,12 +212,13 @@ def _even(files: list[sources.SourceFile], workers: int, scale: int) -> list[lis
 FAST_PATHS: dict[str, fast_jsonl.Spec] = {
     "tinker": fast_tinker.SPEC,
     "ray": fast_ray.SPEC,
-    "mini-swe-agent": fast_mini.SPEC,
 }
 NO_FAST_PATH: dict[str, str] = {
     "ares": "one JSON document per file, not JSON Lines: its summarize_bytes reads the writer's layout instead",
     "atif": "one JSON document per trajectory file, not JSON Lines",
     "inspect_ai": "zip archives (.eval) whose members are read one by one already",
+    "mini-swe-agent": "its summarize_bytes decodes just the fields a row reads with msgspec, in the worker processes: "
+                      "less CPU than DuckDB's reader (3.0x orjson's) and than orjson itself",
 }
 
 

@@ -392,3 +392,13 @@ def test_a_long_trajectory_with_rejected_calls_gives_the_ordinary_row(tmp_path):
     doc["messages"].append(exit_message)
     assert _same_rows(tmp_path, [doc, *_generated(2)])
     assert _rows(tmp_path)[0]["num_actions"] > 150
+
+
+def test_the_kept_files_written_with_indents_are_read_by_msgspec_as_whole_documents(tmp_path):
+    """mini-swe-agent writes one ``.traj.json`` per instance with indents: its first line is ``{``."""
+    kept = sorted((pathlib.Path(__file__).resolve().parents[1] / "fixtures").glob("mini-swe-agent*/**/*.traj.json"))
+    assert len(kept) >= 10
+    for path in kept:
+        assert path.read_bytes().startswith(b"{\n")
+        doc = json.loads(path.read_text())
+        assert _took(path) is all(isinstance(m, dict) and "role" in m for m in doc["messages"]), path

@@ -132,13 +132,13 @@ def records(data: bytes) -> Iterator[tuple[int | None, Trajectory]] | None:
             not data.isascii() and not _utf8(data)):
         return None
     first_end = data.find(b"\n")
-    whole = first_end < 0 or _BLANK.match(data, first_end).end() == len(data)  # type: ignore[union-attr]
-    if not whole and not data[:first_end].rstrip().endswith(b"}"):
-        return None  # not JSON Lines for the ordinary path (``decoding.is_json_lines``)
+    # JSON Lines for the ordinary path (``decoding.is_json_lines``): a first line that ends an object, and more
+    whole = (first_end < 0 or _BLANK.match(data, first_end).end() == len(data)  # type: ignore[union-attr]
+             or not data[:first_end].rstrip().endswith(b"}"))
     try:
         first = _DECODER.decode(data if whole else data[:first_end])
     except (msgspec.MsgspecError, RecursionError):
-        return None
+        return None  # of a first line that ends like an object but is none, the ordinary path reads the whole file
     if not _sniffed(first):
         return None
     return iter([(None, first)]) if whole else _lines(data, first, first_end)

@@ -542,9 +542,10 @@ def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
 
 
 def _mentions_trajectory(data: bytes) -> bool:
-    """A quick look at the first line's bytes: a file of another format is not decoded for nothing."""
+    """A quick look at the bytes of the first line (the whole file when that line ends no object: a document
+    written with indents): a file of another format is not decoded for nothing."""
     end = data.find(b"\n")
-    first = data if end < 0 else data[:end]
+    first = data if end < 0 or not data[:end].rstrip().endswith(b"}") else data[:end]
     return b'"messages"' in first and (b'"info"' in first or b'"trajectory_format"' in first)
 
 

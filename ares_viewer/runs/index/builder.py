@@ -3,9 +3,9 @@
 Files are read in batches. Whoever summarized a batch (a worker process when the run is large enough for that
 to pay) writes its rows as JSON Lines beside the partitions, and this process makes partitions of them with
 DuckDB, batches together up to ``_PART_ROWS`` rows: rows never travel through a pipe, a run has few partitions,
-and indexing imports neither pyarrow nor pandas (half of a small run's cold index time once). Tinker,
-Ray runner and mini-swe-agent JSON Lines files go through DuckDB's JSON reader (``_fast_tinker``, ``_fast_ray``,
-``_fast_mini``), one batch per core side by side, each on its own single-threaded connection, in this process
+and indexing imports neither pyarrow nor pandas (half of a small run's cold index time once). Tinker and
+Ray runner JSON Lines files go through DuckDB's JSON reader (``_fast_tinker``, ``_fast_ray``), one batch per
+core side by side, each on its own single-threaded connection, in this process
 (DuckDB is never used in a forked child: a fork inherits its threads' state half-copied); any file it does not
 take is read the ordinary way (``formats.summarize_file``).
 """

@@ -564,29 +564,42 @@ def _plain_row(doc: _mini_bytes.Trajectory, path: str, record: int | None) -> Ep
     roles, extras, calls, times = found
     info = doc.info if isinstance(doc.info, _mini_bytes.Info) else None
     ending = _plain_ending(info, messages[-1] if messages else None, extras[-1] if messages else None)
-    prompt = generated = nonzero = actions = 0
-    cost = 0.0
-    for n, position in enumerate(calls):
-        extra = extras[position]
-        usage = _plain_usage(extra)
-        if usage is not None:  # ``chat.count`` of a missing count is None, as of null
-            prompt += chat.count(usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens) or 0
-            generated += chat.count(usage.output_tokens if usage.completion_tokens is UNSET
-                                    else usage.completion_tokens) or 0
-        step_cost = _number(extra.cost, "cost")
-        if step_cost is None and usage is not None:
-            step_cost = _number(usage.cost, "usage.cost")
-        cost += step_cost if step_cost and step_cost > 0 else 0.0
-        first = position if roles[position] != "assistant" else position + 1
-        end = calls[n + 1] if n + 1 < len(calls) else len(messages)
-        count = max(1, len(extra.actions) if type(extra.actions) is list else 0)
-        actions += count
-        nonzero += _plain_nonzero(messages, roles, extras, range(first, end), count)
+    actions, prompt, generated, cost, nonzero = _plain_calls(messages, roles, extras, calls)
     if not cost:
         stats = info.model_stats if info is not None else None
         cost = (chat.number(_value(stats.instance_cost), "instance_cost", [])
                 if isinstance(stats, _mini_bytes.ModelStats) else None) or 0.0
     return _row(path, record, ending, _Totals(actions, prompt, generated, cost, nonzero, times), [])
+
+
+def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: list[_mini_bytes.Extra],
+                 calls: list[int]) -> tuple[int, int, int, float, int]:
+    """What ``summarize``'s loop over the model calls adds up, for a decoded trajectory: its actions, prompt and
+    generated tokens, cost and nonzero return codes. The usual values (integer counts and codes, a number for a
+    cost, one command answered by the next message) are read at once, the rest by ``chat``'s functions."""
+    prompt = generated = nonzero = actions = 0
+    cost = 0.0
+    for position, end in zip(calls, [*calls[1:], len(messages)][:len(calls)], strict=True):
+        extra = extras[position]
+        usage = _plain_usage(extra)
+        if usage is not None:
+            found = usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens
+            prompt += found if type(found) is int and found >= 0 else chat.count(found) or 0
+            found = usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens
+            generated += found if type(found) is int and found >= 0 else chat.count(found) or 0
+        step_cost = _number(extra.cost, "cost")
+        if step_cost is None and usage is not None:
+            step_cost = _number(usage.cost, "usage.cost")
+        cost += step_cost if step_cost and step_cost > 0 else 0.0
+        first = position + 1 if roles[position] == "assistant" else position
+        count = max(1, len(extra.actions)) if type(extra.actions) is list else 1
+        actions += count
+        code = extras[first].returncode if first < end else None
+        if count == 1 and type(code) is int and roles[first] in ("tool", "user"):
+            nonzero += code != 0
+        else:
+            nonzero += _plain_nonzero(messages, roles, extras, range(first, end), count)
+    return actions, prompt, generated, cost, nonzero
 
 
 def _plain_messages(messages: list[_mini_bytes.Message]) -> tuple[

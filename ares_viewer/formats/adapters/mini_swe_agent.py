@@ -153,7 +153,8 @@ def _info(doc: Trajectory, warnings: list[str]) -> Info:
 @functools.lru_cache(maxsize=256)
 def _instance(path: str) -> str:
     """The task: the file's name without ``.traj.json`` (mini-swe-agent names files by instance id)."""
-    name = _name(path)
+    names = _names(path)
+    name = names[-1] if names else ""
     return name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else pathlib.PurePosixPath(name).stem
 
 
@@ -167,12 +168,18 @@ def episode_id(doc: object, path: str, record: int | None = None) -> str:
 @functools.lru_cache(maxsize=256)
 def _base_id(path: str) -> str:
     """The id a file's path gives its trajectories (the lines of a JSON Lines file share it)."""
-    pure = locations.Location.of(path).pure()
+    names = _names(path)
     instance = _instance(path)
-    folder = pure.parent.name
+    folder = names[-2] if len(names) > 1 else ""
     if folder == instance:  # run-batch writes {output}/{instance}/{instance}.traj.json
-        folder = pure.parent.parent.name
+        folder = names[-3] if len(names) > 2 else ""
     return f"{folder}/{instance}" if folder else instance
+
+
+def _names(path: str) -> list[str]:
+    """The names along a path without its protocol, as ``PurePosixPath`` reads them (empty and ``.`` parts left
+    out), without building one: an index reads a million files' paths."""
+    return [name for name in locations.Location.of(path).path.split("/") if name not in ("", ".")]
 
 
 def _extra(message: object) -> Extra:

@@ -70,9 +70,10 @@ def test_the_built_in_adapters_are_one_literal_tuple_in_sniffing_order():
 
 
 def test_an_adapter_without_a_fast_path_or_file_name_of_its_own_takes_the_defaults():
-    for module in (atif, inspect_ai, mini_swe_agent, ray_runner, tinker):
+    for module in (atif, inspect_ai, ray_runner, tinker):
         assert not hasattr(module, "summarize_bytes"), module.__name__  # no stub left
         assert module.ADAPTER.summarize_bytes("x.jsonl", b"{}\n") is None
+    assert mini_swe_agent.ADAPTER.summarize_bytes("x.jsonl", b"{}\n") is None  # not a trajectory: the ordinary path
     assert not hasattr(atif, "misnamed") and atif.ADAPTER.misnamed("trajectory.json") is None
     assert not hasattr(ray_runner, "misnamed") and ray_runner.ADAPTER.misnamed("dump.jsonl") is None
 

@@ -1,4 +1,5 @@
-"""DuckDB's reading of mini-swe-agent JSON Lines gives the ordinary path's rows, or leaves the file to it."""
+"""mini-swe-agent's ``summarize_bytes`` (msgspec decoding just the fields a row reads) gives the ordinary path's
+rows, or leaves the file to it."""
 
 from __future__ import annotations
 
@@ -12,34 +13,55 @@ import pytest
 import reasoning_fixtures as rf
 
 from ares_viewer import formats
+from ares_viewer.formats import _reading, decoding
+from ares_viewer.formats.adapters import mini_swe_agent
 from ares_viewer.runs import sources
-from ares_viewer.runs.index import _fast_mini as fast_mini
-from ares_viewer.runs.index import builder, fast_jsonl, store
+from ares_viewer.runs.index import builder, store
 from benchmarks import bench_scale
 
 KEPT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-real" / "deterministic-run"
 KEPT_24 = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-2.4" / "deterministic-run"
 
 
-def _files(tmp_path, text: str) -> list[sources.SourceFile]:
-    path = tmp_path / "run" / "batch_000000" / "trajectories.jsonl"
+def _write(tmp_path, text: str | bytes, name: str = "batch_000000/trajectories.jsonl") -> pathlib.Path:
+    path = tmp_path / "run" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return sources.list_files(path.parent)
+    if isinstance(text, str):
+        text = text.encode()
+    path.write_bytes(text)
+    return path
 
 
-def _index(tmp_path, text: str) -> tuple[list[store.FileEntry], list[sources.SourceFile], list[sources.SourceFile]]:
-    files = _files(tmp_path, text)
-    taken, left = fast_paths.read(fast_mini.SPEC, files, store.Store(tmp_path / "fast"))
-    return taken, left, files
+def _ordinary(path: str, data: bytes) -> list:
+    """The rows ``summarize_file`` gives without a ``summarize_bytes``: line by line, else the whole reading."""
+    rows = _reading._line_rows(path, data) if decoding.is_json_lines(data) else None
+    return list(rows) if rows is not None else list(_reading._read(path, data, summaries=True).rows)
 
 
-def _same_rows(tmp_path, records: list, *, text: str | None = None) -> bool:
-    """True when the fast path took the file; either way its rows and errors are the ordinary path's."""
-    files = _files(tmp_path, "".join(json.dumps(r) + "\n" for r in records) if text is None else text)
-    taken, left, entries = fast_paths.same_rows(tmp_path, fast_mini.SPEC, files, exact=True)
-    assert not taken or not any(e.errors for e in entries)
-    return bool(taken) and not left
+def _exact(rows: list) -> str:
+    """Rows as text: equal texts are equal rows, to the type (``1`` is not ``1.0``) and the bit."""
+    return repr([sorted(row.items()) for row in rows])
+
+
+def _took(path: pathlib.Path) -> bool:
+    """True when ``summarize_bytes`` read the file; either way ``summarize_file`` gives the ordinary rows."""
+    data = path.read_bytes()
+    fast = mini_swe_agent.summarize_bytes(str(path), data)
+    ordinary = _ordinary(str(path), data)
+    if fast is not None:
+        assert _exact(fast) == _exact(ordinary)
+    assert _exact(list(formats.summarize_file(str(path), data).rows)) == _exact(ordinary)
+    return fast is not None
+
+
+def _same_rows(tmp_path, records: list, *, text: str | bytes | None = None) -> bool:
+    """True when the msgspec reader took the file; either way its rows are the ordinary path's."""
+    return _took(_write(tmp_path, "".join(json.dumps(r) + "\n" for r in records) if text is None else text))
+
+
+def _rows(tmp_path) -> list:
+    path = tmp_path / "run" / "batch_000000" / "trajectories.jsonl"
+    return list(formats.summarize_file(str(path), path.read_bytes()).rows)
 
 
 def _real(name: str) -> dict:
@@ -52,14 +74,14 @@ def _generated(n: int = 6) -> list[dict]:
     return [bench_scale._mini_trajectory(i, rng) for i in range(n)]
 
 
-def test_the_fixtures_and_the_benchmark_run_are_read_in_sql(tmp_path):
+def test_the_fixtures_and_the_benchmark_run_are_read_by_msgspec(tmp_path):
     records = [_real("text-timeout"), _real("toolcall-submitted"), _real("toolcall-exception"),
                json.loads(fx.MINI_V1.read_text()), json.loads(fx.MINI_V2.read_text())]
     assert _same_rows(tmp_path / "a", records)
-    rows = fast_paths.frame(tmp_path / "a" / "fast")
-    assert list(rows["outcome"]) == ["completed", "completed", "errored", "completed", "completed"]
-    assert list(rows["episode_id"]) == [f"batch_000000/trajectories#{n}" for n in range(1, 6)]
-    assert rows["nonzero_returncodes"].iloc[0] >= 1  # the command that timed out
+    rows = _rows(tmp_path / "a")
+    assert [r["outcome"] for r in rows] == ["completed", "completed", "errored", "completed", "completed"]
+    assert [r["episode_id"] for r in rows] == [f"batch_000000/trajectories#{n}" for n in range(1, 6)]
+    assert rows[0]["nonzero_returncodes"] >= 1  # the command that timed out
     assert _same_rows(tmp_path / "b", _generated(40))
 
 
@@ -70,23 +92,31 @@ def produced(mini_swe_agent_runs) -> list[dict]:
     return [json.loads(pathlib.Path(written[name]).read_text()) for name in sorted(written)]
 
 
-def test_every_scenario_the_real_agent_writes_is_read_in_sql(tmp_path, produced):
+def test_every_scenario_the_real_agent_writes_is_read_by_msgspec(tmp_path, produced):
     chat = [doc for doc in produced if all("role" in m for m in doc["messages"])]
     assert len(chat) == len(produced) - 1  # the Responses API's items have no role: read the ordinary way
     assert _same_rows(tmp_path / "chat", chat)
-    rows = fast_paths.frame(tmp_path / "chat" / "fast")
-    assert sorted(rows["outcome"]) == ["completed"] * 5 + ["errored", "truncated"]
-    assert "LimitsExceeded" in set(rows["exit_status"])
+    rows = _rows(tmp_path / "chat")
+    assert sorted(r["outcome"] for r in rows) == ["completed"] * 5 + ["errored", "truncated"]
+    assert "LimitsExceeded" in {r["exit_status"] for r in rows}
     assert not _same_rows(tmp_path / "all", produced)
 
 
-def test_several_commands_of_one_call_are_counted_in_sql(tmp_path):
-    """Each command a call ran is an action with its own return code, in SQL as in the parsed episode."""
+def test_each_file_the_real_agent_writes_is_read_by_msgspec_as_a_whole_document(tmp_path, mini_swe_agent_runs):
+    """One ``.traj.json`` per instance, as mini-swe-agent writes them: the record has no line number."""
+    for name, written in sorted(mini_swe_agent_runs.files.items()):
+        path = _write(tmp_path / name, pathlib.Path(written).read_bytes(), f"{name}/{name}.traj.json")
+        doc = json.loads(path.read_text())
+        assert _took(path) is all("role" in m for m in doc["messages"]), name
+
+
+def test_several_commands_of_one_call_are_counted_by_msgspec(tmp_path):
+    """Each command a call ran is an action with its own return code, as in the parsed episode."""
     records = [_real("toolcall-two-calls"), _real("text-two-commands")]
     assert _same_rows(tmp_path, records)
-    rows = fast_paths.frame(tmp_path / "fast")
-    assert list(rows["num_actions"]) == [4, 4]  # 3 model calls, the first ran 2 commands
-    assert list(rows["nonzero_returncodes"]) == [1, 1]  # cat missing.txt, the second command of the first call
+    rows = _rows(tmp_path)
+    assert [r["num_actions"] for r in rows] == [4, 4]  # 3 model calls, the first ran 2 commands
+    assert [r["nonzero_returncodes"] for r in rows] == [1, 1]  # cat missing.txt, the second command of the first
 
 
 def _reasoning_docs() -> list[dict]:
@@ -137,7 +167,7 @@ _SHAPE_IDS = ["text-codes", "exception", "exit-message", "status-number", "statu
 
 
 @pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)
-def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
+def test_shapes_read_by_msgspec_give_the_ordinary_rows(tmp_path, change):
     records = _generated(4)
     change(records[1])
     assert _same_rows(tmp_path, records)
@@ -149,7 +179,7 @@ def test_rows_read_line_by_line_agree_with_the_parsed_trajectories(tmp_path, cha
     # shows (return codes counted from the first result of each call, costs, times, outcome).
     records = _generated(4)
     change(records[1])
-    path = _files(tmp_path, "".join(json.dumps(r) + "\n" for r in records))[0].path
+    path = str(_write(tmp_path, "".join(json.dumps(r) + "\n" for r in records)))
     data = pathlib.Path(path).read_bytes()
     rows = formats.summarize_file(path, data).rows
     episodes = formats.read_file(path, data).episodes
@@ -162,32 +192,70 @@ def test_rows_read_line_by_line_agree_with_the_parsed_trajectories(tmp_path, cha
                 assert row[key] == value or (value is None and row[key] is None), key
 
 
-def test_reasoning_fields_are_read_in_sql(tmp_path):
+def test_reasoning_fields_are_read_by_msgspec(tmp_path):
     assert _same_rows(tmp_path, _reasoning_docs())
 
 
 def test_one_trajectory_alone_keeps_the_id_of_a_whole_document(tmp_path):
     assert _same_rows(tmp_path, _generated(1))
-    assert list(fast_paths.frame(tmp_path / "fast")["episode_id"]) == ["batch_000000/trajectories"]
+    assert [r["episode_id"] for r in _rows(tmp_path)] == ["batch_000000/trajectories"]
 
 
 @pytest.mark.parametrize("change", [
     lambda d: d["messages"][3].update(extra="not an object"),  # the ordinary path reads it as {}
-    lambda d: d["messages"][2]["extra"].update(timestamp="1763812806.2"),  # read from the text
-    lambda d: d["messages"][2]["extra"].update(cost="0.01"),
     lambda d: d.update(info=["a list"]),  # the ordinary path warns
     lambda d: d.update(messages="a text"),  # the ordinary path reports the line
     lambda d: d.pop("messages"),
-    lambda d: d["messages"][3].update(content=[{"type": "text", "text": "<returncode>1</returncode>"}]),
     # What the reader skips is named in the row's warnings (read in part), which only the ordinary path writes.
     lambda d: d["messages"].insert(3, None),
     lambda d: d["messages"].insert(3, {"type": "web_search_call", "status": "completed"}),
-], ids=["extra-text", "time-text", "cost-text", "info-list", "messages-text", "no-messages",
-        "content-parts", "null-message", "no-role"])
+    # A value of another JSON type than the field's: a list or an object where a number or a text is read.
+    lambda d: d["messages"][2]["extra"].update(cost=[0.01]),
+    lambda d: d["info"].update(exit_status={"a": "b"}),
+    lambda d: d["messages"][2]["extra"].update(actions="ls"),
+    lambda d: d["messages"][2]["extra"]["response"].update(usage=[1]),
+    # Integers beyond 64 bits: orjson reads them as floats.
+    lambda d: d["messages"][2]["extra"].update(timestamp=2**64 + 1),
+    lambda d: d["messages"][2]["extra"]["response"]["usage"].update(prompt_tokens=2**70),
+], ids=["extra-text", "info-list", "messages-text", "no-messages", "null-message", "no-role", "cost-list",
+        "status-object", "actions-text", "usage-list", "time-65-bits", "tokens-70-bits"])
 def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
     records = _generated(4)
     change(records[1])
     assert not _same_rows(tmp_path, records)
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["messages"][2]["extra"].update(timestamp="1763812806.2"),  # read from the text, with a warning
+    lambda d: d["messages"][2]["extra"].update(cost="0.01"),  # the ordinary path leaves out
+    lambda d: d["messages"][2]["extra"].update(timestamp="soon"),
+    lambda d: d["messages"][3].update(content=[{"type": "text", "text": "<returncode>1</returncode>"}]),
+    lambda d: d["messages"][3].update(extra=None),
+    lambda d: d["messages"][2]["extra"].pop("timestamp"),  # the response's created stands for it
+    lambda d: (d["messages"][2]["extra"].pop("timestamp"), d["messages"][2]["extra"]["response"].update(
+        created=1763812000)),
+    lambda d: d["messages"][2]["extra"]["response"]["usage"].update(prompt_tokens=None, input_tokens=7),
+    lambda d: d["messages"][2]["extra"]["response"]["usage"].update(input_tokens=7),
+    lambda d: d["messages"][2].update(role=None),
+    lambda d: d["messages"][2].update(role=7),
+    lambda d: (d["messages"][2].update(role="user"), d["messages"][2]["extra"].update(interrupt_type="FormatError")),
+    lambda d: d["messages"][3]["extra"].update(returncode=1.0),
+    lambda d: d["messages"][3]["extra"].update(returncode=2**62),
+    lambda d: d.update(skipped={"deep": [[[[[2**80]]]]]}),  # a field no row reads: any value
+    lambda d: d["info"].update(config=2**90),
+], ids=["time-text", "cost-text", "time-words", "content-parts", "extra-null", "no-timestamp", "created-int",
+        "prompt-null", "input-tokens", "role-null", "role-number", "format-error", "code-float", "code-62-bits",
+        "skipped-big", "config-big"])
+def test_values_the_ordinary_path_reads_loosely_give_its_rows(tmp_path, change):
+    records = _generated(4)
+    change(records[1])
+    assert _same_rows(tmp_path, records)
+
+
+def _no_code(doc: dict) -> None:
+    for m in doc["messages"]:
+        if m["role"] in ("tool", "user") and m is not doc["messages"][1]:
+            m.get("extra", {}).pop("returncode", None)
 
 
 def _first_result(doc: dict, content) -> None:
@@ -201,24 +269,26 @@ def _first_result(doc: dict, content) -> None:
     (lambda d: _first_result(d, '{\n  "returncode": 1,\n  "output": "x"\n}'), True),
     (lambda d: _first_result(d, "<returncode>2</returncode>\n<output>\nx\n</output>"), True),
     (lambda d: _first_result(d, "plain words"), True),
-    (lambda d: _first_result(d, '{"returncode": 1}'), False),
-    (lambda d: _first_result(d, {"returncode": 1}), False),
-    (lambda d: _first_result(d, True), False),
-    (lambda d: _first_result(d, 7), False),
-    (lambda d: _first_result(d, "7"), False),
+    (lambda d: _first_result(d, '{"returncode": 1}'), True),
+    (lambda d: _first_result(d, {"returncode": 1}), True),
+    (lambda d: _first_result(d, True), True),
+    (lambda d: _first_result(d, 7), True),
+    (lambda d: _first_result(d, "7"), True),
     (lambda d: _first_result(d, None), True),
+    (lambda d: _first_result(d, [1, 2**70]), True),  # not decoded: its extra holds the return code
+    (lambda d: (_first_result(d, [1, 2**70]), _no_code(d)), False),  # decoded: orjson reads a float there
     # The ending's texts are read only when the run did not end submitted.
     (lambda d: d["info"].update(submission=12), True),
-    (lambda d: (_exception(d), d["info"].update(submission=12)), False),
-    (lambda d: (_exception(d), d["info"].update(submission=["a", "list"])), False),
+    (lambda d: (_exception(d), d["info"].update(submission=12)), True),
+    (lambda d: (_exception(d), d["info"].update(submission=["a", "list"])), False),  # a list: not a Scalar
     (lambda d: d["info"].update(traceback="Traceback:\n  boom\nValueError: x", exit_status="ValueError"), True),
     (lambda d: d["messages"][-1].update(content={"a": "b"}), True),
-    (lambda d: (_exception(d), d["messages"][-1].update(content={"a": "b"})), False),
+    (lambda d: (_exception(d), d["messages"][-1].update(content={"a": "b"})), True),
     (lambda d: (_exception(d), d["messages"][-1].update(content="provider went away")), True),
 ], ids=["json-text", "text-protocol", "words", "json-one-line", "object", "true", "number", "number-text", "null",
-        "submitted-submission-number", "submission-number", "submission-list", "traceback", "submitted-last-object",
-        "last-object", "last-text"])
-def test_contents_read_as_text_give_the_ordinary_rows(tmp_path, change, in_sql):
+        "list-70-bits", "list-70-bits-read", "submitted-submission-number", "submission-number", "submission-list",
+        "traceback", "submitted-last-object", "last-object", "last-text"])
+def test_contents_decoded_where_read_give_the_ordinary_rows(tmp_path, change, in_sql):
     records = _generated(4)
     change(records[1])
     assert _same_rows(tmp_path, records) is in_sql
@@ -230,9 +300,8 @@ def _lines(records: list[dict]) -> list[str]:
 
 def test_a_truncated_last_line_leaves_the_file_to_the_ordinary_path(tmp_path):
     text = "".join(_lines(_generated(3)))
-    taken, left, files = _index(tmp_path, text[:-500])
-    assert not taken and left == files
-    rows = builder.summarize(files[0].path)
+    assert not _same_rows(tmp_path, [], text=text[:-500])
+    rows = builder.summarize(str(tmp_path / "run" / "batch_000000" / "trajectories.jsonl"))
     assert len(rows.rows) == 2 and rows.errors and rows.errors[0].startswith("line 3")
 
 
@@ -244,10 +313,12 @@ def test_a_corrupt_line_or_a_blank_line_leaves_the_file_to_the_ordinary_path(tmp
     assert len(result.rows) == 3 and result.errors[0].startswith("line 2")
 
 
-def test_a_run_is_indexed_in_sql_through_the_builder(tmp_path):
+def test_a_run_is_indexed_by_msgspec_through_the_builder(tmp_path):
     run = tmp_path / "run"
     bench_scale.write_run(run, 30, fmt="mini")
-    entries = builder.build(sources.list_files(run), store.Store(tmp_path / "ix"), workers=1)
+    files = sources.list_files(run)
+    assert all(mini_swe_agent.summarize_bytes(f.path, pathlib.Path(f.path).read_bytes()) for f in files)
+    entries = builder.build(files, store.Store(tmp_path / "ix"), workers=1)
     assert [e.rows for e in entries] == [30]
     assert set(fast_paths.frame(tmp_path / "ix")["format"]) == {"mini-swe-agent"}
 
@@ -262,15 +333,50 @@ def test_a_line_of_another_json_type_leaves_the_file_to_the_ordinary_path(tmp_pa
 def test_bytes_that_are_not_utf8_leave_the_file_to_the_ordinary_path(tmp_path):
     lines = [line.encode() for line in _lines(_generated(3))]
     bad = lines[1].replace(b"astropy", b"astr\xffpy", 1)
+    assert not _same_rows(tmp_path, [], text=b"".join([lines[0], bad, lines[2]]))  # msgspec skips it unread
     path = tmp_path / "run" / "batch_000000" / "trajectories.jsonl"
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"".join([lines[0], bad, lines[2]]))
-    files = sources.list_files(path.parent)
-    chosen, _ = fast_jsonl.choose(files, [fast_mini.SPEC])
-    taken, left = fast_jsonl.read_batch(fast_jsonl.connect(1), fast_mini.SPEC, chosen[fast_mini.SPEC],
-                                        store.Store(tmp_path / "fast"))
-    assert not taken and left == files  # the ordinary path warns about the line
-    assert builder.summarize(str(path)).rows[1]["warnings"]
+    assert builder.summarize(str(path)).rows[1]["warnings"]  # the ordinary path warns about the line
+
+
+def test_text_in_utf8_beyond_ascii_is_read_by_msgspec(tmp_path):
+    records = _generated(3)
+    records[1]["messages"][1]["content"] = "héllo, 世界"
+    assert _same_rows(tmp_path / "escaped", records)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    assert _same_rows(tmp_path / "raw", [], text=text)
+
+
+@pytest.mark.parametrize(("text", "took"), [
+    (lambda lines: "\ufeff" + "".join(lines), False),  # a byte order mark: orjson fails, the ordinary path warns
+    (lambda lines: " " + "".join(lines), False),  # a blank first: not JSON Lines for the ordinary path
+    (lambda lines: "".join(line.replace("\n", "\r\n") for line in lines), True),
+    (lambda lines: "".join(lines).rstrip("\n"), True),  # no newline after the last line
+    (lambda lines: "".join(lines) + "\n\n", False),  # blank lines at the end
+    # a repeated key: orjson keeps the last value, msgspec checks each
+    (lambda lines: lines[0].replace('{"info"', '{"info": 1, "info"', 1) + "".join(lines[1:]), False),
+    (lambda lines: lines[0].replace('{"info"', '{"info": null, "info"', 1) + "".join(lines[1:]), True),
+    (lambda lines: lines[1].replace('"messages"', '"deep": ' + "[" * 600 + "]" * 600 + ', "messages"', 1)
+        + "".join(lines), True),
+    (lambda lines: lines[1].replace('"messages"', '"deep": ' + "[" * 2000 + "]" * 2000 + ', "messages"', 1)
+        + "".join(lines), False),
+    (lambda lines: '{"steps": [], "episode_id": "x", "messages": [], "info": {"exit_status": "x"}}\n'
+        + "".join(lines), False),  # ARES's sniff claims the first line
+    (lambda lines: '{"messages": [], "info": {"other": 1}}\n' + "".join(lines), False),  # nobody's
+    (lambda lines: '{"messages": [], "trajectory_format": "mini-swe-agent-1"}\n' + "".join(lines), True),
+], ids=["bom", "leading-blank", "crlf", "no-last-newline", "blank-end", "repeated-key", "repeated-null", "deep-600",
+        "deep-2000", "ares-first", "not-sniffed", "format-tag"])
+def test_the_shape_of_the_bytes_decides_as_the_ordinary_path(tmp_path, text, took):
+    assert _same_rows(tmp_path, [], text=text(_lines(_generated(3)))) is took
+
+
+def test_a_file_of_another_format_is_not_decoded(tmp_path):
+    tinker = bench_scale._rollout(3, 0, 0, random.Random(1))
+    assert not _mentions(json.dumps(tinker).encode())
+    assert mini_swe_agent.summarize_bytes("x.jsonl", (json.dumps(tinker) + "\n").encode() * 2) is None
+
+
+def _mentions(data: bytes) -> bool:
+    return mini_swe_agent._mentions_trajectory(data)
 
 
 def test_a_long_trajectory_with_rejected_calls_gives_the_ordinary_row(tmp_path):
@@ -285,4 +391,14 @@ def test_a_long_trajectory_with_rejected_calls_gives_the_ordinary_row(tmp_path):
         doc["messages"].append({"role": "tool", "content": f"<returncode>{n % 3}</returncode>\n<output>x</output>"})
     doc["messages"].append(exit_message)
     assert _same_rows(tmp_path, [doc, *_generated(2)])
-    assert fast_paths.frame(tmp_path / "fast")["num_actions"].iloc[0] > 150
+    assert _rows(tmp_path)[0]["num_actions"] > 150
+
+
+def test_the_kept_files_written_with_indents_are_read_by_msgspec_as_whole_documents(tmp_path):
+    """mini-swe-agent writes one ``.traj.json`` per instance with indents: its first line is ``{``."""
+    kept = sorted((pathlib.Path(__file__).resolve().parents[1] / "fixtures").glob("mini-swe-agent*/**/*.traj.json"))
+    assert len(kept) >= 10
+    for path in kept:
+        assert path.read_bytes().startswith(b"{\n")
+        doc = json.loads(path.read_text())
+        assert _took(path) is all(isinstance(m, dict) and "role" in m for m in doc["messages"]), path

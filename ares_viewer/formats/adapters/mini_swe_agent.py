@@ -22,11 +22,15 @@ import dataclasses
 import functools
 import pathlib
 from collections.abc import Mapping
-from typing import Any, TypedDict, TypeGuard, cast
+from typing import Any, NamedTuple, TypedDict, TypeGuard, cast
+
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from ares_viewer import model
 from ares_viewer.base import agent_text, jsondecode, locations
 from ares_viewer.formats import base, chat, failures, reasoning
+from ares_viewer.formats.adapters import _mini_bytes
 from ares_viewer.model import EpisodeRow
 
 NAME = "mini-swe-agent"
@@ -149,7 +153,8 @@ def _info(doc: Trajectory, warnings: list[str]) -> Info:
 @functools.lru_cache(maxsize=256)
 def _instance(path: str) -> str:
     """The task: the file's name without ``.traj.json`` (mini-swe-agent names files by instance id)."""
-    name = _name(path)
+    names = _names(path)
+    name = names[-1] if names else ""
     return name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else pathlib.PurePosixPath(name).stem
 
 
@@ -163,12 +168,18 @@ def episode_id(doc: object, path: str, record: int | None = None) -> str:
 @functools.lru_cache(maxsize=256)
 def _base_id(path: str) -> str:
     """The id a file's path gives its trajectories (the lines of a JSON Lines file share it)."""
-    pure = locations.Location.of(path).pure()
+    names = _names(path)
     instance = _instance(path)
-    folder = pure.parent.name
+    folder = names[-2] if len(names) > 1 else ""
     if folder == instance:  # run-batch writes {output}/{instance}/{instance}.traj.json
-        folder = pure.parent.parent.name
+        folder = names[-3] if len(names) > 2 else ""
     return f"{folder}/{instance}" if folder else instance
+
+
+def _names(path: str) -> list[str]:
+    """The names along a path without its protocol, as ``PurePosixPath`` reads them (empty and ``.`` parts left
+    out), without building one: an index reads a million files' paths."""
+    return [name for name in locations.Location.of(path).path.split("/") if name not in ("", ".")]
 
 
 def _extra(message: object) -> Extra:
@@ -468,28 +479,219 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
             times.append(timestamp)
     if not cost:
         cost = _total_cost(info) or 0.0
+    totals = _Totals(actions, prompt, generated, cost, nonzero, times)
+    return [_row(path, record, (status, outcome, error), totals, [*warnings, *model.read_in_part(skipped)])]
+
+
+class _Totals(NamedTuple):
+    """What a trajectory's model calls add up to, for its index row."""
+
+    actions: int
+    prompt: int
+    generated: int
+    cost: float
+    nonzero: int
+    times: list[float]
+
+
+def _row(path: str, record: int | None, ending: tuple[str, model.Outcome, dict[str, str] | None], totals: _Totals,
+         warnings: list[str]) -> EpisodeRow:
+    """A trajectory's index row (``summarize`` and ``summarize_bytes``); ``ending``: its exit status, outcome and
+    error."""
+    status, outcome, error = ending
+    times = totals.times
     start, end_time = (times[0], times[-1]) if times else (None, None)
-    row = EpisodeRow(
-        episode_id=episode_id(doc, path, record),
-        task_name=_instance(path),
-        outcome=outcome.value,
-        total_reward=None,
-        num_actions=actions,
-        start_time=start,
-        end_time=end_time,
-        duration_s=end_time - start if start is not None and end_time is not None else None,
-        total_cost=cost,
-        prompt_tokens=prompt,
-        generated_tokens=generated,
-        truncated=outcome is model.Outcome.TRUNCATED,
-        error=model.describe_error(error),
-        nonzero_returncodes=nonzero,
-        context_rewrites=0,
-        path=path,
-        format=NAME,
-        warnings=[*warnings, *model.read_in_part(skipped)],
-    )
-    return [model.with_columns(row, {"exit_status": status or None})]
+    base_id = _base_id(path)
+    # A dict display, not ``EpisodeRow(...)`` and ``model.with_columns``: an index builds millions of rows.
+    return cast(EpisodeRow, {
+        "episode_id": base_id if record is None else f"{base_id}#{record}",
+        "task_name": _instance(path),
+        "outcome": outcome.value,
+        "total_reward": None,
+        "num_actions": totals.actions,
+        "start_time": start,
+        "end_time": end_time,
+        "duration_s": end_time - start if start is not None and end_time is not None else None,
+        "total_cost": totals.cost,
+        "prompt_tokens": totals.prompt,
+        "generated_tokens": totals.generated,
+        "truncated": outcome is model.Outcome.TRUNCATED,
+        "error": None if error is None else model.describe_error(error),
+        "nonzero_returncodes": totals.nonzero,
+        "context_rewrites": 0,
+        "path": path,
+        "format": NAME,
+        "warnings": warnings,
+        "exit_status": status or None,
+    })
+
+
+
+def summarize_bytes(path: str, data: bytes) -> list[EpisodeRow] | None:
+    """The rows ``summarize`` gives the file's trajectories, from msgspec's decoding of just the fields they read
+    (``_mini_bytes``); None for a file that is not that plain shape (``_mini_bytes.records``), or not
+    mini-swe-agent's, which is then read the ordinary way (so errors and warnings are always the ordinary path's)."""
+    if not _mentions_trajectory(data):
+        return None
+    found = _mini_bytes.records(data)
+    if found is None:
+        return None
+    rows = []
+    try:
+        for record, doc in found:
+            row = _plain_row(doc, path, record)
+            if row is None:
+                return None
+            rows.append(row)
+    except (msgspec.MsgspecError, ValueError):  # a later line not read here, a content holding a 65-bit integer
+        return None
+    return rows
+
+
+def _mentions_trajectory(data: bytes) -> bool:
+    """A quick look at the bytes of the first line (the whole file when that line ends no object: a document
+    written with indents): a file of another format is not decoded for nothing."""
+    end = data.find(b"\n")
+    first = data if end < 0 or not data[:end].rstrip().endswith(b"}") else data[:end]
+    return b'"messages"' in first and (b'"info"' in first or b'"trajectory_format"' in first)
+
+
+def _value(value: object) -> Any:
+    """A field msgspec decoded as ``dict.get`` gives it: None when missing."""
+    return None if value is UNSET else value
+
+
+def _plain_row(doc: _mini_bytes.Trajectory, path: str, record: int | None) -> EpisodeRow | None:
+    """``summarize`` of a trajectory decoded by ``_mini_bytes``; None when a message has no role (the Responses
+    API's items, read the ordinary way)."""
+    messages = doc.messages
+    found = _plain_messages(messages)
+    if found is None:
+        return None
+    roles, extras, calls, times = found
+    info = doc.info if isinstance(doc.info, _mini_bytes.Info) else None
+    ending = _plain_ending(info, messages[-1] if messages else None, extras[-1] if messages else None)
+    actions, prompt, generated, cost, nonzero = _plain_calls(messages, roles, extras, calls)
+    if not cost:
+        stats = info.model_stats if info is not None else None
+        cost = (chat.number(_value(stats.instance_cost), "instance_cost", [])
+                if isinstance(stats, _mini_bytes.ModelStats) else None) or 0.0
+    return _row(path, record, ending, _Totals(actions, prompt, generated, cost, nonzero, times), [])
+
+
+def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: list[_mini_bytes.Extra],
+                 calls: list[int]) -> tuple[int, int, int, float, int]:
+    """What ``summarize``'s loop over the model calls adds up, for a decoded trajectory: its actions, prompt and
+    generated tokens, cost and nonzero return codes. The usual values (integer counts and codes, a number for a
+    cost, one command answered by the next message) are read at once, the rest by ``chat``'s functions."""
+    prompt = generated = nonzero = actions = 0
+    cost = 0.0
+    for position, end in zip(calls, [*calls[1:], len(messages)][:len(calls)], strict=True):
+        extra = extras[position]
+        usage = _plain_usage(extra)
+        if usage is not None:
+            found = usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens
+            prompt += found if type(found) is int and found >= 0 else chat.count(found) or 0
+            found = usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens
+            generated += found if type(found) is int and found >= 0 else chat.count(found) or 0
+        step_cost = _number(extra.cost, "cost")
+        if step_cost is None and usage is not None:
+            step_cost = _number(usage.cost, "usage.cost")
+        cost += step_cost if step_cost and step_cost > 0 else 0.0
+        first = position + 1 if roles[position] == "assistant" else position
+        count = max(1, len(extra.actions)) if type(extra.actions) is list else 1
+        actions += count
+        code = extras[first].returncode if first < end else None
+        if count == 1 and type(code) is int and roles[first] in ("tool", "user"):
+            nonzero += code != 0
+        else:
+            nonzero += _plain_nonzero(messages, roles, extras, range(first, end), count)
+    return actions, prompt, generated, cost, nonzero
+
+
+def _plain_messages(messages: list[_mini_bytes.Message]) -> tuple[
+        list[Any], list[_mini_bytes.Extra], list[int], list[float]] | None:
+    """The roles and extras of a decoded trajectory's messages, the positions of its model calls (``_calls_of``)
+    and the times written (``_time_of``); None when a message has no role. The usual case (times written as
+    numbers, no format error) is read by comprehensions over the lists."""
+    roles = [m.role for m in messages]
+    if UNSET in roles:
+        return None
+    extras = [m.extra or _mini_bytes.EMPTY_EXTRA for m in messages]  # null or missing: {}
+    stamps = [e.timestamp for e in extras]
+    kinds = set(map(type, stamps))
+    if kinds <= _NUMBERS and (UnsetType not in kinds or "assistant" not in [
+            role for role, t in zip(roles, stamps, strict=True) if t is UNSET]):
+        # every time a number, or missing where no response's ``created`` stands for it
+        times = [float(cast(float, t)) for t in stamps if t is not UNSET]
+    else:
+        times = [t for t in map(_time_of_plain, roles, extras) if t is not None]
+    if "FormatError" in [e.interrupt_type for e in extras]:
+        calls = [i for i, role in enumerate(roles)
+                 if role == "assistant" or (role in ("user", "tool") and extras[i].interrupt_type == "FormatError"
+                                            and (i == 0 or roles[i - 1] != "assistant"))]
+    else:
+        calls = [i for i, role in enumerate(roles) if role == "assistant"]
+    return roles, extras, calls, times
+
+
+_NUMBERS = {float, int, UnsetType}
+
+
+def _time_of_plain(role: Any, extra: _mini_bytes.Extra) -> float | None:
+    """``_time_of`` a decoded message."""
+    found = chat.number(_value(extra.timestamp), "timestamp", [])
+    if found is None and role == "assistant" and isinstance(extra.response, _mini_bytes.Response):
+        found = chat.number(_value(extra.response.created), "created", [])
+    return found
+
+
+def _plain_usage(extra: _mini_bytes.Extra) -> _mini_bytes.Usage | None:
+    response = extra.response
+    if isinstance(response, _mini_bytes.Response) and isinstance(response.usage, _mini_bytes.Usage):
+        return response.usage
+    return None
+
+
+def _plain_ending(info: _mini_bytes.Info | None, last: _mini_bytes.Message | None, extra: _mini_bytes.Extra | None
+                  ) -> tuple[str, model.Outcome, dict[str, str] | None]:
+    """``_exit`` and ``_outcome`` of a decoded trajectory: its exit status, outcome and error. The last message's
+    content is decoded only for a run an exception ended."""
+    status = (info is not None and _value(info.exit_status)) or (extra is not None and _value(extra.exit_status)) or ""
+    found = (info is not None and _value(info.submission)) or (extra is not None and _value(extra.submission)) or ""
+    status, submission = str(status), found if isinstance(found, str) else str(found)
+    if not status or status == "Submitted" or status in _TRUNCATED:
+        return status, *_outcome(status, submission, [], {})
+    messages: list[object] = []
+    if last is not None and extra is not None:
+        messages = [{"role": _value(last.role), "content": _mini_bytes.decode_value(last.content),
+                     "extra": {"traceback": _value(extra.traceback)}}]
+    saved: Info = {"traceback": _value(info.traceback)} if info is not None else {}
+    return status, *_outcome(status, submission, messages, saved)
+
+
+def _number(value: object, what: str) -> float | None:
+    """``chat.number`` of a decoded field (None when missing), a number read at once."""
+    if type(value) is float or type(value) is int:
+        return float(value)
+    return chat.number(_value(value), what, [])
+
+
+def _plain_nonzero(messages: list[_mini_bytes.Message], roles: list[Any], extras: list[_mini_bytes.Extra],
+                   results: range, count: int) -> int:
+    """How many of ``_returncodes`` of a decoded trajectory's call are not 0: a result's content is decoded only
+    when its ``extra`` holds no integer return code."""
+    nonzero = read = 0
+    for i in results:
+        if read < count and roles[i] in ("tool", "user"):
+            read += 1
+            code = extras[i].returncode
+            if type(code) is not int:  # ``chat.integer`` of an int is itself
+                code = chat.integer(_value(code))
+                if code is None:
+                    code = agent_text.returncode(chat.text(_mini_bytes.decode_value(messages[i].content)))
+            nonzero += code is not None and code != 0
+    return nonzero
 
 
 def _total_cost(info: Info) -> float | None:
@@ -686,4 +888,5 @@ def _own_call(calls: tuple[model.ToolCall, ...], actions: list[object], a: int) 
 
 
 # What ``formats.registry`` reads this format through (``base.Adapter``'s defaults fill the rest).
-ADAPTER = base.Adapter(NAME, sniff=sniff, summarize=summarize, parse=parse, episode_id=episode_id, misnamed=misnamed)
+ADAPTER = base.Adapter(NAME, sniff=sniff, summarize=summarize, parse=parse, episode_id=episode_id, misnamed=misnamed,
+                       summarize_bytes=summarize_bytes)

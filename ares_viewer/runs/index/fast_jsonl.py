@@ -1,6 +1,6 @@
 """JSON Lines files read by DuckDB's JSON reader: the plumbing every format's fast path shares.
 
-A format's fast path (``_fast_tinker``, ``_fast_ray``, ``_fast_mini``) is a ``Spec``: which adapter's files it takes,
+A format's fast path (``_fast_tinker``, ``_fast_ray``) is a ``Spec``: which adapter's files it takes,
 how it loads a batch of them into the temporary table ``raw`` (one row per episode, a ``path`` column, an ``odd``
 column) and the SELECT of their index rows. This module picks the files (local JSON Lines files whose first line the
 adapter sniffs as its own), runs a spec on a batch of them (``builder`` cuts the batches and reads one per core

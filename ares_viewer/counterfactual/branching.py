@@ -416,7 +416,8 @@ def search(
     else:
         jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
         runner.run(jobs, planned=len(jobs))
-    summary = _summary(episode, folder, runner.branches, strategy=chosen if isinstance(chosen, str) else None)
+    summary = _summary(episode, folder, runner.branches, strategy=chosen if isinstance(chosen, str) else None,
+                       looks=strategies.looks(len(branchable_steps(episode)), samples, batch))
     tokens = None if runner.tokens_unknown else runner.tokens
     note = None
     if tokens is None:
@@ -517,7 +518,7 @@ def _branch_file(folder: branch_store.Folder, path: str, root: pathlib.Path | No
 
 
 def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch],
-             strategy: str | None = None) -> Search:
+             strategy: str | None = None, looks: int = 1) -> Search:
     by_step: dict[int, list[float | None]] = {}
     for b in branches:
         by_step.setdefault(b.step, []).append(b.reward)
@@ -527,7 +528,7 @@ def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequ
         curve.append(terminal)
     spent = [b.tokens for b in branches if not b.supplied]  # what this installation spent
     total = None if None in spent else sum(t for t in spent if t is not None)
-    found = strategies.verdict(strategy or strategies.EXHAUSTIVE, curve, by_step)
+    found = strategies.verdict(strategy or strategies.EXHAUSTIVE, curve, by_step, looks=looks)
     return Search(folder, tuple(curve), found, tuple(branches), total_tokens=total,
                   strategy=strategy or strategies.EXHAUSTIVE)
 

@@ -30,6 +30,7 @@ import json
 import os
 import pathlib
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -213,7 +214,7 @@ def _table(results: dict, samples: int) -> None:
         print(f"{name:>9}: planted step named {named}/{len(planted)} ({named / max(len(planted), 1):.0%}); "
               f"decisive claimed where none {claimed}/{len(none)} ({claimed / max(len(none), 1):.0%}; on the "
               f"coin policy {coin_claimed}/{len(coin)}); rollouts/episode {spent:.1f} (exhaustive {exhaustive:.1f}"
-              f"{'' if ran_exhaustive else ', computed: not run'}: {spent / max(exhaustive, 1e-9):.2f}x)")
+              f"{'' if ran_exhaustive else ' computed, not run'}; {spent / max(exhaustive, 1e-9):.2f}x)")
 
 
 def _run_phase(names: tuple[str, ...], entries: list[dict], root: pathlib.Path, pool: Pool, args: Any,
@@ -235,7 +236,7 @@ def _run_phase(names: tuple[str, ...], entries: list[dict], root: pathlib.Path, 
     return left
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", type=pathlib.Path, help="a recorded suite (with manifest.json)")
     parser.add_argument("--record", type=pathlib.Path, help="record the suite into this folder first")
@@ -251,6 +252,20 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--simulate", type=int, default=0, metavar="SEEDS",
                         help="only the rules, on outcomes drawn from each episode's known V(k), SEEDS times")
+    return parser
+
+
+def _names(parser: argparse.ArgumentParser, said: str) -> tuple[str, ...]:
+    """The strategies ``--strategies`` names, in :data:`ORDER` (the parser's error for an unknown one)."""
+    names = tuple(n for n in ORDER if n in said.split(","))
+    unknown = set(said.split(",")) - set(ORDER)
+    if unknown or not names:
+        parser.error(f"--strategies: expected some of {', '.join(ORDER)}, not {', '.join(sorted(unknown))}")
+    return names
+
+
+def main() -> int:
+    parser = _parser()
     args = parser.parse_args()
     if args.record is not None:
         _record(args.record)
@@ -258,14 +273,14 @@ def main() -> int:
     if root is None:
         parser.error("--suite or --record is needed")
     entries = json.loads((root / suite.MANIFEST).read_text())["episodes"]
-    names = tuple(n for n in ORDER if n in args.strategies.split(","))
-    unknown = set(args.strategies.split(",")) - set(ORDER)
-    if unknown or not names:
-        parser.error(f"--strategies: expected some of {', '.join(ORDER)}, not {', '.join(sorted(unknown))}")
+    names = _names(parser, args.strategies)
     if args.simulate:
         simulate(entries, args.simulate, args.samples, names)
         return 0
     engine = docker.from_env()
+    # A background run (nohup) ignores SIGINT: SIGTERM ends it through ``finally`` (its containers removed; the
+    # pool keeps every rollout that ended, for a resume).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = pathlib.Path(tempfile.mkdtemp(prefix="bench-planted-"))
     os.environ["ARES_VIEWER_CACHE"] = str(out / "cache")
     policy = suite.Policy(args.seed)

@@ -3,6 +3,7 @@ what it concludes, on value curves whose decisive step is known."""
 
 from __future__ import annotations
 
+import pathlib
 import random
 
 import pytest
@@ -123,3 +124,21 @@ def test_the_spectrum_rarely_claims_a_step_when_success_does_not_depend_on_the_s
         found, _ = _search("spectrum", lambda k: 0.5, list(range(5)), samples=samples, seed=seed)
         claimed += found is not None and found.sure
     assert claimed <= 10, claimed
+
+
+def test_a_spectrum_search_says_its_own_verdict_not_the_neighbouring_steps_rule():
+    from ares_viewer.counterfactual import branching
+
+    rewards = {0: [1.0, 1.0], 1: [1.0, 0.0], 2: [0.0, 0.0], 3: [0.0]}
+    curve = tuple(sorted(strategies.Plan(rewards, [0, 1, 2, 3], values.terminal(4, 0.0)).curve().values(),
+                         key=lambda e: e.step))
+    found = strategies.verdict("spectrum", curve, rewards, looks=1)
+    search = branching.Search(pathlib.Path("branches"), curve, found, (), strategy="spectrum")
+    said = search.describe()
+    assert said.startswith(f"Decisive step {found.step} (spectrum): a drop of {abs(found.change):.2f}") and (
+        "corrected" in said)
+    flat = branching.Search(pathlib.Path("branches"), curve, None, (), strategy="spectrum")
+    assert flat.describe().startswith("No decisive step (spectrum)")
+    # The exhaustive rule keeps its words (the largest change between neighbouring steps).
+    assert branching.Search(pathlib.Path("branches"), curve, values.decisive(curve), ()).describe().startswith(
+        "Decisive step 1: a drop of 0.50 in V from step 0")

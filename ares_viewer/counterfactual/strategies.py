@@ -32,7 +32,8 @@ from collections.abc import Mapping, Sequence
 
 from ares_viewer.counterfactual import values
 
-__all__ = ["EXHAUSTIVE", "NAMES", "Plan", "next_batch", "spectrum_scores", "verdict"]
+__all__ = ["EXHAUSTIVE", "NAMES", "Plan", "change_interval", "corrected", "looks", "next_batch", "spectrum_scores",
+           "verdict"]
 
 EXHAUSTIVE = "all"
 BISECT = "bisect"

@@ -54,11 +54,18 @@ SESSION = f"bench-planted-{uuid.uuid4().hex[:8]}"
 ORDER = ("bisect", "adaptive", "spectrum", "all")
 
 
-class Pool:
-    """Real rollouts per (episode, step), run on demand ``parallel`` at a time, kept in ``path`` when given."""
+class MissingError(Exception):
+    """``--pool-only``: a strategy asked for a rollout the pool does not hold."""
 
-    def __init__(self, client_of, engine, parallel: int, path: pathlib.Path | None, out: pathlib.Path) -> None:
+
+class Pool:
+    """Real rollouts per (episode, step), run on demand ``parallel`` at a time, kept in ``path`` when given
+    (``frozen``: none is run; asking for one the pool lacks raises :class:`MissingError`)."""
+
+    def __init__(self, client_of, engine, parallel: int, path: pathlib.Path | None, out: pathlib.Path,
+                 frozen: bool = False) -> None:
         self.client_of, self.engine, self.parallel, self.path, self.out = client_of, engine, parallel, path, out
+        self.frozen = frozen
         self.rewards: dict[str, dict[str, list[float | None]]] = {}
         if path is not None and path.exists():
             self.rewards = json.loads(path.read_text())
@@ -69,6 +76,8 @@ class Pool:
         """The first ``wanted[k]`` rollouts of each step k (run now where the pool has fewer)."""
         have = self.rewards.setdefault(entry["episode_id"], {})
         jobs = [k for k, n in wanted.items() for _ in range(max(0, n - len(have.get(str(k), []))))]
+        if jobs and self.frozen:
+            raise MissingError(entry["name"])
         if jobs:
             started = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(self.parallel) as pool:
@@ -185,11 +194,14 @@ def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[s
     done = next(iter(results.values()))
     print(f"\nplanted suite {root}: {len(entries)} episodes; measured on {len(done)} "
           f"({sum(1 for e, _, _ in done if e['planted'] is not None)} planted, "
-          f"{sum(1 for e, _, _ in done if e['planted'] is None)} with none) in {args.minutes:g} min; real rollouts "
+          f"{sum(1 for e, _, _ in done if e['planted'] is None)} with none) "
+          f"{'from the pool alone' if args.pool_only else f'in {args.minutes:g} min'}; real rollouts "
           f"run: {pool.ran} in {pool.seconds:.0f} s ({pool.ran / max(pool.seconds, 1e-9) * 60:.1f}/min at "
           f"{args.parallel} at once)")
     if left:
-        print(f"scaled: the machine's time (--minutes {args.minutes:g}) left out {len(left)}: {', '.join(left)}")
+        why = "the pool lacked their rollouts (--pool-only)" if args.pool_only else \
+            f"the machine's time (--minutes {args.minutes:g})"
+        print(f"scaled: {why} left out {len(left)}: {', '.join(left)}")
     _table(results, args.samples)
 
 
@@ -227,9 +239,14 @@ def _run_phase(names: tuple[str, ...], entries: list[dict], root: pathlib.Path, 
             left.append(entry["name"])
             continue
         episode = load_episode(root / entry["file"])
-        said = {}
-        for name in names:
-            found, spent = _search(name, entry, episode, pool, args.samples)
+        said, found_all = {}, {}
+        try:
+            for name in names:
+                found_all[name] = _search(name, entry, episode, pool, args.samples)
+        except MissingError:
+            left.append(entry["name"])
+            continue
+        for name, (found, spent) in found_all.items():
             results[name].append((entry, found, spent))
             said[name] = (found.step if found is not None and found.sure else None, spent)
         print(f"{entry['name']}: planted {entry['planted']}; named (sure), rollouts: {said}", flush=True)
@@ -245,6 +262,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--minutes", type=float, default=20.0, help="adaptive strategies: no new episode after")
     parser.add_argument("--exhaustive-minutes", type=float, default=20.0, help="then exhaustive, on those episodes")
     parser.add_argument("--pool", type=pathlib.Path, help="keep the rollouts here (JSON) and reuse them")
+    parser.add_argument("--pool-only", action="store_true",
+                        help="run no rollout: episodes needing one the pool lacks are left out (and named)")
     parser.add_argument("--rate", type=int, default=4, help="rollouts per container count for the rate (0: skip)")
     parser.add_argument("--strategies", default=",".join(ORDER),
                         help="comma-separated, of " + ", ".join(ORDER) + " ('all' is exhaustive; without it, its "
@@ -293,7 +312,7 @@ def main() -> int:
             def client_of(model: str) -> counterfactual.Client:
                 return counterfactual.openai_client(server.base_url, model)
 
-            pool = Pool(client_of, engine, args.parallel, args.pool, out)
+            pool = Pool(client_of, engine, args.parallel, args.pool, out, frozen=args.pool_only)
             left = _run_phase(searched or names, _interleaved(entries), root, pool, args, results, args.minutes)
             done = [e for e, _, _ in next(iter(results.values()))]
             if searched and strategies.EXHAUSTIVE in names:

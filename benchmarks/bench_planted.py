@@ -30,6 +30,7 @@ import json
 import os
 import pathlib
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,11 +54,18 @@ SESSION = f"bench-planted-{uuid.uuid4().hex[:8]}"
 ORDER = ("bisect", "adaptive", "spectrum", "all")
 
 
-class Pool:
-    """Real rollouts per (episode, step), run on demand ``parallel`` at a time, kept in ``path`` when given."""
+class MissingError(Exception):
+    """``--pool-only``: a strategy asked for a rollout the pool does not hold."""
 
-    def __init__(self, client_of, engine, parallel: int, path: pathlib.Path | None, out: pathlib.Path) -> None:
+
+class Pool:
+    """Real rollouts per (episode, step), run on demand ``parallel`` at a time, kept in ``path`` when given
+    (``frozen``: none is run; asking for one the pool lacks raises :class:`MissingError`)."""
+
+    def __init__(self, client_of, engine, parallel: int, path: pathlib.Path | None, out: pathlib.Path,
+                 frozen: bool = False) -> None:
         self.client_of, self.engine, self.parallel, self.path, self.out = client_of, engine, parallel, path, out
+        self.frozen = frozen
         self.rewards: dict[str, dict[str, list[float | None]]] = {}
         if path is not None and path.exists():
             self.rewards = json.loads(path.read_text())
@@ -68,6 +76,8 @@ class Pool:
         """The first ``wanted[k]`` rollouts of each step k (run now where the pool has fewer)."""
         have = self.rewards.setdefault(entry["episode_id"], {})
         jobs = [k for k, n in wanted.items() for _ in range(max(0, n - len(have.get(str(k), []))))]
+        if jobs and self.frozen:
+            raise MissingError(entry["name"])
         if jobs:
             started = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(self.parallel) as pool:
@@ -103,7 +113,8 @@ def _search(strategy: str, entry: dict, episode: Any, pool: Pool, samples: int) 
                 drawn[k] = drawn.get(k, 0) + 1
     rewards = pool.take(entry, episode, drawn)
     curve = sorted(strategies.Plan(rewards, steps, terminal).curve().values(), key=lambda e: e.step)
-    return strategies.verdict(strategy, curve, rewards), sum(drawn.values())
+    found = strategies.verdict(strategy, curve, rewards, looks=strategies.looks(len(steps), samples, 2))
+    return found, sum(drawn.values())
 
 
 def _record(out: pathlib.Path) -> None:
@@ -152,18 +163,18 @@ def true_value(entry: dict, step: int) -> float:
     return suite.COIN if profile == "coin" else 1.0 if entry["reward"] == 1.0 else 0.0
 
 
-def simulate(entries: list[dict], seeds: int, samples: int) -> None:
+def simulate(entries: list[dict], seeds: int, samples: int, names: tuple[str, ...] = ORDER) -> None:
     """Every strategy on every episode of the suite, ``seeds`` times, with each rollout's outcome drawn from the
     episode's known V(k) (:func:`true_value`) instead of run: the rules' accuracy at the suite's scale, no
     containers. Printed apart from the measured figures and said to be simulated."""
-    results: dict[str, list[tuple[dict, values.Decisive | None, int]]] = {name: [] for name in ORDER}
+    results: dict[str, list[tuple[dict, values.Decisive | None, int]]] = {name: [] for name in names}
     for seed in range(seeds):
         rng = random.Random(seed)
         for entry in entries:
             steps = list(range(entry["length"] + 1))
             truncated = entry["actions"] == entry["length"] and entry["kind"] == "none" and "coin" in entry["model"]
             terminal = None if truncated else values.terminal(entry["length"] + 1, entry["reward"])
-            for name in ORDER:
+            for name in names:
                 rewards: dict[int, list[float | None]] = {}
                 if name == strategies.EXHAUSTIVE:
                     rewards = {k: [float(rng.random() < true_value(entry, k)) for _ in range(samples)] for k in steps}
@@ -172,7 +183,7 @@ def simulate(entries: list[dict], seeds: int, samples: int) -> None:
                         for k in wanted:
                             rewards.setdefault(k, []).append(float(rng.random() < true_value(entry, k)))
                 curve = sorted(strategies.Plan(rewards, steps, terminal).curve().values(), key=lambda e: e.step)
-                found = strategies.verdict(name, curve, rewards)
+                found = strategies.verdict(name, curve, rewards, looks=strategies.looks(len(steps), samples, 2))
                 results[name].append((entry, found, sum(map(len, rewards.values()))))
     print(f"\nSIMULATED (outcomes drawn from each episode's known V(k), not run): {len(entries)} episodes x {seeds} "
           f"seeds, at most {samples} samples a step")
@@ -180,32 +191,42 @@ def simulate(entries: list[dict], seeds: int, samples: int) -> None:
 
 
 def _report(root: pathlib.Path, entries: list[dict], results: dict, left: list[str], pool: Pool, args: Any) -> None:
-    done = results[ORDER[0]]
+    done = next(iter(results.values()))
     print(f"\nplanted suite {root}: {len(entries)} episodes; measured on {len(done)} "
           f"({sum(1 for e, _, _ in done if e['planted'] is not None)} planted, "
-          f"{sum(1 for e, _, _ in done if e['planted'] is None)} with none) in {args.minutes:g} min; real rollouts "
+          f"{sum(1 for e, _, _ in done if e['planted'] is None)} with none) "
+          f"{'from the pool alone' if args.pool_only else f'in {args.minutes:g} min'}; real rollouts "
           f"run: {pool.ran} in {pool.seconds:.0f} s ({pool.ran / max(pool.seconds, 1e-9) * 60:.1f}/min at "
           f"{args.parallel} at once)")
     if left:
-        print(f"scaled: the machine's time (--minutes {args.minutes:g}) left out {len(left)}: {', '.join(left)}")
+        why = "the pool lacked their rollouts (--pool-only)" if args.pool_only else \
+            f"the machine's time (--minutes {args.minutes:g})"
+        print(f"scaled: {why} left out {len(left)}: {', '.join(left)}")
     _table(results, args.samples)
 
 
 def _table(results: dict, samples: int) -> None:
-    steps = {e["name"]: e["length"] + 1 for e, _, _ in results[ORDER[0]]}  # steps 0..length branch
-    # What exhaustive spends on the same episodes: ``samples`` at every branchable step (known without running it).
-    rows0 = results[ORDER[0]]
-    exhaustive = sum(samples * steps[e["name"]] for e, _, _ in rows0) / max(len(rows0), 1)
-    for name in ORDER:
+    """One line per strategy in ``results`` (in :data:`ORDER`); exhaustive's rollouts are ``samples`` x the
+    branchable steps of the same episodes, computed (labelled so when exhaustive was not run)."""
+    first = next(iter(results.values()))
+    steps = {e["name"]: e["length"] + 1 for e, _, _ in first}  # steps 0..length branch
+    exhaustive = sum(samples * steps[e["name"]] for e, _, _ in first) / max(len(first), 1)
+    ran_exhaustive = strategies.EXHAUSTIVE in results
+    if not ran_exhaustive:
+        print(f"exhaustive not run: its rollouts/episode are computed as {samples} samples x the branchable steps")
+    for name in results:
         rows = results[name]
         planted = [(e, d) for e, d, _ in rows if e["planted"] is not None]
         none = [(e, d) for e, d, _ in rows if e["planted"] is None]
         named = sum(1 for e, d in planted if d is not None and d.sure and d.step == e["planted"])
         claimed = sum(1 for _, d in none if d is not None and d.sure)
+        coin = [d for e, d in none if e["model"].startswith("coin:")]
+        coin_claimed = sum(1 for d in coin if d is not None and d.sure)
         spent = sum(s for _, _, s in rows) / max(len(rows), 1)
         print(f"{name:>9}: planted step named {named}/{len(planted)} ({named / max(len(planted), 1):.0%}); "
-              f"decisive claimed where none {claimed}/{len(none)} ({claimed / max(len(none), 1):.0%}); "
-              f"rollouts/episode {spent:.1f} (exhaustive {exhaustive:.1f}: {spent / max(exhaustive, 1e-9):.2f}x)")
+              f"decisive claimed where none {claimed}/{len(none)} ({claimed / max(len(none), 1):.0%}; on the "
+              f"coin policy {coin_claimed}/{len(coin)}); rollouts/episode {spent:.1f} (exhaustive {exhaustive:.1f}"
+              f"{'' if ran_exhaustive else ' computed, not run'}; {spent / max(exhaustive, 1e-9):.2f}x)")
 
 
 def _run_phase(names: tuple[str, ...], entries: list[dict], root: pathlib.Path, pool: Pool, args: Any,
@@ -218,16 +239,21 @@ def _run_phase(names: tuple[str, ...], entries: list[dict], root: pathlib.Path, 
             left.append(entry["name"])
             continue
         episode = load_episode(root / entry["file"])
-        said = {}
-        for name in names:
-            found, spent = _search(name, entry, episode, pool, args.samples)
+        said, found_all = {}, {}
+        try:
+            for name in names:
+                found_all[name] = _search(name, entry, episode, pool, args.samples)
+        except MissingError:
+            left.append(entry["name"])
+            continue
+        for name, (found, spent) in found_all.items():
             results[name].append((entry, found, spent))
             said[name] = (found.step if found is not None and found.sure else None, spent)
         print(f"{entry['name']}: planted {entry['planted']}; named (sure), rollouts: {said}", flush=True)
     return left
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suite", type=pathlib.Path, help="a recorded suite (with manifest.json)")
     parser.add_argument("--record", type=pathlib.Path, help="record the suite into this folder first")
@@ -236,10 +262,29 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=20.0, help="adaptive strategies: no new episode after")
     parser.add_argument("--exhaustive-minutes", type=float, default=20.0, help="then exhaustive, on those episodes")
     parser.add_argument("--pool", type=pathlib.Path, help="keep the rollouts here (JSON) and reuse them")
-    parser.add_argument("--rate", type=int, default=4, help="rollouts per container count for the rate")
+    parser.add_argument("--pool-only", action="store_true",
+                        help="run no rollout: episodes needing one the pool lacks are left out (and named)")
+    parser.add_argument("--rate", type=int, default=4, help="rollouts per container count for the rate (0: skip)")
+    parser.add_argument("--strategies", default=",".join(ORDER),
+                        help="comma-separated, of " + ", ".join(ORDER) + " ('all' is exhaustive; without it, its "
+                        "rollouts are computed, not run)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--simulate", type=int, default=0, metavar="SEEDS",
                         help="only the rules, on outcomes drawn from each episode's known V(k), SEEDS times")
+    return parser
+
+
+def _names(parser: argparse.ArgumentParser, said: str) -> tuple[str, ...]:
+    """The strategies ``--strategies`` names, in :data:`ORDER` (the parser's error for an unknown one)."""
+    names = tuple(n for n in ORDER if n in said.split(","))
+    unknown = set(said.split(",")) - set(ORDER)
+    if unknown or not names:
+        parser.error(f"--strategies: expected some of {', '.join(ORDER)}, not {', '.join(sorted(unknown))}")
+    return names
+
+
+def main() -> int:
+    parser = _parser()
     args = parser.parse_args()
     if args.record is not None:
         _record(args.record)
@@ -247,27 +292,36 @@ def main() -> int:
     if root is None:
         parser.error("--suite or --record is needed")
     entries = json.loads((root / suite.MANIFEST).read_text())["episodes"]
+    names = _names(parser, args.strategies)
     if args.simulate:
-        simulate(entries, args.simulate, args.samples)
+        simulate(entries, args.simulate, args.samples, names)
         return 0
     engine = docker.from_env()
+    # A background run (nohup) ignores SIGINT: SIGTERM ends it through ``finally`` (its containers removed; the
+    # pool keeps every rollout that ended, for a resume).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out = pathlib.Path(tempfile.mkdtemp(prefix="bench-planted-"))
     os.environ["ARES_VIEWER_CACHE"] = str(out / "cache")
     policy = suite.Policy(args.seed)
     random.seed(args.seed)
-    results: dict[str, list[tuple[dict, values.Decisive | None, int]]] = {name: [] for name in ORDER}
+    results: dict[str, list[tuple[dict, values.Decisive | None, int]]] = {name: [] for name in names}
+    searched = tuple(n for n in names if n != strategies.EXHAUSTIVE)
+    rate: list[str] = []
     try:
         with chat_server.serve(policy) as server:
             def client_of(model: str) -> counterfactual.Client:
                 return counterfactual.openai_client(server.base_url, model)
 
-            pool = Pool(client_of, engine, args.parallel, args.pool, out)
-            left = _run_phase(ORDER[:-1], _interleaved(entries), root, pool, args, results, args.minutes)
-            done = [e for e, _, _ in results[ORDER[0]]]
-            skipped = _run_phase(ORDER[-1:], done, root, pool, args, results, args.exhaustive_minutes)
-            if skipped:
-                print(f"scaled: exhaustive ran on {len(done) - len(skipped)} of them (--exhaustive-minutes)")
-            rate = _rate(engine, entries[0], load_episode(root / entries[0]["file"]), client_of, args.rate)
+            pool = Pool(client_of, engine, args.parallel, args.pool, out, frozen=args.pool_only)
+            left = _run_phase(searched or names, _interleaved(entries), root, pool, args, results, args.minutes)
+            done = [e for e, _, _ in next(iter(results.values()))]
+            if searched and strategies.EXHAUSTIVE in names:
+                skipped = _run_phase((strategies.EXHAUSTIVE,), done, root, pool, args, results,
+                                     args.exhaustive_minutes)
+                if skipped:
+                    print(f"scaled: exhaustive ran on {len(done) - len(skipped)} of them (--exhaustive-minutes)")
+            if args.rate:
+                rate = _rate(engine, entries[0], load_episode(root / entries[0]["file"]), client_of, args.rate)
     finally:
         sandbox.cleanup(engine, session=SESSION)
     _report(root, entries, results, left, pool, args)

@@ -37,8 +37,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "--export-stepwise", metavar="PATH", help="also write TRL stepwise-supervision rows (.jsonl/.parquet)"
     )
     command.add_argument("--threshold", type=float, default=0.5, help="a stepwise label is V(k) >= this (0.5)")
-    command.add_argument("--steps", default="all",
-                         help="all, every:N, a list like 3,7,9, or a strategy: bisect, adaptive or spectrum")
+    command.add_argument("--steps", default="spectrum",
+                         help="spectrum (the default: on the planted suite it named the planted step most often, "
+                              "at under half exhaustive's rollouts; docs/decisive.md), all (exhaustive: the whole "
+                              "curve, e.g. for process-reward data), every:N, a list like 3,7,9, bisect or adaptive; "
+                              "one episode only (--episodes uses its own allocation)")
     command.add_argument("--samples", type=int, default=4, help="counted branches per step (a rerun adds to them)")
     command.add_argument("--endpoint", help="an OpenAI-compatible endpoint (default: the configured one)")
     command.add_argument("--model", help="the model field of its requests (with --endpoint)")
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     # The curve as the Episode page shows it: with the branches the run ships (branching.load), this call's
     # figures kept.
     result = dataclasses.replace(
-        branching.load(episode, args.branches_to),
+        branching.load(episode, args.branches_to, strategy=searched.strategy, samples=args.samples),
         new=searched.new, stopped=searched.stopped, tokens=searched.tokens, note=searched.note,
         failures=searched.failures,
     )

@@ -199,8 +199,8 @@ class Search:
         supplied_folder: the run's ``.branches/<episode_id>/`` when branches came with it (:attr:`Branch.supplied`).
         problems: what could not be read (a log or a line of one, with the reason); those were left out.
         strategy: the rule that named ``decisive`` (``strategies``): ``all`` (the largest change between
-            neighbouring steps; what :func:`load` uses), or the adaptive strategy the search ran (``spectrum``
-            pools the branches on either side of a step).
+            neighbouring steps; what :func:`load` uses unless told), or the adaptive strategy the search ran
+            (``spectrum`` pools the branches on either side of a step).
     """
 
     folder: branch_store.Folder
@@ -246,8 +246,19 @@ class Search:
         return pandas.DataFrame(rows, columns=columns).set_index("step")
 
     def describe(self) -> str:
-        """The decisive step in words, or what the branches show instead (``values.describe``)."""
-        return values.describe(self.curve)
+        """The decisive step in words, or what the branches show instead (``values.describe``; for ``spectrum``,
+        its own verdict: pooled branches, the corrected test)."""
+        if self.strategy != strategies.SPECTRUM or not any(e.n for e in self.curve):
+            return values.describe(self.curve)
+        found = self.decisive
+        if found is None:
+            return ("No decisive step (spectrum): no action separates the branches that succeeded from those that "
+                    "failed.")
+        way = "drop" if found.change < 0 else "rise"
+        sure = ("the interval of the change excludes 0 at the level corrected for the splits and looks tested"
+                if found.sure else "not sure: the interval of the change includes 0 at the corrected level")
+        return (f"Decisive step {found.step} (spectrum): a {way} of {abs(found.change):.2f} in V between the branches "
+                f"pooled before it and from it on ({sure}).")
 
 
 def store_dir(
@@ -294,11 +305,15 @@ def bundled_dir(episode: model.Episode) -> pathlib.Path | None:
     return pathlib.Path(episode.path).parent / BUNDLED_DIRNAME / episode.episode_id
 
 
-def load(episode: model.Episode, store: branch_store.Folder | None = None) -> Search:
+def load(episode: model.Episode, store: branch_store.Folder | None = None, *, strategy: str | None = None,
+         samples: int = 4, batch: int = 2) -> Search:
     """What is stored for ``episode`` (no branch run): its branches in the cache folder (or ``store``) and those
     shipped with its run (:func:`bundled_dir`, marked :attr:`Branch.supplied`), and the estimates from all of
     them. A failed branch adds to its step's failures and hides nothing. Never raises for what it reads: a log
-    or a line that cannot be used is left out and named in :attr:`Search.problems`."""
+    or a line that cannot be used is left out and named in :attr:`Search.problems`.
+
+    ``strategy`` (default: exhaustive) is the rule that names the decisive step (``strategies.verdict``; for
+    ``spectrum``, its test corrected for a search of ``samples`` and ``batch``, as :func:`search` ran it)."""
     try:
         folder = store_dir(episode, store)
     except ValueError as exc:
@@ -309,7 +324,8 @@ def load(episode: model.Episode, store: branch_store.Folder | None = None) -> Se
     if shipped is not None and os.path.lexists(shipped / LOG_NAME):
         supplied, more = _read(shipped, root=pathlib.Path(episode.path).parent, supplied=True)
         problems += more
-    found = _summary(episode, folder, [*supplied, *branches])
+    found = _summary(episode, folder, [*supplied, *branches], strategy=strategy,
+                     looks=strategies.looks(len(branchable_steps(episode)), samples, batch))
     return dataclasses.replace(found, supplied_folder=shipped if supplied else None, problems=tuple(problems))
 
 
@@ -415,7 +431,8 @@ def search(
     else:
         jobs = [s for s in chosen for _ in range(max(0, samples - _counted(runner.branches, s)))]
         runner.run(jobs, planned=len(jobs))
-    summary = _summary(episode, folder, runner.branches, strategy=chosen if isinstance(chosen, str) else None)
+    summary = _summary(episode, folder, runner.branches, strategy=chosen if isinstance(chosen, str) else None,
+                       looks=strategies.looks(len(branchable_steps(episode)), samples, batch))
     spend = runner.spend
     tokens = None if spend.tokens_unknown else spend.tokens
     note = None
@@ -517,7 +534,7 @@ def _branch_file(folder: branch_store.Folder, path: str, root: pathlib.Path | No
 
 
 def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequence[Branch],
-             strategy: str | None = None) -> Search:
+             strategy: str | None = None, looks: int = 1) -> Search:
     by_step: dict[int, list[float | None]] = {}
     for b in branches:
         by_step.setdefault(b.step, []).append(b.reward)
@@ -527,7 +544,7 @@ def _summary(episode: model.Episode, folder: branch_store.Folder, branches: Sequ
         curve.append(terminal)
     spent = [b.tokens for b in branches if not b.supplied]  # what this installation spent
     total = None if None in spent else sum(t for t in spent if t is not None)
-    found = strategies.verdict(strategy or strategies.EXHAUSTIVE, curve, by_step)
+    found = strategies.verdict(strategy or strategies.EXHAUSTIVE, curve, by_step, looks=looks)
     return Search(folder, tuple(curve), found, tuple(branches), total_tokens=total,
                   strategy=strategy or strategies.EXHAUSTIVE)
 

@@ -32,7 +32,8 @@ from collections.abc import Mapping, Sequence
 
 from ares_viewer.counterfactual import values
 
-__all__ = ["EXHAUSTIVE", "NAMES", "Plan", "next_batch", "spectrum_scores", "verdict"]
+__all__ = ["EXHAUSTIVE", "NAMES", "Plan", "change_interval", "corrected", "looks", "next_batch", "spectrum_scores",
+           "verdict"]
 
 EXHAUSTIVE = "all"
 BISECT = "bisect"
@@ -94,15 +95,22 @@ def next_batch(strategy: str, plan: Plan) -> list[int]:
     raise ValueError(f"strategy {strategy!r}: expected one of {', '.join(ADAPTIVE_NAMES)}")
 
 
-def verdict(strategy: str, curve: Sequence[values.Estimate], rewards: Mapping[int, Sequence[float | None]]
-            ) -> values.Decisive | None:
+def verdict(strategy: str, curve: Sequence[values.Estimate], rewards: Mapping[int, Sequence[float | None]],
+            *, looks: int = 1) -> values.Decisive | None:
     """What the strategy concludes from the branches: the decisive step (``sure`` when its evidence separates),
-    or None when no step is decisive. ``spectrum`` pools branches (:func:`spectrum_scores`); the others take the
-    largest change between neighbouring steps (``values.decisive``)."""
+    or None when no step is decisive. ``spectrum`` pools branches (:func:`spectrum_scores`) and tests the change
+    at the level corrected for its candidate splits and ``looks`` (:func:`looks`: what its search could take);
+    the others take the largest change between neighbouring steps (``values.decisive``)."""
     if strategy != SPECTRUM:
         return values.decisive(curve)
     terminal = next((e for e in curve if e.recorded), None)
-    return _spectrum_verdict(rewards, terminal)
+    return _spectrum_verdict(rewards, terminal, looks)
+
+
+def looks(steps: int, samples: int, batch: int) -> int:
+    """The times an adaptive search over ``steps`` branchable steps may test its evidence: once after the coarse
+    pass, then once a batch (``batch`` more to each of two steps) until every step has ``samples``."""
+    return 1 + math.ceil(max(samples - 1, 0) * steps / max(2 * batch, 1))
 
 
 def _coarse(plan: Plan) -> list[int]:
@@ -174,14 +182,41 @@ def spectrum_scores(rewards: Mapping[int, Sequence[float | None]], terminal: val
     return scores
 
 
-def _candidate(rewards: Mapping[int, Sequence[float | None]], terminal: values.Estimate | None) -> int | None:
+def _candidate(rewards: Mapping[int, Sequence[float | None]], terminal: values.Estimate | None
+               ) -> tuple[int | None, int]:
+    """The most suspicious action (ties: the earlier) and how many splits were candidates (scored actions after
+    the first estimated state): the family the verdict's test corrects for."""
     scores = spectrum_scores(rewards, terminal)
     estimated = sorted(s for s, rs in rewards.items() if any(r is not None for r in rs))
     scores = {s: v for s, v in scores.items() if estimated and s > estimated[0]}  # an action after the first state
     if not scores:
-        return None
+        return None, 0
     best = max(scores.values())
-    return min(s for s, v in scores.items() if v >= best - _NO_CHANGE)  # ties: the earlier action
+    return min(s for s, v in scores.items() if v >= best - _NO_CHANGE), len(scores)
+
+
+def change_interval(before: values.Estimate, after: values.Estimate, confidence: float = values.CONFIDENCE
+                    ) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (his method 10) for ``V(after) - V(before)``, from the two Wilson
+    intervals at ``confidence``; ``(-1, 1)`` when either side has no value.
+
+    A recorded terminal outcome counts as one execution of its side (``n`` 0 with a value: one sample).
+    """
+    if before.value is None or after.value is None:
+        return -1.0, 1.0
+    ends = []
+    for e in (before, after):
+        n = max(e.n, 1)
+        wins = round(e.value * n)  # type: ignore[operator]
+        ends.append((wins / n, *values.wilson(wins, n, confidence)))
+    (p0, l0, u0), (p1, l1, u1) = ends
+    diff = p1 - p0
+    return diff - math.hypot(p1 - l1, u0 - p0), diff + math.hypot(u1 - p1, p0 - l0)
+
+
+def corrected(splits: int, confidence: float = values.CONFIDENCE) -> float:
+    """The confidence each of ``splits`` tests needs for the family to keep ``confidence`` (Bonferroni)."""
+    return 1 - (1 - confidence) / max(splits, 1)
 
 
 def _pools(rewards: Mapping[int, Sequence[float | None]], terminal: values.Estimate | None, split: int
@@ -195,23 +230,26 @@ def _pools(rewards: Mapping[int, Sequence[float | None]], terminal: values.Estim
     return values.estimate(split - 1, before), values.estimate(split, after)
 
 
-def _spectrum_verdict(rewards: Mapping[int, Sequence[float | None]], terminal: values.Estimate | None
-                      ) -> values.Decisive | None:
-    split = _candidate(rewards, terminal)
+def _spectrum_verdict(rewards: Mapping[int, Sequence[float | None]], terminal: values.Estimate | None,
+                      tests: int = 1) -> values.Decisive | None:
+    """The candidate split (:func:`_candidate`), sure when the interval of its change excludes 0 at the level
+    Bonferroni-corrected for every split it could have been and every look (``tests``) the search takes."""
+    split, splits = _candidate(rewards, terminal)
     if split is None:
         return None
     early, late = _pools(rewards, terminal, split)
     if early.value is None or late.value is None or abs(late.value - early.value) <= _NO_CHANGE:
         return None
     before = max(s for s, rs in rewards.items() if s < split and any(r is not None for r in rs))
-    return values.Decisive(split, before, late.value - early.value, values.separated(early, late))
+    low, high = change_interval(early, late, corrected(splits * tests))
+    return values.Decisive(split, before, late.value - early.value, low > 0 or high < 0)
 
 
 def _spectrum(plan: Plan) -> list[int]:
     coarse = _coarse(plan)
     if coarse:
         return coarse
-    found = _spectrum_verdict(plan.rewards, plan.terminal)
+    found = _spectrum_verdict(plan.rewards, plan.terminal, looks(len(plan.steps), plan.samples, plan.batch))
     if found is None or found.sure:
         return []
     # Unsure: sample the states on either side of the candidate action, nearest first.

@@ -129,6 +129,22 @@ def start(folder: Folder, parent: dict[str, Any]) -> None:
     pathlib.Path(join(folder, "parent.json")).write_text(text)
 
 
+def read_parent(folder: Folder, root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """``parent.json`` of ``folder`` (read as the log is, at most 64 KiB), or ``{}`` when there is none or it cannot
+    be used: the episode the branches come from and the search rule that wrote them last (``strategy``,
+    ``samples``, ``batch``)."""
+    try:
+        if is_remote(folder):
+            fs, path, _ = mirror.url_to_fs(str(join(folder, "parent.json")))
+            data = fs.cat_file(path)
+        else:
+            data = read_confined(pathlib.Path(join(folder, "parent.json")), root or folder, 64 * 2**10)
+        parent = json.loads(data)
+    except (OSError, ValueError):
+        return {}
+    return parent if isinstance(parent, dict) else {}
+
+
 def append(folder: Folder, record: dict[str, Any]) -> None:
     """Add one branch record to the log (its ``path`` made relative to ``folder``); the caller serialises calls."""
     record = dict(record)

@@ -312,8 +312,11 @@ def load(episode: model.Episode, store: branch_store.Folder | None = None, *, st
     them. A failed branch adds to its step's failures and hides nothing. Never raises for what it reads: a log
     or a line that cannot be used is left out and named in :attr:`Search.problems`.
 
-    ``strategy`` (default: exhaustive) is the rule that names the decisive step (``strategies.verdict``; for
-    ``spectrum``, its test corrected for a search of ``samples`` and ``batch``, as :func:`search` ran it)."""
+    ``strategy`` is the rule that names the decisive step (``strategies.verdict``; for ``spectrum``, its test
+    corrected for a search of ``samples`` and ``batch``, as :func:`search` ran it). By default it is the rule of
+    the search that last wrote the branches (``parent.json``, :func:`rule`; the shipped folder's when the store
+    has none), else exhaustive's: the command, the Episode page, the report and the Lost tasks page all read the
+    same verdict from the same branches."""
     try:
         folder = store_dir(episode, store)
     except ValueError as exc:
@@ -324,9 +327,29 @@ def load(episode: model.Episode, store: branch_store.Folder | None = None, *, st
     if shipped is not None and os.path.lexists(shipped / LOG_NAME):
         supplied, more = _read(shipped, root=pathlib.Path(episode.path).parent, supplied=True)
         problems += more
+    if strategy is None:
+        written = branch_store.read_parent(folder) if branches else {}
+        if not written.get("strategy") and supplied and shipped is not None:
+            written = branch_store.read_parent(shipped, root=pathlib.Path(episode.path).parent)
+        strategy, samples, batch = _rule_of(written, samples, batch)
     found = _summary(episode, folder, [*supplied, *branches], strategy=strategy,
                      looks=strategies.looks(len(branchable_steps(episode)), samples, batch))
     return dataclasses.replace(found, supplied_folder=shipped if supplied else None, problems=tuple(problems))
+
+
+def rule(strategy: str, samples: int, batch: int) -> dict[str, Any]:
+    """What ``parent.json`` keeps of the search that writes a folder's branches, for :func:`load`'s verdict."""
+    return {"strategy": strategy, "samples": samples, "batch": batch}
+
+
+def _rule_of(written: dict[str, Any], samples: int, batch: int) -> tuple[str | None, int, int]:
+    strategy = written.get("strategy")
+    if not isinstance(strategy, str) or strategy not in strategies.NAMES or strategy == strategies.EXHAUSTIVE:
+        return None, samples, batch
+    numbers = [written.get(k) for k in ("samples", "batch")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10_000 for n in numbers):
+        return strategy, samples, batch
+    return strategy, int(written["samples"]), int(written["batch"])
 
 
 def branchable_steps(episode: model.Episode) -> list[int]:
@@ -414,7 +437,8 @@ def search(
     """
     chosen = parse_steps(steps, episode)
     folder = store_dir(episode, store)
-    branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id})
+    branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id,
+                                **rule(chosen if isinstance(chosen, str) else "all", samples, batch)})
     runner = Runner(
         episode,
         client,

@@ -31,7 +31,7 @@ from typing import Any
 
 from ares_viewer import counterfactual, model
 from ares_viewer.base import atomic
-from ares_viewer.counterfactual import allocation, branch_store, branching, values
+from ares_viewer.counterfactual import allocation, branch_store, branching, strategies, values
 from ares_viewer.runs import index_cache
 
 __all__ = ["SELECTIONS", "RunProgress", "RunSearch", "load_state", "search_run", "select", "state_file"]
@@ -310,7 +310,8 @@ def _runners(run: Any, chosen: Sequence[model.Episode], call: _Call, shared: _Sh
                 raise
             refused[episode.episode_id] = f"{allocation.NO_STEPS}: {exc}"
             continue
-        branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id})
+        branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id,
+                                    **branching.rule(strategies.EXHAUSTIVE, call.samples, call.batch)})
 
         def report(p: branching.Progress, key: str = episode.episode_id) -> None:
             shared.record(key, p.done, p.branch)

@@ -354,7 +354,11 @@ def test_the_tinker_screen_read_from_line_bytes_gives_the_flags_of_the_whole_rea
     failing = (bash("make build"), "<returncode>2</returncode>\n<output>error</output>")
     lines.append(json.dumps(_played(4, 0, [failing, failing, failing, (submit, "<returncode>0</returncode>\n"
                                            "<output>COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n</output>"), (quiet, "")])))
-    assert [screen.plain(lines[n].encode()) for n in (0, 1, 3, 9, 10, 11)] == [True] * 6
+    # contexts that grow by feedback with no tagged result (no "<" in the line): only the rewrite is looked for
+    lines += [json.dumps(_rollout(5, 0, quiet, steps=4, rewrite_at=2, result="Check it once more.")),
+              json.dumps(_rollout(5, 1, quiet, steps=3, result="Check it once more."))]
+    assert [screen.plain(lines[n].encode()) for n in (0, 1, 3, 9, 10, 11, 16, 17)] == [True] * 8
+    assert [b"<" in lines[n].encode() for n in (1, 16, 17)] == [True, False, False]
     assert not any(screen.plain(line.encode()) for line in lines[12:14])
     run_dir = tmp_path / "tinker" / "iteration_000000"
     run_dir.mkdir(parents=True)
@@ -365,11 +369,11 @@ def test_the_tinker_screen_read_from_line_bytes_gives_the_flags_of_the_whole_rea
     data = sources.read_bytes(str(path))
     whole = flag_index.flag_rows(run.file_episodes(str(path), data), str(path))
     fast = screen.flag_rows(run, str(path), flag_index.names(), flag_index.flag_rows, data)
-    assert fast is not None and len(whole) == len(lines) == 16
+    assert fast is not None and len(whole) == len(lines) == 18
     assert {row[0]: row for row in fast} == {row[0]: row for row in whole}
     names = flag_index.names()
     shown = {name for row in whole for bit, name in enumerate(names) if row[2] >> bit & 1}
     # all but the two a Tinker line cannot show: a time-out, and a submission's output (its last step's result)
     assert set(names) - shown == {"command_timeouts", "submitted_no_change"}
-    assert flag_index.update(run).episodes == 16
+    assert flag_index.update(run).episodes == 18
     assert stored(run).astype({"step": "Int64"}).reset_index(drop=True).equals(collected(run).reset_index(drop=True))

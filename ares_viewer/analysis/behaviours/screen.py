@@ -72,8 +72,8 @@ def _quiet_steps(doc: Any, is_plain: bool) -> list[dict] | None:
     """The steps of a rollout line that records no error and whose responses run no command, else None. With
     ``is_plain`` only the responses' shapes are looked at: none, a list of messages or an object with one (any other
     shape counts as running a command, as in ``_runs_a_command``)."""
-    if not isinstance(doc, Mapping) or "error" in doc:  # a line's error is its episode's (``Episode.error``)
-        return None
+    if (type(doc) is not dict and not isinstance(doc, Mapping)) or "error" in doc:  # a line's error is its
+        return None  # episode's (``Episode.error``)
     steps = doc.get("steps")
     if type(steps) is not list or not steps:
         return None
@@ -90,27 +90,50 @@ def _quiet_steps(doc: Any, is_plain: bool) -> list[dict] | None:
     return steps
 
 
-def context_steps(doc: Any, is_plain: bool = False) -> tuple[int | None, int | None] | None:
+def _prompt(step: Mapping[str, Any]) -> list[Any] | None:
+    """A step's prompt as ``tinker.parse`` reads it: its messages, the leading system message left out."""
+    trace = step.get("trace")
+    messages = tinker._conversation(trace.get("prompt") if isinstance(trace, Mapping) else None)
+    return None if messages is None else chat.split_system(messages)[1]
+
+
+def _first_rewrite(steps: list[dict]) -> int | None:
+    """The first step whose context does not extend the previous one, as ``chat.ContextBuilder`` links them."""
+    previous: list[Any] = []
+    for j, step in enumerate(steps):
+        current = _prompt(step)
+        if current is None:
+            continue
+        if chat.kept(previous, current) < len(previous):
+            return j + 1
+        previous = current
+    return None
+
+
+def context_steps(doc: Any, line: bytes | None = None) -> tuple[int | None, int | None] | None:
     """For a Tinker rollout line that runs no command and records no error: the first step whose result is a format
     error and the first whose context rewrote the previous one (None where none does), read from the steps'
-    prompts as ``tinker.parse`` reads them; None for any other line (it is parsed). ``is_plain``: ``plain`` holds
-    for the line's bytes (then only the responses' shapes are looked at)."""
+    prompts as ``tinker.parse`` reads them; None for any other line (it is parsed). ``line``: its bytes, when read:
+    of a ``plain`` one only the responses' shapes are looked at, and one with no ``<`` besides holds no result
+    whose format error could show (``chat.command_result`` reads one only in ``<returncode>`` or ``<output``)."""
+    is_plain = line is not None and plain(line)
     steps = _quiet_steps(doc, is_plain)
     if steps is None:
         return None
     if len(steps) == 1:  # one call: its context rewrites nothing, and no later prompt carries a result
         return None, None
+    if is_plain and line is not None and b"<" not in line:
+        return None, _first_rewrite(steps)
     contexts = chat.ContextBuilder(messages=False)
     calls: list[int | None] = []
     results: list[Mapping[str, Any] | None] = []
     for step in steps:
-        trace = step.get("trace")
-        messages = tinker._conversation(trace.get("prompt") if isinstance(trace, Mapping) else None)
+        messages = _prompt(step)
         if messages is None:
             calls.append(None)
             results.append(None)
             continue
-        result = contexts.add(chat.split_system(messages)[1])
+        result = contexts.add(messages)
         if calls and calls[-1] is not None:
             results[-1] = result
         calls.append(len(contexts.links) - 1)
@@ -164,8 +187,8 @@ def flag_rows(run: runs.Run, path: str, flags: list[str],
     bits = {name: order.index(name) for name in ("format_errors", "context_rewrites")}
     none = [None] * len(order)
     for number, line, value in _lines(data):
-        found = (context_steps(value, plain(line))
-                 if value is not _UNREAD and isinstance(value, dict) and tinker.sniff(value) else None)
+        rollout = type(value) is dict and "steps" in value and ("group_idx" in value or "traj_idx" in value)
+        found = context_steps(value, line) if rollout else None  # ``tinker.sniff``, for decoded lines
         if found is None:
             parsed.append(number)
             continue

@@ -4,6 +4,7 @@
     python3 -m benchmarks.bench_behaviours --episodes 2000 --rollouts 20000   # a quicker look
     python3 -m benchmarks.bench_behaviours --rollouts 0             # the flag index against the index only
     python3 -m benchmarks.bench_behaviours --episodes 0             # the flag counts over 10^6 rollouts only
+    python3 -m benchmarks.bench_behaviours --data /tmp/flag-runs    # generate once, reuse (before/after a change)
 
 Prints:
 - the cold run index of ``--episodes`` ARES episodes (``open_run`` in a fresh process, cold cache), then building
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from benchmarks import bench_index, bench_scale
 
@@ -101,10 +103,23 @@ def _counts(folder: pathlib.Path, cache: pathlib.Path) -> tuple[float, float, fl
     return counted, time.perf_counter() - start, bare
 
 
-def _index_against_flags(episodes: int, actions: int, workers: int) -> None:
+def _kept(data: pathlib.Path | None, name: str, write: Callable[[pathlib.Path], int]) -> tuple[pathlib.Path, int]:
+    """The generated run ``name``: in ``data`` when given (written once, then reused: the same files for runs of
+    the benchmark before and after a change), else in the caller's temporary folder (``write`` gives its bytes)."""
+    folder = (data or pathlib.Path(tempfile.gettempdir())) / name
+    if data is not None and (folder / ".complete").exists():
+        return folder, int((folder / ".complete").read_text())
+    size = write(folder)
+    if data is not None:
+        (folder / ".complete").write_text(str(size))
+    return folder, size
+
+
+def _index_against_flags(episodes: int, actions: int, workers: int, data: pathlib.Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        folder, cache = pathlib.Path(tmp) / "run", pathlib.Path(tmp) / "cache"
-        size = bench_index._replicate(folder, episodes, actions, 400)
+        cache = pathlib.Path(tmp) / "cache"
+        folder, size = _kept(data, f"ares-{episodes}x{actions}" if data else f"{tmp}/run",
+                             lambda f: bench_index._replicate(f, episodes, actions, 400))
         print(f"{episodes:,} episodes, {size / 1e6:,.0f} MB, {workers} worker(s)")
         index, index_cpu = _index_seconds(folder, cache)
         print(f"cold index {index:.1f} s", flush=True)
@@ -118,10 +133,11 @@ def _index_against_flags(episodes: int, actions: int, workers: int) -> None:
         )
 
 
-def _overview_counts(rollouts: int, workers: int) -> None:
+def _overview_counts(rollouts: int, workers: int, data: pathlib.Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        folder, cache = pathlib.Path(tmp) / "tinker", pathlib.Path(tmp) / "cache"
-        size = bench_scale.write_run(folder, rollouts)
+        cache = pathlib.Path(tmp) / "cache"
+        folder, size = _kept(data, f"tinker-{rollouts}" if data else f"{tmp}/tinker",
+                             lambda f: bench_scale.write_run(f, rollouts))
         index, index_cpu = _index_seconds(folder, cache)
         print(f"{rollouts:,} Tinker rollouts: cold index {index:.1f} s", flush=True)
         flags = _flag_index(folder, cache, workers)
@@ -144,11 +160,13 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=10)
     parser.add_argument("--rollouts", type=int, default=1_000_000)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--data", type=pathlib.Path, help="keep the generated runs in this folder and reuse them "
+                        "(a run before and after a change reads the same files; delete the folder when done)")
     args = parser.parse_args()
     if args.episodes:
-        _index_against_flags(args.episodes, args.actions, args.workers)
+        _index_against_flags(args.episodes, args.actions, args.workers, args.data)
     if args.rollouts:
-        _overview_counts(args.rollouts, args.workers)
+        _overview_counts(args.rollouts, args.workers, args.data)
 
 
 if __name__ == "__main__":

@@ -181,6 +181,18 @@ def _rollout(group: int, traj: int, said: list[dict], steps: int = 1, result: st
     return {"group_idx": group, "traj_idx": traj, "iteration": 0, "steps": out, **extra}
 
 
+def _played(group: int, traj: int, turns: list[tuple[list[dict], str]]) -> dict:
+    """A Tinker rollout line of one step per turn: its response, then the result the next prompt adds."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"Task {group}"}]
+    out = []
+    for turn, (said, result) in enumerate(turns):
+        out.append({"ob_len": 10, "ac_len": 5, "reward": 0.0, "episode_done": turn == len(turns) - 1,
+                    "stop_reason": "stop",
+                    "trace": {"prompt": {"messages": list(messages)}, "policy_response": {"messages": said}}})
+        messages = [*messages, *said, {"role": "user", "content": result}]
+    return {"group_idx": group, "traj_idx": traj, "iteration": 0, "steps": out}
+
+
 def test_tinker_rollouts_that_run_no_command_are_screened_and_the_flags_are_those_of_the_whole_read(
         tmp_path, monkeypatch):
     # One-step rollouts that run no command are only decoded (no episode built); every other line is parsed: the
@@ -296,3 +308,72 @@ def test_ares_flags_read_from_the_commands_side_are_those_of_the_whole_read(tmp_
     monkeypatch.setattr(ares_flags, "READ", frozenset())  # another flag registered: every file is read whole
     path = run.files()[0][0]
     assert ares_flags.flag_rows(run, path, sources.read_bytes(path), flag_index.names(), flag_index.flag_rows) is None
+
+
+def test_the_tinker_screen_read_from_line_bytes_gives_the_flags_of_the_whole_read(tmp_path, monkeypatch):
+    # Most lines are screened from their bytes (no backtick, no ``tool_calls``, no escaped ASCII character): only
+    # their responses' shapes are looked at. Lines that could still hide a command (content parts that join into a
+    # bash block, escaped backticks or an escaped ``tool_calls`` key, a response in another shape, a line only
+    # Python's decoder reads) must be parsed: every flag, with its evidence step, is what the whole read finds.
+    from ares_viewer.analysis.behaviours import screen
+    from ares_viewer.base import agent_text
+    from ares_viewer.runs import sources
+
+    def bash(command: str) -> list[dict]:
+        return [{"role": "assistant", "content": f"Next.\n```bash\n{command}\n```"}]
+
+    quiet = [{"role": "assistant", "content": "The answer is \\boxed{4}, caf\u00e9."}]
+    parts = [{"role": "assistant", "content": [{"type": "text", "text": "Run ``"},
+                                               {"type": "text", "text": "`bash\npip install requests\n```"}]}]
+    submit = bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+    lines = [json.dumps(line) for line in (
+        _rollout(0, 0, quiet),
+        _rollout(0, 1, quiet, steps=3),
+        _rollout(0, 2, quiet, steps=3, result="<returncode></returncode>\n" + agent_text.format_error(0)),
+        _rollout(0, 3, quiet, steps=4, rewrite_at=2),
+        _rollout(1, 0, parts),
+        _rollout(1, 1, bash("make build"), steps=3),
+        _rollout(1, 2, bash("sed -i s/a/b/ tests/test_calc.py && pytest -q"), steps=2),
+        _rollout(1, 3, bash("curl https://example.com"), steps=2, result="<returncode>0</returncode>\n<output>"
+                 "</output>"),
+        _rollout(2, 0, submit, result="<returncode>0</returncode>\n<output>COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n"
+                 "</output>"),
+        _rollout(2, 1, quiet, error="RateLimitError: too many requests"),
+        _rollout(2, 2, quiet, error="docker: container died"),
+        {**_rollout(2, 3, quiet), "steps": [{**_rollout(2, 3, quiet)["steps"][0], "trace": {
+            "prompt": {"messages": [{"role": "user", "content": "Task 2"}]}, "policy_response": "I think 4"}}]},
+    )]
+    # the same bash block written with escaped backticks, and a tool call under an escaped key: no byte shows them
+    lines.append(json.dumps(_rollout(3, 0, bash("curl https://example.com"))).replace("`", "\\u0060"))
+    call = {"id": "c", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pip install x"}'}}
+    lines.append(json.dumps(_rollout(3, 1, [{"role": "assistant", "content": "", "tool_calls": [call]}]))
+                 .replace("tool_calls", "tool\\u005fcalls"))
+    lines.append(json.dumps(_rollout(3, 2, quiet)).replace('"reward": 1.0', '"reward": NaN', 1))
+    # a command fails three times, then a submission of nothing, then one more call (whose prompt holds the
+    # submission's output)
+    failing = (bash("make build"), "<returncode>2</returncode>\n<output>error</output>")
+    lines.append(json.dumps(_played(4, 0, [failing, failing, failing, (submit, "<returncode>0</returncode>\n"
+                                           "<output>COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n</output>"), (quiet, "")])))
+    # contexts that grow by feedback with no tagged result (no "<" in the line): only the rewrite is looked for
+    lines += [json.dumps(_rollout(5, 0, quiet, steps=4, rewrite_at=2, result="Check it once more.")),
+              json.dumps(_rollout(5, 1, quiet, steps=3, result="Check it once more."))]
+    assert [screen.plain(lines[n].encode()) for n in (0, 1, 3, 9, 10, 11, 16, 17)] == [True] * 8
+    assert [b"<" in lines[n].encode() for n in (1, 16, 17)] == [True, False, False]
+    assert not any(screen.plain(line.encode()) for line in lines[12:14])
+    run_dir = tmp_path / "tinker" / "iteration_000000"
+    run_dir.mkdir(parents=True)
+    path = run_dir / "train_rollout_summaries.jsonl"
+    path.write_text("\n".join(lines) + "\n\n{not json\n")
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    run = ares_viewer.open_run(tmp_path / "tinker")
+    data = sources.read_bytes(str(path))
+    whole = flag_index.flag_rows(run.file_episodes(str(path), data), str(path))
+    fast = screen.flag_rows(run, str(path), flag_index.names(), flag_index.flag_rows, data)
+    assert fast is not None and len(whole) == len(lines) == 18
+    assert {row[0]: row for row in fast} == {row[0]: row for row in whole}
+    names = flag_index.names()
+    shown = {name for row in whole for bit, name in enumerate(names) if row[2] >> bit & 1}
+    # all but the two a Tinker line cannot show: a time-out, and a submission's output (its last step's result)
+    assert set(names) - shown == {"command_timeouts", "submitted_no_change"}
+    assert flag_index.update(run).episodes == 18
+    assert stored(run).astype({"step": "Int64"}).reset_index(drop=True).equals(collected(run).reset_index(drop=True))

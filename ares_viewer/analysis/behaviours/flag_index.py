@@ -194,6 +194,12 @@ def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, st
     return rows, failed
 
 
+def _read_table(run: runs.Run, paths: Sequence[str]) -> tuple[pa.Table, dict]:
+    """``_read_files`` as a table: what a worker sends back (a few buffers to pickle, not a tuple per episode)."""
+    rows, failed = _read_files(run, paths)
+    return _table(rows), failed
+
+
 def _worker_batch(read: Callable[[runs.Run, Sequence[str]], Any], paths: Sequence[str]) -> Any:
     assert _WORKER_RUN is not None
     return read(_WORKER_RUN, paths)
@@ -245,13 +251,15 @@ def workers_for(run: runs.Run, paths: Sequence[str], files: dict[str, store.File
     return min(len(paths) // _BATCH_FILES + 1, os.cpu_count() or 1)
 
 
-def _write_part(target: pathlib.Path, rows: list[tuple[str, str, int, list[int | None]]]) -> pathlib.Path:
-    part = target / f".part-{uuid.uuid4().hex}.parquet"
+def _table(rows: list[tuple[str, str, int, list[int | None]]]) -> pa.Table:
     columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[], [], [], []]
-    pq.write_table(
-        pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns, _SCHEMA.types, strict=True)], schema=_SCHEMA),
-        part,
-    )
+    return pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns, _SCHEMA.types, strict=True)],
+                                schema=_SCHEMA)
+
+
+def _write_part(target: pathlib.Path, tables: list[pa.Table]) -> pathlib.Path:
+    part = target / f".part-{uuid.uuid4().hex}.parquet"
+    pq.write_table(pa.concat_tables(tables) if tables else _table([]), part)
     return part
 
 
@@ -275,7 +283,7 @@ def update(run: runs.Run, *, progress: Progress | None = None, workers: int | No
     files = episode_files(run)
     stale = list(found.stale)
     parts: list[pathlib.Path] = []
-    held: list[tuple[str, str, int, list[int | None]]] = []
+    held: list[pa.Table] = []
     failed: dict[str, str] = {}
     done = episodes = 0
     dropped = set(stale) | set(found.gone)
@@ -283,13 +291,13 @@ def update(run: runs.Run, *, progress: Progress | None = None, workers: int | No
     if progress is not None:
         progress(0, len(stale))
     try:
-        for chunk, (rows, errors) in batches(run, stale, workers_for(run, stale, files, workers)):
-            held.extend(rows)
-            episodes += len(rows)
+        for chunk, (rows, errors) in batches(run, stale, workers_for(run, stale, files, workers), _read_table):
+            held.append(rows)
+            episodes += rows.num_rows
             failed.update(errors)
             for path in chunk:
                 states[path] = FileState(files[path].size, files[path].mtime_ns, errors.get(path))
-            if len(held) >= _PART_ROWS:
+            if sum(t.num_rows for t in held) >= _PART_ROWS:
                 parts.append(_write_part(target, held))
                 held = []
             done += len(chunk)

@@ -7,11 +7,10 @@ import json
 import shutil
 
 import pytest
+from test_counterfactual import DEMO, WRONG_FIX
 
 from ares_viewer.counterfactual import branching, strategies
 from ares_viewer.runs.run import load_episode
-
-from test_counterfactual import DEMO, WRONG_FIX  # noqa: I001 - a sibling test module
 
 
 @pytest.fixture

@@ -9,14 +9,15 @@ one third has none (every branch succeeds with p = 0.1). A branch's reward is a 
 step, its number at that step), so both strategies see the same outcome for the same branch. For each total budget
 (rollouts for the whole run), both strategies run until the budget is spent or every episode is settled:
 
-- ``shared``: the run-wide rule (``allocation.plan``: coarse values for every episode first, then the largest
-  unresolved change first, dealt round robin);
-- ``sequential``: the same bisection per episode, one episode at a time until it is settled (what a loop over
-  ``ares-viewer branch RUN EPISODE --steps bisect`` spends).
+- ``shared``: the run-wide rule (``allocation.plan``: the spectrum strategy per episode, coarse values for every
+  episode first, then the largest unresolved change first, dealt round robin);
+- ``sequential``: the same spectrum search per episode, one episode at a time until it is settled (what a loop
+  over ``ares-viewer branch RUN EPISODE --steps spectrum`` spends).
 
 Printed per budget: the share of planted episodes whose planted step is named (``found``), the share of
 no-decisive episodes wrongly given a step (``false``), the episodes left without two values (``unsearched``) and
-the rollouts spent, with the shared rule's found-ratio against the sequential one.
+the rollouts spent, with the shared rule's found-ratio against the sequential one. An episode's step is named by
+the spectrum's verdict (``strategies.verdict``), as the run-wide search's folders are judged.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import argparse
 import random
 
-from ares_viewer.counterfactual import allocation, values
+from ares_viewer.counterfactual import allocation, strategies, values
 
 
 def _episodes(count: int, rng: random.Random) -> list[tuple[int, int | None]]:
@@ -43,7 +44,8 @@ def _state(key: str, steps: int, draws: dict[int, list[float]]) -> allocation.Ep
     curve = {s: values.estimate(s, r) for s, r in draws.items()}
     curve[steps] = values.terminal(steps, 0.0)
     return allocation.EpisodeState(key, tuple(range(steps)), curve, {s: len(r) for s, r in draws.items()},
-                                   {s: len(r) for s, r in draws.items()})
+                                   {s: len(r) for s, r in draws.items()}, (),
+                                   {s: tuple(r) for s, r in draws.items()})
 
 
 def _simulate(episodes: list[tuple[int, int | None]], budget: int, shared: bool, seed: int) -> dict[str, float]:
@@ -65,8 +67,9 @@ def _simulate(episodes: list[tuple[int, int | None]], budget: int, shared: bool,
             spent += 1
     found = false = unsearched = 0
     for i, (steps, planted) in enumerate(episodes):
-        curve = list(_state(str(i), steps, draws[i]).curve.values())
-        d = values.decisive(curve)
+        state = _state(str(i), steps, draws[i])
+        curve = list(state.curve.values())
+        d = strategies.verdict(strategies.SPECTRUM, curve, state.rewards, looks=strategies.looks(steps, 4, 2))
         unsearched += sum(1 for e in curve if e.value is not None) < 2
         if planted is None:
             false += d is not None and d.sure

@@ -58,7 +58,7 @@ def test_the_report_names_the_planted_step_and_no_change_where_none_is_planted(s
     assert lost["where"] == drop["position"] and lost["link"].endswith(f"episode={drop['episode_id']}&step=1")
     none = rows[flat["episode_id"]]
     assert (none["state"], none["decisive_step"], none["kind"], none["change"]) == ("no change", None, None, None)
-    assert none["finding"].startswith("No change found")
+    assert none["finding"].startswith("No decisive step (spectrum)")  # the rule the run-wide search wrote
     states = {(r["outcome"], r["state"]): r["episodes"] for r in report["summary"]["states"]}
     assert states == {("failed", "decisive"): 1, ("failed", "no change"): 1}
     kinds = {r["kind"]: r["lost (failed, drop)"] for r in report["summary"]["kinds"]}

@@ -104,8 +104,10 @@ def test_a_crashed_run_search_resumes_from_the_command_and_names_each_failed_epi
     calls = json.loads(account.read_text())["calls"]
     assert calls[1]["stopped"] == "done" and calls[1]["new"] == sum(map(len, logs.values())) - crashed["new"]
     assert sum(c["new"] for c in calls) == sum(map(len, logs.values()))
-    # The bisection's 10 branches on the wrong fix against 16 exhaustive; 2 on the flat episode's first step.
-    assert len(logs[WRONG_FIX[:8]]) <= 12 and len(logs[FLAT[:8]]) == 2
+    # Spectrum per episode: 8 branches on the wrong fix against 16 exhaustive; on the flat episode its coarse pass
+    # only (one branch a step, every one failed: no change, nothing more to sample).
+    flat_steps = branching.branchable_steps(open_run(root).episode(FLAT))
+    assert len(logs[WRONG_FIX[:8]]) <= 12 and len(logs[FLAT[:8]]) == len(flat_steps)
     rows = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
     assert any(2 in r["steps"] and r["labels"][r["steps"].index(2)] is False for r in rows)
     # A branch opens as an ordinary episode; the run folder is as it was.

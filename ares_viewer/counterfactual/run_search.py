@@ -2,10 +2,11 @@
 
 ``search_run(run, client, episodes="failed", budget=Budget(max_rollouts=400, parallel=4, wall_s=8 * 3600))``
 picks the run's episodes (``failed``, ``solved``, ``all`` or ids, narrowed by ``task`` and a behaviour ``flag``),
-then branches from their steps in rounds whose jobs come from :mod:`ares_viewer.counterfactual.allocation` (coarse
-values for every episode first, then samples where a change of V is not yet sure), through one pool of
-``budget.parallel`` containers (or Ray tasks), until every episode is settled or the budget (rollouts, model
-tokens, wall time) is spent or the call is cancelled.
+then branches from their steps in rounds whose jobs come from :mod:`ares_viewer.counterfactual.allocation` (the
+``spectrum`` strategy per episode: coarse values for every episode first, then samples where a change of V is not
+yet sure), through one pool of ``budget.parallel`` containers (or Ray tasks), until every episode is settled or
+the budget (rollouts, model tokens, wall time) is spent or the call is cancelled. Each episode's folder records the
+spectrum rule (``branching.rule``), so ``branching.load`` and every page judge its branches as this search did.
 
 Each branch is stored the moment it ends in its episode's branch folder, exactly as ``branching.search`` stores it
 (the cache folder's ``branches/<episode>-<key>/branches.jsonl``, or ``store``), so a branch opens as an ordinary
@@ -246,9 +247,12 @@ def _state_of(episode: model.Episode, branches: Sequence[branching.Branch]) -> a
     for b in branches:
         tried[b.step] = tried.get(b.step, 0) + 1
         counted[b.step] = counted.get(b.step, 0) + (b.reward is not None)
+    rewards: dict[int, tuple[float | None, ...]] = {}
+    for b in branches:
+        rewards[b.step] = (*rewards.get(b.step, ()), b.reward)
     failures = tuple(b.failure for b in branches if b.failure is not None)
     return allocation.EpisodeState(episode.episode_id, tuple(branching.branchable_steps(episode)), curve, tried,
-                                   counted, failures)
+                                   counted, failures, rewards)
 
 
 _OPTIONS = ("samples", "batch", "max_steps", "docker_client", "session", "limits", "recipe", "ray_address", "store")
@@ -277,7 +281,7 @@ def search_run(
         progress: called after every branch with a :class:`RunProgress` (done, planned, time left).
         cancel: set it to stop: no new branch starts; running ones finish and are kept.
         options: ``samples`` (default 4: the most counted branches per probed step; ``2 * samples`` tries at
-            most), ``batch`` (2: branches a probe adds to a step at a time, the coarse round's per end too), and
+            most), ``batch`` (2: branches a top-up adds to a step at a time after the coarse round's one a step), and
             ``branching.search``'s ``max_steps``, ``docker_client``, ``session``, ``limits``, ``recipe``,
             ``ray_address``, ``store``.
 
@@ -311,7 +315,7 @@ def _runners(run: Any, chosen: Sequence[model.Episode], call: _Call, shared: _Sh
             refused[episode.episode_id] = f"{allocation.NO_STEPS}: {exc}"
             continue
         branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id,
-                                    **branching.rule(strategies.EXHAUSTIVE, call.samples, call.batch)})
+                                    **branching.rule(strategies.SPECTRUM, call.samples, call.batch)})
 
         def report(p: branching.Progress, key: str = episode.episode_id) -> None:
             shared.record(key, p.done, p.branch)

@@ -64,7 +64,7 @@ AGENT = [
 
 
 def _sql(error: str) -> bool:
-    return bool(duckdb.execute(f"SELECT {blame.sql('e')} FROM (SELECT ?::VARCHAR AS e)", [error]).fetchone()[0])
+    return bool(duckdb.execute(f"SELECT {blame.sql('e')} FROM (SELECT ?::VARCHAR AS e)", [error]).fetchall()[0][0])
 
 
 @pytest.mark.parametrize("rule", sorted(INFRASTRUCTURE))

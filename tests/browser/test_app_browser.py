@@ -24,6 +24,21 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 DOCS_SCREENSHOT = REPO / "docs" / "screenshot-episode.png"
 
 
+
+def settled_box(page, locator) -> dict:
+    """``locator``'s box once the page stops moving it (the charts above the table draw after the script ends and
+    push it down: a click at an earlier box lands on what is there now)."""
+    locator.scroll_into_view_if_needed()
+    box = locator.bounding_box()
+    for _ in range(50):
+        page.wait_for_timeout(200)
+        locator.scroll_into_view_if_needed()
+        now = locator.bounding_box()
+        if now == box:
+            return now
+        box = now
+    return box
+
 def first_run(runs_root: pathlib.Path) -> ares_viewer.Run:
     name = sorted(p.name for p in runs_root.iterdir() if p.is_dir() and any(p.rglob("*.json")))[0]
     return ares_viewer.open_run(runs_root / name)
@@ -72,8 +87,7 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     contains.press("Enter")
     expect(page.get_by_text(f"1 of {stats['episodes']} episodes")).to_be_visible()
     grid = page.locator('[data-testid="stDataFrame"]').last  # the episode table, below "Why episodes failed"
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
+    box = settled_box(page, grid)
     page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell, below the header
     expect(page).to_have_url(re.compile(rf"/episode\?.*episode={episode_id}"))
     expect(step_caption(page)).to_contain_text("step 1 (")
@@ -126,8 +140,7 @@ def test_opening_an_episode_from_the_table_is_one_back_away_from_the_filtered_ta
     expect(page.get_by_text(f"1 of {len(run)} episodes")).to_be_visible()
     wait_idle(page)
     grid = page.locator('[data-testid="stDataFrame"]').last
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
+    box = settled_box(page, grid)
     page.evaluate("window.__pushes = 0")
     page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)
     expect(step_caption(page)).to_contain_text("step 1 (")

@@ -119,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
         episode, client, steps=args.steps, samples=args.samples, budget=budget, max_steps=args.max_steps,
         progress=progress, cancel=cancel, recipe=args.recipe, ray_address=args.ray, store=args.branches_to,
     ), "branch-search")
-    # The curve as the Episode page shows it: with the branches the run ships (branching.load), this call's
-    # figures kept.
+    # The curve as the Episode page shows it: with the branches the run ships, judged by the rule this search wrote
+    # beside them (branching.load), this call's figures kept.
     result = dataclasses.replace(
-        branching.load(episode, args.branches_to, strategy=searched.strategy, samples=args.samples),
+        branching.load(episode, args.branches_to),
         new=searched.new, stopped=searched.stopped, tokens=searched.tokens, note=searched.note,
         failures=searched.failures,
     )

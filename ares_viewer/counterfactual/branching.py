@@ -199,8 +199,8 @@ class Search:
         supplied_folder: the run's ``.branches/<episode_id>/`` when branches came with it (:attr:`Branch.supplied`).
         problems: what could not be read (a log or a line of one, with the reason); those were left out.
         strategy: the rule that named ``decisive`` (``strategies``): ``all`` (the largest change between
-            neighbouring steps; what :func:`load` uses unless told), or the adaptive strategy the search ran
-            (``spectrum`` pools the branches on either side of a step).
+            neighbouring steps; what :func:`load` uses unless a search wrote another rule), or the adaptive
+            strategy the search ran (``spectrum`` pools the branches on either side of a step).
     """
 
     folder: branch_store.Folder
@@ -438,7 +438,7 @@ def search(
     chosen = parse_steps(steps, episode)
     folder = store_dir(episode, store)
     branch_store.start(folder, {"run_file": episode.path, "episode_id": episode.episode_id,
-                                **rule(chosen if isinstance(chosen, str) else "all", samples, batch)})
+                                **rule(chosen if isinstance(chosen, str) else strategies.EXHAUSTIVE, samples, batch)})
     runner = Runner(
         episode,
         client,

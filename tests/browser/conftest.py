@@ -120,6 +120,21 @@ def _wait_idle(page) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
 
 
+def settled_box(page, locator) -> dict:
+    """``locator``'s box once the page stops moving it (charts above a table draw after the script ends and
+    push it down: a click at an earlier box lands on what is there now)."""
+    locator.scroll_into_view_if_needed()
+    box = locator.bounding_box()
+    for _ in range(50):
+        page.wait_for_timeout(200)
+        locator.scroll_into_view_if_needed()
+        now = locator.bounding_box()
+        if now == box:
+            return now
+        box = now
+    return box
+
+
 def fill_settled(page, box, text: str) -> None:
     """Type ``text`` into ``box`` once the page has settled: a rerun the last click started (a tab change reruns
     the page) redraws the box and drops what was typed, and may not have shown its status yet; so the text is

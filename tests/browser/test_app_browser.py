@@ -11,7 +11,7 @@ import pathlib
 import re
 
 import pytest
-from conftest import TEXT_BLOCK
+from conftest import TEXT_BLOCK, settled_box
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -23,21 +23,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # checkout.
 DOCS_SCREENSHOT = REPO / "docs" / "screenshot-episode.png"
 
-
-
-def settled_box(page, locator) -> dict:
-    """``locator``'s box once the page stops moving it (the charts above the table draw after the script ends and
-    push it down: a click at an earlier box lands on what is there now)."""
-    locator.scroll_into_view_if_needed()
-    box = locator.bounding_box()
-    for _ in range(50):
-        page.wait_for_timeout(200)
-        locator.scroll_into_view_if_needed()
-        now = locator.bounding_box()
-        if now == box:
-            return now
-        box = now
-    return box
 
 def first_run(runs_root: pathlib.Path) -> ares_viewer.Run:
     name = sorted(p.name for p in runs_root.iterdir() if p.is_dir() and any(p.rglob("*.json")))[0]

@@ -8,6 +8,7 @@ import urllib.parse
 
 import demo_runs
 import pytest
+from conftest import settled_box
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -26,7 +27,7 @@ def test_a_lost_task_opens_in_compare_on_the_right_two_episodes(page, app_url, t
     grid = page.locator('[data-testid="stDataFrame"]')
     grid.scroll_into_view_if_needed()
     expect(grid.locator("[role=gridcell]", has_text="calc__calc-3")).to_have_count(1)
-    box = grid.bounding_box()
+    box = settled_box(page, grid)
     page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the first row's selection cell, below the header
     expect(page.get_by_text("Task calc__calc-3")).to_be_visible()
     expect(page).to_have_url(re.compile(r"pick=calc__calc-3"))

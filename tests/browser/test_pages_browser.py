@@ -7,6 +7,7 @@ import re
 import urllib.parse
 
 import pytest
+from conftest import settled_box
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -41,7 +42,7 @@ def test_compare_defaults_to_the_shortest_solved_attempt_and_keeps_the_row(page,
     # Picking another row names it in the URL; a reload shows that row again.
     wait_idle(page)
     grid = page.locator('[data-testid="stDataFrame"]').first
-    box = grid.bounding_box()
+    box = settled_box(page, grid)
     page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 9 + 17)  # the tenth row's selection cell: rows count from 1
     expect(page).to_have_url(re.compile(r"[?&]row=10(&|$)"))
     expect(page.get_by_role("heading", name="Row 10")).to_be_visible()

@@ -35,7 +35,8 @@ def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 
 
     script = script or str(repo / "app" / "main.py")
     env = {**env, "PYTHONPATH": str(repo)}
-    with open(log_path, "w+b") as log, app_server.served(env, log, script=script) as (url, _), sync_playwright() as p:
+    with (open(log_path, "w+b") as log, app_server.served(env, log, script=script, repo=repo) as (url, _),
+          sync_playwright() as p):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(300_000)

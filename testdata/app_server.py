@@ -30,11 +30,12 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def served(env: Mapping[str, str], log: BinaryIO, *, start_s: float = 60, script: str = "app/main.py",
-           base_path: str = "") -> Iterator[tuple[str, subprocess.Popen]]:
+           base_path: str = "", repo: pathlib.Path = REPO) -> Iterator[tuple[str, subprocess.Popen]]:
     """``streamlit run app/main.py`` (or ``script``) on 127.0.0.1 with ``env`` added to this process's environment,
     writing to ``log``; yields its URL and process once ``/_stcore/health`` answers, and stops it on exit.
     ``base_path``: served under that path (Streamlit's ``server.baseUrlPath``, as behind a proxy); the URL ends
-    with it.
+    with it. ``repo``: the checkout served (its folder is the server's working directory, which ``python -m``
+    puts first on the import path: a checkout named only on ``PYTHONPATH`` would import this one's packages).
 
     Raises:
         AppStartError: when the server exits or stays silent for ``start_s`` seconds.
@@ -44,7 +45,7 @@ def served(env: Mapping[str, str], log: BinaryIO, *, start_s: float = 60, script
         [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
          *(["--server.baseUrlPath", base_path] if base_path else [])],
-        cwd=REPO, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+        cwd=repo, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}" + (f"/{base_path}" if base_path else "")
     try:

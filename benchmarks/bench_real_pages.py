@@ -14,8 +14,11 @@ and the public real run in ``../shared/real-runs/`` where it is present. Timed, 
 - Compare of the two ~180-step attempts: cold (a fresh server: nothing parsed or aligned) and warm (again, in a new
   tab), to the aligned table drawn and to idle;
 - Compare runs, ``small-a`` against ``small-b``, to its charts drawn and to idle;
-- the floor: a one-element Streamlit page served the same way (what no page can beat): every figure is printed
-  also as a ratio to it, which holds across machines and loads better than seconds do.
+- the floor: a one-element Streamlit page served the same way (what no page can beat), followed in the same tab and
+  in a new tab; and when a new tab's websocket to the server opened (nothing a page sends can show before it:
+  until then a new tab loads and runs Streamlit's own scripts). Every figure is printed also as a ratio to the
+  floor of its kind (a figure in a new tab to the new tab's), which holds across machines and loads better than
+  seconds do; a page in a new tab prints when its websocket opened too.
 
 Run: ``python3 -m benchmarks.bench_real_pages [--runs DIR] [--repeat 3]`` (``--runs``: keep the written runs there
 and reuse them; writing them takes a minute or more on a quiet machine).
@@ -24,6 +27,7 @@ and reuse them; writing them takes a minute or more on a quiet machine).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import pathlib
@@ -78,11 +82,43 @@ def _tabs(page):
     return page.context.browser.new_context(viewport={"width": 1500, "height": 1000})
 
 
+# When the page's websocket to the server opened, in ms from its navigation's start: nothing a Streamlit page draws
+# can come before it (the server sends the page only through it). In a new tab it comes after the tab has loaded and
+# run Streamlit's scripts, which is most of a new tab's floor.
+_WS_OPEN = """(() => {
+  const Base = window.WebSocket;
+  window.WebSocket = class extends Base {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener("open", () => { window.__aresWsOpen ??= performance.now(); });
+    }
+  };
+})();"""
+
+
 def _tab(window):
-    """A new tab of ``window`` (``_tabs``)."""
+    """A new tab of ``window`` (``_tabs``), recording when its websocket opened (``_opened``)."""
     tab = window.new_page()
     tab.set_default_timeout(300_000)
+    tab.add_init_script(_WS_OPEN)
     return tab
+
+
+def _opened(tab) -> float:
+    """Seconds from the last navigation of ``tab`` (a ``_tab``) to its websocket's opening."""
+    return tab.evaluate("window.__aresWsOpen") / 1000
+
+
+def new_tabs(window, link: str, repeat: int, selector: str | None = None, *, text: str | None = None) -> list:
+    """``link`` opened in ``repeat`` new tabs of ``window`` (after one more that fills the window's HTTP cache, not
+    counted): for each, ``((content, idle), Chromium CPU seconds, websocket opened)``."""
+    timed = []
+    for _ in range(repeat + 1):
+        tab = _tab(window)
+        took, cpu = _with_cpu(tab, lambda tab=tab: chromium.shown(tab, link, selector, text=text))
+        timed.append((took, cpu, _opened(tab)))
+        tab.close()
+    return timed[1:]
 
 
 def _cpu(page) -> float:
@@ -107,20 +143,20 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
     mid = steps // 2
     link = f"{url}/episode?run=long&episode={episode}&step={mid}"
     marker = f"[data-ares-step='{mid}']"
-    times, window = [], _tabs(page)
-    for _ in range(repeat + 1):
-        tab = _tab(window)
-        times.append(_with_cpu(tab, lambda tab=tab: chromium.shown(tab, link, marker)))
-        tab.close()
-    cold, warm = times[0], times[1:]
+    window = _tabs(page)
+    tab = _tab(window)  # the first open: the server parses the episode, the window's HTTP cache is empty
+    cold = _with_cpu(tab, lambda: chromium.shown(tab, link, marker))
+    tab.close()
+    warm = new_tabs(window, link, repeat, marker)
     nexts = [_with_cpu(page, lambda: bench_targets.next_step(page, link, mid)) for _ in range(repeat)]
     # (next_step settles the page before it presses j: its CPU is that of the whole measurement, an upper bound)
     name = f"Episode page, {steps}-step episode, new tab"
-    cpu = min(c for _, c in warm)
+    cpu = min(c for _, c, _ in warm)
     return [(f"{name}, first open: content", cold[0][0], None, None),
             (f"{name}, first open: idle", cold[0][1], None, cold[1]),
-            (f"{name}: content", min(t[0] for t, _ in warm), 0.5, None),
-            (f"{name}: idle", min(t[1] for t, _ in warm), 1.0, cpu),
+            (f"{name}: websocket open", min(o for _, _, o in warm), None, None),
+            (f"{name}: content", min(t[0] for t, _, _ in warm), 0.5, None),
+            (f"{name}: idle", min(t[1] for t, _, _ in warm), 1.0, cpu),
             ("next step with j, to drawn and idle", min(t for t, _ in nexts), 0.3, None)]
 
 
@@ -133,18 +169,13 @@ def compare_figures(env: dict[str, str], work: pathlib.Path, ids: tuple[str, str
         with chromium.served_page(env, work / f"compare-{run}-{n}.log", repo=repo) as (page, url):
             cold.append(_with_cpu(page, lambda: chromium.shown(page, url + link, text="aligned (rows|steps)")))
             if n == repeat - 1:
-                window = _tabs(page)
-                for _ in range(repeat + 1):  # the first tab fills the window's HTTP cache: not counted
-                    tab = _tab(window)
-                    warm.append(_with_cpu(tab, lambda tab=tab: chromium.shown(tab, url + link,
-                                                                              text="aligned (rows|steps)")))
-                    tab.close()
-                warm = warm[1:]
+                warm = new_tabs(_tabs(page), url + link, repeat, text="aligned (rows|steps)")
     name = f"Compare {sizes} ({run})"
     return [(f"{name}, cold: content", min(t[0] for t, _ in cold), 3.0, None),
             (f"{name}, cold: idle", min(t[1] for t, _ in cold), None, min(c for _, c in cold)),
-            (f"{name}, warm: content", min(t[0] for t, _ in warm), 0.5, None),
-            (f"{name}, warm: idle", min(t[1] for t, _ in warm), None, min(c for _, c in warm))]
+            (f"{name}, warm, new tab: websocket open", min(o for _, _, o in warm), None, None),
+            (f"{name}, warm, new tab: content", min(t[0] for t, _, _ in warm), 0.5, None),
+            (f"{name}, warm, new tab: idle", min(t[1] for t, _, _ in warm), None, min(c for _, c, _ in warm))]
 
 
 def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: int,
@@ -239,14 +270,32 @@ def _profile_compare(env: dict[str, str], work: pathlib.Path, folder: pathlib.Pa
         print(browser_profile.write(folder, "Compare 188 x 176, warm, new tab, to idle", record), flush=True)
 
 
-def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> tuple[float, float]:
-    """The least a Streamlit page costs here: one marker element, to idle (seconds, and Chromium's CPU seconds)."""
+@dataclasses.dataclass(frozen=True)
+class Floor:
+    """The least a Streamlit page costs here: one marker element, to idle (seconds, and Chromium's CPU seconds),
+    followed in the same tab (``same_tab``) and in a new tab (``new_tab``); and when a new tab's websocket opened
+    (``opened``), before which no page can show anything of its own."""
+
+    same_tab: tuple[float, float]
+    new_tab: tuple[float, float]
+    opened: float
+
+    def of(self, figure: str) -> tuple[float, float]:
+        """The floor ``figure`` is measured against: the new tab's for a figure in a new tab."""
+        return self.new_tab if "new tab" in figure else self.same_tab
+
+
+def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> Floor:
+    """The floor page (``Floor``), each figure the best of ``repeat``."""
     script = work / "floor.py"
     script.write_text(bench_targets._served("st.html('<div data-ares-step=\"1\"></div>')"))
+    marker = "[data-ares-step='1']"
     with chromium.served_page(env, work / "floor.log", script=str(script)) as (page, url):
-        chromium.shown(page, url, "[data-ares-step='1']")
-        timed = [_with_cpu(page, lambda: chromium.shown(page, url, "[data-ares-step='1']")) for _ in range(repeat)]
-        return min(t[1] for t, _ in timed), min(c for _, c in timed)
+        chromium.shown(page, url, marker)
+        timed = [_with_cpu(page, lambda: chromium.shown(page, url, marker)) for _ in range(repeat)]
+        tabs = new_tabs(_tabs(page), url, repeat, marker)
+        return Floor((min(t[1] for t, _ in timed), min(c for _, c in timed)),
+                     (min(t[1] for t, _, _ in tabs), min(c for _, c, _ in tabs)), min(o for _, _, o in tabs))
 
 
 def checkout(rev: str) -> pathlib.Path:
@@ -286,6 +335,7 @@ def _figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: 
 
 
 def _cells(seconds: float, cpu: float | None, base: tuple[float, float]) -> str:
+    """Seconds and CPU seconds, each also as a ratio to ``base`` (the floor it is measured against)."""
     text = f"{seconds:7.3f} s {seconds / base[0]:5.1f}x floor"
     return text + (f" | CPU {cpu:6.2f} s {cpu / base[1]:5.1f}x" if cpu is not None else " |" + " " * 19)
 
@@ -322,15 +372,19 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
     end_floor = floor(env, work, repeat)  # the machine's load may change meanwhile: the floor again, at the end
     print(f"runs: {source}; Chromium 1500 x 1000; best of {repeat}; load {os.getloadavg()[0]:.1f}; "
           f"CPU: all Chromium processes' CPU seconds to idle")
-    print(f"{'floor: a one-element Streamlit page, idle (first, last)':<58} {_cells(*base, base)}   "
-          f"{_cells(*end_floor, base)}")
+    print(f"{'floor: a one-element Streamlit page, idle (first, last)':<58} "
+          f"{_cells(*base.same_tab, base.same_tab)}   {_cells(*end_floor.same_tab, base.same_tab)}")
+    print(f"{'floor, in a new tab (first, last)':<58} "
+          f"{_cells(*base.new_tab, base.new_tab)}   {_cells(*end_floor.new_tab, base.new_tab)}")
+    print(f"{'floor, new tab: websocket open (first, last)':<58} {base.opened:7.3f} s {'':33}   "
+          f"{end_floor.opened:7.3f} s")
     print(f"{'figure':<58} {'now':^44}" + (f"   {'before (' + before + ')':^44} now/before" if before else ""))
     for n, (name, seconds, target, cpu) in enumerate(rows):
         verdict = "" if target is None else f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"
-        line = f"{name:<58} {_cells(seconds, cpu, base)}"
+        line = f"{name:<58} {_cells(seconds, cpu, base.of(name))}"
         if old_rows:
             _, then, _, then_cpu = old_rows[n]
-            line += f"   {_cells(then, then_cpu, base)} {seconds / then:5.2f}x"
+            line += f"   {_cells(then, then_cpu, base.of(name))} {seconds / then:5.2f}x"
         print(f"{line}   {verdict}")
     shutil.rmtree(work, ignore_errors=True)
     if old:

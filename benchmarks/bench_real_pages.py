@@ -217,9 +217,9 @@ def _profile_pages(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path
             chromium.wait(tab, f"[data-ares-step='{mid + 1}']", visible=False)
             tab.wait_for_function(chromium.IDLE)
         print(browser_profile.write(folder, "j, next step, to idle", record), flush=True)
-        timed_charts(page, f"{url}/?run=small-a", 2, _METRIC)
+        timed_charts(page, f"{url}/?run=small-a", 4, _METRIC)
         with browser_profile.recorded(page) as record:
-            timed_charts(page, f"{url}/?run=small-a", 2, _METRIC)
+            timed_charts(page, f"{url}/?run=small-a", 4, _METRIC)
         print(browser_profile.write(folder, "Overview of small-a, to charts drawn and idle", record), flush=True)
 
 

@@ -10,7 +10,7 @@ and the public real run in ``../shared/real-runs/`` where it is present. Timed, 
   idle; the first, cold open too (the server's parse, the window's empty HTTP cache);
 - the next step with ``j``, from the key press to the next step drawn and idle;
 - the Overview of ``small-a`` (11 episodes) and of the public real run: to its figures (content), to every chart
-  drawn (Plotly's SVG in each chart) and to idle;
+  drawn (its SVG image decoded; Plotly's SVG in each chart of an app from before #46's SVG charts) and to idle;
 - Compare of the two ~180-step attempts: cold (a fresh server: nothing parsed or aligned) and warm (again, in a new
   tab), to the aligned table drawn and to idle;
 - Compare runs, ``small-a`` against ``small-b``, to its charts drawn and to idle;
@@ -39,10 +39,14 @@ import time
 from benchmarks import bench_targets, chromium
 
 _METRIC = "[data-testid=\"stMetric\"]"  # the Overview's headline figures
-# every Plotly chart on the page drawn (its SVG there), at least ``n`` of them, and Streamlit idle
+# every chart on the page drawn, at least ``n`` of them, and Streamlit idle: a Plotly chart (Compare runs; the
+# Overview before #46) once Plotly's SVG is in it, an SVG chart drawn on the server (the Overview,
+# ``svg_plots.html``) once its image is decoded
 _CHARTS = """(n) => {
-  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
-  return charts.length >= n && charts.every(c => c.querySelector('.main-svg') !== null)
+  const plotly = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+  const drawn = [...document.querySelectorAll('.ares-chart img')];
+  return plotly.length + drawn.length >= n && plotly.every(c => c.querySelector('.main-svg') !== null)
+    && drawn.every(i => i.complete && i.naturalWidth > 0)
     && !document.querySelector('[data-testid="stStatusWidget"]');
 }"""
 
@@ -185,7 +189,7 @@ def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repe
     with chromium.served_page(env, work / "pages.log", repo=repo) as (page, url):
         chromium.shown(page, f"{url}/?run=small-a", _METRIC)  # the server's imports, once
         rows += episode_figures(page, url, "long/acme__parser-2210", 115, repeat)
-        for run, charts in (("small-a", 2), *(((real, 2),) if real else ())):
+        for run, charts in (("small-a", 4), *(((real, 2),) if real else ())):  # small-a: its four reward charts
             timed = [_with_cpu(page, lambda run=run, charts=charts: timed_charts(page, f"{url}/?run={run}", charts,
                                                                                   _METRIC)) for _ in range(repeat)]
             rows += [(f"Overview of {run}: figures", min(t[0] for t, _ in timed), None, None),
@@ -244,9 +248,9 @@ def _profile_pages(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path
             chromium.wait(tab, f"[data-ares-step='{mid + 1}']", visible=False)
             tab.wait_for_function(chromium.IDLE)
         print(browser_profile.write(folder, "j, next step, to idle", record), flush=True)
-        timed_charts(page, f"{url}/?run=small-a", 2, _METRIC)
+        timed_charts(page, f"{url}/?run=small-a", 4, _METRIC)
         with browser_profile.recorded(page) as record:
-            timed_charts(page, f"{url}/?run=small-a", 2, _METRIC)
+            timed_charts(page, f"{url}/?run=small-a", 4, _METRIC)
         print(browser_profile.write(folder, "Overview of small-a, to charts drawn and idle", record), flush=True)
 
 

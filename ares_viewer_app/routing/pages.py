@@ -99,3 +99,8 @@ def repeated(table: tuple[Page, ...] = PAGES) -> tuple[str, ...]:
 def path(name: str) -> str:
     """The script of the page ``name`` (``"episode"``, ``"files"``, ...)."""
     return str(VIEWS / name / f"{name}.py")
+
+
+def url_path(name: str) -> str:
+    """The URL path of the page ``name`` (its module: ``"episode"``, ...), as a link names it."""
+    return next(page.url_path for page in PAGES if page.module == name)

@@ -11,6 +11,7 @@ settings show in the URL on that page only (a link to another page never carries
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 
 import streamlit as st
@@ -230,3 +231,10 @@ def params(**overrides: str | int | None) -> dict[str, str]:
     values = {key: get(key) for key in KEYS}
     values.update({k: None if v is None else str(v) for k, v in overrides.items()})
     return {k: v for k, v in values.items() if v is not None}
+
+
+def link(page: str, **overrides: str | int | None) -> str:
+    """A link to the page ``page`` (its module: ``"episode"``, ...) with the view parameters ``params(**overrides)``
+    gives, relative (so it works under any base URL): for an ``<a href>`` in HTML, which the browser follows in the
+    same tab, as a new session that reads the view from the URL."""
+    return f"{pages.url_path(page)}?{urllib.parse.urlencode(params(**overrides))}"

@@ -76,3 +76,45 @@ def figures(at) -> dict[str, str]:
     """The labelled figures a page shows in rows (``blocks.figures``): label -> value, as the reader sees them."""
     return {html.unescape(label): html.unescape(value)
             for element in at.get("html") for label, value in _FIGURE.findall(str(element.value))}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart drawn as SVG and shown as HTML (``analysis.svg_plots.html``), as the reader sees it: its title, the
+    drawing's texts (axes, ticks, legend), its links (``data-episode``, ``href``, hover ``title``, ``top`` in % of
+    its height) and its other hover texts."""
+
+    title: str
+    texts: list[str]
+    links: list[dict]
+    tips: list[str]
+
+
+_CHART = re.compile(r'<div class="ares-chart" data-chart="([^"]*)">')
+_ATTRS = re.compile(r'([\w-]+)="([^"]*)"')
+
+
+def charts(at) -> dict[str, Chart]:
+    """The SVG charts a page shows, by name (``data-chart``: ``overview.dist``, ...)."""
+    import base64
+    import xml.etree.ElementTree as ET
+
+    found = {}
+    for element in at.get("html"):
+        body = str(element.proto.body)
+        named = _CHART.search(body)
+        if not named:
+            continue
+        title = re.search(r'<div class="ares-chart-title"[^>]*>([^<]*)</div>', body).group(1)
+        drawing = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', body).group(1))
+        texts = [t.text or "" for t in ET.fromstring(drawing).iter("{http://www.w3.org/2000/svg}text")]
+        links, tips = [], []
+        for tag, attrs in re.findall(r"<(a|span) ([^>]*)>", body):
+            values = {k: html.unescape(v) for k, v in _ATTRS.findall(attrs)}
+            if tag == "a":
+                values["top"] = float(re.search(r"top:([\d.]+)%", values["style"]).group(1))
+                links.append(values)
+            else:
+                tips.append(values["title"])
+        found[html.unescape(named.group(1))] = Chart(html.unescape(title), texts, links, tips)
+    return found

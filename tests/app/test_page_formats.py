@@ -30,15 +30,17 @@ def test_mixed_folder_lists_every_format(runs, app):
 def test_training_run_shows_reward_over_iterations(runs, app):
     at = app(run="tinker")
     assert not at.exception
-    charts = at.get("plotly_chart")
-    assert len(charts) == 5  # the four reward figures and the training curve
-    assert "Reward over training iterations" in charts[-1].proto.spec
+    charts = page_text.charts(at)
+    assert len(charts) == 5  # the four reward charts and the training curve
+    curve = charts["overview.iterations"]
+    assert curve.title == "Reward over training iterations" and "iteration" in curve.texts
+    assert curve.links and all(a["href"].startswith("episode?run=tinker&episode=") for a in curve.links)
     table = at.dataframe(key="overview.table").value
     # two Tinker log folders (guess-number, math-rl): two runs, each episode's run first, then the training columns
     assert list(table.columns[:5]) == ["run_id", "iteration", "split", "group_idx", "traj_idx"]
     assert sorted(set(table["run_id"])) == ["guess-number", "math-rl"]
     # Runs without iterations have no training curve.
-    assert len(app(run="ray").get("plotly_chart")) == 4
+    assert len(page_text.charts(app(run="ray"))) == 4
 
 
 def test_tinker_episode_page(runs, app):

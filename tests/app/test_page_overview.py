@@ -7,7 +7,6 @@ import pathlib
 import demo_runs
 import page_text
 import pandas as pd
-import plotly.io
 
 from testdata import synthetic
 
@@ -24,8 +23,15 @@ def test_opens_on_the_first_run_with_its_figures(runs, app):
     assert shown["Success rate"] == "40%"  # 2 solved of 5
     assert at.query_params["run"] == "run-a"
     assert at.selectbox(key="app.run_choice").options == ["run-a", "run-b", "Other folder or URL…"]
-    # Four reward figures, two of them clickable scatter plots.
-    assert len(at.get("plotly_chart")) == 4
+    # Four reward charts, drawn on the server (no Plotly chart on the page), two of them points that open episodes.
+    charts = page_text.charts(at)
+    assert set(charts) == {"overview.dist", "overview.tasks", "overview.time", "overview.actions"}
+    assert not at.get("plotly_chart")
+    assert charts["overview.tasks"].title == "Success rate per task"
+    for name in ("overview.time", "overview.actions"):
+        assert {a["data-episode"] for a in charts[name].links} == set(runs["run-a"].values())
+        assert all(a["href"].startswith("episode?run=run-a&episode=") and a["href"].endswith("&step=1")
+                   for a in charts[name].links)
     assert "5 of 5 episodes" in page_text.of(at)
 
 
@@ -140,16 +146,17 @@ def test_reward_plots_leave_an_errored_episode_without_a_reward_off_the_reward_a
     at = app()
     errored = runs["run-a"]["errored"]
     assert metrics(at)["Mean reward"] == "0.5"  # of the four with a reward
-    figures = {f.layout.title.text: f for f in (plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart"))}
-    histogram = next(f for t, f in figures.items() if t.startswith("Reward distribution"))
-    assert "(1 failed without a reward, not shown)" in histogram.layout.title.text
-    assert "errored" not in {t.name for t in histogram.data}
-    for title in ("Reward over time", "Reward vs number of actions"):
-        figure = next(f for t, f in figures.items() if t.startswith(title))
-        where = [(t.name, y) for t in figure.data for c, y in zip(t.customdata if t.customdata is not None else [],
-                                                                  t.y, strict=False) if c == errored]
-        assert len(where) == 1 and where[0][0] == "errored, no reward (1)" and where[0][1] < 0  # not at 0
-        assert "no reward" in figure.layout.yaxis.ticktext
+    charts = page_text.charts(at)
+    assert charts["overview.dist"].title == "Reward distribution (1 failed without a reward, not shown)"
+    assert not any("errored" in tip for tip in charts["overview.dist"].tips)  # no bar for it
+    for name, title in (("overview.time", "Reward over time"), ("overview.actions", "Reward vs number of actions")):
+        chart = charts[name]
+        assert chart.title.startswith(title)
+        (point,) = [a for a in chart.links if a["data-episode"] == errored]  # still a point that opens it
+        assert "no reward" in point["title"] and "errored, no reward (1)" in chart.texts
+        rewarded = [a["top"] for a in chart.links if a["data-episode"] != errored]
+        assert point["top"] > max(rewarded)  # on its band below the rewards (0 among them), not at 0
+        assert "no reward" in chart.texts  # the band's tick
     assert ("The reward plots show the 4 episodes with a reward; the 1 without one (“–” in the table, left out of "
             "the mean reward) is left out of the reward axes") in page_text.of(at)
 

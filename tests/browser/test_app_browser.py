@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import urllib.parse
 
 import pytest
 from conftest import TEXT_BLOCK, settled_box
@@ -64,7 +65,8 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     page.goto(app_url)
     expect(metric(page, "Episodes")).to_have_text(str(stats["episodes"]))
     expect(metric(page, "Success rate")).to_have_text(f"{stats['success_rate']:.0%}")
-    expect(page.locator(".js-plotly-plot")).to_have_count(4)
+    expect(page.locator(".ares-chart")).to_have_count(4)
+    expect(page.locator(".js-plotly-plot")).to_have_count(0)  # drawn on the server: no Plotly on the page
 
     # Narrow the table to the failed episode and select its row: the episode opens.
     contains = page.get_by_label("Contains")
@@ -141,14 +143,23 @@ def test_opening_an_episode_from_the_table_is_one_back_away_from_the_filtered_ta
 def test_plot_clicks_open_episodes_and_steps(page, app_url, runs_root, wait_idle):
     run = first_run(runs_root)
     page.goto(app_url)
-    expect(page.locator(".js-plotly-plot")).to_have_count(4)
-    # "Reward vs number of actions": every marker is one episode.
-    plot = page.locator(".js-plotly-plot").nth(3)
-    plot.scroll_into_view_if_needed()
-    plot.locator(".scatterlayer .point").first.click(force=True)
-    expect(page).to_have_url(re.compile(r"/episode\?.*episode="))
-    opened = re.search(r"episode=([^&]+)", page.url).group(1)
+    expect(page.locator(".ares-chart")).to_have_count(4)
+    # "Reward vs number of actions": every point is one episode, a link to it with its figures on hover.
+    plot = page.locator('[data-chart="overview.actions"]')
+    expect(plot.locator(".ares-chart-title")).to_have_text("Reward vs number of actions")
+    points = plot.locator("a[data-episode]")
+    expect(points).to_have_count(len(run))
+    point = points.first
+    opened = point.get_attribute("data-episode")
     assert opened in run
+    expect(point).to_have_attribute("title", re.compile(rf"{re.escape(run.episode(opened).task_name)}\n.* actions"))
+    wait_idle(page)
+    point.scroll_into_view_if_needed()
+    tabs = len(page.context.pages)
+    point.click()
+    expect(page).to_have_url(re.compile(r"/episode\?.*episode="))
+    assert re.search(r"episode=([^&]+)", page.url).group(1) == urllib.parse.quote(opened, safe="")
+    assert len(page.context.pages) == tabs  # in the same tab
     expect(step_caption(page)).to_contain_text("step 1 (")
 
     # A step's column on the step timeline (below the step panes: wait until they are drawn, so it stays put)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer.analysis import aggregate_plots, behaviours, inspect_metrics, plots
+from ares_viewer.analysis import behaviours, inspect_metrics, plots, svg_plots
 from ares_viewer.base.cache import BoundedCache
 from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries, subruns
@@ -48,17 +49,6 @@ _RUN_ORDER = "run order"
 _PAGE_ROWS = 200
 # Seconds between refreshes when following a run that is still being written.
 _FOLLOW_EVERY = (2, 5, 10, 30, 60)
-
-
-def clicked_episode(event) -> str | None:
-    """The episode id of the point clicked in a chart, if any."""
-    for point in (event or {}).get("selection", {}).get("points", []):
-        custom = point.get("customdata")
-        if isinstance(custom, list):
-            custom = custom[0] if custom else None
-        if isinstance(custom, str):
-            return custom
-    return None
 
 
 _SUCCESS_HELP = ("Share of the episodes the agent can be judged on with a reward above 0: every episode but those "
@@ -116,19 +106,32 @@ def producer_metrics(run) -> None:
                      column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
 
 
-# The charts' figures, per state of a run's index: building a Plotly figure (its validation) was most of the page's
-# script time (0.8 of 1.6 s in a profile of an 11-episode run), paid again by every new tab.
+# The charts, per state of a run's index and view parameters (their points link to the episodes with them): building a
+# Plotly figure (its validation) was most of the page's script time (0.8 of 1.6 s in a profile of an 11-episode run),
+# paid again by every new tab; the SVG charts cost less, and are kept the same way.
 _FIGURES: BoundedCache[Any] = BoundedCache(maxsize=64)
 
 
 def figure(run: ares_viewer.Run, name: str, make: Callable[[], Any]) -> Any:
-    """The figure ``make`` builds for chart ``name`` of ``run``, built once per state of its index (Streamlit only
-    reads a figure it is given)."""
-    return _FIGURES.get_or_compute((run.location, run.table.key, name), make)
+    """What ``make`` builds for chart ``name`` of ``run``, built once per state of its index and view parameters (a
+    chart's links carry them)."""
+    return _FIGURES.get_or_compute((run.location, run.table.key, name, urllib.parse.urlencode(state.params())), make)
+
+
+def _open_link(episode_id: str) -> str:
+    """The Episode page at the first action of ``episode_id``, as ``choosers.go_to_episode`` opens it."""
+    return state.link("episode", episode=episode_id, step=1)
+
+
+def _chart(where, run: ares_viewer.Run, name: str, make: Callable[[], svg_plots.Chart]) -> None:
+    """Chart ``name`` (``overview.<name>`` on the page), drawn as SVG on the server and shown as HTML: an image
+    under links and tooltips, no chart library in the browser (#46)."""
+    where.html(figure(run, name, lambda: svg_plots.html(make(), f"overview.{name}")))
 
 
 def charts(run) -> None:
-    """The reward figures, from aggregate queries: a plot never gets more than a few thousand marks."""
+    """The reward charts, from aggregate queries: a chart never gets more than a few thousand marks; a point that
+    is an episode links to it."""
     asked = run.queries
     left, right = st.columns(2)
     stats = run.stats()
@@ -143,29 +146,16 @@ def charts(run) -> None:
         st.info("No reward plots: no episode of this run has a reward (" + "; ".join(why or ["none yet"]) + "). "
                 "The failure groups below say why they failed.", icon=":material/bar_chart_off:")
         return
-    left.plotly_chart(figure(run, "dist", lambda: aggregate_plots.reward_histogram(asked.reward_histogram(),
-                                                                                   unscored, failed)),
-                      key="overview.dist")
-    right.plotly_chart(figure(run, "tasks", lambda: aggregate_plots.success_by_task(*asked.per_task())),
-                       key="overview.tasks")
+    _chart(left, run, "dist", lambda: svg_plots.reward_histogram(asked.reward_histogram(), unscored, failed))
+    _chart(right, run, "tasks", lambda: svg_plots.success_by_task(*asked.per_task()))
     episodes = asked.sample(_POINTS, columns=_SAMPLED)  # every episode of a small run, an even sample of a large one
     sampled = len(episodes) < len(run)
-    over_time = figure(run, "time", lambda: aggregate_plots.reward_bands(asked.reward_bands()) if sampled
-                       else plots.reward_over_time(episodes))
-    for column, chart, key in ((left, over_time, "overview.time"),
-                               (right, figure(run, "actions", lambda: plots.reward_vs_actions(episodes)),
-                                "overview.actions")):
-        event = column.plotly_chart(chart, key=key, on_select="rerun", selection_mode="points")
-        episode_id = clicked_episode(event)
-        if episode_id:
-            choosers.go_to_episode(episode_id)
+    _chart(left, run, "time", lambda: svg_plots.reward_bands(asked.reward_bands()) if sampled
+           else svg_plots.reward_over_time(episodes, link=_open_link))
+    _chart(right, run, "actions", lambda: svg_plots.reward_vs_actions(episodes, link=_open_link))
     if "iteration" in asked.columns and episodes["iteration"].notna().any():
-        chart = figure(run, "iterations", lambda: aggregate_plots.iteration_bands(asked.per_iteration()) if sampled
-                       else plots.reward_over_iterations(episodes))
-        event = st.plotly_chart(chart, key="overview.iterations", on_select="rerun", selection_mode="points")
-        episode_id = clicked_episode(event)
-        if episode_id:
-            choosers.go_to_episode(episode_id)
+        _chart(st, run, "iterations", lambda: svg_plots.iteration_bands(asked.per_iteration(), width=1000)
+               if sampled else svg_plots.reward_over_iterations(episodes, link=_open_link, width=1000))
     if unscored or failed:
         without = unscored + failed
         st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the {without:,} without one (“–” "
@@ -174,9 +164,10 @@ def charts(run) -> None:
                    "per-episode plots.")
     if sampled:
         st.caption(f"{len(run):,} episodes: curves show the mean and 10–90% band per bin, and the reward-vs-actions "
-                   f"plot shows {len(episodes):,} episodes picked evenly over the run. Click a point to open it.")
+                   f"plot shows {len(episodes):,} episodes picked evenly over the run. Click a point to open it; "
+                   "hover over a mark for its figures.")
     else:
-        st.caption("Click a point to open its episode.")
+        st.caption("Click a point to open its episode; hover over a mark for its figures.")
 
 
 def _reward_range(low: float, high: float, raw: str) -> tuple[float, float]:

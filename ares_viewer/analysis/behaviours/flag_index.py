@@ -23,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import os
@@ -155,7 +156,11 @@ def _coverage(run: runs.Run) -> Coverage:
 
 def flag_rows(episodes: Iterator[Any], path: str) -> list[tuple[str, str, int, list[int | None]]]:
     """One row per episode: its id, ``path``, the flags' bitmask and first evidence steps."""
-    order = [registry.FLAGS[name] for name in names()]
+    return _rows([registry.FLAGS[name] for name in names()], episodes, path)
+
+
+def _rows(order: list[registry.Flag], episodes: Iterator[Any], path: str) -> list[ares_flags.Row]:
+    """``flag_rows`` with the flags in bit order (``names()``) worked out once by the caller."""
     rows = []
     for episode in episodes:
         mask, steps = 0, []
@@ -180,12 +185,15 @@ def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, st
     """The flag rows of ``paths``, and the reason of each file that failed (the others go on)."""
     rows: list[tuple[str, str, int, list[int | None]]] = []
     failed: dict[str, str] = {}
+    flags = names()
+    rows_of = functools.partial(_rows, [registry.FLAGS[name] for name in flags])
     for path in paths:
         try:
             data = sources.read_bytes(path)
-            found = (screen.flag_rows(run, path, names(), flag_rows, data)
-                     or ares_flags.flag_rows(run, path, data, names(), flag_rows)
-                     or flag_rows(run.file_episodes(path, data), path))
+            # an ARES file (its writer's layout) is never a Tinker one (JSON Lines): whichever answers is right
+            found = (ares_flags.flag_rows(run, path, data, flags, rows_of)
+                     or screen.flag_rows(run, path, flags, rows_of, data)
+                     or rows_of(run.file_episodes(path, data), path))
             if not found:  # the run lists episodes of it, so it changed since or no longer parses
                 raise ValueError(f"{path}: no episode could be read from it (did it change since the run was read?)")
             rows.extend(found)

@@ -130,15 +130,25 @@ _COVERAGE: cache.BoundedCache[Coverage] = cache.BoundedCache(maxsize=8)
 
 def coverage(run: runs.Run) -> Coverage:
     """Which of the run's files the flag index has to read (again) to be current."""
+    return _covered(run)[0]
+
+
+def _covered(run: runs.Run) -> tuple[Coverage, dict[str, store.FileEntry] | None]:
+    """``coverage``, and the run's ``episode_files`` when working it out read them (None when it was known):
+    at 100,000 files reading them costs a second or two, once is enough."""
     key = (str(folder(run)), run.index_store.manifest_key(), run.index_store.manifest_key(folder(run) / MANIFEST))
-    if key[1] is None or key[2] is None:
-        return _coverage(run)
-    return _COVERAGE.get_or_compute(key, lambda: _coverage(run))
-
-
-def _coverage(run: runs.Run) -> Coverage:
-    manifest = read_manifest(run)
+    known = _COVERAGE.get(key) if key[1] is not None and key[2] is not None else None
+    if known is not None:
+        return known, None
     files = episode_files(run)
+    found = _coverage(run, files)
+    if key[1] is not None and key[2] is not None:
+        _COVERAGE.put(key, found)
+    return found, files
+
+
+def _coverage(run: runs.Run, files: dict[str, store.FileEntry]) -> Coverage:
+    manifest = read_manifest(run)
     # Another process may have replaced the table since (its manifest then names the new one): read all again.
     same_flags = (
         manifest.flags == tuple(names()) and manifest.table is not None and (folder(run) / manifest.table).exists()
@@ -283,12 +293,12 @@ class Update:
 def update(run: runs.Run, *, progress: Progress | None = None, workers: int | None = None) -> Update:
     """Bring the flag index of ``run`` up to date: read the new and changed files (all of them the first time),
     keep the rows of the others. ``progress(done, total)`` is called after each batch of files."""
-    found = coverage(run)
+    found, files = _covered(run)
     if found.current:
         return Update(0, 0, {})
     target = folder(run)
     target.mkdir(parents=True, exist_ok=True)
-    files = episode_files(run)
+    files = episode_files(run) if files is None else files
     stale = list(found.stale)
     parts: list[pathlib.Path] = []
     held: list[pa.Table] = []

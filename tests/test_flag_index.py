@@ -138,16 +138,25 @@ def test_the_flags_are_kept_in_the_cache_and_nothing_is_written_into_the_run(tmp
 
 
 def test_worker_processes_give_the_same_table_with_progress(tmp_path):
-    serial = ares_viewer.open_run(DEMO)
+    # A worker answers the fast paths with what the parent sent it and opens the run only for a file read whole
+    # (here one not in ARES's writer layout): both must give the table one process gives.
+    from ares_viewer.base import agent_text
+
+    folder = tmp_path / "run"
+    shutil.copytree(DEMO, folder)
+    compact = _ares_episode([(_bash("pytest -q"), agent_text.result_message(1, "1 failed\n"))] * 3)
+    (folder / f"{compact['episode_id']}.json").write_text(json.dumps(compact))
+    serial = ares_viewer.open_run(folder)
     flag_index.update(serial, workers=1)
     expected = stored(serial).reset_index(drop=True)
+    assert compact["episode_id"] in set(expected["episode_id"])
     shutil.rmtree(flag_index.folder(serial))
     seen: list[tuple[int, int]] = []
     result = flag_index.update(
-        ares_viewer.open_run(DEMO), workers=2, progress=lambda done, total: seen.append((done, total))
+        ares_viewer.open_run(folder), workers=2, progress=lambda done, total: seen.append((done, total))
     )
-    assert result.read == 10 and result.failed == {}
-    assert seen[0] == (0, 10) and seen[-1] == (10, 10)
+    assert result.read == 11 and result.failed == {}
+    assert seen[0] == (0, 11) and seen[-1] == (11, 11)
     assert stored(serial).reset_index(drop=True).equals(expected)
 
 

@@ -183,12 +183,42 @@ def _rows(order: list[registry.Flag], episodes: Iterator[Any], path: str) -> lis
     return rows
 
 
-_WORKER_RUN: runs.Run | None = None
+class _WorkerRun:
+    """The run as a worker process sees it: the parent's ``table.originals`` and ``trials`` (what the fast paths,
+    ``ares_flags`` and ``screen``, ask), sent at its start; anything else (``file_episodes``, for a file read whole)
+    from the run opened in the worker on first use. Opening a run lists and checks every file of it (4.4 CPU s at
+    100,000 ARES files, measured), which a worker whose files all take a fast path never needs."""
+
+    def __init__(self, location: str, within: str | None, originals: Any, trials: Any) -> None:
+        self.location, self._within, self.trials = location, within, trials
+        self.table = _WorkerTable(self, originals)
+        self._opened: runs.Run | None = None
+
+    def opened(self) -> runs.Run:
+        if self._opened is None:
+            self._opened = runs.open_run(self.location, within=self._within)
+        return self._opened
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.opened(), name)
 
 
-def _start_worker(location: str, within: str | None) -> None:
+class _WorkerTable:
+    """``_WorkerRun.table``: ``originals`` as sent, the rest from the opened run's table."""
+
+    def __init__(self, run: _WorkerRun, originals: Any) -> None:
+        self._run, self.originals = run, originals
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run.opened().table, name)
+
+
+_WORKER_RUN: Any = None
+
+
+def _start_worker(location: str, within: str | None, originals: Any, trials: Any) -> None:
     global _WORKER_RUN
-    _WORKER_RUN = runs.open_run(location, within=within)
+    _WORKER_RUN = _WorkerRun(location, within, originals, trials)
 
 
 def _read_files(run: runs.Run, paths: Sequence[str]) -> tuple[list[tuple[str, str, int, list[int | None]]], dict]:
@@ -239,7 +269,8 @@ def batches(
     context = multiprocessing.get_context("spawn")
     within = getattr(run, "_within", None)
     with concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_start_worker, initargs=(run.location, within)
+        workers, mp_context=context, initializer=_start_worker,
+        initargs=(run.location, within, run.table.originals, run.trials)
     ) as pool:
         # At most two batches in flight per worker: rows waiting to be written stay few.
         pending: dict[concurrent.futures.Future, Sequence[str]] = {}

@@ -13,8 +13,9 @@ user's cache, never the run folder) holds
   mtime (the run index's key) and its error, if it failed. On reopen only new or changed files are read again;
   other flag names (a flag added) read every file again.
 
-Files are read in worker processes (``Run.file_episodes`` in each), in batches whose rows are written out as they
-come (bounded memory); a file that fails is recorded with its reason and the rest go on. Queries over the table:
+Files are read in worker processes (each opens the run only for a file read whole, ``Run.file_episodes``: the
+fast paths need only what the parent sends), in batches whose rows are written out as they come (bounded
+memory); a file that fails is recorded with its reason and the rest go on. Queries over the table:
 ``flag_queries``.
 """
 

@@ -138,16 +138,25 @@ def test_the_flags_are_kept_in_the_cache_and_nothing_is_written_into_the_run(tmp
 
 
 def test_worker_processes_give_the_same_table_with_progress(tmp_path):
-    serial = ares_viewer.open_run(DEMO)
+    # A worker answers the fast paths with what the parent sent it and opens the run only for a file read whole
+    # (here one not in ARES's writer layout): both must give the table one process gives.
+    from ares_viewer.base import agent_text
+
+    folder = tmp_path / "run"
+    shutil.copytree(DEMO, folder)
+    compact = _ares_episode([(_bash("pytest -q"), agent_text.result_message(1, "1 failed\n"))] * 3)
+    (folder / f"{compact['episode_id']}.json").write_text(json.dumps(compact))
+    serial = ares_viewer.open_run(folder)
     flag_index.update(serial, workers=1)
     expected = stored(serial).reset_index(drop=True)
+    assert compact["episode_id"] in set(expected["episode_id"])
     shutil.rmtree(flag_index.folder(serial))
     seen: list[tuple[int, int]] = []
     result = flag_index.update(
-        ares_viewer.open_run(DEMO), workers=2, progress=lambda done, total: seen.append((done, total))
+        ares_viewer.open_run(folder), workers=2, progress=lambda done, total: seen.append((done, total))
     )
-    assert result.read == 10 and result.failed == {}
-    assert seen[0] == (0, 10) and seen[-1] == (10, 10)
+    assert result.read == 11 and result.failed == {}
+    assert seen[0] == (0, 11) and seen[-1] == (11, 11)
     assert stored(serial).reset_index(drop=True).equals(expected)
 
 
@@ -308,6 +317,84 @@ def test_ares_flags_read_from_the_commands_side_are_those_of_the_whole_read(tmp_
     monkeypatch.setattr(ares_flags, "READ", frozenset())  # another flag registered: every file is read whole
     path = run.files()[0][0]
     assert ares_flags.flag_rows(run, path, sources.read_bytes(path), flag_index.names(), flag_index.flag_rows) is None
+
+
+def _varied_ares_episodes() -> list[dict]:
+    """ARES episode documents in the shapes the commands' side must read as the whole read does: the collector's
+    own (``synthetic``: completed, truncated, errored, long outputs elided, a dropped context), tool calls (one or
+    several per response, Anthropic's ``input`` and OpenAI's ``arguments``) answered by tool messages, several bash
+    blocks in one response, time-outs, exceptions and killed commands, content parts, a context that adds nothing,
+    a missing observation, an unknown step type, a record that is not one, a recorded submission and errors."""
+    from ares_viewer.base import agent_text
+    from testdata import synthetic
+
+    docs = [synthetic.episode_dict(actions=actions, ending=ending, output_chars=chars, seed=seed, drop_context_at=drop)
+            for seed, (actions, ending, chars, drop) in enumerate([
+                (6, "completed", 400, None), (5, "truncated", 12_000, None), (4, "errored", 600, 2),
+                (7, "incomplete", 25_000, 3), (1, "completed", 10, None)])]
+
+    def tool(name: str, call: dict) -> dict:
+        return {"id": f"toolu_{name}", "name": name, **call}
+
+    timed_out = "<returncode>-1</returncode>\n<exception>TimeoutExpired: timed out after 60 s</exception>"
+    doc = _ares_episode([
+        (_bash("pytest -q"), agent_text.result_message(1, "1 failed\n")),
+        (_bash("sleep 999"), timed_out),
+        (_bash("python big.py"), agent_text.result_message(137, "Killed\n")),
+        (_bash("ls"), "<exception>RuntimeError: the container went away</exception>"),
+        ("```bash\nls\n```\n```bash\npwd\n```", agent_text.format_error(2)),
+        (_bash("pip install requests"), agent_text.result_message(0, "")),
+        (_bash("pytest -q"), agent_text.result_message(1, "1 failed\n")),
+        (_bash("pytest  -q"), agent_text.result_message(1, "1 failed\n")),
+        (_bash("pytest -q "), agent_text.result_message(1, "1 failed\n")),
+    ], final="COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n")
+    steps = doc["steps"]
+    steps[1]["action"]["data"] = [{"content": "Run it."}, tool("bash", {"input": {"command": "cat tests/x.py"}})]
+    steps[1]["observation"]["messages"][-1] = {"role": "tool", "content": "def test(): pass\n"}
+    steps[2]["action"]["data"] = [tool("bash", {"arguments": '{"command": "curl https://example.com"}'}),
+                                  tool("bash", {"arguments": '{"command": "rm tests/x.py"}'})]
+    steps[3]["observation"]["messages"][-1]["content"] = [{"type": "text", "text": timed_out}]
+    steps[4]["observation"] = None  # a result that reached no observation
+    steps[5]["step_type"] = "ODD"
+    steps.insert(6, "not a step record")
+    steps[7]["observation"]["messages"] = steps[5]["observation"]["messages"]  # a context that adds nothing
+    docs.append(doc)
+    docs.append(_ares_episode([(_bash("ls"), agent_text.result_message(0, "a\n"))], submission="",
+                              error={"type": "APIConnectionError", "message": "openai: connection reset"}))
+    docs.append(_ares_episode([(_bash("git diff"), agent_text.result_message(0, ""))], rewrite_at=1,
+                              error="docker: OCI runtime exec failed"))
+    return docs
+
+
+def test_ares_flags_of_the_commands_side_are_those_of_the_whole_read_on_varied_files(tmp_path, monkeypatch):
+    # The commands' side (``ares.command_side``, no ``model.Step`` built) must give every flag its evidence as the
+    # whole read does, on the sample run (recorded through real ARES) and on varied shapes of ARES files: each
+    # flag's hit compared (step, evidence, how it was found), not only the index's bits.
+    from ares_viewer.analysis.behaviours import ares_flags, registry
+    from ares_viewer.formats.adapters import ares
+    from ares_viewer.runs import sources
+
+    folder = tmp_path / "varied"
+    folder.mkdir()
+    for doc in _varied_ares_episodes():
+        (folder / f"{doc['episode_id']}.json").write_text(json.dumps(doc, indent=2))
+    monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path / "cache"))
+    order = [registry.FLAGS[name] for name in flag_index.names()]
+    assert set(flag_index.names()) <= ares_flags.READ
+    shown: set[str] = set()
+    for location in (folder, DEMO):
+        run = ares_viewer.open_run(location)
+        for path, _ in run.files():
+            data = sources.read_bytes(path)
+            side = ares.command_side(path, data)
+            assert side is not None, path  # every one of them is in the writer's layout
+            (episode,) = run.file_episodes(path, data)
+            hits = [flag.check(episode) for flag in order]
+            assert [flag.check(side) for flag in order] == hits, path
+            assert ares_flags.flag_rows(run, path, data, flag_index.names(), flag_index.flag_rows) == \
+                flag_index.flag_rows(iter((episode,)), path)
+            shown |= {flag.name for flag, hit in zip(order, hits, strict=True) if hit is not None}
+    assert shown == set(flag_index.names())  # every flag shows somewhere: each was compared on a hit
 
 
 def test_the_tinker_screen_read_from_line_bytes_gives_the_flags_of_the_whole_read(tmp_path, monkeypatch):

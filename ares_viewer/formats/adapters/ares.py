@@ -472,37 +472,76 @@ def _skeleton(path: str, data: bytes) -> tuple[EpisodeDoc, list[RawContext]] | N
     return records[0].value, contexts
 
 
-def command_episode(path: str, data: bytes) -> model.Episode | None:
-    """The episode of a file in ARES's writer layout with only its commands' side: each step's index, kind,
-    command (response text and tool calls), result (return code, output, format error, failure) and context link
-    (kept, added, rewritten), the header and the top-level keys (``metadata``). No message pool, system prompt,
-    usage, cost, reasoning, rewards or times: what ``parse`` would give for the rest is not read. Its context
-    lists are compared as bytes (``summarize_bytes``), only the messages each adds decoded.
+@dataclasses.dataclass(slots=True)
+class CommandStep:
+    """One step's commands' side: the fields of the ``model.Step`` that ``parse`` gives which are read from its
+    command and result (the rest is not read). ``context_len`` and ``context_rewritten`` are those of the context
+    its action answered."""
 
-    For what reads only those fields (the behaviour flag index: ``analysis.behaviours.ares_flags``); those fields
-    are what ``parse`` gives. None for any other file, or anything unexpected in one (read it whole then).
+    index: int
+    kind: model.StepKind
+    command: str | None
+    returncode: int | None
+    output: str | None
+    observation_text: str | None
+    format_error: bool
+    failure: str | None
+    context_len: int
+    context_rewritten: bool
+
+
+@dataclasses.dataclass(slots=True)
+class CommandSide:
+    """An ARES episode's commands' side (``command_side``): its id, its top-level keys but the header's
+    (``metadata``, as ``Episode.metadata`` without the request's settings and tools) and its steps, the actions
+    (every step but FIRST, as ``Episode.actions``) kept apart once."""
+
+    episode_id: str
+    path: str
+    metadata: dict[str, Any]
+    steps: tuple[CommandStep, ...]
+    actions: tuple[CommandStep, ...]
+
+    @property
+    def error(self) -> str | None:
+        """``Episode.error``: the error that ended the episode in one line, if the file records one."""
+        return model.describe_error(self.metadata.get("error"))
+
+
+def command_side(path: str, data: bytes) -> CommandSide | None:
+    """The commands' side of a file in ARES's writer layout: each step's index, kind, command (response text and
+    tool calls), result (return code, output, format error, failure) and the length and rewrite of the context it
+    answered, the episode's id and top-level keys (``metadata``). No message pool, system prompt, usage, cost,
+    reasoning, rewards or times, and no ``model.Step`` built: what reads only those fields (the behaviour flag
+    index: ``analysis.behaviours.ares_flags``) reads what ``parse`` would give. Its context lists are compared as
+    bytes (``summarize_bytes``), only the messages each adds decoded.
+
+    None for any other file, or anything unexpected in one (read it whole then).
     """
     found = _skeleton(path, data)
     if found is None:
         return None
     try:
-        return _command_episode(found[0], path, found[1])
+        return _command_side(found[0], path, found[1])
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
         return None  # what ``parse`` fails on too: it tells why
 
 
-def _command_episode(doc: object, path: str, contexts: list[RawContext]) -> model.Episode:
-    """``command_episode`` of a decoded skeleton (``parse_episode``'s walk, its commands' side only).
+_NO_LINK = (0, False)
+
+
+def _command_side(doc: object, path: str, contexts: list[RawContext]) -> CommandSide:
+    """``command_side`` of a decoded skeleton (``parse_episode``'s walk, its commands' side only).
 
     Raises:
         FormatError: when the document cannot be an episode, or ``contexts`` do not match its placeholders.
     """
     raw = iter(contexts)
     doc, records = _records(doc)
-    warnings: list[str] = []
-    head = _header(doc, records, path, warnings)
+    final = doc.get("final_command")
     built = _Contexts()
-    steps: list[model.Step] = []
+    links = built.links
+    steps: list[CommandStep] = []
     for position, item in enumerate(records):
         if not isinstance(item, dict):  # decoded JSON: dicts
             continue
@@ -511,43 +550,42 @@ def _command_episode(doc: object, path: str, contexts: list[RawContext]) -> mode
         index = index if isinstance(index, int) and not isinstance(index, bool) else position
         step_type = record.get("step_type")
         kind = _KINDS.get(step_type) if isinstance(step_type, str) else None
-        kind = _kind(step_type, position, "", warnings) if kind is None else kind
-        answered_index = len(built.links) - 1 if built.links and kind is not model.StepKind.FIRST else None
+        kind = _kind(step_type, position, "", []) if kind is None else kind
+        answered = len(links) - 1 if links and kind is not model.StepKind.FIRST else None
         action = record.get("action")
         text, calls = _answer(action.get("data")) if isinstance(action, dict) else ("", ())
+        command = agent_text.parse_response(text).command if text else None
         result = built.observe(record.get("observation"), raw)
-        result_text = chat.text(result.get("content")) if result is not None and answered_index is not None else None
+        result_text = chat.text(result.get("content")) if result is not None and answered is not None else None
         outcome = _command_outcome(result, result_text)
-        if outcome is None and kind is model.StepKind.LAST and (
-                agent_text.parse_response(text).command is not None or calls):
-            outcome = _final_command(doc.get("final_command"), index)
-        extra: dict[str, Any] = {}
-        said, failure = _said(outcome, result_text, extra)
-        steps.append(model.Step(
-            index=index, kind=kind, failure=failure,
-            **base.step_fields(text, calls, said, answered_index, built.links, tool_command=chat.shell_command,
-                               extra=extra),
-        ))
+        if outcome is None and kind is model.StepKind.LAST and (command is not None or calls):
+            outcome = _final_command(final, index)
+        said, failure = _said(outcome, result_text, {})
+        if command is None and calls:
+            command = chat.shell_command(calls)
+        count, rewritten = links[answered] if answered is not None else _NO_LINK
+        if said is None:
+            steps.append(CommandStep(index, kind, command, None, None, None, False, failure, count, rewritten))
+        else:
+            steps.append(CommandStep(index, kind, command, said.returncode, said.output, said.text,
+                                     said.format_error, failure, count, rewritten))
     if next(raw, None) is not None:
         raise FormatError("more context lists than steps with a context")
     metadata: dict[str, Any] = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
-    return base.episode(
-        NAME, path, episode_id=head.episode_id, task_name=head.task_name, outcome=head.outcome,
-        total_reward=head.total_reward, truncated=head.truncated, times=(head.start_time, head.end_time),
-        steps=steps, messages=(), links=built.links, metadata=metadata, warnings=warnings,
-    )
+    return CommandSide(episode_id(doc, path), path, metadata, tuple(steps),
+                       tuple(s for s in steps if s.kind is not model.StepKind.FIRST))
 
 
 class _Contexts:
     """``chat.ContextBuilder``'s links and results over contexts that may be ``RawContext``: a context that
     extends the previous one byte for byte keeps all of its messages (only the new ones are decoded); any other
-    is decoded whole and compared as ``chat.kept`` compares. No message pool."""
+    is decoded whole and compared as ``chat.kept`` compares. No message pool: each link is the context's length
+    and whether it rewrote the previous one (``ContextLink``'s ``kept + len(added)`` and ``rewritten``)."""
 
     def __init__(self) -> None:
-        self.links: list[model.ContextLink] = []
+        self.links: list[tuple[int, bool]] = []
         self._previous: list[object] | RawContext = []
         self._count = 0  # messages in the previous context
-        self._pooled = 0
 
     def observe(self, observation: object, raw: Iterator[RawContext]) -> Mapping[str, Any] | None:
         """A record's observation added (as ``_observe`` adds it); the message carrying the previous action's
@@ -574,9 +612,7 @@ class _Contexts:
             current = messages.decoded() if isinstance(messages, RawContext) else messages
             same = chat.kept(previous.decoded() if isinstance(previous, RawContext) else previous, current)
             added, count = current[same:], len(current)
-        self.links.append(model.ContextLink(kept=same, added=tuple(range(self._pooled, self._pooled + len(added))),
-                                            rewritten=same < self._count))
-        self._pooled += len(added)
+        self.links.append((count, same < self._count))
         self._previous, self._count = messages, count
         return chat.result_message(added)
 

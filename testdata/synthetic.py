@@ -173,6 +173,17 @@ def write_episode(folder: str | os.PathLike, doc: dict[str, Any]) -> str:
     return path
 
 
+def write_mixed_run(folder: str | os.PathLike) -> str:
+    """Five episodes of three tasks, a minute apart, with 4 to 8 actions: solved and failed attempts at two tasks, a
+    truncated one and an errored one (the run the chart tests read); returns ``folder``."""
+    plan = [("calc__calc-1", "completed", 1.0), ("calc__calc-1", "completed", 0.0), ("calc__calc-2", "truncated", 0.0),
+            ("calc__calc-2", "completed", 1.0), ("calc__calc-3", "errored", 0.0)]
+    for i, (task, ending, reward) in enumerate(plan):
+        write_episode(folder, episode_dict(task_name=task, ending=ending, reward=reward, seed=i, actions=4 + i,
+                                           start_time=1.7e9 + 60 * i))
+    return os.fspath(folder)
+
+
 def write_output_run(folder: str | os.PathLike, output: str, *, seed: int = 0) -> str:
     """Write a run of one episode whose first command printed ``output`` (whole, however long); returns the
     episode's path."""

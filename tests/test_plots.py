@@ -14,12 +14,7 @@ from testdata import synthetic
 
 @pytest.fixture
 def run(tmp_path):
-    plan = [("calc__calc-1", "completed", 1.0), ("calc__calc-1", "completed", 0.0), ("calc__calc-2", "truncated", 0.0),
-            ("calc__calc-2", "completed", 1.0), ("calc__calc-3", "errored", 0.0)]
-    for i, (task, ending, reward) in enumerate(plan):
-        synthetic.write_episode(tmp_path, synthetic.episode_dict(task_name=task, ending=ending, reward=reward, seed=i,
-                                                                 actions=4 + i, start_time=1.7e9 + 60 * i))
-    return ares_viewer.open_run(tmp_path)
+    return ares_viewer.open_run(synthetic.write_mixed_run(tmp_path))
 
 
 def scatter_ids(fig) -> set[str]:

@@ -12,9 +12,13 @@ import time
 
 import pytest
 
+# The command as a terminal starts it: Python turns SIGINT into KeyboardInterrupt only when SIGINT was not ignored at
+# its start, and a shell starts a background job (a test run started with ``&``) with SIGINT ignored, which its
+# children inherit.
 SCRIPT = textwrap.dedent("""
-    import sys, threading, time
+    import signal, sys, threading, time
     from ares_viewer.cli import terminal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def work(cancel):
         print("started", flush=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-import urllib.parse
 
 import pandas as pd
 import streamlit as st
@@ -41,7 +40,7 @@ def filtered(frame: pd.DataFrame) -> pd.DataFrame:
 
 def link(row: pd.Series) -> str:
     """A deep link to a note's step (relative, so it works under any base URL)."""
-    return "episode?" + urllib.parse.urlencode(state.params(episode=row["episode_id"], step=int(row["step"])))
+    return state.link("episode", episode=row["episode_id"], step=int(row["step"]))
 
 
 def status(row: pd.Series) -> str:

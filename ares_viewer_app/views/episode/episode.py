@@ -80,7 +80,7 @@ def header(run: ares_viewer.Run, episode: model.Episode) -> None:
         st.warning(f"This file was {escape.md(episode.read_in_part)}. The episode shows what was read.")
     for warning in episode.warnings:
         st.caption(f"⚠ {escape.md(warning)}")
-    st.caption(f"{escape.code(episode.episode_id)} · {escape.line(episode.path)}")
+    st.caption(" · ".join([escape.code(episode.episode_id), escape.line(episode.path), *format_facts(episode)]))
     snapshot_problems.show(episode)
     format_details(episode)
     other_attempt(run, episode)
@@ -124,15 +124,19 @@ def go_to(k: int) -> None:
     state.update(step=k, view=None)
 
 
-def format_details(episode: model.Episode) -> None:
-    """What a format records beyond the common columns: exit status, evaluation, submitted diff, group."""
+def format_facts(episode: model.Episode) -> list[str]:
+    """The format and the short facts it records beyond the common columns, as caption words."""
     meta = episode.metadata
-    facts = [f"format {escape.line(episode.format)}"] + [
+    return [f"format {escape.line(episode.format)}"] + [
         f"{label} {escape.line(meta[key])}"
         for key, label in (("exit_status", "exit status"), ("api_calls", "API calls"), ("iteration", "iteration"),
                            ("split", "split"))
         if meta.get(key) not in (None, "")]
-    st.caption(" · ".join(facts))
+
+
+def format_details(episode: model.Episode) -> None:
+    """What a format records beyond the common columns and the caption's facts: evaluation, submitted diff, group."""
+    meta = episode.metadata
     evaluation = meta.get("evaluation")
     if isinstance(evaluation, dict):
         passed = evaluation.get("success")
@@ -367,6 +371,14 @@ def _set_view() -> None:
     state.update(view="transcript" if st.session_state["episode.view"] == "Transcript" else None)
 
 
+def view_control() -> None:
+    """Step or Transcript: one step at a time, or every step top to bottom."""
+    st.session_state["episode.view"] = "Transcript" if state.get("view") == "transcript" else "Step"
+    st.segmented_control("View", ["Step", "Transcript"], key="episode.view", on_change=_set_view,
+                         label_visibility="collapsed",
+                         help="One step at a time, or every step top to bottom, a page of steps at a time")
+
+
 def unknown_step(episode: model.Episode) -> str | None:
     """What is wrong with the step the URL names (None when it names one of the episode's steps, or none)."""
     return state.number_problem("step", 0, len(episode.steps) - 1)
@@ -378,11 +390,7 @@ def panes(where: str, episode_id: str) -> None:
     reruns alone when the step changes."""
     run = loaders.load_run(where)
     episode = run.episode(episode_id)
-    hits = reader.find_bar(where, episode)
-    st.session_state["episode.view"] = "Transcript" if state.get("view") == "transcript" else "Step"
-    st.segmented_control("View", ["Step", "Transcript"], key="episode.view", on_change=_set_view,
-                         label_visibility="collapsed",
-                         help="One step at a time, or every step top to bottom, a page of steps at a time")
+    hits = reader.find_bar(where, episode, lead=view_control)
     k = step_list.current(episode)
     if state.get("view") == "transcript":
         reader.transcript(episode, hits)

@@ -11,6 +11,7 @@ order, full width, ``PAGE_STEPS`` steps a page (``tpage=N``, from 1), long texts
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -69,10 +70,14 @@ def _query_changed(where: str, episode_id: str) -> None:
         _go_to_hit(where, episode_id, 1)
 
 
-def find_bar(where: str, episode: model.Episode) -> find.Found | None:
-    """The find box with previous / next hit and the hit count; below it the current hit, marked in its text."""
+def find_bar(where: str, episode: model.Episode, lead: Callable[[], object] | None = None) -> find.Found | None:
+    """The find box with previous / next hit and the hit count, after ``lead`` (drawn first on the same row, so the
+    step view starts higher); below it the current hit, marked in its text."""
     state.bind("episode.find", "find", "")
-    cols = st.columns([4, 1, 1, 3], vertical_alignment="bottom")
+    first, *cols = st.columns([2, 4, 1, 1, 3], vertical_alignment="bottom")
+    if lead is not None:
+        with first:
+            lead()
     cols[0].text_input(
         "Find in this episode",
         key="episode.find",

@@ -80,6 +80,23 @@ def test_every_episode_is_a_point_linking_to_its_episode_with_its_figures_on_hov
     assert {"completed", "truncated", "errored, no reward (1)"} <= set(texts(chart))  # the legend
 
 
+def test_a_point_that_covers_others_names_them_on_hover(run):
+    """Episodes with the same reward and actions sit on one place: the point a click reaches says what it covers."""
+    frame = run.episodes.copy()
+    same = frame.index[frame["total_reward"].notna()][:3]
+    assert len(same) == 3
+    frame.loc[same, ["total_reward", "num_actions"]] = [1.0, 7]
+    chart = svg_plots.reward_vs_actions(frame, link=link)
+    titles = {a["data-episode"]: a["title"] for a in page(chart).links}
+    # drawn in the order of the chart's marks: a later point lies over an earlier one
+    first, second, third = (m.episode for m in chart.marks if m.episode in set(frame.loc[same, "episode_id"]))
+    assert "other episode" not in titles[first]
+    assert titles[second].endswith(f"over 1 other episode at this point: {first[:8]}")
+    assert titles[third].endswith(f"over 2 other episodes at this point: {second[:8]}, {first[:8]}")
+    alone = set(titles) - {first, second, third}
+    assert alone and not any("at this point" in titles[e] for e in alone)
+
+
 def test_points_sit_at_their_values_and_one_without_a_reward_on_its_band_never_at_0(run):
     chart = svg_plots.reward_vs_actions(run.episodes, link=link)
     frame = run.episodes.set_index("episode_id")

@@ -462,10 +462,34 @@ def _style(mark: Mark, chart: Chart) -> str:
     return f"position:absolute;{box}" + (";border-radius:50%" if mark.round else "")
 
 
+_SAME_PLACE = 1.0  # drawing units within which two points sit on each other (a point is 9 units wide)
+_NAMED_BELOW = 5  # the other episodes a covering point's tooltip names
+
+
+def _covering(marks: Sequence[Mark]) -> list[Mark]:
+    """``marks`` with each episode point that covers others (drawn later at the same place, so the one a click
+    reaches) saying in its tooltip how many it covers and naming the first of them."""
+    under: dict[tuple[int, int], list[Mark]] = {}
+    shown = list(marks)
+    for n, mark in enumerate(marks):
+        if mark.episode is None:
+            continue
+        place = (round(mark.x / _SAME_PLACE), round(mark.y / _SAME_PLACE))
+        below = under.setdefault(place, [])
+        if below:
+            ids = ", ".join(str(m.episode)[:8] for m in reversed(below[-_NAMED_BELOW:]))
+            more = "…" if len(below) > _NAMED_BELOW else ""
+            other = "episode" if len(below) == 1 else "episodes"
+            shown[n] = dataclasses.replace(mark, text=f"{mark.text}\nover {len(below)} other {other} at this "
+                                                      f"point: {ids}{more}")
+        below.append(mark)
+    return shown
+
+
 def html(chart: Chart, name: str = "") -> str:
     """``chart`` as HTML: its title as text, the drawing as an image, and each mark over it: a link (``<a href>``,
-    opened in the same tab) where it has one, its hover text as a tooltip (``title``). ``name`` goes into the
-    ``data-chart`` attribute (to find the chart on a page)."""
+    opened in the same tab) where it has one, its hover text as a tooltip (``title``), a point that covers others
+    saying so. ``name`` goes into the ``data-chart`` attribute (to find the chart on a page)."""
     drawing = base64.b64encode(chart.svg.encode("utf-8")).decode("ascii")
     title = _html.escape(chart.title)
     parts = [f'<div class="ares-chart" data-chart="{_html.escape(name)}">',
@@ -473,7 +497,7 @@ def html(chart: Chart, name: str = "") -> str:
              '<div style="position:relative;width:100%">',
              f'<img alt="{title}" src="data:image/svg+xml;base64,{drawing}" style="display:block;width:100%;'
              'height:auto">']
-    for mark in chart.marks:
+    for mark in _covering(chart.marks):
         text = _html.escape(mark.text)
         if mark.href is not None:
             parts.append(f'<a href="{_html.escape(mark.href)}" title="{text}" '

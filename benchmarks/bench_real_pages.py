@@ -11,8 +11,9 @@ and the public real run in ``../shared/real-runs/`` where it is present. Timed, 
 - the next step with ``j``, from the key press to the next step drawn and idle;
 - the Overview of ``small-a`` (11 episodes) and of the public real run: to its figures (content), to every chart
   drawn (its SVG image decoded; Plotly's SVG in each chart of an app from before #46's SVG charts) and to idle;
-- Compare of the two ~180-step attempts: cold (a fresh server: nothing parsed or aligned) and warm (again, in a new
-  tab), to the aligned table drawn and to idle;
+- Compare of the two ~180-step attempts: cold (a fresh server: nothing parsed or aligned) and warm: again in a new
+  tab, and followed as a user reaches it, by the "Compare with ..." link of the first attempt's Episode page (the
+  app's own navigation, in the same tab: the session and its websocket kept); to the aligned table drawn and idle;
 - Compare runs, ``small-a`` against ``small-b``, to its charts drawn and to idle;
 - the floor: a one-element Streamlit page served the same way (what no page can beat), followed in the same tab and
   in a new tab; and when a new tab's websocket to the server opened (nothing a page sends can show before it:
@@ -35,10 +36,12 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.parse
 
 from benchmarks import bench_targets, chromium
 
 _METRIC = "[data-testid=\"stMetric\"]"  # the Overview's headline figures
+_ALIGNED = "aligned (rows|steps)"  # Compare's caption over its aligned table
 # every chart on the page drawn, at least ``n`` of them, and Streamlit idle: a Plotly chart (Compare runs; the
 # Overview before #46) once Plotly's SVG is in it, an SVG chart drawn on the server (the Overview,
 # ``svg_plots.html``) once its image is decoded
@@ -164,22 +167,37 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
             ("next step with j, to drawn and idle", min(t for t, _ in nexts), 0.3, None)]
 
 
+def from_episode(page, url: str, run: str, ids: tuple[str, str]) -> tuple[float, float]:
+    """Compare of ``ids`` as a user reaches it: the Episode page of the first, settled, then its "Compare with ..."
+    link (the best other attempt at the task, which must be the second), followed within the app."""
+    chromium.shown(page, f"{url}/episode?run={run}&episode={ids[0]}&step=1", "[data-ares-step='1']")
+    timed = chromium.followed(page, "^Compare with", text=_ALIGNED)
+    other = urllib.parse.parse_qs(urllib.parse.urlparse(page.url).query).get("other")
+    if other != [ids[1]]:
+        raise RuntimeError(f"the Episode page's Compare link opened {page.url}, not {ids[1]}")
+    return timed
+
+
 def compare_figures(env: dict[str, str], work: pathlib.Path, ids: tuple[str, str], sizes: str, repeat: int,
                     run: str = "long", repo: pathlib.Path = chromium.REPO) -> list[tuple]:
-    """Compare of two episodes: cold (a fresh server each time), then warm (a new tab of the last server)."""
+    """Compare of two episodes: cold (a fresh server each time), then warm: in a new tab of the last server, and
+    followed from the first episode's page in the same tab."""
     link = f"/compare?run={run}&episode={ids[0]}&other={ids[1]}"
-    cold, warm = [], []
+    cold, warm, followed = [], [], []
     for n in range(repeat):
         with chromium.served_page(env, work / f"compare-{run}-{n}.log", repo=repo) as (page, url):
-            cold.append(_with_cpu(page, lambda: chromium.shown(page, url + link, text="aligned (rows|steps)")))
+            cold.append(_with_cpu(page, lambda: chromium.shown(page, url + link, text=_ALIGNED)))
             if n == repeat - 1:
-                warm = new_tabs(_tabs(page), url + link, repeat, text="aligned (rows|steps)")
+                warm = new_tabs(_tabs(page), url + link, repeat, text=_ALIGNED)
+                followed = [from_episode(page, url, run, ids) for _ in range(repeat)]
     name = f"Compare {sizes} ({run})"
     return [(f"{name}, cold: content", min(t[0] for t, _ in cold), 3.0, None),
             (f"{name}, cold: idle", min(t[1] for t, _ in cold), None, min(c for _, c in cold)),
             (f"{name}, warm, new tab: websocket open", min(o for _, _, o in warm), None, None),
             (f"{name}, warm, new tab: content", min(t[0] for t, _, _ in warm), 0.5, None),
-            (f"{name}, warm, new tab: idle", min(t[1] for t, _, _ in warm), None, min(c for _, c, _ in warm))]
+            (f"{name}, warm, new tab: idle", min(t[1] for t, _, _ in warm), None, min(c for _, c, _ in warm)),
+            (f"{name}, warm, by its link: content", min(t[0] for t in followed), 0.5, None),
+            (f"{name}, warm, by its link: idle", min(t[1] for t in followed), None, None)]
 
 
 def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: int,
@@ -262,15 +280,15 @@ def _profile_compare(env: dict[str, str], work: pathlib.Path, folder: pathlib.Pa
     with chromium.served_page(env, work / "compare-profile.log") as (page, url):
         page.goto("about:blank")
         with browser_profile.recorded(page) as record:
-            chromium.shown(page, url + link, text="aligned (rows|steps)")
+            chromium.shown(page, url + link, text=_ALIGNED)
         print(browser_profile.write(folder, "Compare 188 x 176, cold, to idle", record), flush=True)
         window = _tabs(page)
         tab = _tab(window)
-        chromium.shown(tab, url + link, text="aligned (rows|steps)")
+        chromium.shown(tab, url + link, text=_ALIGNED)
         tab.close()
         tab = _tab(window)
         with browser_profile.recorded(tab) as record:
-            chromium.shown(tab, url + link, text="aligned (rows|steps)")
+            chromium.shown(tab, url + link, text=_ALIGNED)
         print(browser_profile.write(folder, "Compare 188 x 176, warm, new tab, to idle", record), flush=True)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 
@@ -75,6 +76,20 @@ def shown(page, link: str, selector: str | None = None, *, text: str | None = No
     page.goto(link)
     # The step view's marker is an empty element: there once drawn, never "visible".
     wait(page, selector, text=text, visible=selector is None or "data-ares-step" not in selector)
+    content = time.perf_counter() - start
+    page.wait_for_function(IDLE)
+    return content, time.perf_counter() - start
+
+
+def followed(page, name: str, selector: str | None = None, *, text: str | None = None) -> tuple[float, float]:
+    """Seconds from a click on the first link whose name matches ``name`` (a regular expression) on the page as it
+    is, to ``selector`` (or ``text``) and to Streamlit idle: the app's own navigation between its pages, which keeps
+    the session and its websocket (as a user following a link within the app does)."""
+    link = page.get_by_role("link", name=re.compile(name)).first
+    link.wait_for(state="visible")
+    start = time.perf_counter()
+    link.click()
+    wait(page, selector, text=text)
     content = time.perf_counter() - start
     page.wait_for_function(IDLE)
     return content, time.perf_counter() - start

@@ -290,21 +290,30 @@ def _profile_compare(env: dict[str, str], work: pathlib.Path, folder: pathlib.Pa
         with browser_profile.recorded(tab) as record:
             chromium.shown(tab, url + link, text=_ALIGNED)
         print(browser_profile.write(folder, "Compare 188 x 176, warm, new tab, to idle", record), flush=True)
+        ids = ("attempt-1/acme__widgets-4127", "attempt-2/acme__widgets-4127")
+        from_episode(tab, url, "long", ids)
+        chromium.shown(tab, f"{url}/episode?run=long&episode={ids[0]}&step=1", "[data-ares-step='1']")
+        with browser_profile.recorded(tab) as record:
+            chromium.followed(tab, "^Compare with", text=_ALIGNED)
+        print(browser_profile.write(folder, "Compare 188 x 176, warm, by its link, to idle", record), flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class Floor:
     """The least a Streamlit page costs here: one marker element, to idle (seconds, and Chromium's CPU seconds),
     followed in the same tab (``same_tab``) and in a new tab (``new_tab``); and when a new tab's websocket opened
-    (``opened``), before which no page can show anything of its own."""
+    (``opened``), before which no page can show anything of its own; and reached by a link of another page of the
+    app (``by_link``: the app's own navigation, its session kept; seconds only)."""
 
     same_tab: tuple[float, float]
     new_tab: tuple[float, float]
     opened: float
+    by_link: tuple[float, float]
 
     def of(self, figure: str) -> tuple[float, float]:
-        """The floor ``figure`` is measured against: the new tab's for a figure in a new tab."""
-        return self.new_tab if "new tab" in figure else self.same_tab
+        """The floor ``figure`` is measured against: the new tab's for a figure in a new tab, the link's for one
+        reached by a link."""
+        return self.new_tab if "new tab" in figure else self.by_link if "by its link" in figure else self.same_tab
 
 
 def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> Floor:
@@ -316,8 +325,20 @@ def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> Floor:
         chromium.shown(page, url, marker)
         timed = [_with_cpu(page, lambda: chromium.shown(page, url, marker)) for _ in range(repeat)]
         tabs = new_tabs(_tabs(page), url, repeat, marker)
-        return Floor((min(t[1] for t, _ in timed), min(c for _, c in timed)),
-                     (min(t[1] for t, _, _ in tabs), min(c for _, c, _ in tabs)), min(o for _, _, o in tabs))
+    # the same page at /p of a two-page app, reached by the home page's link to it
+    pages = work / "floor_pages.py"
+    pages.write_text(bench_targets._served(
+        f"p = st.Page({str(script)!r}, url_path='p', title='p'); st.navigation([st.Page(lambda: "
+        "st.page_link(p, label='to the floor page'), title='home', default=True), p]).run()"))
+    with chromium.served_page(env, work / "floor_pages.log", script=str(pages)) as (page, url):
+        linked = []
+        for _ in range(repeat + 1):  # the first: the server's first run of the page
+            chromium.shown(page, url, text="to the floor page")
+            linked.append(chromium.followed(page, "^to the floor page$", marker))
+    best = min(linked[1:])
+    return Floor((min(t[1] for t, _ in timed), min(c for _, c in timed)),
+                 (min(t[1] for t, _, _ in tabs), min(c for _, c, _ in tabs)), min(o for _, _, o in tabs),
+                 (best[1], float("nan")))
 
 
 def checkout(rev: str) -> pathlib.Path:
@@ -400,6 +421,8 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
           f"{_cells(*base.new_tab, base.new_tab)}   {_cells(*end_floor.new_tab, base.new_tab)}")
     print(f"{'floor, new tab: websocket open (first, last)':<58} {base.opened:7.3f} s {'':33}   "
           f"{end_floor.opened:7.3f} s")
+    print(f"{'floor, by a link of another page (first, last)':<58} {base.by_link[0]:7.3f} s {'':33}   "
+          f"{end_floor.by_link[0]:7.3f} s")
     print(f"{'figure':<58} {'now':^44}" + (f"   {'before (' + before + ')':^44} now/before" if before else ""))
     for n, (name, seconds, target, cpu) in enumerate(rows):
         verdict = "" if target is None else f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"

@@ -89,7 +89,7 @@ def followed(page, name: str, selector: str | None = None, *, text: str | None =
     link.wait_for(state="visible")
     start = time.perf_counter()
     link.click()
-    wait(page, selector, text=text)
+    wait(page, selector, text=text, visible=selector is None or "data-ares-step" not in selector)
     content = time.perf_counter() - start
     page.wait_for_function(IDLE)
     return content, time.perf_counter() - start

@@ -242,6 +242,25 @@ def test_what_each_attempt_alone_did_is_worked_out_once_per_pair_not_on_every_re
     assert page_text.of(at) == summary
 
 
+
+def test_a_long_list_of_what_one_attempt_alone_did_names_six_above_the_table_and_all_below(runs, app, monkeypatch):
+    """Real attempts of 180 steps edit dozens of files the other never touched: the first few are named above the
+    aligned table, with how many more, and an expander holds every one of them."""
+    from ares_viewer.analysis import align
+
+    only_a = [align.Activity(f"edited reproduce_{k}.py", (k,)) for k in range(1, 10)]
+    only_b = [align.Activity("ran the tests", (3, 4))]
+    monkeypatch.setattr(align, "contrast", lambda *args, **kwargs: (only_a, only_b))
+    at = app("compare", run="run-a")
+    summary = page_text.shown(next(m.value for m in at.markdown if m.value.startswith("- **Only A:**")))
+    assert "edited reproduce_6.py (step 6); and 3 more — B never did." in summary
+    assert "reproduce_7.py" not in summary
+    assert "- **Only B:** ran the tests (steps 3, 4) — A never did." in summary
+    [everything] = [e for e in at.expander if e.label.startswith("All that only one attempt did")]
+    assert everything.label == "All that only one attempt did (9 of A and 1 of B)"
+    listed = page_text.shown(everything.markdown[0].value)
+    assert all(f"edited reproduce_{k}.py (step {k})" in listed for k in range(1, 10))
+
 BATCH = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "mini-swe-agent-batch"
 
 

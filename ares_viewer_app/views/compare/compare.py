@@ -185,6 +185,9 @@ def pair_detail(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
     st.html(textdiff.to_html(step_a and step_a.output, step_b and step_b.output, a_name=name_a, b_name=name_b))
 
 
+_CONTRAST_SHOWN = 6  # what only one attempt did, named above the table before "and N more"
+
+
 def contrast_summary(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -> None:
     """What one attempt did that the other never did."""
     run_a, run_b = runs
@@ -192,15 +195,20 @@ def contrast_summary(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: s
     patch_a, patch_b = loaders.submission(run_a.location, a)[0], loaders.submission(run_b.location, b)[0]
     only_a, only_b = loaders.contrast(run_a.location, a, run_b.location, b)
     st.caption(align.files_source(files_a, files_b, patches=bool(patch_a or patch_b)).capitalize() + ".")
-    lines = []
-    for side, other, found in (("A", "B", only_a), ("B", "A", only_b)):
-        if found:
-            lines.append(f"- **Only {side}:** " + "; ".join(escape.line(x) for x in found)
-                         + f" — {other} never did.")
-    if lines:
-        st.markdown("\n".join(lines))
-    else:
+    sides = [(side, other, found) for side, other, found in (("A", "B", only_a), ("B", "A", only_b)) if found]
+    if not sides:
         st.caption("Both attempts did the same kinds of things (tests, searches, edits of the same files).")
+        return
+    # the first few of each side above the aligned table; every one of them in the expander under it
+    st.markdown("\n".join(
+        f"- **Only {side}:** " + "; ".join(escape.line(x) for x in found[:_CONTRAST_SHOWN])
+        + (f"; and {len(found) - _CONTRAST_SHOWN:,} more" if len(found) > _CONTRAST_SHOWN else "")
+        + f" — {other} never did." for side, other, found in sides))
+    if any(len(found) > _CONTRAST_SHOWN for _, _, found in sides):
+        with st.expander(f"All that only one attempt did ({' and '.join(f'{len(f):,} of {s}' for s, _, f in sides)})",
+                         icon=":material/list:"):
+            st.markdown("\n".join(f"- **Only {side}:** " + "; ".join(escape.line(x) for x in found)
+                                   + f" — {other} never did." for side, other, found in sides))
 
 
 def submissions(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str) -> None:

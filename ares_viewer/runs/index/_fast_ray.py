@@ -84,7 +84,8 @@ FROM c
 """
 
 
-def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
+def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile],
+          decoded: object = None) -> None:
     fast_jsonl.read(con, _RAW, paths)
 
 

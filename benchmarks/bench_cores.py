@@ -66,9 +66,9 @@ def timed_staged(folder, files):
                             "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}) + "\\n")
     return out
 
-def timed_read(con, spec, files, target, decoded=None):
+def timed_read(con, spec, files, target):
     start, used = time.perf_counter(), time.thread_time()
-    out = read_batch(con, spec, files, target, decoded)
+    out = read_batch(con, spec, files, target)
     with lock:
         batch_wall[0] += time.perf_counter() - start
         me = threading.get_ident()

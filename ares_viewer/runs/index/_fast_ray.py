@@ -84,8 +84,7 @@ FROM c
 """
 
 
-def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile],
-          decoded: object = None) -> None:
+def _load(con: duckdb.DuckDBPyConnection, paths: list[str], files: Sequence[sources.SourceFile]) -> None:
     fast_jsonl.read(con, _RAW, paths)
 
 

@@ -222,30 +222,13 @@ NO_FAST_PATH: dict[str, str] = {
 }
 
 
-def _decoding(jobs: list[tuple[fast_jsonl.Spec, list[sources.SourceFile]]], workers: int,
-              stack: contextlib.ExitStack) -> dict[int, concurrent.futures.Future]:
-    """The Python part of the jobs whose spec has one (``Spec.decode``), started in ``workers`` worker processes
-    when that pays (forked before any DuckDB thread of this process runs a batch); by job. Without them, each
-    batch's thread decodes its batch itself (it holds the GIL meanwhile)."""
-    mine = [n for n, (spec, _) in enumerate(jobs) if spec.decode is not None]
-    if workers <= 1 or len(mine) < 2 or sum(f.size for n in mine for f in jobs[n][1]) < PARALLEL_MIN_BYTES:
-        return {}
-    for spec in {jobs[n][0] for n in mine}:
-        spec.decode([])  # type: ignore[misc]  # its imports done once here, for the forked workers to inherit
-    stack.enter_context(_frozen_heap())
-    pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(
-        max_workers=min(workers, len(mine)), mp_context=_pool_context()))
-    return {n: pool.submit(jobs[n][0].decode, jobs[n][1]) for n in mine}  # type: ignore[arg-type]
-
-
 def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store.Store, workers: int
           ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
     """The fast path's batches, read by DuckDB in this process: ``workers`` batches side by side, each on its own
     single-threaded connection (a batch's later stages, the rows query, the Parquet write and the values read in
-    Python, run on one thread; side by side, they keep every core busy). A spec's Python part (``Spec.decode``)
-    runs in worker processes. Each batch in memory holds at most ``fast_jsonl.BATCH_BYTES`` times the format's
-    ``Spec.batches`` over ``_PER_WORKER`` of source data, so the memory grows by a bounded amount per worker
-    (``_even``)."""
+    Python, run on one thread; side by side, they keep every core busy). Each batch in memory holds at most
+    ``fast_jsonl.BATCH_BYTES`` times the format's ``Spec.batches`` over ``_PER_WORKER`` of source data, so the
+    memory grows by a bounded amount per worker (``_even``)."""
     jobs = [(spec, batch) for spec, files in chosen.items() for batch in _even(files, workers, spec.batches)]
     if not jobs:
         return [], []
@@ -253,28 +236,25 @@ def _fast(chosen: dict[fast_jsonl.Spec, list[sources.SourceFile]], target: store
     opened: list[Any] = []
     lock = threading.Lock()
 
+    def run(job: tuple[fast_jsonl.Spec, list[sources.SourceFile]]
+            ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+        con = getattr(local, "con", None)
+        if con is None:
+            con = local.con = fast_jsonl.connect(1)
+            with lock:
+                opened.append(con)
+        return fast_jsonl.read_batch(con, job[0], job[1], target)
+
     entries: list[store.FileEntry] = []
     left: list[sources.SourceFile] = []
-    with contextlib.ExitStack() as stack:
-        decoding = _decoding(jobs, workers, stack)
-
-        def run(n: int) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
-            con = getattr(local, "con", None)
-            if con is None:
-                con = local.con = fast_jsonl.connect(1)
-                with lock:
-                    opened.append(con)
-            decoded = decoding[n].result() if n in decoding else None
-            return fast_jsonl.read_batch(con, jobs[n][0], jobs[n][1], target, decoded)
-
-        try:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as threads:
-                for taken, rest in threads.map(run, range(len(jobs))):
-                    entries += taken
-                    left += rest
-        finally:
-            for con in opened:
-                con.close()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            for taken, rest in pool.map(run, jobs):
+                entries += taken
+                left += rest
+    finally:
+        for con in opened:
+            con.close()
     return entries, left
 
 

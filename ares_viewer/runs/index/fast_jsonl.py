@@ -72,10 +72,9 @@ class Spec:
 
     adapter: base.Adapter
     """The adapter whose files it takes (``registry.sniff`` of a file's first line)."""
-    load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile], object], None]
+    load: Callable[[duckdb.DuckDBPyConnection, list[str], Sequence[sources.SourceFile]], None]
     """Creates TEMP TABLE ``raw`` (``path``, ``odd`` and whatever ``rows`` needs) from these files (``read``
-    runs its ``read_json`` query) and what ``decode`` made of them (None without one); raises ``duckdb.Error``
-    when DuckDB cannot read them."""
+    runs its ``read_json`` query); raises ``duckdb.Error`` when DuckDB cannot read them."""
     rows: str
     """The index rows as one SELECT over ``raw_ok`` (``raw`` without the odd files' rows, plus ``_seq``: the
     row's place in ``raw``), with the ``model.EpisodeRow`` columns, the format's own and ``_seq``."""
@@ -84,9 +83,6 @@ class Spec:
     set ``odd`` on more rows of ``raw``."""
     tables: tuple[str, ...] = ()
     """Tables ``load`` and ``prepare`` make with ``register``, dropped after each batch."""
-    decode: Callable[[Sequence[sources.SourceFile]], object] | None = None
-    """The Python work on a batch's files that needs no DuckDB (Tinker's msgspec reader): ``builder`` runs it in its
-    worker processes and hands its result to ``load`` (``read_batch`` runs it itself when given none)."""
     batches: int = 1
     """How many times ``BATCH_BYTES`` of source data its batches may hold at once: less where ``raw`` keeps more
     of each line (Ray runner's keeps the last chat, and every chat of a trajectory whose chats do not extend each
@@ -141,14 +137,11 @@ def read(con: duckdb.DuckDBPyConnection, query: str, paths: list[str]) -> None:
     con.execute(query, {"files": paths})
 
 
-def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.SourceFile], target: store.Store,
-               decoded: object = None) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
-    """One partition from these files (and what ``spec.decode`` made of them, when already done); their entries,
-    and the files left for the ordinary path."""
+def read_batch(con: duckdb.DuckDBPyConnection, spec: Spec, files: list[sources.SourceFile], target: store.Store
+               ) -> tuple[list[store.FileEntry], list[sources.SourceFile]]:
+    """One partition from these files; their entries, and the files left for the ordinary path."""
     try:
-        if decoded is None and spec.decode is not None:
-            decoded = spec.decode(files)
-        spec.load(con, [f.path for f in files], files, decoded)
+        spec.load(con, [f.path for f in files], files)
         odd = _odd(con)
         if spec.prepare is not None:
             spec.prepare(con)  # may find more odd rows

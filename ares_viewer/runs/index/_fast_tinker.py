@@ -12,6 +12,12 @@ is not the regular shape read here exactly: a line DuckDB cannot read (corrupt, 
 default object size, a step or trace that is not an object, a prompt given as a text or a list), a text where a
 rollout's number belongs (which the ordinary path warns about), a group or trajectory index that is not an
 integer, a tag that is not a plain string, a step reward written as text.
+
+Why DuckDB and not msgspec, as mini-swe-agent's reader: msgspec decodes the needed fields in about half of
+``orjson.loads``'s CPU, but the Python that turns each rollout into a row (in the worker processes, handed to
+DuckDB as NumPy arrays) made the whole index cost more CPU than this path, measured alternately on 200,000
+rollouts (docs/index.md, "Limits known today"; the reader is in the history: "Tinker index: msgspec reader in
+worker processes (measured slower)").
 """
 
 from __future__ import annotations

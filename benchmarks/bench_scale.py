@@ -180,7 +180,7 @@ def duckdb_parse_floor(folder: pathlib.Path, threads: int = 2) -> float:
 _READ = """
 import importlib, pathlib, sys, time
 import duckdb
-columns = importlib.import_module(f"ares_viewer.runs.index.fast_{sys.argv[2]}").COLUMNS
+columns = importlib.import_module(f"ares_viewer.runs.index._fast_{sys.argv[2]}").COLUMNS
 files = [str(p) for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.jsonl"))]
 with duckdb.connect() as con:
     con.execute("SET threads = 1")

@@ -19,6 +19,7 @@ from typing import Any
 
 import atif_fixtures as af
 import formats_fixtures as fx
+import pandas as pd
 import pytest
 
 import ares_viewer
@@ -71,9 +72,12 @@ def opened(tmp_path_factory) -> dict[str, ares_viewer.Run]:
     return found
 
 
+def _unknown(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def _same(a: Any, b: Any) -> bool:
-    none_a = a is None or (isinstance(a, float) and math.isnan(a))
-    none_b = b is None or (isinstance(b, float) and math.isnan(b))
+    none_a, none_b = _unknown(a), _unknown(b)
     if none_a or none_b:
         return none_a and none_b
     if isinstance(a, float) or isinstance(b, float):

@@ -224,6 +224,10 @@ def test_a_figure_no_model_call_records_is_unknown_in_every_format_and_surface(o
         assert stats[field] == (0 if idle else None)
         assert stats["unknown"][field] == len(acting)
     assert "cost: unknown" in str(run)
+    capsys.readouterr()
+    assert main(["episodes", str(run.location), "--limit", "100"]) == 0
+    table = capsys.readouterr().out
+    assert "NaN" not in table and "–" in table  # the table's unknown cost
 
 
 def test_a_real_mini_swe_agent_loop_without_usage_has_unknown_tokens_and_its_cost(opened):

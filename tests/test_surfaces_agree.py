@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import re
 import shutil
 from typing import Any
 
@@ -264,3 +265,14 @@ def test_the_overview_says_the_tokens_are_unknown_and_why(opened, tmp_path, monk
     assert "2 episodes record none" in tokens.proto.help
     cost = next(m for m in at.metric if m.label == "Cost")
     assert cost.value.startswith("$") and not cost.proto.help
+    # The Episode page: the tokens are unknown (the dash), never 0.
+    episode_id = ares_viewer.open_run(tmp_path / "runs" / "loop").episodes["episode_id"].iloc[0]
+    at = AppTest.from_file(str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py"),
+                           default_timeout=60)
+    at.query_params.update({"run": "loop", "episode": episode_id})
+    at.switch_page("views/episode/episode.py")
+    at.run()
+    assert not at.exception
+    shown = "".join(str(h.value) for h in at.get("html"))
+    for label in ("Prompt tokens", "Generated tokens"):
+        assert re.search(rf'data-ares-figure="{label}".*?line-height:1.3">–</div>', shown), label

@@ -599,18 +599,29 @@ def _plain_times(roles: list[Any], extras: list[_mini_bytes.Extra]) -> list[floa
     no other): each looked for from its end of the messages."""
     n = len(extras)
     for i in range(n):
-        stamp = extras[i].timestamp
-        first = float(stamp) if type(stamp) is float or type(stamp) is int else _time_of_plain(roles[i], extras[i])
+        first = _plain_time(roles[i], extras[i])
         if first is not None:
             break
     else:
         return []
     for j in range(n - 1, i, -1):
-        stamp = extras[j].timestamp
-        last = float(stamp) if type(stamp) is float or type(stamp) is int else _time_of_plain(roles[j], extras[j])
+        last = _plain_time(roles[j], extras[j])
         if last is not None:
             return [first, last]
     return [first]
+
+
+def _plain_time(role: Any, extra: _mini_bytes.Extra) -> float | None:
+    """``_time_of`` a decoded message: a number at once, none for a message without a time that is no response."""
+    stamp = extra.timestamp
+    if type(stamp) is float or type(stamp) is int:
+        return float(stamp)
+    if stamp is UNSET and role != "assistant":
+        return None
+    return _time_of_plain(role, extra)
+
+
+_Response, _Usage = _mini_bytes.Response, _mini_bytes.Usage
 
 
 def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: list[_mini_bytes.Extra],
@@ -626,11 +637,16 @@ def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: 
     for position, end in zip(calls, ends, strict=True):
         extra = extras[position]
         response = extra.response
-        usage = response.usage if type(response) is _mini_bytes.Response else None
-        if type(usage) is _mini_bytes.Usage:
-            tokens = _plain_tokens(usage)
-            prompt += tokens[0]
-            generated += tokens[1]
+        usage = response.usage if type(response) is _Response else None
+        if type(usage) is _Usage:
+            found = usage.prompt_tokens
+            if type(found) is not int or found < 0:
+                found = _plain_count(usage.input_tokens if found is UNSET else found)
+            prompt += found
+            found = usage.completion_tokens
+            if type(found) is not int or found < 0:
+                found = _plain_count(usage.output_tokens if found is UNSET else found)
+            generated += found
         else:
             usage = None
         step_cost = extra.cost
@@ -649,12 +665,9 @@ def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: 
     return actions, prompt, generated, cost, nonzero
 
 
-def _plain_tokens(usage: _mini_bytes.Usage) -> tuple[int, int]:
-    """A decoded usage's prompt and generated tokens as ``_tokens`` reads them (0 for unknown)."""
-    found = usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens
-    prompt = found if type(found) is int and found >= 0 else chat.count(found) or 0
-    found = usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens
-    return prompt, found if type(found) is int and found >= 0 else chat.count(found) or 0
+def _plain_count(found: object) -> int:
+    """A decoded token count as ``_tokens`` reads it (0 for unknown)."""
+    return chat.count(found) or 0
 
 
 def _plain_cost(cost: object, usage: _mini_bytes.Usage | None) -> float | None:

@@ -244,13 +244,29 @@ def test_odd_shapes_leave_the_file_to_the_ordinary_path(tmp_path, change):
     lambda d: d["messages"][3]["extra"].update(returncode=2**62),
     lambda d: d.update(skipped={"deep": [[[[[2**80]]]]]}),  # a field no row reads: any value
     lambda d: d["info"].update(config=2**90),
+    # the last time, looked for from the end of the messages
+    lambda d: d["messages"][-2]["extra"].update(timestamp="soon"),
+    lambda d: d["messages"][-2]["extra"].update(timestamp=True),
+    lambda d: (d["messages"][-2]["extra"].pop("timestamp"), d["messages"][-2]["extra"]["response"].update(
+        created=1763819999)),
+    lambda d: [_one_time(m, n) for n, m in enumerate(d["messages"])],
 ], ids=["time-text", "cost-text", "time-words", "content-parts", "extra-null", "no-timestamp", "created-int",
         "prompt-null", "input-tokens", "role-null", "role-number", "format-error", "code-float", "code-62-bits",
-        "skipped-big", "config-big"])
+        "skipped-big", "config-big", "last-time-words", "last-time-bool", "last-created", "one-time"])
 def test_values_the_ordinary_path_reads_loosely_give_its_rows(tmp_path, change):
     records = _generated(4)
     change(records[1])
     assert _same_rows(tmp_path, records)
+
+
+def _one_time(message: dict, n: int) -> None:
+    """Every time and response time taken out but the fourth message's: the episode starts and ends then."""
+    extra = message.get("extra") or {}
+    extra.pop("timestamp", None)
+    if isinstance(extra.get("response"), dict):
+        extra["response"].pop("created", None)
+    if n == 3:
+        extra["timestamp"] = 1763812345.5
 
 
 def _no_code(doc: dict) -> None:

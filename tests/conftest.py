@@ -87,10 +87,12 @@ def _one_component_scan():
     Patched once the app's tests have imported Streamlit; a session that never does is left alone."""
     if "streamlit" not in sys.modules:
         return
-    from streamlit.components.v2 import manifest_scanner
-
-    scan = manifest_scanner.scan_component_manifests
-    if getattr(scan, "once", False):
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # a Streamlit without it scans nothing
+        return
+    scan = getattr(manifest_scanner, "scan_component_manifests", None)
+    if scan is None or getattr(scan, "once", False):
         return
     found: list = []
 

@@ -181,29 +181,38 @@ def test_a_full_sequence_capture_covers_every_prompt_position(recorded):
     assert attention["token"].tolist() == capture.tokens(0)[:-1]
 
 
-def _counterfactual(interp_python, docker_client, out: pathlib.Path, *extra: str) -> dict:
-    """Run testdata/ares_counterfactual.py from step 1 of the wrong-fix sample episode; its JSON line."""
+@pytest.fixture(scope="module")
+def counterfactuals(interp_python, docker_client, tmp_path_factory) -> dict[str, dict]:
+    """testdata/ares_counterfactual.py from step 1 of the wrong-fix sample episode, two counterfactuals in one
+    process (torch and TransformerLens imported once): ``kept`` (2 actions) and ``failed`` (its model call 2
+    raises); each one's JSON line by name."""
     from ares_viewer import sandbox
 
     docker_client.images.get("ares-viewer/sample-base:1")
     parent = REPO / "sample_runs" / "demo-run" / "aefe890e-4268-4666-90b5-dd09d3259e06.json"
     session = f"pytest-interp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    cases = {"kept": ("2", "-"), "failed": ("3", "2")}
+    outs = {name: str(tmp_path_factory.mktemp(f"cf-{name}") / "cf") for name in cases}
+    command = [interp_python, str(REPO / "testdata" / "ares_counterfactual.py"), "--episode", str(parent), "--step",
+               "1", "--session", session]
+    for name, (max_steps, fail_at) in cases.items():
+        command += ["--case", outs[name], max_steps, fail_at]
     try:
-        done = subprocess.run([interp_python, str(REPO / "testdata" / "ares_counterfactual.py"), "--episode",
-                               str(parent), "--step", "1", "--out", str(out), "--session", session, *extra],
-                              capture_output=True, text=True, timeout=600, check=False,
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         sandbox.cleanup(docker_client, session=session)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    by_out = {r["out"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
+                                                    if line.startswith("{")))}
+    return {name: by_out[out] for name, out in outs.items()}
 
 
-def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(interp_python, docker_client, tmp_path):
+def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(counterfactuals):
     """counterfactual.run with ARES's in-process client and ``activations=`` its ActivationCapture: a linked
     episode, its capture beside it with the tokens of every call, one model call per action, like a recorded
     episode's."""
-    result = _counterfactual(interp_python, docker_client, tmp_path / "cf", "--max-steps", "2")
+    result = counterfactuals["kept"]
     episode = load_episode(result["path"])
     assert episode.metadata["counterfactual"]["step"] == 1
     assert episode.context(1)[-1].content.endswith("Hint: look at the tests first.")
@@ -222,9 +231,8 @@ def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(int
     assert frame is not None and len(frame) == len(linked.capture.meta(0)["logprobs"])
 
 
-def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions_before(interp_python,
-                                                                                        docker_client, tmp_path):
-    result = _counterfactual(interp_python, docker_client, tmp_path / "cf", "--max-steps", "3", "--fail-at", "2")
+def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions_before(counterfactuals):
+    result = counterfactuals["failed"]
     assert result["status"] == "errored" and "scripted failure at model call 2" in result["error"]
     episode = load_episode(result["path"])
     assert episode.num_actions == 1 and "scripted failure" in episode.error

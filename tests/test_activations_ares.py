@@ -244,24 +244,41 @@ def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions
 DECODE = """
 import json, sys
 import transformers
-request = json.load(sys.stdin)
-tokenizer = transformers.AutoTokenizer.from_pretrained(request["folder"], local_files_only=True)
-print(json.dumps([tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-                  for ids in request["ids"]]))
+answers = []
+for request in json.load(sys.stdin):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(request["folder"], local_files_only=True)
+    answers.append([tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                    for ids in request["ids"]])
+print(json.dumps(answers))
 """
+CLIPPED = [("kv-episode", "end"), ("left-episode", "start")]
 
 
-def _decode(interp_python: str, folder: str, ids: list[list[int]]) -> list[str]:
-    """The ids decoded by transformers in the interp venv, with the tokenizer the model ran with."""
-    done = subprocess.run([interp_python, "-c", DECODE], input=json.dumps({"folder": folder, "ids": ids}),
+def _decode(interp_python: str, requests: list[tuple[str, list[list[int]]]]) -> list[list[str]]:
+    """For each ``(tokenizer folder, ids)``, the ids decoded by transformers in the interp venv with that tokenizer
+    (the one the model ran with), all in one process."""
+    done = subprocess.run([interp_python, "-c", DECODE],
+                          input=json.dumps([{"folder": folder, "ids": ids} for folder, ids in requests]),
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize(("episode_id", "end"), [("kv-episode", "end"), ("left-episode", "start")])
-def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(recorded, interp_python, tmp_path,
+@pytest.fixture(scope="module")
+def decoded_prompts(recorded, interp_python) -> dict[str, dict[int, str]]:
+    """By episode of ``CLIPPED``, each capture step's model input (the capture's ids up to its prompt length)
+    decoded again in the interp venv with the episode's tokenizer: one process for both episodes."""
+    linked = {episode_id: _linked(recorded, episode_id) for episode_id, _ in CLIPPED}
+    requests = [(found.capture.meta(0)["tokenizer"], [found.capture.meta(i)["token_ids"][
+        :found.capture.meta(i)["prompt_length"]] for i in found.capture.steps]) for found in linked.values()]
+    answers = _decode(interp_python, requests)
+    return {episode_id: dict(zip(found.capture.steps, texts, strict=True))
+            for (episode_id, found), texts in zip(linked.items(), answers, strict=True)}
+
+
+@pytest.mark.parametrize(("episode_id", "end"), CLIPPED)
+def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(recorded, decoded_prompts, tmp_path,
                                                                             monkeypatch, episode_id, end):
     """Every step is marked and exported with its hooks: the ids are those the capture recorded as the model's
     input, their text (decoded again in the interp venv) is the prompt's, the clip and its end are flagged, and
@@ -281,8 +298,8 @@ def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(reco
     ran_on = [linked.capture.meta(r["capture_step"])["token_ids"][:linked.capture.meta(r["capture_step"])[
         "prompt_length"]] for r in back]
     assert [r["prompt_token_ids"] for r in back] == ran_on  # exactly the model's input the capture recorded
-    folder = linked.capture.meta(0)["tokenizer"]
-    decoded = _decode(interp_python, folder, [r["prompt_token_ids"] for r in back])
+    # their text, decoded again from those same ids (decoded_prompts decodes the capture's, equal as just checked)
+    decoded = [decoded_prompts[episode_id][r["capture_step"]] for r in back]
     for record, text in zip(back, decoded, strict=True):
         step = record["step"]
         assert len(record["prompt_token_ids"]) == N_CTX - MAX_NEW_TOKENS

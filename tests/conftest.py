@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
+import sys
 import types
 
 import pytest
@@ -76,6 +77,32 @@ def no_whole_table(monkeypatch):
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own index cache, so no test sees another's cached rows."""
     monkeypatch.setenv("ARES_VIEWER_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(autouse=True)
+def _one_component_scan():
+    """Streamlit's scan of every installed distribution for custom components, done once per session as a server
+    does it once per process: each new ``AppTest`` scans again (0.4-0.8 s of reading ~220 packages' metadata, most
+    of a page's run; hundreds of AppTests a session), and the installed packages do not change during a session.
+    Patched once the app's tests have imported Streamlit; a session that never does is left alone."""
+    if "streamlit" not in sys.modules:
+        return
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # a Streamlit without it scans nothing
+        return
+    scan = getattr(manifest_scanner, "scan_component_manifests", None)
+    if scan is None or getattr(scan, "once", False):
+        return
+    found: list = []
+
+    def scan_once(max_workers=None):
+        if not found:
+            found.append(scan(max_workers))
+        return list(found[0])
+
+    scan_once.once = True  # type: ignore[attr-defined]
+    manifest_scanner.scan_component_manifests = scan_once
 
 
 @pytest.fixture(scope="session")

@@ -181,29 +181,38 @@ def test_a_full_sequence_capture_covers_every_prompt_position(recorded):
     assert attention["token"].tolist() == capture.tokens(0)[:-1]
 
 
-def _counterfactual(interp_python, docker_client, out: pathlib.Path, *extra: str) -> dict:
-    """Run testdata/ares_counterfactual.py from step 1 of the wrong-fix sample episode; its JSON line."""
+@pytest.fixture(scope="module")
+def counterfactuals(interp_python, docker_client, tmp_path_factory) -> dict[str, dict]:
+    """testdata/ares_counterfactual.py from step 1 of the wrong-fix sample episode, two counterfactuals in one
+    process (torch and TransformerLens imported once): ``kept`` (2 actions) and ``failed`` (its model call 2
+    raises); each one's JSON line by name."""
     from ares_viewer import sandbox
 
     docker_client.images.get("ares-viewer/sample-base:1")
     parent = REPO / "sample_runs" / "demo-run" / "aefe890e-4268-4666-90b5-dd09d3259e06.json"
     session = f"pytest-interp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    cases = {"kept": ("2", "-"), "failed": ("3", "2")}
+    outs = {name: str(tmp_path_factory.mktemp(f"cf-{name}") / "cf") for name in cases}
+    command = [interp_python, str(REPO / "testdata" / "ares_counterfactual.py"), "--episode", str(parent), "--step",
+               "1", "--session", session]
+    for name, (max_steps, fail_at) in cases.items():
+        command += ["--case", outs[name], max_steps, fail_at]
     try:
-        done = subprocess.run([interp_python, str(REPO / "testdata" / "ares_counterfactual.py"), "--episode",
-                               str(parent), "--step", "1", "--out", str(out), "--session", session, *extra],
-                              capture_output=True, text=True, timeout=600, check=False,
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         sandbox.cleanup(docker_client, session=session)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    by_out = {r["out"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
+                                                    if line.startswith("{")))}
+    return {name: by_out[out] for name, out in outs.items()}
 
 
-def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(interp_python, docker_client, tmp_path):
+def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(counterfactuals):
     """counterfactual.run with ARES's in-process client and ``activations=`` its ActivationCapture: a linked
     episode, its capture beside it with the tokens of every call, one model call per action, like a recorded
     episode's."""
-    result = _counterfactual(interp_python, docker_client, tmp_path / "cf", "--max-steps", "2")
+    result = counterfactuals["kept"]
     episode = load_episode(result["path"])
     assert episode.metadata["counterfactual"]["step"] == 1
     assert episode.context(1)[-1].content.endswith("Hint: look at the tests first.")
@@ -222,9 +231,8 @@ def test_a_counterfactual_through_a_hooked_transformer_keeps_its_activations(int
     assert frame is not None and len(frame) == len(linked.capture.meta(0)["logprobs"])
 
 
-def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions_before(interp_python,
-                                                                                        docker_client, tmp_path):
-    result = _counterfactual(interp_python, docker_client, tmp_path / "cf", "--max-steps", "3", "--fail-at", "2")
+def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions_before(counterfactuals):
+    result = counterfactuals["failed"]
     assert result["status"] == "errored" and "scripted failure at model call 2" in result["error"]
     episode = load_episode(result["path"])
     assert episode.num_actions == 1 and "scripted failure" in episode.error
@@ -236,24 +244,41 @@ def test_a_counterfactual_whose_model_fails_keeps_the_activations_of_the_actions
 DECODE = """
 import json, sys
 import transformers
-request = json.load(sys.stdin)
-tokenizer = transformers.AutoTokenizer.from_pretrained(request["folder"], local_files_only=True)
-print(json.dumps([tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-                  for ids in request["ids"]]))
+answers = []
+for request in json.load(sys.stdin):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(request["folder"], local_files_only=True)
+    answers.append([tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                    for ids in request["ids"]])
+print(json.dumps(answers))
 """
+CLIPPED = [("kv-episode", "end"), ("left-episode", "start")]
 
 
-def _decode(interp_python: str, folder: str, ids: list[list[int]]) -> list[str]:
-    """The ids decoded by transformers in the interp venv, with the tokenizer the model ran with."""
-    done = subprocess.run([interp_python, "-c", DECODE], input=json.dumps({"folder": folder, "ids": ids}),
+def _decode(interp_python: str, requests: list[tuple[str, list[list[int]]]]) -> list[list[str]]:
+    """For each ``(tokenizer folder, ids)``, the ids decoded by transformers in the interp venv with that tokenizer
+    (the one the model ran with), all in one process."""
+    done = subprocess.run([interp_python, "-c", DECODE],
+                          input=json.dumps([{"folder": folder, "ids": ids} for folder, ids in requests]),
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize(("episode_id", "end"), [("kv-episode", "end"), ("left-episode", "start")])
-def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(recorded, interp_python, tmp_path,
+@pytest.fixture(scope="module")
+def decoded_prompts(recorded, interp_python) -> dict[str, dict[int, str]]:
+    """By episode of ``CLIPPED``, each capture step's model input (the capture's ids up to its prompt length)
+    decoded again in the interp venv with the episode's tokenizer: one process for both episodes."""
+    linked = {episode_id: _linked(recorded, episode_id) for episode_id, _ in CLIPPED}
+    requests = [(found.capture.meta(0)["tokenizer"], [found.capture.meta(i)["token_ids"][
+        :found.capture.meta(i)["prompt_length"]] for i in found.capture.steps]) for found in linked.values()]
+    answers = _decode(interp_python, requests)
+    return {episode_id: dict(zip(found.capture.steps, texts, strict=True))
+            for (episode_id, found), texts in zip(linked.items(), answers, strict=True)}
+
+
+@pytest.mark.parametrize(("episode_id", "end"), CLIPPED)
+def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(recorded, decoded_prompts, tmp_path,
                                                                             monkeypatch, episode_id, end):
     """Every step is marked and exported with its hooks: the ids are those the capture recorded as the model's
     input, their text (decoded again in the interp venv) is the prompt's, the clip and its end are flagged, and
@@ -273,8 +298,8 @@ def test_an_exported_clipped_step_holds_exactly_the_tokens_the_model_ran_on(reco
     ran_on = [linked.capture.meta(r["capture_step"])["token_ids"][:linked.capture.meta(r["capture_step"])[
         "prompt_length"]] for r in back]
     assert [r["prompt_token_ids"] for r in back] == ran_on  # exactly the model's input the capture recorded
-    folder = linked.capture.meta(0)["tokenizer"]
-    decoded = _decode(interp_python, folder, [r["prompt_token_ids"] for r in back])
+    # their text, decoded again from those same ids (decoded_prompts decodes the capture's, equal as just checked)
+    decoded = [decoded_prompts[episode_id][r["capture_step"]] for r in back]
     for record, text in zip(back, decoded, strict=True):
         step = record["step"]
         assert len(record["prompt_token_ids"]) == N_CTX - MAX_NEW_TOKENS

@@ -3,17 +3,20 @@ time budget, and continues where it stopped."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 import ares_viewer
 from ares_viewer.analysis import search
-from benchmarks import bench_scale, bench_search
+from benchmarks import bench_search
 
 
 @pytest.fixture(scope="module")
-def big_run(tmp_path_factory):
+def big_run(big_run, tmp_path_factory):
+    """conftest's run of 200,000 rollouts (written once per session), copied and planted with the rare texts."""
     folder = tmp_path_factory.mktemp("big") / "big"
-    bench_scale.write_run(folder, 200_000)
+    shutil.copytree(big_run[0] / "big", folder)  # a copy: the shared run stays as written
     bench_search.plant(folder)
     return ares_viewer.open_run(folder, use_cache=False)
 

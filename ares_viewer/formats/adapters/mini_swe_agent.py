@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, TypedDict, TypeGuard, TypeVar, cast
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from ares_viewer import model
 from ares_viewer.base import agent_text, jsondecode, locations
@@ -494,6 +494,10 @@ def _known(summed: _T | None, recorded: bool, calls: list[int]) -> _T | None:
     return summed if recorded or not calls else None
 
 
+# Each outcome's value (``Outcome.value`` is a property: a lookup here costs a tenth of it, once per row).
+_OUTCOMES = {outcome: outcome.value for outcome in model.Outcome}
+
+
 class _Totals(NamedTuple):
     """What a trajectory's model calls add up to, for its index row (None: no call records it)."""
 
@@ -517,7 +521,7 @@ def _row(path: str, record: int | None, ending: tuple[str, model.Outcome, dict[s
     return cast(EpisodeRow, {
         "episode_id": base_id if record is None else f"{base_id}#{record}",
         "task_name": _instance(path),
-        "outcome": outcome.value,
+        "outcome": _OUTCOMES[outcome],
         "total_reward": None,
         "num_actions": totals.actions,
         "start_time": start,
@@ -574,23 +578,30 @@ def _value(value: object) -> Any:
 
 def _plain_row(doc: _mini_bytes.Trajectory, path: str, record: int | None) -> EpisodeRow | None:
     """``summarize`` of a trajectory decoded by ``_mini_bytes``; None when a message has no role (the Responses
-    API's items, read the ordinary way)."""
+    API's items, read the ordinary way). Its work in Python is a few comprehensions over the messages and a short
+    loop over the model calls: as much CPU as msgspec's decoding of the line once took."""
     messages = doc.messages
-    found = _plain_messages(messages)
-    if found is None:
+    roles = [m.role for m in messages]
+    if UNSET in roles:
         return None
-    roles, extras, calls, times = found
-    info = doc.info if isinstance(doc.info, _mini_bytes.Info) else None
+    extras = [m.extra or _EMPTY_EXTRA for m in messages]  # null or missing: {}
+    if "FormatError" in [e.interrupt_type for e in extras]:
+        calls = [i for i, role in enumerate(roles)
+                 if role == "assistant" or (role in ("user", "tool") and extras[i].interrupt_type == "FormatError"
+                                            and (i == 0 or roles[i - 1] != "assistant"))]
+    else:
+        calls = [i for i, role in enumerate(roles) if role == "assistant"]
+    info = doc.info if type(doc.info) is _mini_bytes.Info else None
     ending = _plain_ending(info, messages[-1] if messages else None, extras[-1] if messages else None)
     actions, prompt, generated, cost, nonzero = _plain_calls(messages, roles, extras, calls)
     stats = info.model_stats if info is not None else None
     total = (chat.number(_value(stats.instance_cost), "instance_cost", [])
-             if isinstance(stats, _mini_bytes.ModelStats) else None)
+             if type(stats) is _mini_bytes.ModelStats else None)
     known = _plain_known(extras, calls) if not (prompt and generated and cost) else (True, True, True)
     return _row(path, record, ending, _Totals(
         actions, _known(prompt, prompt > 0 or known[0], calls), _known(generated, generated > 0 or known[1], calls),
         _known(cost if cost or total is None else total, cost > 0 or known[2] or total is not None, calls),
-        nonzero, times), [])
+        nonzero, _plain_times(roles, extras)), [])
 
 
 def _plain_known(extras: list[_mini_bytes.Extra], calls: list[int]) -> tuple[bool, bool, bool]:
@@ -599,7 +610,10 @@ def _plain_known(extras: list[_mini_bytes.Extra], calls: list[int]) -> tuple[boo
     prompt = generated = cost = False
     for position in calls:
         extra = extras[position]
-        usage = _plain_usage(extra)
+        response = extra.response
+        usage = response.usage if type(response) is _Response else None
+        if type(usage) is not _Usage:
+            usage = None
         if usage is not None:
             prompt = prompt or chat.count(_value(
                 usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens)) is not None
@@ -610,6 +624,39 @@ def _plain_known(extras: list[_mini_bytes.Extra], calls: list[int]) -> tuple[boo
     return prompt, generated, cost
 
 
+_EMPTY_EXTRA = _mini_bytes.EMPTY_EXTRA
+
+
+def _plain_times(roles: list[Any], extras: list[_mini_bytes.Extra]) -> list[float]:
+    """The first and the last of the times ``_time_of`` reads of a decoded trajectory's messages (the row keeps
+    no other): each looked for from its end of the messages."""
+    n = len(extras)
+    for i in range(n):
+        first = _plain_time(roles[i], extras[i])
+        if first is not None:
+            break
+    else:
+        return []
+    for j in range(n - 1, i, -1):
+        last = _plain_time(roles[j], extras[j])
+        if last is not None:
+            return [first, last]
+    return [first]
+
+
+def _plain_time(role: Any, extra: _mini_bytes.Extra) -> float | None:
+    """``_time_of`` a decoded message: a number at once, none for a message without a time that is no response."""
+    stamp = extra.timestamp
+    if type(stamp) is float or type(stamp) is int:
+        return float(stamp)
+    if stamp is UNSET and role != "assistant":
+        return None
+    return _time_of_plain(role, extra)
+
+
+_Response, _Usage = _mini_bytes.Response, _mini_bytes.Usage
+
+
 def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: list[_mini_bytes.Extra],
                  calls: list[int]) -> tuple[int, int, int, float, int]:
     """What ``summarize``'s loop over the model calls adds up, for a decoded trajectory: its actions, prompt and
@@ -617,20 +664,31 @@ def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: 
     cost, one command answered by the next message) are read at once, the rest by ``chat``'s functions."""
     prompt = generated = nonzero = actions = 0
     cost = 0.0
-    for position, end in zip(calls, [*calls[1:], len(messages)][:len(calls)], strict=True):
+    ends = calls[1:]
+    if calls:
+        ends.append(len(messages))
+    for position, end in zip(calls, ends, strict=True):
         extra = extras[position]
-        usage = _plain_usage(extra)
-        if usage is not None:
-            found = usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens
-            prompt += found if type(found) is int and found >= 0 else chat.count(found) or 0
-            found = usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens
-            generated += found if type(found) is int and found >= 0 else chat.count(found) or 0
-        step_cost = _number(extra.cost, "cost")
-        if step_cost is None and usage is not None:
-            step_cost = _number(usage.cost, "usage.cost")
-        cost += step_cost if step_cost and step_cost > 0 else 0.0
+        response = extra.response
+        usage = response.usage if type(response) is _Response else None
+        if type(usage) is _Usage:
+            found = usage.prompt_tokens
+            if type(found) is not int or found < 0:
+                found = _plain_count(usage.input_tokens if found is UNSET else found)
+            prompt += found
+            found = usage.completion_tokens
+            if type(found) is not int or found < 0:
+                found = _plain_count(usage.output_tokens if found is UNSET else found)
+            generated += found
+        else:
+            usage = None
+        step_cost = extra.cost
+        if type(step_cost) is not float:
+            step_cost = _plain_cost(step_cost, usage)
+        if step_cost and step_cost > 0:
+            cost += step_cost
         first = position + 1 if roles[position] == "assistant" else position
-        count = max(1, len(extra.actions)) if type(extra.actions) is list else 1
+        count = (len(extra.actions) or 1) if type(extra.actions) is list else 1
         actions += count
         code = extras[first].returncode if first < end else None
         if count == 1 and type(code) is int and roles[first] in ("tool", "user"):
@@ -640,33 +698,18 @@ def _plain_calls(messages: list[_mini_bytes.Message], roles: list[Any], extras: 
     return actions, prompt, generated, cost, nonzero
 
 
-def _plain_messages(messages: list[_mini_bytes.Message]) -> tuple[
-        list[Any], list[_mini_bytes.Extra], list[int], list[float]] | None:
-    """The roles and extras of a decoded trajectory's messages, the positions of its model calls (``_calls_of``)
-    and the times written (``_time_of``); None when a message has no role. The usual case (times written as
-    numbers, no format error) is read by comprehensions over the lists."""
-    roles = [m.role for m in messages]
-    if UNSET in roles:
-        return None
-    extras = [m.extra or _mini_bytes.EMPTY_EXTRA for m in messages]  # null or missing: {}
-    stamps = [e.timestamp for e in extras]
-    kinds = set(map(type, stamps))
-    if kinds <= _NUMBERS and (UnsetType not in kinds or "assistant" not in [
-            role for role, t in zip(roles, stamps, strict=True) if t is UNSET]):
-        # every time a number, or missing where no response's ``created`` stands for it
-        times = [float(cast(float, t)) for t in stamps if t is not UNSET]
-    else:
-        times = [t for t in map(_time_of_plain, roles, extras) if t is not None]
-    if "FormatError" in [e.interrupt_type for e in extras]:
-        calls = [i for i, role in enumerate(roles)
-                 if role == "assistant" or (role in ("user", "tool") and extras[i].interrupt_type == "FormatError"
-                                            and (i == 0 or roles[i - 1] != "assistant"))]
-    else:
-        calls = [i for i, role in enumerate(roles) if role == "assistant"]
-    return roles, extras, calls, times
+def _plain_count(found: object) -> int:
+    """A decoded token count as ``_tokens`` reads it (0 for unknown)."""
+    return chat.count(found) or 0
 
 
-_NUMBERS = {float, int, UnsetType}
+def _plain_cost(cost: object, usage: _mini_bytes.Usage | None) -> float | None:
+    """A call's cost as ``summarize`` reads it from its ``extra.cost``, else its usage's (a cost that is not a
+    float)."""
+    found = _number(cost, "cost")
+    if found is None and usage is not None:
+        found = _number(usage.cost, "usage.cost")
+    return found
 
 
 def _time_of_plain(role: Any, extra: _mini_bytes.Extra) -> float | None:
@@ -675,13 +718,6 @@ def _time_of_plain(role: Any, extra: _mini_bytes.Extra) -> float | None:
     if found is None and role == "assistant" and isinstance(extra.response, _mini_bytes.Response):
         found = chat.number(_value(extra.response.created), "created", [])
     return found
-
-
-def _plain_usage(extra: _mini_bytes.Extra) -> _mini_bytes.Usage | None:
-    response = extra.response
-    if isinstance(response, _mini_bytes.Response) and isinstance(response.usage, _mini_bytes.Usage):
-        return response.usage
-    return None
 
 
 def _plain_ending(info: _mini_bytes.Info | None, last: _mini_bytes.Message | None, extra: _mini_bytes.Extra | None

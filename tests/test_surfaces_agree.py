@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import re
 import shutil
 from typing import Any
 
 import atif_fixtures as af
 import formats_fixtures as fx
+import pandas as pd
 import pytest
 
 import ares_viewer
 from ares_viewer.cli import main
-from testdata import inspect_logs, synthetic
+from testdata import inspect_logs, long_episodes, synthetic
 
 HERE = pathlib.Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
@@ -41,6 +43,55 @@ def _inspect(root: pathlib.Path) -> None:
     inspect_logs.write_logs(root, "json")
 
 
+# What records a model call's usage or cost, or a producer's totals, in any format (``_no_usage`` drops them).
+_USAGE_KEYS = frozenset({"usage", "cost", "total_cost", "model_stats", "ob_len", "ac_len", "metrics", "final_metrics",
+                         "model_usage", "agent_result", "cost_usd"})
+
+
+def _stripped(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stripped(v) for k, v in value.items() if k not in _USAGE_KEYS}
+    if isinstance(value, list):
+        return [_stripped(v) for v in value]
+    return value
+
+
+def _strip_file(path: pathlib.Path) -> None:
+    """``path`` (a JSON document or JSON lines) without what records usage and cost; a line that is no JSON stays."""
+    text = path.read_text()
+    try:
+        path.write_text(json.dumps(_stripped(json.loads(text))))
+        return
+    except json.JSONDecodeError:
+        pass
+    lines = []
+    for line in text.splitlines():
+        try:
+            lines.append(json.dumps(_stripped(json.loads(line))) if line.strip() else line)
+        except json.JSONDecodeError:
+            lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _no_usage(root: pathlib.Path) -> None:
+    """Every format's files with no token count and no cost anywhere (a deterministic or local model): each
+    episode's prompt tokens, generated tokens and cost are unknown, never 0."""
+    for name in ("ares", "mini-swe-agent", "tinker", "ray", "harbor"):
+        RUNS[name](root / name)
+    inspect_logs.write_logs(root / "inspect", "json")
+    for path in root.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl"):
+            _strip_file(path)
+
+
+def _mini_swe_agent_loop(root: pathlib.Path) -> None:
+    """Trajectories mini-swe-agent's own agent loop wrote with its deterministic model: a cost per call (set by the
+    script), no usage in any message: the tokens are unknown."""
+    for seed, steps in ((1, 3), (2, 2)):
+        task = f"proj{seed}__proj{seed}-{100 + seed}"
+        long_episodes.write_episode(root / task / f"{task}.traj.json", task, steps, seed)
+
+
 # run name -> how to lay it out under a fresh folder
 RUNS = {
     "sample": lambda root: shutil.copytree(HERE.parent / "sample_runs" / "demo-run", root, dirs_exist_ok=True),
@@ -54,6 +105,8 @@ RUNS = {
     "harbor": lambda root: af.write_job(root / "jobs"),
     "inspect": _inspect,
     "real-run": lambda root: shutil.copytree(REAL, root, dirs_exist_ok=True),
+    "no-usage": _no_usage,
+    "mini-swe-agent-loop": _mini_swe_agent_loop,
 }
 # (run, field) -> why the index and the parsed episode disagree there (none today: every format agrees)
 KNOWN: dict[tuple[str, str], str] = {}
@@ -71,9 +124,12 @@ def opened(tmp_path_factory) -> dict[str, ares_viewer.Run]:
     return found
 
 
+def _unknown(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def _same(a: Any, b: Any) -> bool:
-    none_a = a is None or (isinstance(a, float) and math.isnan(a))
-    none_b = b is None or (isinstance(b, float) and math.isnan(b))
+    none_a, none_b = _unknown(a), _unknown(b)
     if none_a or none_b:
         return none_a and none_b
     if isinstance(a, float) or isinstance(b, float):
@@ -136,3 +192,87 @@ def test_the_cli_and_the_notebook_objects_give_the_same_figures(opened, run_name
     stats = run.stats()
     assert stats["episodes"] == len(frame) == len(listed)
     assert _same(stats["mean_actions"], float(frame["num_actions"].mean()) if len(frame) else None)
+    for field in ("total_cost", "prompt_tokens", "generated_tokens"):
+        # Sums over the episodes that know the figure, unknown when none does; the others are counted apart.
+        known = frame[field].dropna()
+        assert _same(stats[field], (float(known.sum()) if field == "total_cost" else int(known.sum()))
+                     if len(known) else None), field
+        assert stats["unknown"][field] == int(frame[field].isna().sum()), field
+
+
+TOTALS = {"total_cost": "total_cost", "prompt_tokens": "prompt_tokens", "generated_tokens": "generated_tokens"}
+
+
+def test_a_figure_no_model_call_records_is_unknown_in_every_format_and_surface(opened, capsys):
+    run = opened["no-usage"]
+    rows = run.queries.page(columns=["episode_id", "format", "num_actions", *TOTALS], limit=10_000)
+    assert {"ares", "mini-swe-agent", "tinker", "ray", "atif", "inspect_ai"} <= set(rows["format"])
+    acting = rows[rows["num_actions"] > 0]
+    assert set(acting["format"]) == set(rows["format"])
+    listed = {r["episode_id"]: r for r in _cli(capsys, "episodes", "--json", str(run.location))}
+    for row in acting.to_dict("records"):
+        episode = run.episode(row["episode_id"])
+        for field in TOTALS:
+            # The index, the Episode, the notebook's table and the CLI: unknown, never 0.
+            assert _unknown(row[field]), (row["format"], row["episode_id"], field, row[field])
+            assert getattr(episode, field) is None, (row["format"], row["episode_id"], field)
+        assert listed[row["episode_id"]]["total_cost"] is None
+    frame = run.episodes
+    assert frame.loc[frame["num_actions"] > 0, list(TOTALS)].isna().all().all()
+    stats = run.stats()
+    idle = len(rows) - len(acting)  # an episode with no model call: its 0 is a fact
+    for field in TOTALS:
+        assert stats[field] == (0 if idle else None)
+        assert stats["unknown"][field] == len(acting)
+    assert "cost: unknown" in str(run)
+    capsys.readouterr()
+    assert main(["episodes", str(run.location), "--limit", "100"]) == 0
+    table = capsys.readouterr().out
+    assert "NaN" not in table and "–" in table  # the table's unknown cost
+
+
+def test_a_real_mini_swe_agent_loop_without_usage_has_unknown_tokens_and_its_cost(opened):
+    run = opened["mini-swe-agent-loop"]
+    frame = run.episodes.set_index("episode_id")
+    assert len(frame) == 2
+    for episode_id, row in frame.iterrows():
+        episode = run.episode(str(episode_id))
+        assert episode.prompt_tokens is None and episode.generated_tokens is None
+        assert _unknown(row["prompt_tokens"]) and _unknown(row["generated_tokens"])
+        # The script set each call's cost: the file records it, and the total is their sum.
+        assert row["total_cost"] == pytest.approx(episode.total_cost) == pytest.approx(
+            sum(0.0004 * k for k in range(1, episode.num_actions + 1)))
+    stats = run.stats()
+    assert stats["prompt_tokens"] is None and stats["generated_tokens"] is None
+    assert stats["unknown"] == {"total_cost": 0, "prompt_tokens": 2, "generated_tokens": 2}
+
+
+def test_the_overview_says_the_tokens_are_unknown_and_why(opened, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    import ares_viewer_app
+
+    shutil.copytree(opened["mini-swe-agent-loop"].location, tmp_path / "runs" / "loop")
+    monkeypatch.setenv("ARES_VIEWER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file(str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py"),
+                           default_timeout=60)
+    at.query_params["run"] = "loop"
+    at.run()
+    assert not at.exception
+    tokens = next(m for m in at.metric if m.label == "Tokens (prompt / gen.)")
+    assert tokens.value == "unknown"
+    assert "0 / 0" not in tokens.value
+    assert "2 episodes record none" in tokens.proto.help
+    cost = next(m for m in at.metric if m.label == "Cost")
+    assert cost.value.startswith("$") and not cost.proto.help
+    # The Episode page: the tokens are unknown (the dash), never 0.
+    episode_id = ares_viewer.open_run(tmp_path / "runs" / "loop").episodes["episode_id"].iloc[0]
+    at = AppTest.from_file(str(pathlib.Path(ares_viewer_app.__file__).resolve().parent / "main.py"),
+                           default_timeout=60)
+    at.query_params.update({"run": "loop", "episode": episode_id})
+    at.switch_page("views/episode/episode.py")
+    at.run()
+    assert not at.exception
+    shown = "".join(str(h.value) for h in at.get("html"))
+    for label in ("Prompt tokens", "Generated tokens"):
+        assert re.search(rf'data-ares-figure="{label}".*?line-height:1.3">–</div>', shown), label

@@ -34,6 +34,10 @@ def report_reading(opened: run.Run) -> None:
         print(f"warning: {opened.listing_cut}", file=sys.stderr)
 
 
+# An unknown value (a cost no model call records, a missing reward) as the table prints it: never 0, never "NaN".
+UNKNOWN = "–"
+
+
 def _float(value: float) -> str:
     return f"{value:.4g}"
 
@@ -44,9 +48,9 @@ def _cell_widths(frame: pd.DataFrame) -> pd.DataFrame:
     for name in frame.columns:
         column = frame[name]
         if pd.api.types.is_float_dtype(column):
-            widths[name] = column.map(lambda v: 3 if v != v else len(_float(v)))
+            widths[name] = column.map(lambda v: len(UNKNOWN) if v != v else len(_float(v)))
         else:
-            widths[name] = column.map(lambda v: len(str(v)) if v is not None and v == v else 3)
+            widths[name] = column.map(lambda v: len(str(v)) if v is not None and v == v else len(UNKNOWN))
     return pd.DataFrame(widths, index=frame.index)
 
 
@@ -58,7 +62,7 @@ def print_table(chunks: Iterator[pd.DataFrame]) -> int:
     printed = 0
     for chunk in chunks:
         framed = chunk if widest is None else pd.concat([widest, chunk], ignore_index=True)
-        lines = framed.to_string(index=False, float_format=_float).split("\n")
+        lines = framed.to_string(index=False, float_format=_float, na_rep=UNKNOWN).split("\n")
         print("\n".join(lines if widest is None else lines[1 + len(widest):]), flush=True)
         printed += len(chunk)
         widest = framed.loc[sorted(set(_cell_widths(framed).idxmax()))].reset_index(drop=True)

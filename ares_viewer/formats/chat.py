@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ares_viewer import model
 from ares_viewer.base import agent_text
@@ -60,6 +60,26 @@ def number(value: Any, what: str, warnings: list[str]) -> float | None:
         return parsed
     warnings.append(f"{what} is a {type(value).__name__}, not a number; ignored")
     return None
+
+
+T = TypeVar("T", int, float)
+
+
+def plus(total: T | None, value: T | None) -> T | None:
+    """``total`` plus ``value``, a figure one model call may record (tokens, cost): None until a call records one
+    (``call_total``)."""
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+def call_total(summed: T | None, calls: int, zero: T) -> T | None:
+    """An episode's total of a figure its model calls may record (docs/formats.md, "Totals"): ``summed``, the sum
+    over the calls that record it (``plus``); None (unknown, never 0) when it has ``calls`` and none records it;
+    ``zero`` with no model call."""
+    if summed is not None:
+        return summed
+    return None if calls else zero
 
 
 def count(value: Any) -> int | None:

@@ -354,21 +354,25 @@ class Episode:
 
     @property
     def total_cost(self) -> float | None:
-        """The producer's total cost (USD) where it records one (``recorded_total``), else the sum of the model
-        calls' costs; a format that records only an episode's total keeps it in ``metadata["total_cost"]``, one whose
-        file records no cost says so there (``metadata["total_cost"]`` None). None (unknown, never 0) then, and when
-        the producer keeps totals apart and says nothing of the cost, and no call has one (a harbor trial whose
-        ``agent_result.cost_usd`` is null, an ATIF file whose ``final_metrics`` has none)."""
+        """The producer's total cost (USD) where it records one (``recorded_total``), else the sum of the costs the
+        model calls record; a format that records only an episode's total keeps it in ``metadata["total_cost"]``,
+        one whose file records no cost says so there (``metadata["total_cost"]`` None). None (unknown, never 0)
+        then, when the episode has model calls and none records a cost, and when the producer keeps totals apart
+        and says nothing of the cost and no call has one (a harbor trial whose ``agent_result.cost_usd`` is null).
+        An episode with no model call costs 0 (docs/formats.md, "Totals")."""
         recorded = self.recorded_total("cost")
         if recorded is not None:
             return recorded
         fallback = self.metadata.get("total_cost")
         costs = self._steps_cost()
-        if not costs and "total_cost" in self.metadata and fallback is None:
+        if costs:
+            return costs
+        if "total_cost" in self.metadata and fallback is None:
             return None
-        if not costs and isinstance(fallback, int | float) and not isinstance(fallback, bool):
+        if isinstance(fallback, int | float) and not isinstance(fallback, bool):
             return float(fallback)
-        return None if not costs and self._unknown_total("cost") else costs
+        unknown = self._unknown_total("cost") or (self.actions and all(s.cost is None for s in self.actions))
+        return None if unknown else costs
 
     def _unknown_total(self, name: str) -> bool:
         """Whether the producer keeps totals apart and says nothing of ``name`` (``metadata["totals"]`` holds it
@@ -378,14 +382,15 @@ class Episode:
 
     @property
     def prompt_tokens(self) -> int | None:
-        """The producer's total where it records one (``recorded_total``), else the sum of known prompt tokens
-        (None where the producer keeps totals, says nothing of these and no step has any: unknown, never 0)."""
+        """The producer's total where it records one (``recorded_total``), else the sum of the prompt tokens the
+        model calls record; None (unknown, never 0) when the episode has model calls and none records them, or the
+        producer keeps totals, says nothing of these and no step has any (docs/formats.md, "Totals")."""
         return self._tokens("prompt_tokens")
 
     @property
     def generated_tokens(self) -> int | None:
-        """The producer's total where it records one (``recorded_total``), else the sum of known generated
-        tokens (None where the producer keeps totals, says nothing of these and no step has any)."""
+        """The producer's total where it records one (``recorded_total``), else the sum of the generated tokens the
+        model calls record; None when the episode has model calls and none records them (as ``prompt_tokens``)."""
         return self._tokens("generated_tokens")
 
     def _tokens(self, name: str) -> int | None:
@@ -393,7 +398,11 @@ class Episode:
         if recorded is not None:
             return int(recorded)
         summed = self._steps_tokens(name)
-        return None if not summed and self._unknown_total(name) else summed
+        if summed:
+            return summed
+        unknown = self._unknown_total(name) or (
+            self.actions and all(getattr(s.usage, name) is None for s in self.actions))
+        return None if unknown else 0
 
     @property
     def error(self) -> str | None:

@@ -35,14 +35,14 @@ class EpisodeRow(TypedDict):
     duration_s: float | None
     """Wall time from start to end (or to the last step when the end is unknown), or None."""
     total_cost: float | None
-    """USD: the total the file records, or the model calls' costs summed; 0.0 when unknown, except where the
-    reader knows the file records no cost or the producer keeps totals and says nothing of the cost (harbor, ATIF
-    ``final_metrics``): None there (``Episode.total_cost``)."""
+    """USD: the total the file records, or the sum of the costs the model calls record; None (unknown, never 0)
+    when the episode has model calls and none records a cost (docs/formats.md, "Totals"); 0.0 with no call."""
     prompt_tokens: int | None
-    """Sum of the known prompt token counts (or the total the file records; None where the producer keeps totals
-    and says nothing of these, as ``total_cost``)."""
+    """The total the file records, or the sum of the prompt tokens the model calls record; None when the episode
+    has model calls and none records them (as ``total_cost``)."""
     generated_tokens: int | None
-    """Sum of the known generated token counts (or the total the file records; None as ``prompt_tokens``)."""
+    """The total the file records, or the sum of the generated tokens the model calls record; None as
+    ``prompt_tokens``."""
     truncated: bool
     """True when a step or token limit ended the episode."""
     error: str | None

@@ -426,3 +426,34 @@ def test_the_kept_files_written_with_indents_are_read_by_msgspec_as_whole_docume
         assert path.read_bytes().startswith(b"{\n")
         doc = json.loads(path.read_text())
         assert _took(path) is all(isinstance(m, dict) and "role" in m for m in doc["messages"]), path
+
+
+def _without_usage(doc: dict, *, keep_cost: bool) -> dict:
+    """``doc`` as a deterministic model writes it: no usage in any message (and no cost unless ``keep_cost``)."""
+    for message in doc["messages"]:
+        extra = message.get("extra") or {}
+        response = extra.get("response")
+        if isinstance(response, dict):
+            response.pop("usage", None)
+        if not keep_cost:
+            extra.pop("cost", None)
+    if not keep_cost:
+        doc.get("info", {}).pop("model_stats", None)
+    return doc
+
+
+def test_a_trajectory_whose_calls_record_no_usage_has_unknown_figures_in_msgspec(tmp_path):
+    generated = _generated(4)
+    records = [_without_usage(generated[0], keep_cost=False), _without_usage(generated[1], keep_cost=True),
+               generated[2]]
+    zero = generated[3]  # a call that records 0 tokens: known, 0
+    for message in zero["messages"]:
+        usage = ((message.get("extra") or {}).get("response") or {}).get("usage")
+        if isinstance(usage, dict):
+            usage.update(prompt_tokens=0, completion_tokens=0)
+    records.append(zero)
+    assert _same_rows(tmp_path, records)
+    rows = _rows(tmp_path)
+    assert [(r["prompt_tokens"], r["generated_tokens"]) for r in rows[:2]] == [(None, None), (None, None)]
+    assert rows[0]["total_cost"] is None and rows[1]["total_cost"] is not None
+    assert rows[2]["prompt_tokens"] and rows[3]["prompt_tokens"] == 0 == rows[3]["generated_tokens"]

@@ -92,13 +92,15 @@ _SHAPES = [
     lambda d: d.update(reset_kwargs=None),
     lambda d: d.update(episode_id=12),
     lambda d: d.update(total_cost=0.25),
+    lambda d: d.pop("total_cost", None),  # no cost and no token count recorded: unknown, never 0
+    lambda d: d.update(total_cost=None),
     lambda d: [t.pop("timestamp") for t in d["timesteps"]],
     lambda d: d["timesteps"][-1].update(done="true", reward=True),
     lambda d: d["timesteps"][0]["chats"].insert(0, [{"role": "user", "content": "a sub-call"}]),
 ]
 _SHAPE_IDS = ["note-before-results", "results-after-answers", "non-ascii", "codes", "two-answers", "keys-reordered",
-              "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id", "cost", "no-times",
-              "done-text", "other-chat"]
+              "error-text", "error-dict", "error-empty", "nested-task", "no-kwargs", "int-id", "cost", "no-cost",
+              "null-cost", "no-times", "done-text", "other-chat"]
 
 
 @pytest.mark.parametrize("change", _SHAPES, ids=_SHAPE_IDS)
@@ -180,3 +182,12 @@ def test_summaries_are_the_parsed_episodes_rows(change):
             continue
         assert ray_runner.summarize(doc, "run/rollouts.jsonl", n + 1) == [
             model.EpisodeRow(**episode.summary(), warnings=list(episode.warnings))]
+
+
+def test_the_ray_runner_records_no_token_count_and_a_cost_only_where_written(tmp_path):
+    records = _generated(3)
+    records[1]["total_cost"] = 0.25
+    assert _same_rows(tmp_path, records)
+    rows = fast_paths.frame(tmp_path / "fast")
+    assert rows["prompt_tokens"].isna().all() and rows["generated_tokens"].isna().all()  # unknown, never 0
+    assert rows["total_cost"].isna().tolist() == [True, False, True]

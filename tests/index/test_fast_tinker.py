@@ -56,6 +56,17 @@ def test_commands_that_fail_are_counted_from_the_results_in_the_next_prompt(tmp_
     assert list(fast_paths.frame(tmp_path / "fast")["nonzero_returncodes"]) == [1, 2, 0]
 
 
+def test_a_rollout_that_records_no_token_count_has_unknown_tokens_and_cost(tmp_path):
+    doc = _swe_rollout(0, 1)
+    for step in doc["steps"]:
+        del step["ob_len"], step["ac_len"]
+    assert _same_rows(tmp_path, [_swe_rollout(0, 0), doc])
+    rows = fast_paths.frame(tmp_path / "fast")
+    assert rows["prompt_tokens"].isna().tolist() == [False, True]
+    assert rows["generated_tokens"].isna().tolist() == [False, True]
+    assert rows["total_cost"].isna().all()  # Tinker records no cost
+
+
 def _changed(change) -> dict:
     doc = _swe_rollout(0, 1)
     change(doc)  # in place
@@ -135,6 +146,8 @@ def _first_prompt(*extra: object):
                                     lambda d: d["steps"][-1].update(stop_reason="MAX_TOKENS"),
                                     lambda d: d["steps"][0].update(ob_len=-5, ac_len=2.7),
                                     lambda d: d["steps"][0].update(ob_len=None),
+                                    # no step records a count: unknown (NULL), never 0
+                                    lambda d: [(s.pop("ob_len", None), s.pop("ac_len", None)) for s in d["steps"]],
                                     lambda d: d["steps"].clear(),
                                     # read exactly as the ordinary path does: unknown counts, not the end
                                     lambda d: d["steps"][0].update(ob_len="120", ac_len=True),
@@ -144,8 +157,8 @@ def _first_prompt(*extra: object):
                          ids=["blank-last-user", "second-user", "odd-messages", "long-task",
                               "rewrite", "edited", "parts", "tool", "no-trace", "no-system", "key-order", "no-tags",
                               "tags-missing", "no-total", "bool-total", "final", "split", "split-number",
-                              "no-iteration", "null-iteration", "max-tokens", "odd-counts", "null-count", "no-steps",
-                              "count-text", "done-text", "done-one", "tags-text"])
+                              "no-iteration", "null-iteration", "max-tokens", "odd-counts", "null-count", "no-counts",
+                              "no-steps", "count-text", "done-text", "done-one", "tags-text"])
 def test_shapes_read_in_sql_give_the_ordinary_rows(tmp_path, change):
     records = [_swe_rollout(0, 0), _changed(change), _swe_rollout(1, 0, (3,))]
     assert _same_rows(tmp_path, records)

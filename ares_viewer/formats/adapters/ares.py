@@ -373,8 +373,10 @@ def summarize(doc: object, path: str, record: int | None = None, *,
     doc, records = _records(doc)
     warnings: list[str] = []
     head = _header(doc, records, path, warnings)
-    actions = prompt = generated = nonzero = rewrites = 0
-    cost = 0.0
+    actions = nonzero = rewrites = 0
+    prompt: int | None = None  # None until a model call records it (``chat.call_total``)
+    generated: int | None = None
+    cost: float | None = None
     previous: list[object] | RawContext = []
     first_time = last_time = None
     for position, item in enumerate(records):
@@ -394,10 +396,10 @@ def summarize(doc: object, path: str, record: int | None = None, *,
                 response = cast(Response, action)
                 usage = response.get("usage")
                 counts = cast(Usage, usage) if isinstance(usage, dict) else Usage()
-                prompt += chat.count(counts.get("prompt_tokens")) or 0
-                generated += chat.count(counts.get("generated_tokens")) or 0
+                prompt = chat.plus(prompt, chat.count(counts.get("prompt_tokens")))
+                generated = chat.plus(generated, chat.count(counts.get("generated_tokens")))
                 step_cost = chat.number(response.get("cost"), "cost", [])
-                cost += step_cost if step_cost and step_cost > 0 else 0.0
+                cost = chat.plus(cost, None if step_cost is None else max(step_cost, 0.0))
         observation = step.get("observation")
         messages = cast(Request, observation).get("messages") if isinstance(observation, dict) else None
         if contexts is not None and messages == RAW_CONTEXT:
@@ -423,9 +425,9 @@ def summarize(doc: object, path: str, record: int | None = None, *,
         start_time=head.start_time,
         end_time=head.end_time,
         duration_s=end - head.start_time if end is not None and head.start_time is not None else None,
-        total_cost=cost,
-        prompt_tokens=prompt,
-        generated_tokens=generated,
+        total_cost=chat.call_total(cost, actions, 0.0),
+        prompt_tokens=chat.call_total(prompt, actions, 0),
+        generated_tokens=chat.call_total(generated, actions, 0),
         truncated=head.truncated,
         error=model.describe_error(doc.get("error")),
         nonzero_returncodes=nonzero,

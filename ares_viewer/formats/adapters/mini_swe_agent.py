@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import pathlib
 from collections.abc import Mapping
-from typing import Any, NamedTuple, TypedDict, TypeGuard, cast
+from typing import Any, NamedTuple, TypedDict, TypeGuard, TypeVar, cast
 
 import msgspec
 from msgspec import UNSET
@@ -37,6 +37,7 @@ NAME = "mini-swe-agent"
 
 _SUFFIX = ".traj.json"
 _TRUNCATED = ("LimitsExceeded", "TimeExceeded", "CostLimitExceeded", "StepLimitExceeded")
+_T = TypeVar("_T", int, float)
 _LIMITS = {"LimitsExceeded": "step or cost limit", "TimeExceeded": "time limit", "CostLimitExceeded": "cost limit",
            "StepLimitExceeded": "step limit"}
 
@@ -461,6 +462,7 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
     calls = _calls_of(roles, extras)
     prompt = generated = nonzero = actions = 0
     cost = 0.0
+    known = [False, False, False]  # whether a call records prompt tokens, generated tokens, a cost
     times = []
     for n, position in enumerate(calls):
         extra = extras[position]
@@ -469,6 +471,8 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
         generated += tokens[1] or 0
         step_cost = _cost(extra, "cost", [])
         cost += step_cost if step_cost and step_cost > 0 else 0.0
+        known = [known[0] or tokens[0] is not None, known[1] or tokens[1] is not None,
+                 known[2] or step_cost is not None]
         first, end = _call_range(messages, calls, n)
         count = max(1, len(_actions(extra)))
         actions += count
@@ -477,10 +481,17 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
         timestamp = _time_of(role, extra)
         if timestamp is not None:
             times.append(timestamp)
-    if not cost:
-        cost = _total_cost(info) or 0.0
-    totals = _Totals(actions, prompt, generated, cost, nonzero, times)
+    total = _total_cost(info)
+    totals = _Totals(actions, _known(prompt, known[0], calls), _known(generated, known[1], calls),
+                     _known(cost if cost or total is None else total, known[2] or total is not None, calls),
+                     nonzero, times)
     return [_row(path, record, (status, outcome, error), totals, [*warnings, *model.read_in_part(skipped)])]
+
+
+def _known(summed: _T | None, recorded: bool, calls: list[int]) -> _T | None:
+    """A sum over the model calls that record a figure; None (unknown, never 0) when there are calls and none
+    records it (docs/formats.md, "Totals")."""
+    return summed if recorded or not calls else None
 
 
 # Each outcome's value (``Outcome.value`` is a property: a lookup here costs a tenth of it, once per row).
@@ -488,12 +499,12 @@ _OUTCOMES = {outcome: outcome.value for outcome in model.Outcome}
 
 
 class _Totals(NamedTuple):
-    """What a trajectory's model calls add up to, for its index row."""
+    """What a trajectory's model calls add up to, for its index row (None: no call records it)."""
 
     actions: int
-    prompt: int
-    generated: int
-    cost: float
+    prompt: int | None
+    generated: int | None
+    cost: float | None
     nonzero: int
     times: list[float]
 
@@ -583,12 +594,34 @@ def _plain_row(doc: _mini_bytes.Trajectory, path: str, record: int | None) -> Ep
     info = doc.info if type(doc.info) is _mini_bytes.Info else None
     ending = _plain_ending(info, messages[-1] if messages else None, extras[-1] if messages else None)
     actions, prompt, generated, cost, nonzero = _plain_calls(messages, roles, extras, calls)
-    if not cost:
-        stats = info.model_stats if info is not None else None
-        cost = (chat.number(_value(stats.instance_cost), "instance_cost", [])
-                if type(stats) is _mini_bytes.ModelStats else None) or 0.0
-    return _row(path, record, ending, _Totals(actions, prompt, generated, cost, nonzero, _plain_times(roles, extras)),
-                [])
+    stats = info.model_stats if info is not None else None
+    total = (chat.number(_value(stats.instance_cost), "instance_cost", [])
+             if type(stats) is _mini_bytes.ModelStats else None)
+    known = _plain_known(extras, calls) if not (prompt and generated and cost) else (True, True, True)
+    return _row(path, record, ending, _Totals(
+        actions, _known(prompt, prompt > 0 or known[0], calls), _known(generated, generated > 0 or known[1], calls),
+        _known(cost if cost or total is None else total, cost > 0 or known[2] or total is not None, calls),
+        nonzero, _plain_times(roles, extras)), [])
+
+
+def _plain_known(extras: list[_mini_bytes.Extra], calls: list[int]) -> tuple[bool, bool, bool]:
+    """Whether any model call of a decoded trajectory records its prompt tokens, generated tokens, cost (read
+    only when a sum is 0: it is unknown when none does)."""
+    prompt = generated = cost = False
+    for position in calls:
+        extra = extras[position]
+        response = extra.response
+        usage = response.usage if type(response) is _Response else None
+        if type(usage) is not _Usage:
+            usage = None
+        if usage is not None:
+            prompt = prompt or chat.count(_value(
+                usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens)) is not None
+            generated = generated or chat.count(_value(
+                usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens)) is not None
+        cost = cost or _number(extra.cost, "cost") is not None or (
+            usage is not None and _number(usage.cost, "usage.cost") is not None)
+    return prompt, generated, cost
 
 
 _EMPTY_EXTRA = _mini_bytes.EMPTY_EXTRA
@@ -900,7 +933,7 @@ def _metadata(doc: Trajectory, info: Info, status: str, submission: str,
     stats = cast(ModelStats, jsondecode.object_at(info, "model_stats"))
     if "api_calls" in stats:
         metadata["api_calls"] = stats["api_calls"]
-    if not any(c for c in step_costs if c and c > 0) and _total_cost(info):
+    if not any(c for c in step_costs if c and c > 0) and _total_cost(info) is not None:
         # Older files record only the run's total; the episode's total cost falls back to it.
         metadata["total_cost"] = _total_cost(info)
     return metadata

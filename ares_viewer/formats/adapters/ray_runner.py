@@ -248,10 +248,19 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
         total_reward=sum(rewards) if rewards else None, num_actions=len(timesteps),
         start_time=times[0] if times else None, end_time=times[-1] if times else None,
         duration_s=times[-1] - times[0] if times else None,
-        total_cost=float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else 0.0,
-        prompt_tokens=0, generated_tokens=0, truncated=False, error=model.describe_error(_error_entry(doc, error)),
+        total_cost=_cost(doc, cost, len(timesteps)),
+        prompt_tokens=None if timesteps else 0, generated_tokens=None if timesteps else 0,  # none recorded
+        truncated=False, error=model.describe_error(_error_entry(doc, error)),
         nonzero_returncodes=nonzero, context_rewrites=rewrites, path=path, format=NAME, warnings=warnings,
     )]
+
+
+def _cost(doc: Trajectory, cost: object, steps: int) -> float | None:
+    """The row's ``total_cost``, as ``Episode.total_cost`` reads the one ``parse`` keeps in the metadata: the
+    file's total, unknown when it is null or when the trajectory has timesteps and records none, 0 without any."""
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        return float(cost)
+    return None if steps or (cost is None and "total_cost" in doc) else 0.0
 
 
 def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:

@@ -268,15 +268,16 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
     warnings: list[str] = []
     episode, group_id, iteration, split = _ids(doc, path, record)
     outcome, truncated = _outcome(steps)
-    prompt = generated = 0
+    prompt: int | None = None  # None until a step records it (``chat.call_total``)
+    generated: int | None = None
     prompts = []
     for position, item in enumerate(steps):
         if not isinstance(item, Mapping):
             warnings.append(f"step {position} is a {type(item).__name__}, not a step; skipped")
             continue
         step = cast(StepRecord, item)
-        prompt += chat.count(step.get("ob_len")) or 0
-        generated += chat.count(step.get("ac_len")) or 0
+        prompt = chat.plus(prompt, chat.count(step.get("ob_len")))
+        generated = chat.plus(generated, chat.count(step.get("ac_len")))
         prompts.append(_trace(step).get("prompt"))
     nonzero, rewrites = context_counts(prompts)
     row = EpisodeRow(
@@ -284,13 +285,13 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
         task_name=_task(steps, doc, chat.integer(doc.get("group_idx"))),
         outcome=outcome.value,
         total_reward=_total_reward(doc, steps, warnings),
-        num_actions=sum(1 for s in steps if isinstance(s, Mapping)),
+        num_actions=(actions := sum(1 for s in steps if isinstance(s, Mapping))),
         start_time=None,
         end_time=None,
         duration_s=None,
-        total_cost=0.0,
-        prompt_tokens=prompt,
-        generated_tokens=generated,
+        total_cost=None if actions else 0.0,  # Tinker records tokens, never a cost: unknown
+        prompt_tokens=chat.call_total(prompt, actions, 0),
+        generated_tokens=chat.call_total(generated, actions, 0),
         truncated=truncated,
         error=None,
         nonzero_returncodes=nonzero,

@@ -41,7 +41,8 @@ FROM (SELECT *, {fast_jsonl.text_extends("chats")} AS extends FROM (
 SELECT path,
     CASE WHEN left(eid, 1) = '"' THEN json_extract_string(eid, '$') ELSE eid END AS episode_id,
     kwargs, err,
-    CASE WHEN left(cost, 1) IN {fast_jsonl.DIGITS} THEN TRY_CAST(cost AS DOUBLE) ELSE 0.0 END AS total_cost,
+    CASE WHEN left(cost, 1) IN {fast_jsonl.DIGITS} THEN TRY_CAST(cost AS DOUBLE)
+         WHEN cost = 'null' OR len(timesteps) > 0 THEN NULL ELSE 0.0 END AS total_cost,  -- ray_runner._cost
     len(timesteps) AS num_actions,
     list_transform(timesteps, lambda t: {number("t.reward::VARCHAR")}) AS rewards,
     list_filter(list_transform(timesteps, lambda t: {number("t.timestamp::VARCHAR")}), lambda x: x IS NOT NULL)
@@ -109,7 +110,9 @@ SELECT r.episode_id, coalesce(k.task_name, '') AS task_name,
     CASE WHEN e.errored THEN 'errored' WHEN done THEN 'completed' ELSE 'incomplete' END AS outcome,
     CASE WHEN list_count(rewards) > 0 THEN list_sum(rewards) END AS total_reward,
     num_actions::BIGINT AS num_actions, times[1] AS start_time, times[-1] AS end_time,
-    times[-1] - times[1] AS duration_s, total_cost, 0::BIGINT AS prompt_tokens, 0::BIGINT AS generated_tokens,
+    times[-1] - times[1] AS duration_s, total_cost,
+    CASE WHEN num_actions = 0 THEN 0 END::BIGINT AS prompt_tokens,  -- none recorded: unknown with timesteps
+    CASE WHEN num_actions = 0 THEN 0 END::BIGINT AS generated_tokens,
     false AS truncated, e.error, coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes,
     0::BIGINT AS context_rewrites, r.path, 'ray' AS format, []::VARCHAR[] AS warnings, r._seq
 FROM raw_ok r

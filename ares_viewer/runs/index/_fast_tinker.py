@@ -145,8 +145,9 @@ SELECT prefix || '/g' || group_idx || '/t' || traj_idx AS episode_id,
     coalesce(total_field, CASE WHEN list_count(rewards) > 0 THEN list_sum(rewards) + coalesce(final_field, 0.0) END)
         AS total_reward,
     num_actions::BIGINT AS num_actions, NULL::DOUBLE AS start_time, NULL::DOUBLE AS end_time,
-    NULL::DOUBLE AS duration_s, 0.0::DOUBLE AS total_cost,
-    coalesce(prompt_tokens, 0)::BIGINT AS prompt_tokens, coalesce(generated_tokens, 0)::BIGINT AS generated_tokens,
+    NULL::DOUBLE AS duration_s, CASE WHEN num_actions = 0 THEN 0.0 END::DOUBLE AS total_cost,  -- never recorded
+    CASE WHEN num_actions = 0 THEN 0 ELSE prompt_tokens END::BIGINT AS prompt_tokens,  -- NULL: no step records it
+    CASE WHEN num_actions = 0 THEN 0 ELSE generated_tokens END::BIGINT AS generated_tokens,
     done AND length_stop AS truncated, NULL::VARCHAR AS error,
     coalesce(c.nonzero, 0)::BIGINT AS nonzero_returncodes, coalesce(c.rewrites, 0)::BIGINT AS context_rewrites,
     r.path, 'tinker' AS format,

@@ -53,9 +53,9 @@ def is_integer(column: str) -> str:
 
 
 def count(column: str) -> str:
-    """A token count as ``chat.count`` reads it: a non-negative number truncated, anything else 0."""
-    return (f"CASE WHEN left({column}, 1) BETWEEN '0' AND '9' THEN coalesce(trunc(TRY_CAST({column} AS DOUBLE)), 0) "
-            "ELSE 0 END")
+    """A token count as ``chat.count`` reads it: a non-negative number truncated, anything else NULL (unknown:
+    ``list_sum`` leaves it out, and is NULL when every count is)."""
+    return f"CASE WHEN left({column}, 1) BETWEEN '0' AND '9' THEN trunc(TRY_CAST({column} AS DOUBLE)) END"
 
 
 def string(column: str) -> str:

@@ -177,13 +177,17 @@ class Queries:
 
     def stats(self) -> dict[str, Any]:
         """Headline figures (``Run.stats``)."""
-        n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated = self._aggregate(f"""
+        (n, scored, wins, infra, rewarded, mean_reward, mean_actions, cost, prompt, generated, *unknown
+         ) = self._aggregate(f"""
             SELECT count(*), count(*) FILTER (WHERE NOT {UNSCORED}),
                    count(*) FILTER (WHERE NOT {UNSCORED} AND {SOLVED}),
                    count(*) FILTER (WHERE {INFRASTRUCTURE_FAILURE}),
                    count(total_reward) FILTER (WHERE NOT isnan(total_reward)),
                    avg(total_reward) FILTER (WHERE NOT isnan(total_reward)), avg(num_actions),
-                   sum(total_cost), sum(prompt_tokens), sum(generated_tokens) FROM episodes""")
+                   sum(total_cost) FILTER (WHERE NOT isnan(total_cost)), sum(prompt_tokens), sum(generated_tokens),
+                   count(*) FILTER (WHERE total_cost IS NULL OR isnan(total_cost)),
+                   count(*) FILTER (WHERE prompt_tokens IS NULL), count(*) FILTER (WHERE generated_tokens IS NULL)
+            FROM episodes""")
         outcomes = self.con.execute("SELECT outcome, count(*) n FROM episodes GROUP BY outcome "
                                     "ORDER BY n DESC, outcome").fetchall()
         return {
@@ -200,9 +204,13 @@ class Queries:
             "mean_reward": float(mean_reward) if mean_reward is not None else None,
             "rewarded": int(rewarded),
             "mean_actions": float(mean_actions) if n else None,
-            "total_cost": float(cost) if cost is not None else None,  # None: no episode's file records a cost
-            "prompt_tokens": int(prompt or 0),
-            "generated_tokens": int(generated or 0),
+            # Sums over the episodes that know the figure; None when none does (docs/formats.md, "Totals").
+            "total_cost": float(cost) if cost is not None else None,
+            "prompt_tokens": int(prompt) if prompt is not None else None,
+            "generated_tokens": int(generated) if generated is not None else None,
+            # How many episodes record none of each (their figure is unknown, never counted as 0).
+            "unknown": {name: int(count) for name, count in
+                        zip(("total_cost", "prompt_tokens", "generated_tokens"), unknown, strict=True)},
             "outcomes": {o: int(c) for o, c in outcomes},
         }
 

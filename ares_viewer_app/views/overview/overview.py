@@ -67,10 +67,16 @@ def headline(run) -> None:
     cols[1].metric("Success rate", readable.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
     cols[2].metric("Mean reward", readable.fmt(stats["mean_reward"]), help=_MEAN_HELP)
     cols[3].metric("Mean actions", readable.fmt(stats["mean_actions"], ".1f"))
-    cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2))
-    cols[5].metric("Tokens (prompt / gen.)",
-                   f"{readable.compact(stats['prompt_tokens'])} / {readable.compact(stats['generated_tokens'])}",
-                   help=f"{stats['prompt_tokens']:,} prompt / {stats['generated_tokens']:,} generated tokens")
+    unknown = stats.get("unknown", {})
+    cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2),
+                   help=_unknown_note(unknown.get("total_cost", 0), "a cost") or None)
+    prompt, generated = stats["prompt_tokens"], stats["generated_tokens"]
+    shown = ("unknown" if prompt is None and generated is None
+             else f"{_count(prompt, readable.compact)} / {_count(generated, readable.compact)}")
+    cols[5].metric("Tokens (prompt / gen.)", shown,
+                   help=f"{_count(prompt, '{:,}'.format)} prompt / {_count(generated, '{:,}'.format)} generated tokens"
+                   + _unknown_note(max(unknown.get("prompt_tokens", 0), unknown.get("generated_tokens", 0)),
+                                   "token counts"))
     cols[6].metric("Unreadable files", stats["errors"],
                    help="Files that should hold episodes but could not be read: listed below with the reason")
     st.markdown("Outcomes: " + " ".join(f"{readable.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
@@ -90,6 +96,19 @@ def headline(run) -> None:
                    "their run.")
         for _, message in run.missing_reports:  # where a run's report was looked for
             st.caption(f"{escape.md(message[:1].upper() + message[1:])}.")
+
+
+def _count(value: int | None, shown: Callable[[int], str]) -> str:
+    """A total as ``shown`` writes it, "–" (unknown) when no episode records it (never 0)."""
+    return "–" if value is None else shown(value)
+
+
+def _unknown_note(episodes: int, what: str) -> str:
+    """What a total leaves out: the episodes whose model calls record no ``what`` (their figure is unknown)."""
+    if not episodes:
+        return ""
+    return (f" ({episodes:,} episode{'s' if episodes != 1 else ''} record{'s' if episodes == 1 else ''} none: "
+            f"their model calls record no {what}, so the total is over the others, unknown when none records it)")
 
 
 def producer_metrics(run) -> None:

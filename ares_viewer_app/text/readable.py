@@ -35,8 +35,10 @@ def measure(value: object, spec: str, unit: str) -> str:
     return shown if shown == UNKNOWN else f"{shown} {unit}"
 
 
-def compact(n: float) -> str:
-    """A count in few characters: 950, 4.5k, 295k, 1.2M."""
+def compact(n: float | None) -> str:
+    """A count in few characters: 950, 4.5k, 295k, 1.2M; a dash when unknown."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return UNKNOWN
     for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= limit:
             value = n / limit

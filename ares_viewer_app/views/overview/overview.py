@@ -72,9 +72,9 @@ def headline(run) -> None:
                    help=_unknown_note(unknown.get("total_cost", 0), "a cost") or None)
     prompt, generated = stats["prompt_tokens"], stats["generated_tokens"]
     shown = ("unknown" if prompt is None and generated is None
-             else f"{_count(prompt, readable.compact)} / {_count(generated, readable.compact)}")
+             else f"{readable.compact(prompt)} / {readable.compact(generated)}")
     cols[5].metric("Tokens (prompt / gen.)", shown,
-                   help=f"{_count(prompt, '{:,}'.format)} prompt / {_count(generated, '{:,}'.format)} generated tokens"
+                   help=f"{readable.fmt(prompt, ',')} prompt / {readable.fmt(generated, ',')} generated tokens"
                    + _unknown_note(max(unknown.get("prompt_tokens", 0), unknown.get("generated_tokens", 0)),
                                    "token counts"))
     cols[6].metric("Unreadable files", stats["errors"],
@@ -96,11 +96,6 @@ def headline(run) -> None:
                    "their run.")
         for _, message in run.missing_reports:  # where a run's report was looked for
             st.caption(f"{escape.md(message[:1].upper() + message[1:])}.")
-
-
-def _count(value: int | None, shown: Callable[[int], str]) -> str:
-    """A total as ``shown`` writes it, "–" (unknown) when no episode records it (never 0)."""
-    return "–" if value is None else shown(value)
 
 
 def _unknown_note(episodes: int, what: str) -> str:

@@ -488,10 +488,10 @@ def summarize(doc: object, path: str, record: int | None = None) -> list[Episode
     return [_row(path, record, (status, outcome, error), totals, [*warnings, *model.read_in_part(skipped)])]
 
 
-def _known(summed: _T | None, recorded: bool, calls: list[int]) -> _T | None:
-    """A sum over the model calls that record a figure; None (unknown, never 0) when there are calls and none
-    records it (docs/formats.md, "Totals")."""
-    return summed if recorded or not calls else None
+def _known(summed: _T, recorded: bool, calls: list[int]) -> _T | None:
+    """``summed`` over the model calls, as ``chat.call_total`` takes an episode's total: unknown (None, never 0)
+    when there are calls and none records the figure (``recorded`` False)."""
+    return chat.call_total(summed if recorded else None, len(calls), summed)
 
 
 # Each outcome's value (``Outcome.value`` is a property: a lookup here costs a tenth of it, once per row).
@@ -619,8 +619,7 @@ def _plain_known(extras: list[_mini_bytes.Extra], calls: list[int]) -> tuple[boo
                 usage.input_tokens if usage.prompt_tokens is UNSET else usage.prompt_tokens)) is not None
             generated = generated or chat.count(_value(
                 usage.output_tokens if usage.completion_tokens is UNSET else usage.completion_tokens)) is not None
-        cost = cost or _number(extra.cost, "cost") is not None or (
-            usage is not None and _number(usage.cost, "usage.cost") is not None)
+        cost = cost or _plain_cost(extra.cost, usage) is not None
     return prompt, generated, cost
 
 

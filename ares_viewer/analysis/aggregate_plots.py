@@ -184,10 +184,16 @@ def task_differences(tasks: pd.DataFrame, labels: tuple[str, str], *, limit: int
 
 def side_rates(sides: list[tuple[str, dict]]) -> go.Figure:
     """Each side's success rate over its judged episodes with its 95% Wilson interval (``Comparison.overall_a`` and
-    ``overall_b``, with their labels)."""
+    ``overall_b``, with their labels). A side that judged no episode has no rate: no bar, and its place says so."""
     fig = go.Figure()
     for (label, overall), colour in zip(sides, plots.RUN_COLOURS, strict=False):
-        rate = overall["rate"] or 0.0
+        rate = overall["rate"]
+        if rate is None:  # unknown, not 0%: the side's place stays empty and names why
+            fig.add_trace(go.Bar(x=[plots.plain(label)], y=[None], name=plots.plain(label), marker_color=colour,
+                                 hovertext="no judged episode", hoverinfo="text"))
+            fig.add_annotation(x=plots.plain(label), y=0.5, text="no judged episode", showarrow=False,
+                               textangle=-90, font={"color": "#57606a"})
+            continue
         low, high = (rate, rate) if overall["low"] is None else (overall["low"], overall["high"])
         fig.add_trace(go.Bar(x=[plots.plain(label)], y=[rate], name=plots.plain(label), marker_color=colour,
                              error_y={"type": "data", "symmetric": False, "array": [high - rate],

@@ -104,3 +104,15 @@ def test_a_review_queue_of_a_split_run_holds_both_sides_attempts(runs, app, tmp_
     want = list(frame.loc[frame["task_name"].isin(listed), "episode_id"])
     with review.open_store(db) as store:
         assert sorted(item.episode_id for item in queues.items(store, "split")) == sorted(want)
+
+
+def test_runs_without_a_shared_task_say_so_instead_of_an_empty_chart(runs, app):
+    at = app("compare_runs", run="run-a", other_run=str(MATH_RL))
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    # no task judged on both sides: neither "0 / 0" nor an empty per-task chart, which would read as no difference
+    assert metrics["Tasks better / worse on B"] == "–"
+    said = [page_text.shown(i.value) for i in at.info]
+    assert "No task is judged on both sides, so no task's success rate can be compared." in said
+    charts = [chart.proto.spec for chart in at.get("plotly_chart")]
+    assert charts and not any("Success rate per task" in spec for spec in charts)

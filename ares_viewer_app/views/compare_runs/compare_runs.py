@@ -128,7 +128,10 @@ def headline(found: compare_runs.Comparison) -> None:
         help=f"{b['successes']:,} solved of {b['judged']:,} judged episodes ({b['unscored']:,} unscored "
         f"and {b['infrastructure']:,} failures of the infrastructure left out)",
     )
-    cols[2].metric("Tasks better / worse on B", f"{sign.better} / {sign.worse}", help=f"{sign.ties} tied")
+    both = sign.better + sign.worse + sign.ties  # the tasks both sides judged
+    cols[2].metric("Tasks better / worse on B", f"{sign.better} / {sign.worse}" if both else readable.fmt(None),
+                   help=f"{sign.ties} tied" if both else "No task is judged on both sides: none can be better or "
+                   "worse.")
     cols[3].metric(
         "Sign test p",
         readable.fmt(sign.p_value),
@@ -329,12 +332,18 @@ def show(run: ares_viewer.Run) -> None:
         aggregate_plots.side_rates([(found.a.label, found.overall_a), (found.b.label, found.overall_b)]),
         key="compare_runs.rates",
     )
-    event = right.plotly_chart(
-        aggregate_plots.task_differences(found.tasks, found.labels),
-        key="compare_runs.dots",
-        on_select="rerun",
-        selection_mode="points",
-    )
+    if found.tasks["difference"].isna().all():  # an empty chart would read as "no difference"
+        right.markdown("**Success rate per task**")
+        right.info("No task is judged on both sides, so no task's success rate can be compared.",
+                   icon=":material/info:")
+        event = None
+    else:
+        event = right.plotly_chart(
+            aggregate_plots.task_differences(found.tasks, found.labels),
+            key="compare_runs.dots",
+            on_select="rerun",
+            selection_mode="points",
+        )
     for point in (event or {}).get("selection", {}).get("points", []):
         if isinstance(point.get("customdata"), str) and point["customdata"] != state.get("pick"):
             state.update(pick=point["customdata"])

@@ -197,3 +197,29 @@ def test_a_log_without_cost_has_an_unknown_cost_not_zero(logs):
     assert episode.total_cost is None and episode.summary()["total_cost"] is None
     assert run.stats()["total_cost"] is None
     assert "cost: unknown" in str(episode) and "cost: unknown" in str(run)
+
+
+def test_a_log_whose_calls_hold_their_own_input_copies_reads_each_calls_own_text(logs, tmp_path):
+    """Each model call's input converted once per sample (issue #46) must not hide a message that a later call
+    holds under the same id with other text: logs written without ``events_data`` give each call its own copies."""
+    import copy
+    import json
+
+    log = json.loads(next(logs.glob("*.json")).read_text())
+    (sample,) = [s for s in log["samples"] if s["id"] == "solve"]
+    pool = sample.pop("events_data")["messages"]
+    calls = [e for e in sample["events"] if e["event"] == "model"]
+    for event in calls:  # each call's input inline, a copy of its own
+        event["input"] = [copy.deepcopy(m) for start, end in event.pop("input_refs") for m in pool[start:end]]
+    edited = calls[1]["input"][0]
+    assert edited["id"] == calls[0]["input"][0]["id"]
+    edited["content"] = "The question, as the second call saw it"
+    log["samples"] = [sample]
+    (tmp_path / "log.json").write_text(json.dumps(log))
+    run = ares_viewer.open_run(tmp_path)
+    assert run.errors == []
+    (episode_id,) = run.episode_ids
+    episode = run.episode(episode_id)
+    first, second = episode.context(1), episode.context(2)
+    assert second[0].content == "The question, as the second call saw it"
+    assert first[0].content != second[0].content and first[0].content == pool[0]["content"]

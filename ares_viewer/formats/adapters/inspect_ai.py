@@ -433,6 +433,35 @@ def _message(raw: object) -> dict[str, Any]:
     return message
 
 
+class _Converted:
+    """Each Inspect message converted (``_message``) once per sample. Every model call's input repeats the
+    conversation so far: the same message objects where the log shares them through ``events_data``, equal ones
+    with the same ``id`` where each event holds its own copy; converting each call's whole input again made a
+    sample's reading quadratic in its calls. The converted dicts are shared, so are only read."""
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[str, object], tuple[object, dict[str, Any]]] = {}
+        self._before: tuple[list[Any], list[Any]] = ([], [])  # the previous call's input, raw and converted
+
+    def given(self, messages: Any) -> list[dict[str, Any]]:
+        """A model call's input, converted: what extends the previous call's input is found by one comparison in C
+        and only the rest is looked at."""
+        messages = messages if isinstance(messages, list) else list(messages)
+        same = chat.kept(self._before[0], messages)
+        self._before = (messages, self._before[1][:same] + [self(m) for m in messages[same:]])
+        return self._before[1]
+
+    def __call__(self, raw: object) -> dict[str, Any]:
+        named = raw.get("id") if isinstance(raw, Mapping) else None
+        key = ("id", named) if isinstance(named, str) else ("object", id(raw))  # the raw is kept: its id stays its
+        found = self._done.get(key)
+        if found is not None and (found[0] is raw or found[0] == raw):
+            return found[1]
+        message = _message(raw)
+        self._done[key] = (raw, message)
+        return message
+
+
 def _scoring(span: object, spans: Mapping[object, Event]) -> bool:
     """Whether a span lies inside the scorers' span (a model-graded scorer's calls are not the agent's steps)."""
     seen = set()
@@ -481,13 +510,14 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
     system_prompt = None
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
     calls = _calls(sample)
+    converted = _Converted()
     last: list[Any] = []
     for n, (given, response, event) in enumerate(calls, start=1):
-        system, rest = chat.split_system([_message(m) for m in given])
+        system, rest = chat.split_system(converted.given(given))
         system_prompt = system if system_prompt is None else system_prompt
         contexts.add(rest)
-        last = [*rest, _message(response)]
-        said = _message(response)
+        said = converted(response)
+        last = [*rest, said]
         _, reasoning = _parts(response.get("content"))
         tools = chat.tool_calls(said.get("tool_calls"))
         results, command_time, failure = [], 0.0, None
@@ -501,7 +531,7 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
                 if error or tool.get("failed"):
                     failure = _FAILURES.get(str(error.get("type")) if error else "", failures.EXCEPTION)
             elif call.call_id in tool_messages:
-                results.append(_message(tool_messages[call.call_id])["content"])
+                results.append(converted(tool_messages[call.call_id])["content"])
         body = "\n".join(results) if results else None
         result = chat.CommandResult(None, body, 0, body, False) if body is not None else None
         output = cast(ModelOutput, jsondecode.object_at(event, "output")) if event else ModelOutput()
@@ -520,7 +550,7 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
             **base.step_fields(said["content"], tools, result, n - 1, contexts.links,
                                extra={"stop_reason": choices[0].get("stop_reason")} if choices else None),
         ))
-    final = [_message(m) for m in _each(sample.get("messages"))]
+    final = [converted(m) for m in _each(sample.get("messages"))]
     _, final = chat.split_system(final)
     if contexts.links and len(final) > len(last):
         contexts.add(final)  # the conversation after the last call: the last step's observation

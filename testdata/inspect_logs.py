@@ -41,7 +41,10 @@ MESSAGE_LIMIT = 6
 
 
 @tool
-def shell():
+def shell(files: int = 0):
+    """``files``: how many more file names a listing shows (Inspect moves a text of over 100 characters into the
+    sample's attachments)."""
+
     async def execute(cmd: str) -> str:
         """Run a shell command.
 
@@ -50,7 +53,7 @@ def shell():
         """
         if cmd == "boom":
             raise RuntimeError("the tool exploded")
-        return f"$ {cmd}\nanswer.txt\nnotes.md"
+        return f"$ {cmd}\nanswer.txt\nnotes.md" + "".join(f"\nfile-{n}.txt" for n in range(files))
 
     return execute
 
@@ -95,15 +98,17 @@ def _answer(messages) -> ModelOutput:
     return ModelOutput.for_tool_call(MODEL, "shell", {"cmd": f"ls step{results}"})
 
 
-def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1, copies: int = 1) -> pathlib.Path:
+def write_logs(folder: pathlib.Path, log_format: str = "eval", epochs: int = 1, copies: int = 1,
+               files: int = 0) -> pathlib.Path:
     """Run the task with Inspect, writing its log into ``folder`` in ``log_format`` (``eval`` or ``json``).
 
     ``copies``: how many samples of each kind (ids ``solve``, ... for one; ``solve-0``, ``solve-1``, ... for more).
+    ``files``: how many more file names the shell's listings show (``shell``).
     """
     dataset = [Sample(id=name if copies == 1 else f"{name}-{n}", input=name, target="42")
                for n in range(copies) for name in SAMPLES]
     task = Task(dataset=dataset,
-                solver=[use_tools(shell()), generate()], scorer=contains_target(), message_limit=MESSAGE_LIMIT,
+                solver=[use_tools(shell(files)), generate()], scorer=contains_target(), message_limit=MESSAGE_LIMIT,
                 name="arith")
     # Inspect runs its own event loop; a thread of its own keeps it clear of one already running in this
     # thread (Playwright's sync API leaves one for the rest of a test session).

@@ -223,3 +223,45 @@ def test_a_log_whose_calls_hold_their_own_input_copies_reads_each_calls_own_text
     first, second = episode.context(1), episode.context(2)
     assert second[0].content == "The question, as the second call saw it"
     assert first[0].content != second[0].content and first[0].content == pool[0]["content"]
+
+
+def test_texts_inspect_moved_into_attachments_read_as_written(tmp_path):
+    """Inspect's writer moves every text of over 100 characters into the sample's attachments and leaves an
+    ``attachment://`` reference in its place; the steps, their contexts and the search read the texts themselves."""
+    log = inspect_logs.write_logs(tmp_path, "eval", files=12)
+    archive = zipped.opened(log.read_bytes(), 1 << 30)
+    (member,) = [m for m in archive.members() if m.name.startswith("samples/loop_")]
+    assert b"attachment://" in member.read()  # the log holds references, so this test reads through them
+    run = ares_viewer.open_run(tmp_path)
+    assert run.errors == []
+    episode = _by_sample(run, ".eval", "loop")
+    listing = "\n".join(["$ ls step0", "answer.txt", "notes.md", *(f"file-{n}.txt" for n in range(12))])
+    assert episode.step(1).output == listing
+    assert episode.context(2)[-1].content == listing  # the next call's input: the tool's message
+    texts = [episode.step(k).output or "" for k in range(len(episode.steps))]
+    texts += [m.content for k in range(1, len(episode.steps)) for m in episode.context(k)]
+    assert not any("attachment://" in text for text in texts)
+    hits = list(search.hits(run, "file-11.txt", fields=["output"]))
+    assert {hit.episode_id.rsplit("/", 2)[-2] for hit in hits} >= {"loop"}
+
+
+def test_a_real_logs_attachments_read_as_their_texts_in_every_step(installed, tmp_path):
+    """A real Inspect log (the sample log docent ships, written by an older Inspect: each model event holds its own
+    input, its long texts as ``attachment://`` references): no step, response or context shows a reference."""
+    import importlib.resources
+
+    docent = installed("docent", "pip install --no-deps docent (see .ci/run)")
+    log = importlib.resources.files(docent).joinpath("samples/log.eval").read_bytes()
+    (tmp_path / "log.eval").write_bytes(log)
+    archive = zipped.opened(log, 1 << 30)
+    assert any(b"attachment://" in m.read() for m in archive.members() if m.name.startswith("samples/"))
+    run = ares_viewer.open_run(tmp_path)
+    assert run.errors == [] and len(run.episode_ids) == 15
+    for episode_id in run.episode_ids:
+        episode = run.episode(episode_id)
+        assert "attachment://" not in (episode.system_prompt or "")
+        for k in range(1, len(episode.steps)):
+            step = episode.step(k)
+            said = [step.output or "", step.response or "", step.reasoning or ""]
+            said += [m.content for m in episode.context(k)]
+            assert not any("attachment://" in text for text in said), (episode_id, k)

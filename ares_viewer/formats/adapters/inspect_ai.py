@@ -378,16 +378,40 @@ def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str,
 
 def _resolve(value: object, attachments: Mapping[str, object]) -> object:
     """``value`` with ``attachment://`` references replaced by the attachments' text."""
-    if isinstance(value, str):
-        if value.startswith(_ATTACHMENT):
-            found = attachments.get(value[len(_ATTACHMENT):])
+    kind = type(value)  # the decoder's own types first: an ABC check costs more than the rest of a visit
+    if kind is str or isinstance(value, str):
+        text = cast(str, value)
+        if text.startswith(_ATTACHMENT):
+            found = attachments.get(text[len(_ATTACHMENT):])
             return found if isinstance(found, str) else value
         return value
-    if isinstance(value, list):
-        return [_resolve(v, attachments) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _resolve(v, attachments) for k, v in value.items()}
+    if kind is list or isinstance(value, list):
+        return [_resolve(v, attachments) for v in cast(list[object], value)]
+    if kind is dict or isinstance(value, Mapping):
+        return {k: _resolve(v, attachments) for k, v in cast(Mapping[str, object], value).items()}
     return value
+
+
+# What reading a sample looks at, with its attachments resolved: every top-level field but these (the attachments
+# themselves, the store, the events and the pools of ``events_data``, handled apart), the events of these kinds
+# (``_calls``, ``_scoring``, the tool results) but not a model event's ``call`` (the provider's raw request and
+# response, which repeat its whole context), and the messages of ``events_data``, not its raw calls. Resolving the
+# rest cost two thirds of reading a real log's samples.
+_APART = frozenset({"attachments", "store", "events", "events_data"})
+_READ_EVENTS = frozenset({"model", "tool", "span_begin"})
+
+
+def _resolved(sample: Sample, attachments: Mapping[str, object]) -> Sample:
+    """``sample`` with its attachments resolved wherever its reading looks (``_APART``, ``_READ_EVENTS``)."""
+    out: dict[str, Any] = {k: v if k in _APART else _resolve(v, attachments) for k, v in sample.items()}
+    events = sample.get("events")
+    if isinstance(events, list):
+        out["events"] = [{k: v if k == "call" else _resolve(v, attachments) for k, v in e.items()}
+                         if isinstance(e, Mapping) and e.get("event") in _READ_EVENTS else e for e in events]
+    data = sample.get("events_data")
+    if isinstance(data, Mapping) and "messages" in data:
+        out["events_data"] = {**data, "messages": _resolve(data.get("messages"), attachments)}
+    return cast(Sample, out)
 
 
 def _parts(content: object) -> tuple[str, str]:
@@ -500,7 +524,7 @@ def _calls(sample: Sample) -> list[tuple[list[Any], ChatMessage, Event | None]]:
 def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, int]) -> model.Episode:
     attachments = jsondecode.object_at(sample, "attachments")
     if attachments:
-        sample = cast(Sample, _resolve(sample, attachments))
+        sample = _resolved(sample, attachments)
     warnings: list[str] = []
     tool_events = {e.get("id"): e for e in (cast(Event, r) for r in _each(sample.get("events"))
                                             if isinstance(r, Mapping)) if e.get("event") == "tool"}

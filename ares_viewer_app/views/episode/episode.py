@@ -213,7 +213,7 @@ def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
     usage = step.usage
     parts = [f"step {step.index} ({step.kind.value})"]
     duration = readable.fmt(step.duration, ".1f")
-    if duration != "–":  # unknown (the first request took no time of its own): left out, not "– s"
+    if duration != readable.UNKNOWN:  # unknown (the first request took no time of its own): left out, not "– s"
         parts.append(f"{duration} s")
     model_time, command_time = step.model_time, step.command_time
     if model_time is not None or command_time is not None:

@@ -16,7 +16,7 @@ import streamlit as st
 from ares_viewer import fsdiff, model, review, snapshots
 from ares_viewer.base import sizes, textdiff
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, review_panel, snapshot_problems
+from ares_viewer_app.panels import choosers, review_panel, snapshot_problems, tables
 from ares_viewer_app.routing import state
 from ares_viewer_app.text import escape
 
@@ -217,7 +217,7 @@ def change_tree(diff: fsdiff.FsDiff) -> None:
     shown_file = state.get("file")
     table = frame.style.apply(lambda _: ["background-color: #ddf4ff" if n.path == shown_file and not n.folder
                                          else "" for n in rows], axis=0, subset=["path"])
-    st.dataframe(table, hide_index=True, on_select=_tree_clicked, selection_mode="single-row",
+    tables.table(table, hide_index=True, on_select=_tree_clicked, selection_mode="single-row",
                  key=f"files.tree.{generation}", height=min(38 + 35 * len(rows), 420),
                  column_config={"path": st.column_config.TextColumn("path", width="large"),
                                 "change": st.column_config.TextColumn("change", help="A added · M modified · "

@@ -173,10 +173,10 @@ def answer_and_target(evaluation: dict, target: object) -> None:
     with cols[0]:
         st.caption(f"**Answer**, as the scorer {escape.code(str(scorer)) + ' ' if scorer else ''}read it "
                    "(its score's `answer`)")
-        blocks.text_block("–" if answer is None else str(answer))
+        blocks.text_block(readable.UNKNOWN if answer is None else str(answer))
     with cols[1]:
         st.caption("**Target**, the sample's `target`")
-        blocks.text_block("–" if target is None else str(target))
+        blocks.text_block(readable.UNKNOWN if target is None else str(target))
 
 
 def step_details(step: model.Step) -> None:

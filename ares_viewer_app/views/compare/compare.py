@@ -136,7 +136,7 @@ def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
         return " · ".join(marks)
 
     def number(index: int | None) -> str:
-        return "" if index is None else str(index)  # a gap is blank, as its command is (the grid writes "None")
+        return "" if index is None else str(index)  # a gap is blank, as its command is: no step, not an unknown one
 
     rows = pd.DataFrame({
         "row": [row_number(i) for i in range(len(pairs))],

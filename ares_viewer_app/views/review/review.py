@@ -50,7 +50,7 @@ def status(row: pd.Series) -> str:
 
 
 def table(shown: pd.DataFrame) -> None:
-    # A note without a label or a file shows blanks there, not the grid's "None".
+    # A note without a label or a file shows blanks there, not the unknown mark: there is none.
     view = shown.assign(open=shown.apply(link, axis=1) if len(shown) else pd.Series(dtype="object"),
                         status=shown.apply(status, axis=1) if len(shown) else pd.Series(dtype="object"),
                         label=shown["label"].fillna(""), path=shown["path"].fillna(""))

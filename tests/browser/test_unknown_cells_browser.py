@@ -78,6 +78,8 @@ def test_the_overview_draws_unknown_tokens_and_cost_as_the_dash_and_sorts_them_b
     assert "None" not in texts and "nan" not in texts
 
     # Unknown cells are empty in the accessible grid (drawn as the dash), never 0; known ones are their numbers.
+    expect(grid.locator("[role=columnheader]", has_text="prompt tok.")).to_have_count(1)
+    expect(grid.locator("[role=row]")).to_have_count(len(run) + 1)
     by_task = dict(zip(_column(grid, "task"), _column(grid, "prompt tok."), strict=True))
     assert [by_task[task[e]] for e in ids["unknown"]] == ["", ""]
     known = {e: int(by_task[task[e]]) for e in ids["first_call"] + ids["whole"]}

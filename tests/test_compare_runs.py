@@ -191,11 +191,10 @@ def test_the_command_prints_the_lost_task_and_its_json(demo):
     assert wrong.returncode == 1 and "has no column 'nope'" in wrong.stderr
 
 
-def test_a_side_without_a_judged_episode_has_no_bar_rather_than_zero():
-    """An unknown rate stays unknown in the chart: no 0% bar, and its place names why."""
-    known = {"rate": 0.5, "low": 0.2, "high": 0.8, "successes": 1, "judged": 2}
-    unknown = {"rate": None, "low": None, "high": None, "successes": 0, "judged": 0}
-    fig = aggregate_plots.side_rates([("A", known), ("B", unknown)])
-    bars = {trace.name: list(trace.y) for trace in fig.data}
-    assert bars == {"A": [0.5], "B": [None]}
-    assert [a.text for a in fig.layout.annotations] == ["no judged episode"]
+def test_a_side_with_no_judged_episode_has_no_bar_and_says_so_never_0_percent():
+    judged = {"rate": 0.5, "low": 0.2, "high": 0.8, "successes": 2, "judged": 4}
+    none = {"rate": None, "low": None, "high": None, "successes": 0, "judged": 0}
+    fig = aggregate_plots.side_rates([("A", judged), ("B", none)])
+    assert list(fig.data[0].y) == [0.5]
+    assert list(fig.data[1].y) == [None]  # no bar: a rate of 0% would say the side failed every episode
+    assert [a.text for a in fig.layout.annotations] == ["– (no judged episode)"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pandas as pd
 import pytest
 
@@ -238,3 +240,18 @@ def test_an_outcome_has_one_colour_in_figures_notebook_html_and_the_apps_badges(
         [episode_id] = run.episodes.loc[run.episodes["outcome"] == outcome, "episode_id"][:1]
         card = run.episode(episode_id)._repr_html_()
         assert f"color:{shown[outcome]};font-weight:600'>{outcome}<" in card
+
+
+def test_the_step_timeline_hover_says_an_unknown_return_code_or_time_as_the_dash():
+    """A command whose file records no return code, and a command time not recorded beside a model time: the
+    hover says "–" (as every table and figure), never "<NA>", "None" or "0.0 s"."""
+    sample = pathlib.Path(__file__).resolve().parent.parent / "sample_runs" / "demo-run"
+    episode = ares_viewer.open_run(sample).episode("0b17f852-8687-4e04-a8c5-e078baf6b285")
+    frame = episode.steps_frame()
+    last = frame.index[-1]
+    assert pd.isna(frame.loc[last, "returncode"]) and isinstance(frame.loc[last, "command"], str)
+    frame.loc[last, "model_time"] = 1.5  # the model's time recorded, the command's not
+    summary = plots.timeline_steps(frame)["summary"].iloc[-1]
+    assert summary.startswith("step 62: 5.1 s (model 1.5 s, command –) · rc –\n"), summary
+    assert not any(word in text for text in plots.timeline_steps(episode.steps_frame())["summary"]
+                   for word in ("<NA>", "None", "nan"))

@@ -25,7 +25,7 @@ import pytest
 
 import ares_viewer
 from ares_viewer.cli import main
-from testdata import inspect_logs, long_episodes, synthetic
+from testdata import inspect_logs, long_episodes, no_usage, synthetic
 
 HERE = pathlib.Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
@@ -43,36 +43,6 @@ def _inspect(root: pathlib.Path) -> None:
     inspect_logs.write_logs(root, "json")
 
 
-# What records a model call's usage or cost, or a producer's totals, in any format (``_no_usage`` drops them).
-_USAGE_KEYS = frozenset({"usage", "cost", "total_cost", "model_stats", "ob_len", "ac_len", "metrics", "final_metrics",
-                         "model_usage", "agent_result", "cost_usd"})
-
-
-def _stripped(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stripped(v) for k, v in value.items() if k not in _USAGE_KEYS}
-    if isinstance(value, list):
-        return [_stripped(v) for v in value]
-    return value
-
-
-def _strip_file(path: pathlib.Path) -> None:
-    """``path`` (a JSON document or JSON lines) without what records usage and cost; a line that is no JSON stays."""
-    text = path.read_text()
-    try:
-        path.write_text(json.dumps(_stripped(json.loads(text))))
-        return
-    except json.JSONDecodeError:
-        pass
-    lines = []
-    for line in text.splitlines():
-        try:
-            lines.append(json.dumps(_stripped(json.loads(line))) if line.strip() else line)
-        except json.JSONDecodeError:
-            lines.append(line)
-    path.write_text("\n".join(lines) + "\n")
-
-
 def _no_usage(root: pathlib.Path) -> None:
     """Every format's files with no token count and no cost anywhere (a deterministic or local model): each
     episode's prompt tokens, generated tokens and cost are unknown, never 0."""
@@ -81,7 +51,7 @@ def _no_usage(root: pathlib.Path) -> None:
     inspect_logs.write_logs(root / "inspect", "json")
     for path in root.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".jsonl"):
-            _strip_file(path)
+            no_usage.strip_file(path)
 
 
 def _mini_swe_agent_loop(root: pathlib.Path) -> None:

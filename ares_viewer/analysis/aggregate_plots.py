@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ares_viewer.analysis import plots
-from ares_viewer.model import colours
+from ares_viewer.model import colours, render
 
 _BAND = "rgba(9, 105, 218, 0.18)"
 _LINE = "#0969da"
@@ -184,15 +184,15 @@ def task_differences(tasks: pd.DataFrame, labels: tuple[str, str], *, limit: int
 
 def side_rates(sides: list[tuple[str, dict]]) -> go.Figure:
     """Each side's success rate over its judged episodes with its 95% Wilson interval (``Comparison.overall_a`` and
-    ``overall_b``, with their labels). A side that judged no episode has no rate: no bar, and its place says so."""
+    ``overall_b``, with their labels). A side with no judged episode has no rate: no bar (never one at 0%), and the
+    unknown mark with why in its place."""
     fig = go.Figure()
     for (label, overall), colour in zip(sides, plots.RUN_COLOURS, strict=False):
         rate = overall["rate"]
-        if rate is None:  # unknown, not 0%: the side's place stays empty and names why
-            fig.add_trace(go.Bar(x=[plots.plain(label)], y=[None], name=plots.plain(label), marker_color=colour,
-                                 hovertext="no judged episode", hoverinfo="text"))
-            fig.add_annotation(x=plots.plain(label), y=0.5, text="no judged episode", showarrow=False,
-                               textangle=-90, font={"color": "#57606a"})
+        if rate is None:
+            fig.add_trace(go.Bar(x=[plots.plain(label)], y=[None], name=plots.plain(label), marker_color=colour))
+            fig.add_annotation(x=plots.plain(label), y=0, yshift=12, showarrow=False,
+                               text=f"{render.UNKNOWN} (no judged episode)")
             continue
         low, high = (rate, rate) if overall["low"] is None else (overall["low"], overall["high"])
         fig.add_trace(go.Bar(x=[plots.plain(label)], y=[rate], name=plots.plain(label), marker_color=colour,

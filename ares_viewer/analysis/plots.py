@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ares_viewer.model import colours
+from ares_viewer.model import colours, render
 from ares_viewer.runs import run
 from ares_viewer.runs.index import queries
 
@@ -209,6 +209,16 @@ def reward_vs_actions(episodes: pd.DataFrame) -> go.Figure:
     return layout(fig, "Reward vs number of actions", xaxis_title="actions", yaxis_title="reward")
 
 
+def _rc(returncode: object) -> str:
+    """A return code as the timeline's hover says it; ``render.UNKNOWN`` where the file records none."""
+    return render.UNKNOWN if returncode is None or pd.isna(returncode) else str(returncode)
+
+
+def _seconds(value: float | None) -> str:
+    """A time as the timeline's hover says it (``1.2 s``); ``render.UNKNOWN`` alone where the file records none."""
+    return render.UNKNOWN if value is None or pd.isna(value) else f"{value:.1f} s"
+
+
 def timeline_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The step timeline's numbers, one row per step after the first request (``steps``:
     ``Episode.steps_frame()``): ``index``; ``model`` and ``seconds``, the two stacked bars (model time and
@@ -222,9 +232,9 @@ def timeline_steps(steps: pd.DataFrame) -> pd.DataFrame:
     split = frame["model_time"].notna() | frame["command_time"].notna()
     summary = [
         f"step {row.index}{f': {s:.1f} s' if pd.notna(s) else ''}"
-        + (f" (model {row.model_time or 0:.1f} s, command {row.command_time or 0:.1f} s)"
+        + (f" (model {_seconds(row.model_time)}, command {_seconds(row.command_time)})"
            if pd.notna(row.model_time) or pd.notna(row.command_time) else "")
-        + f" · {row.failure if isinstance(row.failure, str) else f'rc {row.returncode}'}\n"
+        + f" · {row.failure if isinstance(row.failure, str) else f'rc {_rc(row.returncode)}'}\n"
         f"{row.command[:80] if isinstance(row.command, str) else '(no command)'}"
         for row, s in zip(frame.itertuples(), total, strict=True)
     ]

@@ -9,6 +9,7 @@ import sys
 import orjson
 
 from ares_viewer.analysis import compare_runs
+from ares_viewer.model import render
 
 # Control characters in a run's text (task names, failure reasons) must not drive the terminal: shown as escapes.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rate(value: float | None) -> str:
-    return "–" if value is None or value != value else f"{value:.0%}"
+    return render.UNKNOWN if value is None or value != value else f"{value:.0%}"
 
 
 def text(found: compare_runs.Comparison) -> list[str]:
@@ -79,7 +80,7 @@ def text(found: compare_runs.Comparison) -> list[str]:
         f"the same, {counts['changed']} changed in behaviour; {counts['only A']} only on A, "
         f"{counts['only B']} only on B, {counts['unjudged']} not judged on a side"
     )
-    p = "–" if sign.p_value is None else f"{sign.p_value:.3g}"
+    p = render.UNKNOWN if sign.p_value is None else f"{sign.p_value:.3g}"
     lines.append(f"sign test over tasks: {sign.better} better on B, {sign.worse} worse, {sign.ties} tied: p = {p}")
     similar = compare_runs.similar_task_names(found.tasks["task_name"])
     lines += [f"warning: {said}" for said in similar[:_LISTED]]

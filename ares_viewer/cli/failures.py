@@ -10,6 +10,7 @@ import orjson
 
 from ares_viewer.analysis import ending
 from ares_viewer.cli import failure_clusters, terminal
+from ares_viewer.model import render
 from ares_viewer.runs import run as runs
 
 
@@ -56,4 +57,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _rate(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
+    return render.UNKNOWN if value is None else f"{value:.0%}"

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import pandas as pd
 
+from ares_viewer.model import render
 from ares_viewer.runs import run
 
 T = TypeVar("T")
@@ -35,7 +36,7 @@ def report_reading(opened: run.Run) -> None:
 
 
 # An unknown value (a cost no model call records, a missing reward) as the table prints it: never 0, never "NaN".
-UNKNOWN = "–"
+UNKNOWN = render.UNKNOWN
 
 
 def _float(value: float) -> str:

@@ -69,9 +69,14 @@ _STYLE = (
 _CELL = "border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top"
 
 
+# How every face shows a value the files do not give (a cost no model call records, a missing reward or return
+# code): the CLI's tables, the app's figures and table cells, the notebook's text. Never 0, never "None" or "nan".
+UNKNOWN = "–"
+
+
 def _fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+        return UNKNOWN
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
@@ -84,7 +89,7 @@ def cost_text(value: float | None, digits: int = 4) -> str:
 
 def _time(value: float | None) -> str:
     if value is None:
-        return "–"
+        return UNKNOWN
     return datetime.datetime.fromtimestamp(value, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -95,7 +100,7 @@ def _clip(text: str, limit: int = _MAX_TEXT) -> str:
 def _header_fields(episode: Episode) -> list[tuple[str, str]]:
     return [
         ("episode", episode.episode_id),
-        ("task", episode.task_name or "–"),
+        ("task", episode.task_name or UNKNOWN),
         ("outcome", episode.outcome.value),
         ("reward", _fmt(episode.total_reward)),
         ("actions", str(episode.num_actions)),

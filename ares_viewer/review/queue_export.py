@@ -37,6 +37,7 @@ from typing import Any
 
 from ares_viewer.activations import model_input
 from ares_viewer.analysis import ending
+from ares_viewer.model import render
 from ares_viewer.review import agreement as agreement_module
 from ares_viewer.review import exports, queue_items, queues
 from ares_viewer.review.store import ReviewStore
@@ -93,7 +94,7 @@ def agreement(store: ReviewStore, name: str) -> list[dict[str, Any]]:
 
 def figure_text(figure: Mapping[str, Any]) -> str:
     """One agreement figure in words: ``Agreement on tags [edits tests]: cohen_kappa = 0.400 (4 items)``."""
-    value = "–" if figure["value"] is None else f"{figure['value']:.3f}"
+    value = render.UNKNOWN if figure["value"] is None else f"{figure['value']:.3f}"
     what = figure["field"] + ("" if figure.get("option") is None else f" [{figure['option']}]")
     return f"Agreement on {what}: {figure['method']} = {value} ({figure['items']} items)"
 

@@ -6,15 +6,15 @@ import math
 
 import pandas as pd
 
-from ares_viewer.model import colours
+from ares_viewer.model import colours, render
 from ares_viewer_app.text import escape
 
 # Characters of one message or output shown before "show long texts in full" is asked for:
 # the agent elides outputs at 10,000 characters, so this shows a normal one whole.
 CLIP = 12_000
-# How a value that is not known is shown: in labels (``fmt``) and in tables' empty cells (``st.dataframe``'s
-# ``placeholder``).
-UNKNOWN = "–"
+# How a value that is not known is shown: in labels (``fmt``) and in tables' empty cells (``panels.tables``), as the
+# CLI and the library's text faces show it.
+UNKNOWN = render.UNKNOWN
 
 
 def outcome_badge(outcome: str) -> str:

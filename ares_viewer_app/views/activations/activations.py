@@ -16,7 +16,7 @@ from ares_viewer import activations, model
 from ares_viewer.activations import capture as capture_mod
 from ares_viewer.activations import clipping, figures, hooks, prompt, step_file, tokens, views
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import activations_panel, choosers
+from ares_viewer_app.panels import activations_panel, choosers, tables
 from ares_viewer_app.routing import state
 from ares_viewer_app.views.activations import activations_readable
 
@@ -132,7 +132,7 @@ def prompt_section(linked: activations.Linked, step: int) -> None:
     frame["message"] = [None if pd.isna(m) else f"message {m + 1} ({roles[m] if m < len(roles) else '?'})"
                         + (", its start cut" if cut else "") for m, cut in zip(frame["message"], frame["partial"],
                                                                                  strict=True)]
-    st.dataframe(frame.drop(columns="partial"), hide_index=True, key="activations.prompt",
+    tables.table(frame.drop(columns="partial"), hide_index=True, key="activations.prompt",
                  column_config={"message": st.column_config.TextColumn("message begins")})
 
 

@@ -13,7 +13,7 @@ import ares_viewer
 from ares_viewer.analysis import behaviours
 from ares_viewer.analysis.behaviours import flag_queries
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, flag_panel
+from ares_viewer_app.panels import choosers, flag_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape
 from ares_viewer_app.views.behaviours import rubric_panel
@@ -100,12 +100,12 @@ def show(run: ares_viewer.Run) -> None:
     if "iteration" in run.relation.columns:
         with st.expander("Per training iteration"):
             per = flag_panel.rates(run.location, table, "iteration", picked)
-            st.dataframe(per[per["episodes"] > 0] if (per["episodes"] > 0).any() else per, hide_index=True)
+            tables.table(per[per["episodes"] > 0] if (per["episodes"] > 0).any() else per, hide_index=True)
     evidence = None
     if with_snapshots:
         frame, evidence = flag_panel.snapshot_flags(run, "behaviours")
         rates = pd.concat([rates, rate_table(frame, task)], ignore_index=True)
-    st.dataframe(
+    tables.table(
         rates,
         hide_index=True,
         key="behaviours.rates",

@@ -15,7 +15,7 @@ import ares_viewer
 from ares_viewer.analysis import aggregate_plots, align, ending
 from ares_viewer.base import textdiff
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import blocks, choosers
+from ares_viewer_app.panels import blocks, choosers, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import access
 from ares_viewer_app.text import escape, readable
@@ -136,7 +136,7 @@ def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
         return " · ".join(marks)
 
     def number(index: int | None) -> str:
-        return "" if index is None else str(index)  # a gap is blank, as its command is (the grid writes "None")
+        return "" if index is None else str(index)  # a gap is blank, as its command is: no step, not an unknown one
 
     rows = pd.DataFrame({
         "row": [row_number(i) for i in range(len(pairs))],
@@ -146,7 +146,7 @@ def pairs_table(runs: tuple[ares_viewer.Run, ares_viewer.Run], a: str, b: str, p
         "": [mark(i, p) for i, p in enumerate(pairs)],
     })
     step_column = st.column_config.TextColumn(alignment="right")
-    st.dataframe(rows, key="compare.pairs", on_select=_row_picked, selection_mode="single-row", hide_index=True,
+    tables.table(rows, key="compare.pairs", on_select=_row_picked, selection_mode="single-row", hide_index=True,
                  column_config={"similarity": st.column_config.ProgressColumn("similarity", min_value=0.0,
                                                                               max_value=1.0, format="%.2f"),
                                 "row": st.column_config.NumberColumn("row", width=48),

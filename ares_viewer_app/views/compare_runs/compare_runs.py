@@ -15,7 +15,7 @@ import ares_viewer
 from ares_viewer.analysis import aggregate_plots, compare_runs
 from ares_viewer.review import queue_items
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, queue_panel, review_panel
+from ares_viewer_app.panels import choosers, queue_panel, review_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape, readable
 
@@ -199,7 +199,7 @@ def task_table(tasks: pd.DataFrame) -> None:
             state.update(pick=str(tasks["task_name"].iloc[rows[0]]))
 
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in ("rate A", "rate B", "B − A")}
-    st.dataframe(
+    tables.table(
         frame,
         key="compare_runs.table",
         on_select=picked,

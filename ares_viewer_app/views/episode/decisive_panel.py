@@ -22,7 +22,7 @@ from ares_viewer import model
 from ares_viewer.counterfactual import branching, model_client, value_curve
 from ares_viewer.runs import run
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import endpoint
+from ares_viewer_app.panels import endpoint, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.serving import sandbox_policy
 from ares_viewer_app.text import escape, readable
@@ -235,7 +235,7 @@ def _curve(found: branching.Search) -> None:
         else:
             st.caption(f"No branch with a reward yet: all {len(found.branches)} stored branch(es) failed.")
     with right:
-        st.dataframe(_table(found), hide_index=True, key=f"{_KEY}table")
+        tables.table(_table(found), hide_index=True, key=f"{_KEY}table")
     st.markdown(f"**{found.describe()}**")
     failed = [b for b in found.branches if b.failure is not None]
     if failed:
@@ -262,7 +262,7 @@ def _table(found: branching.Search) -> list[dict[str, object]]:
             "step": e.step,
             "V": None if e.value is None else round(e.value, 2),
             "interval": "recorded reward" if e.recorded else (
-                "–" if e.value is None else f"[{e.low:.2f}, {e.high:.2f}]"),
+                readable.UNKNOWN if e.value is None else f"[{e.low:.2f}, {e.high:.2f}]"),
             "n": None if e.recorded else e.n,
             "failed": None if e.recorded else e.failed,
         }

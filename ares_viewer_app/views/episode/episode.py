@@ -173,10 +173,10 @@ def answer_and_target(evaluation: dict, target: object) -> None:
     with cols[0]:
         st.caption(f"**Answer**, as the scorer {escape.code(str(scorer)) + ' ' if scorer else ''}read it "
                    "(its score's `answer`)")
-        blocks.text_block("–" if answer is None else str(answer))
+        blocks.text_block(readable.UNKNOWN if answer is None else str(answer))
     with cols[1]:
         st.caption("**Target**, the sample's `target`")
-        blocks.text_block("–" if target is None else str(target))
+        blocks.text_block(readable.UNKNOWN if target is None else str(target))
 
 
 def step_details(step: model.Step) -> None:
@@ -213,7 +213,7 @@ def step_caption(step: model.Step, change: model.ContextChange | None) -> str:
     usage = step.usage
     parts = [f"step {step.index} ({step.kind.value})"]
     duration = readable.fmt(step.duration, ".1f")
-    if duration != "–":  # unknown (the first request took no time of its own): left out, not "– s"
+    if duration != readable.UNKNOWN:  # unknown (the first request took no time of its own): left out, not "– s"
         parts.append(f"{duration} s")
     model_time, command_time = step.model_time, step.command_time
     if model_time is not None or command_time is not None:

@@ -20,6 +20,7 @@ import streamlit as st
 
 from ares_viewer import model
 from ares_viewer_app.routing import state
+from ares_viewer_app.text import readable
 from ares_viewer_app.views.episode import step_component, step_view
 
 # Keys -> the navigation buttons they press (Shift+j / Shift+k, or n / p, move between failed steps).
@@ -130,6 +131,14 @@ def badges(step: model.Step) -> str:
     return ", ".join(marks)
 
 
+def return_code(step: model.Step) -> str:
+    """The list's return code: the code; ``readable.UNKNOWN`` for a command whose file records none (never blank, as
+    if it had passed); blank for a step that ran no command."""
+    if step.returncode is not None:
+        return str(step.returncode)
+    return readable.UNKNOWN if (step.command or "").strip() else ""
+
+
 def command_text(step: model.Step) -> str:
     """The command as the list shows it: its lines joined with " ⏎ ", cut at ``_COMMAND_CHARS``."""
     lines = [line.strip() for line in (step.command or "").strip().splitlines() if line.strip()]
@@ -149,7 +158,7 @@ def rows(episode: model.Episode, labels: dict[int, list[str]], failed_only: bool
             continue
         found = (hits or {}).get(step.index)
         marks = (badges(step), f"{found} found" if found else "")
-        rc = " · ".join(part for part in ("" if step.returncode is None else str(step.returncode), *marks) if part)
+        rc = " · ".join(part for part in (return_code(step), *marks) if part)
         records.append((step.index, step.kind.value, rc, command_text(step), ", ".join(labels.get(step.index, ()))))
     return records
 

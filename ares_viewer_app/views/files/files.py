@@ -16,9 +16,9 @@ import streamlit as st
 from ares_viewer import fsdiff, model, review, snapshots
 from ares_viewer.base import sizes, textdiff
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, review_panel, snapshot_problems
+from ares_viewer_app.panels import choosers, review_panel, snapshot_problems, tables
 from ares_viewer_app.routing import state
-from ares_viewer_app.text import escape
+from ares_viewer_app.text import escape, readable
 
 BASE = "base"  # the ``old`` parameter's value for the base image
 # Rows of the change tree sent at most; closing folders or a filter narrows the rest.
@@ -141,7 +141,7 @@ def setup_note(where: str, diff: fsdiff.FsDiff, steps: list[int]) -> None:
 
 def _entry_text(entry: snapshots.Entry | None) -> str:
     if entry is None or entry.type in (snapshots.DELETED, snapshots.ABSENT):
-        return "–"
+        return readable.UNKNOWN
     if entry.type == snapshots.SYMLINK:
         return f"→ {entry.link_target}"
     if entry.type == snapshots.FILE:
@@ -151,9 +151,9 @@ def _entry_text(entry: snapshots.Entry | None) -> str:
 
 def _entry_caption(entry: snapshots.Entry | None) -> str:
     text = _entry_text(entry)
-    if entry is not None and entry.mode is not None and text != "–":
+    if entry is not None and entry.mode is not None and text != readable.UNKNOWN:
         text += f", mode {entry.mode:o}"
-    return text if text != "–" else "absent"
+    return text if text != readable.UNKNOWN else "absent"
 
 
 def _change_text(node: fsdiff.TreeNode) -> str:
@@ -217,7 +217,7 @@ def change_tree(diff: fsdiff.FsDiff) -> None:
     shown_file = state.get("file")
     table = frame.style.apply(lambda _: ["background-color: #ddf4ff" if n.path == shown_file and not n.folder
                                          else "" for n in rows], axis=0, subset=["path"])
-    st.dataframe(table, hide_index=True, on_select=_tree_clicked, selection_mode="single-row",
+    tables.table(table, hide_index=True, on_select=_tree_clicked, selection_mode="single-row",
                  key=f"files.tree.{generation}", height=min(38 + 35 * len(rows), 420),
                  column_config={"path": st.column_config.TextColumn("path", width="large"),
                                 "change": st.column_config.TextColumn("change", help="A added · M modified · "

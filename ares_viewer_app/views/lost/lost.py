@@ -13,7 +13,7 @@ import streamlit as st
 
 import ares_viewer
 from ares_viewer.counterfactual import lost
-from ares_viewer_app.panels import choosers
+from ares_viewer_app.panels import choosers, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape
 
@@ -48,22 +48,22 @@ def _counts(parts: dict[str, pd.DataFrame]) -> None:
         st.caption("How often each kind of action is the decisive step: a drop of V in a failed episode (where it "
                    "was lost), a rise in a solved one (the step that made it). Kinds: `counterfactual.lost."
                    "action_kind`.")
-        st.dataframe(parts["kinds"], hide_index=True, key="lost.kinds")
+        tables.table(parts["kinds"], hide_index=True, key="lost.kinds")
     with right:
         st.subheader("By position")
         st.caption("Where the decisive step falls in its episode: the third of its actions (step / actions).")
-        st.dataframe(parts["positions"], hide_index=True, key="lost.positions")
+        tables.table(parts["positions"], hide_index=True, key="lost.positions")
     st.subheader("Per task")
-    st.dataframe(parts["tasks"], hide_index=True, key="lost.tasks",
+    tables.table(parts["tasks"], hide_index=True, key="lost.tasks",
                  column_config={"position": st.column_config.NumberColumn("mean position", format="%.2f")})
     if not parts["iterations"].empty:
         st.subheader("Per iteration")
-        st.dataframe(parts["iterations"], hide_index=True, key="lost.iterations")
+        tables.table(parts["iterations"], hide_index=True, key="lost.iterations")
     st.subheader("Solved: the step that made them")
     if parts["made"].empty:
         st.caption("No solved episode has a decisive rise of V among those searched.")
     else:
-        st.dataframe(_links(parts["made"]), hide_index=True, key="lost.made",
+        tables.table(_links(parts["made"]), hide_index=True, key="lost.made",
                      column_config={"link": st.column_config.LinkColumn("open", display_text="step")})
 
 
@@ -89,7 +89,7 @@ def show(run: ares_viewer.Run) -> None:
     st.subheader("Episodes")
     shown = _links(frame)[["episode_id", "task_name", "outcome", "state", "decisive_step", "change", "sure", "kind",
                            "where", "files", "flags", "command", "link"]]
-    st.dataframe(shown, hide_index=True, key="lost.episodes", column_config={
+    tables.table(shown, hide_index=True, key="lost.episodes", column_config={
         "change": st.column_config.NumberColumn("change of V", format="%+.2f"),
         "link": st.column_config.LinkColumn("open", display_text="open"),
     })

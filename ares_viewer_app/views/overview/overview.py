@@ -23,7 +23,7 @@ from ares_viewer.base.cache import BoundedCache
 from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries, subruns
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, flag_panel, review_panel
+from ares_viewer_app.panels import choosers, flag_panel, review_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape, readable
 
@@ -116,7 +116,7 @@ def producer_metrics(run) -> None:
         st.caption("As Inspect computed them when it wrote each log, from its header's `results`: over the samples "
                    "its scorers scored (errored samples are left out). The figures above are computed here from the "
                    "samples.")
-        st.dataframe(metrics, hide_index=True,
+        tables.table(metrics, hide_index=True,
                      column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
 
 
@@ -273,7 +273,7 @@ def failure_summary(run) -> str | None:
     if failures.empty:
         return None
     st.subheader("Why episodes failed")
-    event = st.dataframe(
+    event = tables.table(
         failures[["reason", "blame", "episodes", "tasks"]], key="overview.failures",
         on_select=functools.partial(_reason_picked, failures), selection_mode="single-row", hide_index=True,
         column_config={"reason": st.column_config.TextColumn("reason", width="large"),
@@ -296,7 +296,7 @@ def failure_summary(run) -> str | None:
         shown = tests[["test", "how", "episodes"]].copy()
         # which episodes failed the test: their ids as the run lists them (the table filters by id)
         shown.insert(3, "episode", tests["episode_ids"].map(", ".join))
-        st.dataframe(shown, key="overview.failing_tests", hide_index=True,
+        tables.table(shown, key="overview.failing_tests", hide_index=True,
                      column_config={"test": st.column_config.TextColumn("test", width="large"),
                                     "episode": st.column_config.TextColumn("episode", width="large")})
     return picked
@@ -341,9 +341,8 @@ def table(run, reason: str | None = None) -> None:
     shown["why"] = shown["why"].fillna("")  # blank for solved episodes
     where = f" · rows {(page - 1) * _PAGE_ROWS + 1:,}–{(page - 1) * _PAGE_ROWS + len(shown):,}" if pages > 1 else ""
     st.caption(f"{total} of {len(run)} episodes{where} · select a row to open it")
-    event = st.dataframe(
+    event = tables.table(
         shown, key="overview.table", on_select="rerun", selection_mode="single-row", hide_index=True,
-        placeholder=readable.UNKNOWN,  # an errored episode's reward, an unknown cost...: a dash as in the figures
         column_config={**_COLUMN_LABELS,
                        "total_reward": st.column_config.NumberColumn(_COLUMN_LABELS["total_reward"], format="%.3g"),
                        "duration_s": st.column_config.NumberColumn(_COLUMN_LABELS["duration_s"], format="%.0f"),
@@ -406,7 +405,7 @@ def sub_runs(run: ares_viewer.Run) -> None:
         return
     st.caption(f"This folder holds {len(run.run_ids)} runs (the table's run column), each with its own success rate "
                "(over its judged episodes, as the headline counts them); open one alone:")
-    st.dataframe(pd.DataFrame(run.per_run()).rename(columns={"run_id": "run", "success_rate": "success rate"}),
+    tables.table(pd.DataFrame(run.per_run()).rename(columns={"run_id": "run", "success_rate": "success rate"}),
                  hide_index=True,
                  column_config={"success rate": st.column_config.NumberColumn("success rate", format="percent")})
     for run_id in run.run_ids[:_RUN_LINKS]:

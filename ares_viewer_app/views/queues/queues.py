@@ -15,7 +15,7 @@ from ares_viewer import review
 from ares_viewer.analysis.behaviours import flag_queries
 from ares_viewer.review import queue_export, queue_items, queues
 from ares_viewer.runs.index import queries
-from ares_viewer_app.panels import choosers, flag_panel, queue_panel, review_panel
+from ares_viewer_app.panels import choosers, flag_panel, queue_panel, review_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape, readable
 
@@ -142,7 +142,7 @@ def progress(opened: review.ReviewStore, queue: queues.Queue) -> None:
     )
     table = queues.progress(opened, queue.name)
     if len(table):
-        st.dataframe(table, hide_index=True, key="queues.progress")
+        tables.table(table, hide_index=True, key="queues.progress")
     for figure in queue_export.agreement(opened, queue.name):
         st.caption(escape.line(queue_export.figure_text(figure)))
 

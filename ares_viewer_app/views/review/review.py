@@ -10,7 +10,7 @@ import streamlit as st
 import ares_viewer
 from ares_viewer import review
 from ares_viewer.model import render
-from ares_viewer_app.panels import choosers, review_panel
+from ares_viewer_app.panels import choosers, review_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape
 
@@ -50,11 +50,11 @@ def status(row: pd.Series) -> str:
 
 
 def table(shown: pd.DataFrame) -> None:
-    # A note without a label or a file shows blanks there, not the grid's "None".
+    # A note without a label or a file shows blanks there, not the unknown mark: there is none.
     view = shown.assign(open=shown.apply(link, axis=1) if len(shown) else pd.Series(dtype="object"),
                         status=shown.apply(status, axis=1) if len(shown) else pd.Series(dtype="object"),
                         label=shown["label"].fillna(""), path=shown["path"].fillna(""))
-    st.dataframe(
+    tables.table(
         view[["open", "task_name", "episode_id", "step", "label", "text", "path", "author", "updated_at", "revision",
               "status"]],
         hide_index=True, key="review.table",
@@ -97,7 +97,7 @@ def history(opened: review.ReviewStore, shown: pd.DataFrame) -> None:
     with st.expander("History of a note", icon=":material/history:"):
         chosen = st.selectbox("Note", options, format_func=names.__getitem__, key="review.history")
         if chosen is not None:
-            st.dataframe(opened.history(chosen)[["revision", "label", "text", "author", "updated_at", "deleted"]],
+            tables.table(opened.history(chosen)[["revision", "label", "text", "author", "updated_at", "deleted"]],
                          hide_index=True)
 
 

@@ -24,7 +24,7 @@ import streamlit as st
 from ares_viewer import container, model, sandbox, snapshots
 from ares_viewer.model import render
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers
+from ares_viewer_app.panels import choosers, tables
 from ares_viewer_app.routing import state
 from ares_viewer_app.serving import sandbox_policy, sandbox_reaper
 from ares_viewer_app.text import escape, readable
@@ -211,7 +211,7 @@ def _replay(box: sandbox.Sandbox, episode) -> None:
                                          stop_at_divergence=stop, compare_filesystem=check_fs):
                 results.append(result)
                 rows.append(result.row())
-                table.dataframe(rows, hide_index=True, width="stretch")
+                tables.table(rows, where=table, hide_index=True, width="stretch")
         table.empty()
         _set(replay=results)
         if results:
@@ -231,7 +231,7 @@ def _replay_report(results: list[sandbox.StepReplay]) -> None:
     if carried:
         st.caption(f"{carried} step(s) only carry differences from an earlier step (column “carried”): they are "
                    "listed once, at the step where they appeared.")
-    st.dataframe([r.row() for r in results], hide_index=True, width="stretch", key=_KEY + "replay_table")
+    tables.table([r.row() for r in results], hide_index=True, width="stretch", key=_KEY + "replay_table")
     for result in results:
         if not result.new_divergence:
             continue
@@ -265,7 +265,7 @@ def _command_box(box: sandbox.Sandbox) -> None:
 
 
 def _show_result(result: sandbox.CommandResult) -> None:
-    line = f"exit code {result.returncode} · {result.duration_s:.2f} s"
+    line = f"exit code {readable.fmt(result.returncode)} · {result.duration_s:.2f} s"  # none when it could not run
     if result.error:
         st.error(escape.md(result.error))
     st.caption(line)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import os
 import pathlib
 import sys
+import threading
 import types
 
 import pytest
@@ -105,9 +107,8 @@ def _one_component_scan():
     manifest_scanner.scan_component_manifests = scan_once
 
 
-@pytest.fixture(scope="session")
-def docker_client():
-    """A client of a real Docker engine."""
+def _connect_docker():
+    """A client of a real Docker engine (``missing`` when none answers)."""
     try:
         import docker
 
@@ -116,6 +117,12 @@ def docker_client():
     except Exception as exc:  # any failure to reach the engine
         _missing(f"no Docker engine reachable ({type(exc).__name__}: {exc})")
     return client
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A client of a real Docker engine."""
+    return _connect_docker()
 
 
 @pytest.fixture(scope="module")
@@ -229,9 +236,29 @@ def ray_available() -> None:
         _missing(f"Ray is not installed: pip install 'ray[data]' ({exc})")
 
 
-@pytest.fixture(scope="session")
-def ares_python() -> str:
-    """The Python of the ARES venv (martian-ares needs Python >= 3.12), built by .ci/ares-venv.sh when missing."""
+_ONCE_LOCK = threading.Lock()
+_ONCE: dict[str, concurrent.futures.Future] = {}
+
+
+def _once(key: str, compute):
+    """``compute()``'s result (or what it raised, a skip or a failure too), computed once per process whichever
+    thread asks first; the others wait for it."""
+    with _ONCE_LOCK:
+        future = _ONCE.get(key)
+        first = future is None
+        if first:
+            future = _ONCE[key] = concurrent.futures.Future()
+    if first:
+        try:
+            future.set_result(compute())
+        except BaseException as exc:  # pytest's skip and fail outcomes are BaseExceptions
+            future.set_exception(exc)
+    return future.result()
+
+
+def _find_ares_python(env: dict[str, str] | None = None) -> str:
+    """The ARES venv's Python, built when missing and checked to import ARES (``missing`` otherwise); ``env``: the
+    environment to check it in (this process's by default)."""
     import subprocess
 
     try:
@@ -245,10 +272,16 @@ def ares_python() -> str:
     python = built.stdout.strip().splitlines()[-1]
     probe = "from ares_viewer import recorder; recorder.use_local_harbor_registry(); import ares"
     check = subprocess.run([python, "-c", probe], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
+                           env={**(env or os.environ), "PYTHONPATH": str(REPO)}, timeout=300, check=False)
     if check.returncode != 0:
         _missing(f"ARES does not import in {python}: {check.stderr.strip()[-400:]}")
     return python
+
+
+@pytest.fixture(scope="session")
+def ares_python() -> str:
+    """The Python of the ARES venv (martian-ares needs Python >= 3.12), built by .ci/ares-venv.sh when missing."""
+    return _once("ares_python", _find_ares_python)
 
 
 @pytest.fixture(scope="session")
@@ -325,37 +358,108 @@ def interp_run(interp_python, docker_client, tmp_path_factory) -> types.SimpleNa
 PLANTED_RUN = "planted-suite"
 
 
-@pytest.fixture(scope="session")
-def planted_suite(ares_python, docker_client, tmp_path_factory) -> types.SimpleNamespace:
-    """The small part of the planted suite (``sample_runs/planted_suite.py``'s ``SMALL``), recorded once per session
-    through real ARES by that script, so CI measures every change to the search on fresh recordings: ``root`` (a
-    runs folder, for the app), ``run`` (``root / "planted-suite"``, the run folder), ``entries`` (the manifest's
-    entries by episode name) and ``suite`` (the script as a module). Nothing may write into ``run``: a search
-    stores its branches in the cache folder."""
+def _record_planted(python: str, client, root: pathlib.Path, suite, env: dict[str, str]) -> types.SimpleNamespace:
+    """``planted_suite``'s recording, into ``root``: the script through ARES, its leftover containers removed."""
     import json
     import subprocess
     import uuid
 
-    import sample_scripts
-
-    suite = sample_scripts.load("planted_suite")
-    docker_client.images.get(BASE_IMAGE)
-    root = tmp_path_factory.mktemp("planted-runs")
+    client.images.get(BASE_IMAGE)
     out = root / PLANTED_RUN
     prefix = f"avplanted{uuid.uuid4().hex[:6]}"
     try:
         done = subprocess.run(
-            [ares_python, str(SAMPLE_RUNS / "planted_suite.py"), "--out", str(out), "--only", ",".join(suite.SMALL),
+            [python, str(SAMPLE_RUNS / "planted_suite.py"), "--out", str(out), "--only", ",".join(suite.SMALL),
              "--jobs", str(len(suite.SMALL)), "--prefix", prefix],
-            capture_output=True, text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+            capture_output=True, text=True, timeout=1200, env={**env, "PYTHONPATH": str(REPO)}, check=False,
         )
     finally:
-        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
+        for leftover in client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
             leftover.remove(force=True)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((out / suite.MANIFEST).read_text())
     entries = {entry["name"]: entry for entry in manifest["episodes"]}
     return types.SimpleNamespace(root=root, run=out, entries=entries, suite=suite)
+
+
+def _search_planted(recorded: types.SimpleNamespace, cache: pathlib.Path, env: dict[str, str]) -> types.SimpleNamespace:
+    """``searched_planted_suite``'s search of ``recorded``'s run, its branches in ``cache``."""
+    import subprocess
+
+    import chat_server
+
+    suite = recorded.suite
+    before = tree_digest(recorded.run)
+    policy = suite.Policy(seed=3, recover=0.0, profiles=suite.profiles_of(suite.SMALL))
+    with chat_server.serve(policy) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "ares_viewer.cli", "branch", str(recorded.run), "--episodes", "failed",
+             "--endpoint", server.base_url, "--model", suite.RUN_MODEL, "--samples", "4", "--max-steps",
+             str(suite.MAX_STEPS), "--parallel", "2", "--max-rollouts", "40", "--no-snapshots", "--json"],
+            capture_output=True, text=True, timeout=1800, check=False,
+            env={**env, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(cache)},
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return types.SimpleNamespace(cache=cache, done=done, untouched=tree_digest(recorded.run) == before,
+                                 **vars(recorded))
+
+
+_PLANTED_FIXTURES = {"planted_suite", "searched_planted_suite"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _planted_early(request, tmp_path_factory):
+    """When the session has a test that needs the planted suite, its recording and search (``planted_suite`` and
+    ``searched_planted_suite``: about 80 s, nearly all of it in ARES's and the search's containers) start in a
+    thread at the session's start, beside the first tests (the app's, on one core), instead of holding up the first
+    test that asks. Those fixtures then wait for the same work and give the same values; a failure (no ARES venv,
+    no engine, a failed recording or search) is raised there, in that test, as before. ``{}`` when not needed:
+    those fixtures then do the work themselves."""
+    if not any(_PLANTED_FIXTURES & set(getattr(item, "fixturenames", ())) for item in request.session.items):
+        yield {}
+        return
+    import chat_server  # noqa: F401 - imported here, not in the thread (a module half imported is not shared)
+    import sample_scripts
+
+    suite = sample_scripts.load("planted_suite")
+    env = dict(os.environ)  # the environment as the session started, not as a test beside the thread sets it
+    roots = {"root": tmp_path_factory.mktemp("planted-runs"), "cache": tmp_path_factory.mktemp("planted-cache")}
+    recorded: concurrent.futures.Future = concurrent.futures.Future()
+    searched: concurrent.futures.Future = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            python = _once("ares_python", lambda: _find_ares_python(env))
+            client = _connect_docker()
+            recorded.set_result(_record_planted(python, client, roots["root"], suite, env))
+        except BaseException as exc:  # pytest's skip and fail outcomes are BaseExceptions
+            recorded.set_exception(exc)
+            searched.set_exception(exc)
+            return
+        try:
+            searched.set_result(_search_planted(recorded.result(), roots["cache"], env))
+        except BaseException as exc:
+            searched.set_exception(exc)
+
+    thread = threading.Thread(target=work, name="planted-suite")  # not a daemon: it removes its containers
+    thread.start()
+    yield {"recorded": recorded, "searched": searched}
+    thread.join()
+
+
+@pytest.fixture(scope="session")
+def planted_suite(ares_python, docker_client, tmp_path_factory, _planted_early) -> types.SimpleNamespace:
+    """The small part of the planted suite (``sample_runs/planted_suite.py``'s ``SMALL``), recorded once per session
+    through real ARES by that script, so CI measures every change to the search on fresh recordings: ``root`` (a
+    runs folder, for the app), ``run`` (``root / "planted-suite"``, the run folder), ``entries`` (the manifest's
+    entries by episode name) and ``suite`` (the script as a module). Nothing may write into ``run``: a search
+    stores its branches in the cache folder. Started at the session's start (``_planted_early``)."""
+    if _planted_early:
+        return _planted_early["recorded"].result()
+    import sample_scripts
+
+    return _record_planted(ares_python, docker_client, tmp_path_factory.mktemp("planted-runs"),
+                           sample_scripts.load("planted_suite"), dict(os.environ))
 
 
 def tree_digest(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
@@ -365,32 +469,16 @@ def tree_digest(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="session")
-def searched_planted_suite(planted_suite, tmp_path_factory) -> types.SimpleNamespace:
+def searched_planted_suite(planted_suite, tmp_path_factory, _planted_early) -> types.SimpleNamespace:
     """``ares-viewer branch RUN --episodes failed`` run once per session on ``planted_suite``'s run (the real CLI in
     a subprocess; the suite's policy over HTTP with ``recover=0``, one model for the run; without per-step
     snapshots): ``cache`` (the cache folder holding its branches, for the app and ``--report``), ``done`` (the
     finished process, which succeeded; its stdout is the command's JSON), ``run``, ``root``, ``entries``, ``suite`` and
-    ``untouched`` (whether the run folder's files are as recorded after the search)."""
-    import subprocess
-    import sys
-
-    import chat_server
-
-    suite = planted_suite.suite
-    cache = tmp_path_factory.mktemp("planted-cache")
-    before = tree_digest(planted_suite.run)
-    policy = suite.Policy(seed=3, recover=0.0, profiles=suite.profiles_of(suite.SMALL))
-    with chat_server.serve(policy) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "ares_viewer.cli", "branch", str(planted_suite.run), "--episodes", "failed",
-             "--endpoint", server.base_url, "--model", suite.RUN_MODEL, "--samples", "4", "--max-steps",
-             str(suite.MAX_STEPS), "--parallel", "2", "--max-rollouts", "40", "--no-snapshots", "--json"],
-            capture_output=True, text=True, timeout=1800, check=False,
-            env={**os.environ, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(cache)},
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return types.SimpleNamespace(cache=cache, done=done, untouched=tree_digest(planted_suite.run) == before,
-                                 **vars(planted_suite))
+    ``untouched`` (whether the run folder's files are as recorded after the search). Started at the session's
+    start (``_planted_early``)."""
+    if _planted_early:
+        return _planted_early["searched"].result()
+    return _search_planted(planted_suite, tmp_path_factory.mktemp("planted-cache"), dict(os.environ))
 
 
 def pytest_sessionfinish(session, exitstatus):

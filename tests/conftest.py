@@ -311,9 +311,8 @@ def torch():
     return torch
 
 
-@pytest.fixture(scope="session")
-def interp_python() -> str:
-    """The Python of the interp venv (ARES, TransformerLens, torch), built by .ci/interp-venv.sh when missing."""
+def _find_interp_python() -> str:
+    """The interp venv's Python, built when missing (``missing`` otherwise)."""
     import subprocess
 
     try:
@@ -327,32 +326,44 @@ def interp_python() -> str:
 
 
 @pytest.fixture(scope="session")
-def interp_run(interp_python, docker_client, tmp_path_factory) -> types.SimpleNamespace:
-    """A run recorded through real ARES with its activations (``testdata/ares_capture.py``: a random-weight
-    HookedTransformer behind ARES's client, 3 steps): ``kv-episode`` (ARES's default KV cache) and
-    ``full-episode`` (every position), and ``left-episode`` (its tokenizer cuts a long prompt's start), once per
-    session. ``root`` holds the run folder ``interp-run``; ``results``
-    maps each episode id to the script's JSON line."""
+def interp_python() -> str:
+    """The Python of the interp venv (ARES, TransformerLens, torch), built by .ci/interp-venv.sh when missing."""
+    return _once("interp_python", _find_interp_python)
+
+
+def _record_interp(python: str, client, root: pathlib.Path, env: dict[str, str]) -> types.SimpleNamespace:
+    """``interp_run``'s recording into ``root``, its leftover containers removed."""
     import json
     import subprocess
     import uuid
 
-    docker_client.images.get(BASE_IMAGE)
-    root = tmp_path_factory.mktemp("interp-runs")
+    client.images.get(BASE_IMAGE)
     prefix = f"avrun{uuid.uuid4().hex[:8]}"
     try:
         done = subprocess.run(
-            [interp_python, str(REPO / "testdata" / "ares_capture.py"), "--out", str(root / "interp-run"), "--steps",
+            [python, str(REPO / "testdata" / "ares_capture.py"), "--out", str(root / "interp-run"), "--steps",
              "3", "--prefix", prefix, "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache",
              "--episode", "left-episode:left"],
-            capture_output=True, text=True, timeout=900, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+            capture_output=True, text=True, timeout=900, check=False, env={**env, "PYTHONPATH": str(REPO)})
     finally:
-        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
+        for leftover in client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
             leftover.remove(force=True)
     assert done.returncode == 0, done.stderr[-3000:]
     results = {r["episode_id"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
                                                             if line.startswith("{")))}
     return types.SimpleNamespace(root=root, run=root / "interp-run", results=results)
+
+
+@pytest.fixture(scope="session")
+def interp_run(interp_python, docker_client, tmp_path_factory, _early) -> types.SimpleNamespace:
+    """A run recorded through real ARES with its activations (``testdata/ares_capture.py``: a random-weight
+    HookedTransformer behind ARES's client, 3 steps): ``kv-episode`` (ARES's default KV cache) and
+    ``full-episode`` (every position), and ``left-episode`` (its tokenizer cuts a long prompt's start), once per
+    session. ``root`` holds the run folder ``interp-run``; ``results``
+    maps each episode id to the script's JSON line. Started at the session's start (``_early``)."""
+    if "interp_run" in _early:
+        return _early["interp_run"].result()
+    return _record_interp(interp_python, docker_client, tmp_path_factory.mktemp("interp-runs"), dict(os.environ))
 
 
 PLANTED_RUN = "planted-suite"
@@ -404,18 +415,33 @@ def _search_planted(recorded: types.SimpleNamespace, cache: pathlib.Path, env: d
                                  **vars(recorded))
 
 
-_PLANTED_FIXTURES = {"planted_suite", "searched_planted_suite"}
+# The slowest session fixtures, nearly all of their time spent waiting on containers: started in the background
+# when the session needs them (``_early``), in the order the session first asks for them.
+_EARLY_FIXTURES = {"interp_run": ("interp_run",), "planted": ("planted_suite", "searched_planted_suite")}
+
+
+def _first_needs(items) -> list[str]:
+    """The ``_EARLY_FIXTURES`` jobs some of ``items`` need, by the first item that needs each."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        names = set(getattr(item, "fixturenames", ()))
+        for job, fixtures in _EARLY_FIXTURES.items():
+            if job not in first and names.intersection(fixtures):
+                first[job] = index
+    return sorted(first, key=first.__getitem__)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _planted_early(request, tmp_path_factory):
-    """When the session has a test that needs the planted suite, its recording and search (``planted_suite`` and
-    ``searched_planted_suite``: about 80 s, nearly all of it in ARES's and the search's containers) start in a
-    thread at the session's start, beside the first tests (the app's, on one core), instead of holding up the first
-    test that asks. Those fixtures then wait for the same work and give the same values; a failure (no ARES venv,
-    no engine, a failed recording or search) is raised there, in that test, as before. ``{}`` when not needed:
-    those fixtures then do the work themselves."""
-    if not any(_PLANTED_FIXTURES & set(getattr(item, "fixturenames", ())) for item in request.session.items):
+def _early(request, tmp_path_factory):
+    """The slowest session fixtures' work, started in one thread at the session's start when the session has a
+    test that needs them: ``interp_run`` (ARES recording activations, ~30 s) and the planted suite
+    (``planted_suite`` and ``searched_planted_suite``: ARES recording four episodes, then the run-wide search, ~80
+    s), so that they run beside the first tests (the app's, on one core) instead of holding up the first test that
+    asks. Those fixtures wait for the same work and give the same values; a failure (no venv, no engine, a failed
+    recording or search) is raised there, in that test, as before. Futures by name; those not started are absent
+    and their fixtures do the work themselves."""
+    jobs = _first_needs(request.session.items)
+    if not jobs:
         yield {}
         return
     import chat_server  # noqa: F401 - imported here, not in the thread (a module half imported is not shared)
@@ -423,39 +449,44 @@ def _planted_early(request, tmp_path_factory):
 
     suite = sample_scripts.load("planted_suite")
     env = dict(os.environ)  # the environment as the session started, not as a test beside the thread sets it
-    roots = {"root": tmp_path_factory.mktemp("planted-runs"), "cache": tmp_path_factory.mktemp("planted-cache")}
-    recorded: concurrent.futures.Future = concurrent.futures.Future()
-    searched: concurrent.futures.Future = concurrent.futures.Future()
+    roots = {"interp": tmp_path_factory.mktemp("interp-runs"), "planted": tmp_path_factory.mktemp("planted-runs"),
+             "cache": tmp_path_factory.mktemp("planted-cache")}
+    names = {"interp_run": ["interp_run"], "planted": ["recorded", "searched"]}
+    futures = {name: concurrent.futures.Future() for job in jobs for name in names[job]}
+
+    def interp() -> None:
+        python = _once("interp_python", _find_interp_python)
+        futures["interp_run"].set_result(_record_interp(python, _connect_docker(), roots["interp"], env))
+
+    def planted() -> None:
+        python = _once("ares_python", lambda: _find_ares_python(env))
+        futures["recorded"].set_result(_record_planted(python, _connect_docker(), roots["planted"], suite, env))
+        futures["searched"].set_result(_search_planted(futures["recorded"].result(), roots["cache"], env))
 
     def work() -> None:
-        try:
-            python = _once("ares_python", lambda: _find_ares_python(env))
-            client = _connect_docker()
-            recorded.set_result(_record_planted(python, client, roots["root"], suite, env))
-        except BaseException as exc:  # pytest's skip and fail outcomes are BaseExceptions
-            recorded.set_exception(exc)
-            searched.set_exception(exc)
-            return
-        try:
-            searched.set_result(_search_planted(recorded.result(), roots["cache"], env))
-        except BaseException as exc:
-            searched.set_exception(exc)
+        for job in jobs:
+            try:
+                {"interp_run": interp, "planted": planted}[job]()
+            except BaseException as exc:  # pytest's skip and fail outcomes are BaseExceptions
+                for name in names[job]:
+                    if not futures[name].done():
+                        futures[name].set_exception(exc)
 
-    thread = threading.Thread(target=work, name="planted-suite")  # not a daemon: it removes its containers
+    thread = threading.Thread(target=work, name="early-fixtures")  # not a daemon: it removes its containers
     thread.start()
-    yield {"recorded": recorded, "searched": searched}
+    yield futures
     thread.join()
 
 
 @pytest.fixture(scope="session")
-def planted_suite(ares_python, docker_client, tmp_path_factory, _planted_early) -> types.SimpleNamespace:
+def planted_suite(ares_python, docker_client, tmp_path_factory, _early) -> types.SimpleNamespace:
     """The small part of the planted suite (``sample_runs/planted_suite.py``'s ``SMALL``), recorded once per session
     through real ARES by that script, so CI measures every change to the search on fresh recordings: ``root`` (a
     runs folder, for the app), ``run`` (``root / "planted-suite"``, the run folder), ``entries`` (the manifest's
     entries by episode name) and ``suite`` (the script as a module). Nothing may write into ``run``: a search
-    stores its branches in the cache folder. Started at the session's start (``_planted_early``)."""
-    if _planted_early:
-        return _planted_early["recorded"].result()
+    stores its branches in the cache folder. Started at the session's start (``_early``)."""
+    if "recorded" in _early:
+        return _early["recorded"].result()
     import sample_scripts
 
     return _record_planted(ares_python, docker_client, tmp_path_factory.mktemp("planted-runs"),
@@ -469,15 +500,15 @@ def tree_digest(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="session")
-def searched_planted_suite(planted_suite, tmp_path_factory, _planted_early) -> types.SimpleNamespace:
+def searched_planted_suite(planted_suite, tmp_path_factory, _early) -> types.SimpleNamespace:
     """``ares-viewer branch RUN --episodes failed`` run once per session on ``planted_suite``'s run (the real CLI in
     a subprocess; the suite's policy over HTTP with ``recover=0``, one model for the run; without per-step
     snapshots): ``cache`` (the cache folder holding its branches, for the app and ``--report``), ``done`` (the
     finished process, which succeeded; its stdout is the command's JSON), ``run``, ``root``, ``entries``, ``suite`` and
     ``untouched`` (whether the run folder's files are as recorded after the search). Started at the session's
-    start (``_planted_early``)."""
-    if _planted_early:
-        return _planted_early["searched"].result()
+    start (``_early``)."""
+    if "searched" in _early:
+        return _early["searched"].result()
     return _search_planted(planted_suite, tmp_path_factory.mktemp("planted-cache"), dict(os.environ))
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import os
 import pathlib
 import sys
+import threading
 import types
 
 import pytest
@@ -105,9 +107,8 @@ def _one_component_scan():
     manifest_scanner.scan_component_manifests = scan_once
 
 
-@pytest.fixture(scope="session")
-def docker_client():
-    """A client of a real Docker engine."""
+def _connect_docker():
+    """A client of a real Docker engine (``missing`` when none answers)."""
     try:
         import docker
 
@@ -116,6 +117,12 @@ def docker_client():
     except Exception as exc:  # any failure to reach the engine
         _missing(f"no Docker engine reachable ({type(exc).__name__}: {exc})")
     return client
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A client of a real Docker engine."""
+    return _connect_docker()
 
 
 @pytest.fixture(scope="module")
@@ -229,9 +236,29 @@ def ray_available() -> None:
         _missing(f"Ray is not installed: pip install 'ray[data]' ({exc})")
 
 
-@pytest.fixture(scope="session")
-def ares_python() -> str:
-    """The Python of the ARES venv (martian-ares needs Python >= 3.12), built by .ci/ares-venv.sh when missing."""
+_ONCE_LOCK = threading.Lock()
+_ONCE: dict[str, concurrent.futures.Future] = {}
+
+
+def _once(key: str, compute):
+    """``compute()``'s result (or what it raised, a skip or a failure too), computed once per process whichever
+    thread asks first; the others wait for it."""
+    with _ONCE_LOCK:
+        future = _ONCE.get(key)
+        first = future is None
+        if first:
+            future = _ONCE[key] = concurrent.futures.Future()
+    if first:
+        try:
+            future.set_result(compute())
+        except BaseException as exc:  # pytest's skip and fail outcomes are BaseExceptions
+            future.set_exception(exc)
+    return future.result()
+
+
+def _find_ares_python(env: dict[str, str] | None = None) -> str:
+    """The ARES venv's Python, built when missing and checked to import ARES (``missing`` otherwise); ``env``: the
+    environment to check it in (this process's by default)."""
     import subprocess
 
     try:
@@ -245,10 +272,16 @@ def ares_python() -> str:
     python = built.stdout.strip().splitlines()[-1]
     probe = "from ares_viewer import recorder; recorder.use_local_harbor_registry(); import ares"
     check = subprocess.run([python, "-c", probe], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300, check=False)
+                           env={**(env or os.environ), "PYTHONPATH": str(REPO)}, timeout=300, check=False)
     if check.returncode != 0:
         _missing(f"ARES does not import in {python}: {check.stderr.strip()[-400:]}")
     return python
+
+
+@pytest.fixture(scope="session")
+def ares_python() -> str:
+    """The Python of the ARES venv (martian-ares needs Python >= 3.12), built by .ci/ares-venv.sh when missing."""
+    return _once("ares_python", _find_ares_python)
 
 
 @pytest.fixture(scope="session")
@@ -278,9 +311,8 @@ def torch():
     return torch
 
 
-@pytest.fixture(scope="session")
-def interp_python() -> str:
-    """The Python of the interp venv (ARES, TransformerLens, torch), built by .ci/interp-venv.sh when missing."""
+def _find_interp_python() -> str:
+    """The interp venv's Python, built when missing (``missing`` otherwise)."""
     import subprocess
 
     try:
@@ -294,27 +326,27 @@ def interp_python() -> str:
 
 
 @pytest.fixture(scope="session")
-def interp_run(interp_python, docker_client, tmp_path_factory) -> types.SimpleNamespace:
-    """A run recorded through real ARES with its activations (``testdata/ares_capture.py``: a random-weight
-    HookedTransformer behind ARES's client, 3 steps): ``kv-episode`` (ARES's default KV cache) and
-    ``full-episode`` (every position), and ``left-episode`` (its tokenizer cuts a long prompt's start), once per
-    session. ``root`` holds the run folder ``interp-run``; ``results``
-    maps each episode id to the script's JSON line."""
+def interp_python() -> str:
+    """The Python of the interp venv (ARES, TransformerLens, torch), built by .ci/interp-venv.sh when missing."""
+    return _once("interp_python", _find_interp_python)
+
+
+def _record_interp(python: str, client, root: pathlib.Path, env: dict[str, str]) -> types.SimpleNamespace:
+    """``interp_run``'s recording into ``root``, its leftover containers removed."""
     import json
     import subprocess
     import uuid
 
-    docker_client.images.get(BASE_IMAGE)
-    root = tmp_path_factory.mktemp("interp-runs")
+    client.images.get(BASE_IMAGE)
     prefix = f"avrun{uuid.uuid4().hex[:8]}"
     try:
         done = subprocess.run(
-            [interp_python, str(REPO / "testdata" / "ares_capture.py"), "--out", str(root / "interp-run"), "--steps",
+            [python, str(REPO / "testdata" / "ares_capture.py"), "--out", str(root / "interp-run"), "--steps",
              "3", "--prefix", prefix, "--episode", "kv-episode", "--episode", "full-episode:no-kv-cache",
              "--episode", "left-episode:left"],
-            capture_output=True, text=True, timeout=900, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+            capture_output=True, text=True, timeout=900, check=False, env={**env, "PYTHONPATH": str(REPO)})
     finally:
-        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
+        for leftover in client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
             leftover.remove(force=True)
     assert done.returncode == 0, done.stderr[-3000:]
     results = {r["episode_id"]: r for r in map(json.loads, (line for line in done.stdout.splitlines()
@@ -322,40 +354,143 @@ def interp_run(interp_python, docker_client, tmp_path_factory) -> types.SimpleNa
     return types.SimpleNamespace(root=root, run=root / "interp-run", results=results)
 
 
+@pytest.fixture(scope="session")
+def interp_run(interp_python, docker_client, tmp_path_factory, _early) -> types.SimpleNamespace:
+    """A run recorded through real ARES with its activations (``testdata/ares_capture.py``: a random-weight
+    HookedTransformer behind ARES's client, 3 steps): ``kv-episode`` (ARES's default KV cache) and
+    ``full-episode`` (every position), and ``left-episode`` (its tokenizer cuts a long prompt's start), once per
+    session. ``root`` holds the run folder ``interp-run``; ``results``
+    maps each episode id to the script's JSON line. Started at the session's start (``_early``)."""
+    if "interp_run" in _early:
+        return _early["interp_run"].result()
+    return _record_interp(interp_python, docker_client, tmp_path_factory.mktemp("interp-runs"), dict(os.environ))
+
+
 PLANTED_RUN = "planted-suite"
 
 
-@pytest.fixture(scope="session")
-def planted_suite(ares_python, docker_client, tmp_path_factory) -> types.SimpleNamespace:
-    """The small part of the planted suite (``sample_runs/planted_suite.py``'s ``SMALL``), recorded once per session
-    through real ARES by that script, so CI measures every change to the search on fresh recordings: ``root`` (a
-    runs folder, for the app), ``run`` (``root / "planted-suite"``, the run folder), ``entries`` (the manifest's
-    entries by episode name) and ``suite`` (the script as a module). Nothing may write into ``run``: a search
-    stores its branches in the cache folder."""
+def _record_planted(python: str, client, root: pathlib.Path, suite, env: dict[str, str]) -> types.SimpleNamespace:
+    """``planted_suite``'s recording, into ``root``: the script through ARES, its leftover containers removed."""
     import json
     import subprocess
     import uuid
 
-    import sample_scripts
-
-    suite = sample_scripts.load("planted_suite")
-    docker_client.images.get(BASE_IMAGE)
-    root = tmp_path_factory.mktemp("planted-runs")
+    client.images.get(BASE_IMAGE)
     out = root / PLANTED_RUN
     prefix = f"avplanted{uuid.uuid4().hex[:6]}"
     try:
         done = subprocess.run(
-            [ares_python, str(SAMPLE_RUNS / "planted_suite.py"), "--out", str(out), "--only", ",".join(suite.SMALL),
+            [python, str(SAMPLE_RUNS / "planted_suite.py"), "--out", str(out), "--only", ",".join(suite.SMALL),
              "--jobs", str(len(suite.SMALL)), "--prefix", prefix],
-            capture_output=True, text=True, timeout=1200, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+            capture_output=True, text=True, timeout=1200, env={**env, "PYTHONPATH": str(REPO)}, check=False,
         )
     finally:
-        for leftover in docker_client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
+        for leftover in client.containers.list(all=True, filters={"name": f"ares.{prefix}."}):
             leftover.remove(force=True)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = json.loads((out / suite.MANIFEST).read_text())
     entries = {entry["name"]: entry for entry in manifest["episodes"]}
     return types.SimpleNamespace(root=root, run=out, entries=entries, suite=suite)
+
+
+def _search_planted(recorded: types.SimpleNamespace, cache: pathlib.Path, env: dict[str, str]) -> types.SimpleNamespace:
+    """``searched_planted_suite``'s search of ``recorded``'s run, its branches in ``cache``."""
+    import subprocess
+
+    import chat_server
+
+    suite = recorded.suite
+    before = tree_digest(recorded.run)
+    policy = suite.Policy(seed=3, recover=0.0, profiles=suite.profiles_of(suite.SMALL))
+    with chat_server.serve(policy) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "ares_viewer.cli", "branch", str(recorded.run), "--episodes", "failed",
+             "--endpoint", server.base_url, "--model", suite.RUN_MODEL, "--samples", "4", "--max-steps",
+             str(suite.MAX_STEPS), "--parallel", "2", "--max-rollouts", "40", "--no-snapshots", "--json"],
+            capture_output=True, text=True, timeout=1800, check=False,
+            env={**env, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(cache)},
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return types.SimpleNamespace(cache=cache, done=done, untouched=tree_digest(recorded.run) == before,
+                                 **vars(recorded))
+
+
+# The slowest session fixtures, nearly all of their time spent waiting on containers: started in the background
+# when the session needs them (``_early``), in the order the session first asks for them.
+_EARLY_FIXTURES = {"interp_run": ("interp_run",), "planted": ("planted_suite", "searched_planted_suite")}
+
+
+def _first_needs(items) -> list[str]:
+    """The ``_EARLY_FIXTURES`` jobs some of ``items`` need, by the first item that needs each."""
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        names = set(getattr(item, "fixturenames", ()))
+        for job, fixtures in _EARLY_FIXTURES.items():
+            if job not in first and names.intersection(fixtures):
+                first[job] = index
+    return sorted(first, key=first.__getitem__)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _early(request, tmp_path_factory):
+    """The slowest session fixtures' work, started in one thread at the session's start when the session has a
+    test that needs them: ``interp_run`` (ARES recording activations, ~30 s) and the planted suite
+    (``planted_suite`` and ``searched_planted_suite``: ARES recording four episodes, then the run-wide search, ~80
+    s), so that they run beside the first tests (the app's, on one core) instead of holding up the first test that
+    asks. Those fixtures wait for the same work and give the same values; a failure (no venv, no engine, a failed
+    recording or search) is raised there, in that test, as before. Futures by name; those not started are absent
+    and their fixtures do the work themselves."""
+    jobs = _first_needs(request.session.items)
+    if not jobs:
+        yield {}
+        return
+    import chat_server  # noqa: F401 - imported here, not in the thread (a module half imported is not shared)
+    import sample_scripts
+
+    suite = sample_scripts.load("planted_suite")
+    env = dict(os.environ)  # the environment as the session started, not as a test beside the thread sets it
+    roots = {"interp": tmp_path_factory.mktemp("interp-runs"), "planted": tmp_path_factory.mktemp("planted-runs"),
+             "cache": tmp_path_factory.mktemp("planted-cache")}
+    names = {"interp_run": ["interp_run"], "planted": ["recorded", "searched"]}
+    futures = {name: concurrent.futures.Future() for job in jobs for name in names[job]}
+
+    def interp() -> None:
+        python = _once("interp_python", _find_interp_python)
+        futures["interp_run"].set_result(_record_interp(python, _connect_docker(), roots["interp"], env))
+
+    def planted() -> None:
+        python = _once("ares_python", lambda: _find_ares_python(env))
+        futures["recorded"].set_result(_record_planted(python, _connect_docker(), roots["planted"], suite, env))
+        futures["searched"].set_result(_search_planted(futures["recorded"].result(), roots["cache"], env))
+
+    def work() -> None:
+        for job in jobs:
+            try:
+                {"interp_run": interp, "planted": planted}[job]()
+            except BaseException as exc:  # pytest's skip and fail outcomes are BaseExceptions
+                for name in names[job]:
+                    if not futures[name].done():
+                        futures[name].set_exception(exc)
+
+    thread = threading.Thread(target=work, name="early-fixtures")  # not a daemon: it removes its containers
+    thread.start()
+    yield futures
+    thread.join()
+
+
+@pytest.fixture(scope="session")
+def planted_suite(ares_python, docker_client, tmp_path_factory, _early) -> types.SimpleNamespace:
+    """The small part of the planted suite (``sample_runs/planted_suite.py``'s ``SMALL``), recorded once per session
+    through real ARES by that script, so CI measures every change to the search on fresh recordings: ``root`` (a
+    runs folder, for the app), ``run`` (``root / "planted-suite"``, the run folder), ``entries`` (the manifest's
+    entries by episode name) and ``suite`` (the script as a module). Nothing may write into ``run``: a search
+    stores its branches in the cache folder. Started at the session's start (``_early``)."""
+    if "recorded" in _early:
+        return _early["recorded"].result()
+    import sample_scripts
+
+    return _record_planted(ares_python, docker_client, tmp_path_factory.mktemp("planted-runs"),
+                           sample_scripts.load("planted_suite"), dict(os.environ))
 
 
 def tree_digest(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
@@ -365,32 +500,16 @@ def tree_digest(folder: pathlib.Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="session")
-def searched_planted_suite(planted_suite, tmp_path_factory) -> types.SimpleNamespace:
+def searched_planted_suite(planted_suite, tmp_path_factory, _early) -> types.SimpleNamespace:
     """``ares-viewer branch RUN --episodes failed`` run once per session on ``planted_suite``'s run (the real CLI in
     a subprocess; the suite's policy over HTTP with ``recover=0``, one model for the run; without per-step
     snapshots): ``cache`` (the cache folder holding its branches, for the app and ``--report``), ``done`` (the
     finished process, which succeeded; its stdout is the command's JSON), ``run``, ``root``, ``entries``, ``suite`` and
-    ``untouched`` (whether the run folder's files are as recorded after the search)."""
-    import subprocess
-    import sys
-
-    import chat_server
-
-    suite = planted_suite.suite
-    cache = tmp_path_factory.mktemp("planted-cache")
-    before = tree_digest(planted_suite.run)
-    policy = suite.Policy(seed=3, recover=0.0, profiles=suite.profiles_of(suite.SMALL))
-    with chat_server.serve(policy) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "ares_viewer.cli", "branch", str(planted_suite.run), "--episodes", "failed",
-             "--endpoint", server.base_url, "--model", suite.RUN_MODEL, "--samples", "4", "--max-steps",
-             str(suite.MAX_STEPS), "--parallel", "2", "--max-rollouts", "40", "--no-snapshots", "--json"],
-            capture_output=True, text=True, timeout=1800, check=False,
-            env={**os.environ, "PYTHONPATH": str(REPO), "ARES_VIEWER_CACHE": str(cache)},
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return types.SimpleNamespace(cache=cache, done=done, untouched=tree_digest(planted_suite.run) == before,
-                                 **vars(planted_suite))
+    ``untouched`` (whether the run folder's files are as recorded after the search). Started at the session's
+    start (``_early``)."""
+    if "searched" in _early:
+        return _early["searched"].result()
+    return _search_planted(planted_suite, tmp_path_factory.mktemp("planted-cache"), dict(os.environ))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -151,8 +151,9 @@ def test_capture_then_read_matches_the_container(tmp_path, container, base_image
     assert snap.base_entries["/testbed/pkg/mod.py"].type == snapshots.ABSENT
     # Noise is not recorded.
     assert not [p for p in snap.entries if "__pycache__" in p or p.startswith("/tmp")]
-    # No helper container is left behind.
-    helpers = docker_client.containers.list(all=True, filters={"label": f"{containers.LABEL_ROLE}=base-reader"})
+    # No helper container is left behind (this capture's: other work may share the engine).
+    helpers = docker_client.containers.list(all=True, filters={"label": [
+        f"{containers.LABEL_ROLE}=base-reader", f"{containers.LABEL_EPISODE}={episode_id}"]})
     assert helpers == []
 
 

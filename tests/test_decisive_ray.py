@@ -17,15 +17,16 @@ from ares_viewer.runs.run import load_episode
 SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 
 
-def _ray_search(parent, server, **kwargs) -> branching.Search:
+def _ray_search(parent, server, snapshots: bool = True, **kwargs) -> branching.Search:
     """Steps 1 and 2 of ``parent`` branched once each on a local Ray cluster started here (and shut down after),
-    the model answering from ``server``; ``kwargs`` go to ``branching.search``."""
+    the model answering from ``server``, with per-step snapshots unless ``snapshots`` is False; ``kwargs`` go to
+    ``branching.search``."""
     import ray
 
     client = counterfactual.openai_client(server.base_url, "policy")
     try:
         found = branching.search(parent, client, steps=[1, 2], samples=1, max_steps=4, ray_address="local",
-                                 budget=branching.Budget(parallel=2), session=SESSION, **kwargs)
+                                 budget=branching.Budget(parallel=2, snapshots=snapshots), session=SESSION, **kwargs)
         assert ray.is_initialized()  # the branches went through the cluster started here
     finally:
         ray.shutdown()
@@ -35,7 +36,8 @@ def _ray_search(parent, server, **kwargs) -> branching.Search:
 def test_branches_run_as_ray_tasks_on_a_local_cluster(engine, ray_available, tmp_path):
     parent = load_episode(shared.DEMO / f"{shared.WRONG_FIX}.json")
     with chat_server.serve(shared.Policy(seed=13)) as server:
-        found = _ray_search(parent, server)
+        # Without per-step snapshots (the object-store test below writes them back through Ray): half the cost.
+        found = _ray_search(parent, server, snapshots=False)
     assert {b.step: (b.reward, b.failure) for b in found.branches} == {1: (1.0, None), 2: (0.0, None)}, [
         b.error for b in found.branches]
     assert all(pathlib.Path(b.path).is_file() for b in found.branches)

@@ -24,6 +24,7 @@ from ares_viewer.base import agent_text
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 scenarios = sample_scripts.load("scenarios")
+harbor_tasks = sample_scripts.load("harbor_tasks")
 
 pytestmark = [pytest.mark.docker, pytest.mark.ares]
 
@@ -33,14 +34,22 @@ SESSION = f"pytest-{uuid.uuid4().hex[:10]}"
 PLANS = ["slugify-solved", "slugify-format-error-then-solved", "mean-truncated", "mean-errored", "pager-solved"]
 
 
-def _rollout(python: str, out: pathlib.Path, plans: list[str], *extra: str) -> dict[str, dict]:
-    """Run plans through ARES; the result of each (episode files, error, ...) by plan name."""
-    done = subprocess.run(
+def _start_rollout(python: str, out: pathlib.Path, plans: list[str], *extra: str) -> subprocess.Popen:
+    """Start running plans through ARES (:func:`_rollout_results` waits for it)."""
+    return subprocess.Popen(
         [python, str(ROLLOUT), "--out", str(out), "--plans", ",".join(plans), "--prefix", PREFIX, *extra],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def _rollout_results(process: subprocess.Popen) -> dict[str, dict]:
+    """The result of each plan a rollout ran (episode files, error, ...) by plan name, once it ended."""
+    try:
+        stdout, stderr = process.communicate(timeout=900)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    results = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     return {result["plan"]: result for result in results}
 
 
@@ -67,11 +76,26 @@ def engine(docker_client):
 
 @pytest.fixture(scope="module")
 def recorded(ares_python, engine, tmp_path_factory):
-    """The plans recorded into one run folder, and ARES's results by plan."""
+    """The plans recorded into one run folder, and ARES's results by plan.
+
+    The episode where ARES builds the task's Dockerfile itself at reset (its default way to make a container) is
+    recorded at the same time, by a second rollout into a run folder of its own (the two do not write the same
+    task's recipe at once). The task images both use are built first, so the two never build one at once."""
     out = tmp_path_factory.mktemp("ares-run")
-    results = _rollout(ares_python, out, PLANS, "--jobs", "3")
-    # One episode where ARES builds the task's Dockerfile itself at reset (its default way to make a container).
-    results.update(_rollout(ares_python, out, ["slugify-wrong-fix"], "--ares-builds"))
+    tasks = tmp_path_factory.mktemp("ares-tasks")
+    for name in sorted({scenarios.PLANS[plan].task for plan in [*PLANS, "slugify-wrong-fix"]}):
+        tag = harbor_tasks.task_image(scenarios.TASKS[name])
+        harbor_tasks.ensure_task_image(engine, harbor_tasks.write_task(tasks, scenarios.TASKS[name], image=tag), tag)
+    running = [_start_rollout(ares_python, out, PLANS, "--jobs", "3"),
+               _start_rollout(ares_python, tmp_path_factory.mktemp("ares-built-run"), ["slugify-wrong-fix"],
+                              "--ares-builds")]
+    results: dict[str, dict] = {}
+    try:
+        for process in running:
+            results.update(_rollout_results(process))
+    finally:
+        for process in running:
+            process.kill()
     assert sorted(results) == sorted([*PLANS, "slugify-wrong-fix"])
     return out, results
 

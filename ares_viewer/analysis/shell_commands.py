@@ -114,11 +114,10 @@ def shell_split(text: str) -> tuple[str, ...]:
     words: list[str] = []
     word: list[str] = []
     in_word = False
-    pos, end = 0, len(text)
-    while pos < end:
-        found = _PIECE.match(text, pos)
-        if found is None:
-            raise ValueError("No closing quotation" if text[pos] in "'\"" else "No escaped character")
+    pos = 0
+    for found in _PIECE.finditer(text):  # the pieces one after another; a gap is where none matches
+        if found.start() != pos:
+            break
         plain, single, double, space = found.groups()
         pos = found.end()
         if space is not None:
@@ -130,9 +129,11 @@ def shell_split(text: str) -> tuple[str, ...]:
         if plain is not None:
             word.append(_unescape(plain) if "\\" in plain else plain)
         elif double is not None:
-            word.append(_IN_DOUBLE_QUOTES.sub(r"\1", double))
+            word.append(_IN_DOUBLE_QUOTES.sub(r"\1", double) if "\\" in double else double)
         else:
             word.append(single)
+    if pos < len(text):
+        raise ValueError("No closing quotation" if text[pos] in "'\"" else "No escaped character")
     if in_word:
         words.append("".join(word))
     return tuple(words)

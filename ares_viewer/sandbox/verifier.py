@@ -96,28 +96,44 @@ def carry(source: Any, target: Any, paths: Sequence[str]) -> list[str]:
     """Copy each of ``paths`` (absolute, clean) from container ``source`` to the same place in ``target``; the
     paths ``source`` does not have are skipped. Returns the paths copied.
 
+    The paths of one folder go into ``target`` in one archive (a task's project is a few names under its work
+    folder): each copy into a container is a round trip the engine answers by starting a process of its own.
+
     Raises:
         SandboxError: When a path's archive is over the capture limits, or the engine refuses the copy.
     """
-    copied = []
+    by_folder: dict[str, list[str]] = {}
     for path in paths:
-        try:
-            archive = archive_to_file(source, path)
-        except docker_errors().NotFound:
-            continue
-        with archive, tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as clean:
-            _rewrite(archive, clean, posixpath.basename(path))
+        by_folder.setdefault(posixpath.dirname(path) or "/", []).append(path)
+    copied = []
+    for folder, names in by_folder.items():
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES) as clean:
+            with tarfile.open(fileobj=clean, mode="w") as combined:
+                found = [path for path in names if _add_archive(source, path, combined)]
+            if not found:
+                continue
             clean.seek(0)
-            if not target.put_archive(posixpath.dirname(path) or "/", clean):
-                raise SandboxError(f"the engine refused to copy {path} into {target.short_id}")
-        copied.append(path)
+            if not target.put_archive(folder, clean):
+                raise SandboxError(f"the engine refused to copy {', '.join(found)} into {target.short_id}")
+        copied.extend(found)
     return copied
 
 
-def _rewrite(archive: IO[bytes], out: IO[bytes], top: str) -> None:
-    """Copy the members of the engine's tar ``archive`` under ``top`` to ``out``: folders, regular files (hard
+def _add_archive(source: Any, path: str, out: tarfile.TarFile) -> bool:
+    """Add ``path``'s archive from container ``source`` to ``out`` (:func:`_rewrite`); False when it has none."""
+    try:
+        archive = archive_to_file(source, path)
+    except docker_errors().NotFound:
+        return False
+    with archive:
+        _rewrite(archive, out, posixpath.basename(path))
+    return True
+
+
+def _rewrite(archive: IO[bytes], new: tarfile.TarFile, top: str) -> None:
+    """Copy the members of the engine's tar ``archive`` under ``top`` to ``new``: folders, regular files (hard
     links as copies) and symlinks, permissions without set-id or sticky bits; every other member is dropped."""
-    with tarfile.open(fileobj=archive) as tar, tarfile.open(fileobj=out, mode="w") as new:
+    with tarfile.open(fileobj=archive) as tar:
         for member in tar:
             parts = member.name.split("/")
             if parts[0] != top or ".." in parts or member.name.startswith("/"):

@@ -53,6 +53,11 @@ def _rollout_results(process: subprocess.Popen) -> dict[str, dict]:
     return {result["plan"]: result for result in results}
 
 
+def _rollout(python: str, out: pathlib.Path, plans: list[str], *extra: str) -> dict[str, dict]:
+    """Run plans through ARES and wait; the result of each by plan name (``_rollout_results``)."""
+    return _rollout_results(_start_rollout(python, out, plans, *extra))
+
+
 def _remove_leftovers(client) -> None:
     """Containers and image tags ARES made under this module's prefix (ARES leaves the images it builds)."""
     for leftover in client.containers.list(all=True, filters={"name": f"ares.{PREFIX}."}):

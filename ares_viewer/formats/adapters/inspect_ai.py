@@ -395,10 +395,12 @@ def _resolve(value: object, attachments: Mapping[str, object]) -> object:
 # What reading a sample looks at, with its attachments resolved: every top-level field but these (the attachments
 # themselves, the store, the events and the pools of ``events_data``, handled apart), the events of these kinds
 # (``_calls``, ``_scoring``, the tool results) but not a model event's ``call`` (the provider's raw request and
-# response, which repeat its whole context), and the messages of ``events_data``, not its raw calls. Resolving the
-# rest cost two thirds of reading a real log's samples.
+# response, which repeat its whole context) nor its ``input`` (the conversation so far, again at every call: its
+# messages are resolved as they are converted, once each, ``_Converted.given``), and the messages of
+# ``events_data``, not its raw calls. Resolving the rest cost two thirds of reading a real log's samples.
 _APART = frozenset({"attachments", "store", "events", "events_data"})
 _READ_EVENTS = frozenset({"model", "tool", "span_begin"})
+_LATER = frozenset({"call", "input"})
 
 
 def _resolved(sample: Sample, attachments: Mapping[str, object]) -> Sample:
@@ -406,7 +408,7 @@ def _resolved(sample: Sample, attachments: Mapping[str, object]) -> Sample:
     out: dict[str, Any] = {k: v if k in _APART else _resolve(v, attachments) for k, v in sample.items()}
     events = sample.get("events")
     if isinstance(events, list):
-        out["events"] = [{k: v if k == "call" else _resolve(v, attachments) for k, v in e.items()}
+        out["events"] = [{k: v if k in _LATER else _resolve(v, attachments) for k, v in e.items()}
                          if isinstance(e, Mapping) and e.get("event") in _READ_EVENTS else e for e in events]
     data = sample.get("events_data")
     if isinstance(data, Mapping) and "messages" in data:
@@ -461,9 +463,11 @@ class _Converted:
     """Each Inspect message converted (``_message``) once per sample. Every model call's input repeats the
     conversation so far: the same message objects where the log shares them through ``events_data``, equal ones
     with the same ``id`` where each event holds its own copy; converting each call's whole input again made a
-    sample's reading quadratic in its calls. The converted dicts are shared, so are only read."""
+    sample's reading quadratic in its calls. The converted dicts are shared, so are only read. A model call's input
+    is resolved here (``attachments``), a message at a time as it is converted (``_resolved`` leaves it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, attachments: Mapping[str, object] | None = None) -> None:
+        self._attachments = attachments
         self._done: dict[tuple[str, object], tuple[object, dict[str, Any]]] = {}
         self._before: tuple[list[Any], list[Any]] = ([], [])  # the previous call's input, raw and converted
 
@@ -472,16 +476,16 @@ class _Converted:
         and only the rest is looked at."""
         messages = messages if isinstance(messages, list) else list(messages)
         same = chat.kept(self._before[0], messages)
-        self._before = (messages, self._before[1][:same] + [self(m) for m in messages[same:]])
+        self._before = (messages, self._before[1][:same] + [self(m, resolve=True) for m in messages[same:]])
         return self._before[1]
 
-    def __call__(self, raw: object) -> dict[str, Any]:
+    def __call__(self, raw: object, *, resolve: bool = False) -> dict[str, Any]:
         named = raw.get("id") if isinstance(raw, Mapping) else None
         key = ("id", named) if isinstance(named, str) else ("object", id(raw))  # the raw is kept: its id stays its
         found = self._done.get(key)
         if found is not None and (found[0] is raw or found[0] == raw):
             return found[1]
-        message = _message(raw)
+        message = _message(_resolve(raw, self._attachments) if resolve and self._attachments else raw)
         self._done[key] = (raw, message)
         return message
 
@@ -534,7 +538,7 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
     system_prompt = None
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
     calls = _calls(sample)
-    converted = _Converted()
+    converted = _Converted(attachments)
     last: list[Any] = []
     for n, (given, response, event) in enumerate(calls, start=1):
         system, rest = chat.split_system(converted.given(given))

@@ -392,12 +392,12 @@ def _resolve(value: object, attachments: Mapping[str, object]) -> object:
     return value
 
 
-# What reading a sample looks at, with its attachments resolved: every top-level field but these (the attachments
-# themselves, the store, the events and the pools of ``events_data``, handled apart), the events of these kinds
+# What reading a sample looks at, with its attachments resolved up front: every top-level field but these (the
+# attachments themselves, the store, the events and the pools of ``events_data``), and the events of these kinds
 # (``_calls``, ``_scoring``, the tool results) but not a model event's ``call`` (the provider's raw request and
-# response, which repeat its whole context) nor its ``input`` (the conversation so far, again at every call: its
-# messages are resolved as they are converted, once each, ``_Converted.given``), and the messages of
-# ``events_data``, not its raw calls. Resolving the rest cost two thirds of reading a real log's samples.
+# response, which repeat its whole context) nor its ``input``. A call's input (its own messages, or ranges of
+# ``events_data``'s messages) is the conversation so far, again at every call: its messages are resolved as they
+# are converted, once each (``_Converted.given``). Resolving the rest cost two thirds of reading a real log's samples.
 _APART = frozenset({"attachments", "store", "events", "events_data"})
 _READ_EVENTS = frozenset({"model", "tool", "span_begin"})
 _LATER = frozenset({"call", "input"})
@@ -410,9 +410,6 @@ def _resolved(sample: Sample, attachments: Mapping[str, object]) -> Sample:
     if isinstance(events, list):
         out["events"] = [{k: v if k in _LATER else _resolve(v, attachments) for k, v in e.items()}
                          if isinstance(e, Mapping) and e.get("event") in _READ_EVENTS else e for e in events]
-    data = sample.get("events_data")
-    if isinstance(data, Mapping) and "messages" in data:
-        out["events_data"] = {**data, "messages": _resolve(data.get("messages"), attachments)}
     return cast(Sample, out)
 
 

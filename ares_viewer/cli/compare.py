@@ -57,9 +57,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rate(value: float | None) -> str:
-    return render.UNKNOWN if value is None or value != value else f"{value:.0%}"
-
 
 def text(found: compare_runs.Comparison) -> list[str]:
     """The comparison in lines: both sides, the sign test, then the lost, gained and changed tasks."""
@@ -67,7 +64,7 @@ def text(found: compare_runs.Comparison) -> list[str]:
     for name, label, overall in (("A", found.a.label, found.overall_a), ("B", found.b.label, found.overall_b)):
         beside = ", ".join(f"{overall[k]:,} {k}" for k in ("unscored", "infrastructure") if overall[k])
         lines.append(
-            f"{name}: {label}: {_rate(overall['rate'])} solved of {overall['judged']:,} judged episodes "
+            f"{name}: {label}: {render.rate_text(overall['rate'])} solved of {overall['judged']:,} judged episodes "
             f"({overall['episodes']:,} in all{'; ' + beside + ' left out' if beside else ''})"
         )
     runs = [found.a.run] if found.a.run is found.b.run else [found.a.run, found.b.run]
@@ -93,8 +90,8 @@ def text(found: compare_runs.Comparison) -> list[str]:
             lines.append(f"  {words}")
         for row in rows.head(_LISTED).itertuples():
             lines.append(
-                f"  {row.task_name}  {_rate(row.rate_a)} of {row.judged_a} → {_rate(row.rate_b)} of "
-                f"{row.judged_b}  (p = {row.p_value:.3g}, q = {row.q_value:.3g})"
+                f"  {row.task_name}  {render.rate_text(row.rate_a)} of {row.judged_a} → "
+                f"{render.rate_text(row.rate_b)} of {row.judged_b}  (p = {row.p_value:.3g}, q = {row.q_value:.3g})"
             )
     changed = found.changed()
     lines.append(

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
         stats = opened.stats()
         if stats["infrastructure_failures"]:
             print(f"{stats['infrastructure_failures']:,} failure(s) of the infrastructure (model API, connection, "
-                  f"Docker), left out of the success rate: {_rate(stats['success_rate'])} of {stats['judged']:,} "
-                  "episodes the agent can be judged on")
+                  f"Docker), left out of the success rate: {render.rate_text(stats['success_rate'])} of "
+                  f"{stats['judged']:,} episodes the agent can be judged on")
         for record in failures.to_dict(orient="records"):
             listed = record["episode_ids"]
             ids = ", ".join(listed) + (", ..." if record["episodes"] > len(listed) else "")
@@ -55,6 +55,3 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{'':>8}{episode_id}: {said}")
     return 0
 
-
-def _rate(value: float | None) -> str:
-    return render.UNKNOWN if value is None else f"{value:.0%}"

@@ -82,6 +82,11 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def rate_text(value: float | None) -> str:
+    """A share as a whole percent ("43%"), or the unknown mark when there is none (no judged episode: never 0%)."""
+    return UNKNOWN if value is None or value != value else f"{value:.0%}"
+
+
 def cost_text(value: float | None, digits: int = 4) -> str:
     """A cost in dollars, or "unknown" when the file records none (never $0)."""
     return "unknown" if value is None or value != value else f"${value:.{digits}f}"

@@ -100,11 +100,11 @@ def charts(at) -> dict[str, Chart]:
     import xml.etree.ElementTree as ET
 
     found = {}
-    for element in at.get("html"):
-        body = str(element.proto.body)
+    bodies = [str(element.proto.body) for element in at.get("html")]
+    starts = [(body, [m.start() for m in _CHART.finditer(body)]) for body in bodies]
+    # one element may hold several charts (the Overview's grid): each chart is its body from its own start
+    for body in [body[a:b] for body, at_ in starts for a, b in zip(at_, [*at_[1:], None], strict=True)]:
         named = _CHART.search(body)
-        if not named:
-            continue
         title = re.search(r'<div class="ares-chart-title"[^>]*>([^<]*)</div>', body).group(1)
         drawing = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', body).group(1))
         texts = [t.text or "" for t in ET.fromstring(drawing).iter("{http://www.w3.org/2000/svg}text")]

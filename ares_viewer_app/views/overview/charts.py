@@ -41,17 +41,26 @@ def _open_link(episode_id: str) -> str:
     return state.link("episode", episode=episode_id, step=1)
 
 
-def _chart(where, run: ares_viewer.Run, name: str, make: Callable[[], svg_plots.Chart]) -> None:
-    """Chart ``name`` (``overview.<name>`` on the page), drawn as SVG on the server and shown as HTML: an image
-    under links and tooltips, no chart library in the browser (#46)."""
-    where.html(figure(run, name, lambda: svg_plots.html(make(), f"overview.{name}")))
+def _chart(where: list[str], run: ares_viewer.Run, name: str, make: Callable[[], svg_plots.Chart]) -> None:
+    """Chart ``name`` (``overview.<name>`` on the page), drawn as SVG on the server as HTML (an image under links
+    and tooltips, no chart library in the browser: #46), added to ``where``."""
+    where.append(figure(run, name, lambda: svg_plots.html(make(), f"overview.{name}")))
+
+
+def grid(drawn: list[str]) -> str:
+    """The charts as one element: a grid of two columns (one when the page is narrower than two charts of 22rem), a
+    fifth chart (the training iterations', drawn wider) across both. One element, not four in two columns: every
+    element costs the browser its own React and layout work (#46)."""
+    cells = "".join(f'<div style="min-width:0{";grid-column:1/-1" if n == 4 else ""}">{chart}</div>'
+                    for n, chart in enumerate(drawn))
+    return ('<div class="ares-charts" style="display:grid;gap:1rem;grid-template-columns:'
+            f'repeat(auto-fill,minmax(max(22rem,calc(50% - 0.5rem)),1fr))">{cells}</div>')
 
 
 def charts(run) -> None:
     """The reward charts, from aggregate queries: a chart never gets more than a few thousand marks; a point that
     is an episode links to it."""
     asked = run.queries
-    left, right = st.columns(2)
     stats = run.stats()
     unscored, rewarded = stats["unscored"], stats["rewarded"]
     failed = stats["episodes"] - rewarded - unscored  # failures without a reward: "–" in the table
@@ -64,16 +73,18 @@ def charts(run) -> None:
         st.info("No reward plots: no episode of this run has a reward (" + "; ".join(why or ["none yet"]) + "). "
                 "The failure groups below say why they failed.", icon=":material/bar_chart_off:")
         return
-    _chart(left, run, "dist", lambda: svg_plots.reward_histogram(asked.reward_histogram(), unscored, failed))
-    _chart(right, run, "tasks", lambda: svg_plots.success_by_task(*asked.per_task()))
+    drawn: list[str] = []  # in reading order: two a row, one a row on a narrow page
+    _chart(drawn, run, "dist", lambda: svg_plots.reward_histogram(asked.reward_histogram(), unscored, failed))
+    _chart(drawn, run, "tasks", lambda: svg_plots.success_by_task(*asked.per_task()))
     episodes = asked.sample(_POINTS, columns=_SAMPLED)  # every episode of a small run, an even sample of a large one
     sampled = len(episodes) < len(run)
-    _chart(left, run, "time", lambda: svg_plots.reward_bands(asked.reward_bands()) if sampled
+    _chart(drawn, run, "time", lambda: svg_plots.reward_bands(asked.reward_bands()) if sampled
            else svg_plots.reward_over_time(episodes, link=_open_link))
-    _chart(right, run, "actions", lambda: svg_plots.reward_vs_actions(episodes, link=_open_link))
+    _chart(drawn, run, "actions", lambda: svg_plots.reward_vs_actions(episodes, link=_open_link))
     if "iteration" in asked.columns and episodes["iteration"].notna().any():
-        _chart(st, run, "iterations", lambda: svg_plots.iteration_bands(asked.per_iteration(), width=1000)
+        _chart(drawn, run, "iterations", lambda: svg_plots.iteration_bands(asked.per_iteration(), width=1000)
                if sampled else svg_plots.reward_over_iterations(episodes, link=_open_link, width=1000))
+    st.html(grid(drawn))
     if unscored or failed:
         without = unscored + failed
         st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the {without:,} without one (“–” "

@@ -19,7 +19,7 @@ from ares_viewer.analysis import behaviours, inspect_metrics, plots
 from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries, subruns
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, flag_panel, review_panel, tables
+from ares_viewer_app.panels import blocks, choosers, flag_panel, review_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape, readable
 from ares_viewer_app.views.overview import charts
@@ -52,25 +52,25 @@ _MEAN_HELP = "Mean over the episodes that have a reward (recorded in the file or
 
 def headline(run) -> None:
     stats = run.stats()
-    # The tokens' "prompt / generated" pair needs about twice a number's width (eleven characters at most).
-    cols = st.columns([1, 1, 1, 1, 1, 1.8, 1.2])
-    cols[0].metric("Episodes", stats["episodes"])
     unscored = stats["unscored"]
-    cols[1].metric("Success rate", readable.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
-    cols[2].metric("Mean reward", readable.fmt(stats["mean_reward"]), help=_MEAN_HELP)
-    cols[3].metric("Mean actions", readable.fmt(stats["mean_actions"], ".1f"))
     unknown = stats.get("unknown", {})
-    cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2),
-                   help=_unknown_note(unknown.get("total_cost", 0), "a cost") or None)
     prompt, generated = stats["prompt_tokens"], stats["generated_tokens"]
-    shown = ("unknown" if prompt is None and generated is None
-             else f"{readable.compact(prompt)} / {readable.compact(generated)}")
-    cols[5].metric("Tokens (prompt / gen.)", shown,
-                   help=f"{readable.fmt(prompt, ',')} prompt / {readable.fmt(generated, ',')} generated tokens"
-                   + _unknown_note(max(unknown.get("prompt_tokens", 0), unknown.get("generated_tokens", 0)),
-                                   "token counts"))
-    cols[6].metric("Unreadable files", stats["errors"],
-                   help="Files that should hold episodes but could not be read: listed below with the reason")
+    tokens = ("unknown" if prompt is None and generated is None
+              else f"{readable.compact(prompt)} / {readable.compact(generated)}")
+    helps = {"Success rate": _SUCCESS_HELP, "Mean reward": _MEAN_HELP,
+             "Cost": _unknown_note(unknown.get("total_cost", 0), "a cost").strip(),
+             "Tokens (prompt / gen.)": f"{readable.fmt(prompt, ',')} prompt / {readable.fmt(generated, ',')} "
+             "generated tokens" + _unknown_note(max(unknown.get("prompt_tokens", 0),
+                                                    unknown.get("generated_tokens", 0)), "token counts"),
+             "Unreadable files": "Files that should hold episodes but could not be read: listed below with the reason"}
+    # One element, not seven st.metric in seven columns (#46); the tokens' "prompt / generated" pair needs about twice
+    # a number's width (eleven characters at most).
+    blocks.figures([("Episodes", f"{stats['episodes']}"), ("Success rate", readable.fmt(stats["success_rate"], ".0%")),
+                    ("Mean reward", readable.fmt(stats["mean_reward"])),
+                    ("Mean actions", readable.fmt(stats["mean_actions"], ".1f")),
+                    ("Cost", render.cost_text(stats["total_cost"], 2)), ("Tokens (prompt / gen.)", tokens),
+                    ("Unreadable files", f"{stats['errors']}")],
+                   helps=helps, grow={"Tokens (prompt / gen.)": 1.8, "Unreadable files": 1.2})
     st.markdown("Outcomes: " + " ".join(f"{readable.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
     st.caption(f"Success rate: episodes with a reward above 0 among the {stats['judged']} scored ones the agent can "
                "be judged on (the failures of the infrastructure are left out; a failure without a reward counts as "

@@ -4,7 +4,8 @@
 moves from 2 to 12 meanwhile, its before/after ratios moved from 0.3x to 1.7x for unchanged pages. Here both servers
 run at once and one browser loads their Overview alternately (the order swapped each round), so both see the same
 load; printed: the median and best of each figure (to the headline figures, to every chart drawn, to idle,
-Chromium's CPU seconds) and their ratio, this checkout over the other.
+Chromium's CPU seconds, the renderer main thread's CPU seconds from a ``devtools.timeline`` trace: the steadiest
+figure on a loaded machine) and their ratio, this checkout over the other.
 
 Run: ``python3 -m benchmarks.bench_overview_ab [--runs DIR] [--rounds 8] [--before main]`` (``--runs``: the runs
 ``bench_real_pages`` writes, reused when there).
@@ -18,17 +19,32 @@ import pathlib
 import shutil
 import statistics
 import tempfile
+import time
 
-from benchmarks import bench_real_pages, chromium
+from benchmarks import bench_real_pages, browser_profile, chromium
 
-_FIGURES = ("figures", "charts drawn", "idle", "Chromium CPU")
+_FIGURES = ("figures", "charts drawn", "idle", "Chromium CPU", "main thread CPU")
 
 
 def _load(tab, link: str) -> tuple[float, ...]:
-    """Seconds to the figures, to the four charts drawn, to idle, and Chromium's CPU seconds meanwhile."""
+    """Seconds to the figures, to the four charts drawn, to idle, Chromium's CPU seconds meanwhile and the renderer
+    main thread's (traced: its tasks' thread time, whatever else runs on the machine)."""
+    session = tab.context.new_cdp_session(tab)
+    trace: list[dict] = []
+    done: list[bool] = []
+    session.on("Tracing.dataCollected", lambda event: trace.extend(event["value"]))
+    session.on("Tracing.tracingComplete", lambda _: done.append(True))
+    session.send("Tracing.start", {"categories": "devtools.timeline,disabled-by-default-devtools.timeline",
+                                   "transferMode": "ReportEvents"})
     times, cpu = bench_real_pages._with_cpu(
         tab, lambda: bench_real_pages.timed_charts(tab, link, 4, bench_real_pages._METRIC))
-    return (*times, cpu)
+    session.send("Tracing.end")
+    deadline = time.perf_counter() + 30
+    while not done and time.perf_counter() < deadline:
+        tab.wait_for_timeout(20)
+    session.detach()
+    main = browser_profile.main_thread_kinds(trace)["main thread busy (all tasks, CPU)"] / 1000
+    return (*times, cpu, main)
 
 
 def measure(runs_dir: pathlib.Path | None, rounds: int, before: str) -> dict[str, list[tuple[float, ...]]]:

@@ -40,7 +40,7 @@ import urllib.parse
 
 from benchmarks import bench_targets, chromium
 
-_METRIC = "[data-testid=\"stMetric\"]"  # the Overview's headline figures
+_METRIC = "[data-testid=\"stMetric\"], [data-ares-figure]"
 _ALIGNED = "aligned (rows|steps)"  # Compare's caption over its aligned table
 # every chart on the page drawn, at least ``n`` of them, and Streamlit idle: a Plotly chart (Compare runs; the
 # Overview before #46) once Plotly's SVG is in it, an SVG chart drawn on the server (the Overview,

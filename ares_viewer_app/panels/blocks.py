@@ -76,20 +76,30 @@ def copy_buttons() -> None:
     st.html(_COPY_SCRIPT, unsafe_allow_javascript=True)
 
 
-def figures_html(figures: list[tuple[str, str]]) -> str:
-    """The HTML of :func:`figures`: each label and value escaped."""
-    cells = "".join(
-        f'<div data-ares-figure="{html.escape(label, quote=True)}" style="flex:1 1 0;min-width:7rem">'
-        f'<div style="font-size:0.875rem;opacity:0.75">{html.escape(label)}</div>'
-        f'<div style="font-size:2.25rem;line-height:1.3">{html.escape(value)}</div></div>'
-        for label, value in figures)
-    return f'<div class="ares-figures" style="display:flex;flex-wrap:wrap;gap:1rem">{cells}</div>'
+def figures_html(figures: list[tuple[str, str]], *, helps: dict[str, str] | None = None,
+                 grow: dict[str, float] | None = None) -> str:
+    """The HTML of :func:`figures`: each label and value escaped. ``helps``: a figure's help by its label, shown when
+    the pointer rests on the figure (its label dotted-underlined); ``grow``: a figure's share of the row's width by
+    its label (1 unless given), for a value wider than a number."""
+    helps, grow = helps or {}, grow or {}
+    cells = []
+    for label, value in figures:
+        name = html.escape(label, quote=True)
+        helped = helps.get(label)
+        title = f' title="{html.escape(helped, quote=True)}"' if helped else ""
+        hint = ";text-decoration:underline dotted;cursor:help" if helped else ""
+        cells.append(f'<div data-ares-figure="{name}"{title} style="flex:{grow.get(label, 1):g} 1 0;min-width:7rem">'
+                     f'<div style="font-size:0.875rem;opacity:0.75{hint}">{html.escape(label)}</div>'
+                     f'<div style="font-size:2.25rem;line-height:1.3">{html.escape(value)}</div></div>')
+    return f'<div class="ares-figures" style="display:flex;flex-wrap:wrap;gap:1rem">{"".join(cells)}</div>'
 
 
-def figures(figures: list[tuple[str, str]]) -> None:
+def figures(figures: list[tuple[str, str]], *, helps: dict[str, str] | None = None,
+            grow: dict[str, float] | None = None) -> None:
     """A row of labelled figures (label above, value large), as ``st.metric`` in columns shows them but as one
-    light element: six metrics took the Episode page six columns and their own script to load (#33)."""
-    st.html(figures_html(figures))
+    light element: six metrics took the Episode page six columns and their own script to load (#33), seven took
+    the Overview a third of the browser's main-thread time (#46). ``helps`` and ``grow``: :func:`figures_html`."""
+    st.html(figures_html(figures, helps=helps, grow=grow))
 
 
 def text_block(text: str, *, language: str | None = None) -> None:

@@ -78,6 +78,15 @@ def figures(at) -> dict[str, str]:
             for element in at.get("html") for label, value in _FIGURE.findall(str(element.value))}
 
 
+_FIGURE_HELP = re.compile(r'<div data-ares-figure="([^"]*)" title="([^"]*)"')
+
+
+def figure_helps(at) -> dict[str, str]:
+    """The help of each labelled figure that has one (shown when the pointer rests on it): label -> help."""
+    return {html.unescape(label): html.unescape(help_)
+            for element in at.get("html") for label, help_ in _FIGURE_HELP.findall(str(element.value))}
+
+
 @dataclass(frozen=True)
 class Chart:
     """A chart drawn as SVG and shown as HTML (``analysis.svg_plots.html``), as the reader sees it: its title, the
@@ -100,11 +109,11 @@ def charts(at) -> dict[str, Chart]:
     import xml.etree.ElementTree as ET
 
     found = {}
-    for element in at.get("html"):
-        body = str(element.proto.body)
+    bodies = [str(element.proto.body) for element in at.get("html")]
+    starts = [(body, [m.start() for m in _CHART.finditer(body)]) for body in bodies]
+    # one element may hold several charts (the Overview's grid): each chart is its body from its own start
+    for body in [body[a:b] for body, at_ in starts if at_ for a, b in zip(at_, [*at_[1:], None], strict=True)]:
         named = _CHART.search(body)
-        if not named:
-            continue
         title = re.search(r'<div class="ares-chart-title"[^>]*>([^<]*)</div>', body).group(1)
         drawing = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', body).group(1))
         texts = [t.text or "" for t in ET.fromstring(drawing).iter("{http://www.w3.org/2000/svg}text")]

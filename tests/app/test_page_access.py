@@ -20,7 +20,7 @@ def _refusal(at) -> str:
 def test_run_root_is_refused_on_an_exposed_server(runs, app, exposed):
     at = app(run="/")
     assert "reachable from other machines" in _refusal(at) and "/ is outside it" in _refusal(at)
-    assert not at.metric  # nothing of the disk was indexed or shown
+    assert not page_text.figures(at)  # nothing of the disk was indexed or shown
 
 
 @pytest.mark.parametrize("where", ["../", "run-a/../..", "~", "file:///", "s3://bucket/run", "/**/*.json"])
@@ -38,7 +38,7 @@ def test_a_symlink_out_of_the_runs_folder_is_refused(runs, app, exposed, tmp_pat
 
 def _episodes(at) -> str:
     assert not at.exception and not at.error, [e.value for e in at.error]
-    return {m.label: m.value for m in at.metric}["Episodes"]
+    return page_text.figures(at)["Episodes"]
 
 
 def _plant_outside_episode(tmp_path, runs) -> None:
@@ -77,22 +77,22 @@ def test_a_symlinked_subfolder_of_the_runs_folder_is_neither_listed_nor_opened(r
 def test_runs_under_the_folder_still_open_on_an_exposed_server(runs, app, exposed):
     at = app(run="run-b")
     assert not at.exception and not at.error
-    assert {m.label: m.value for m in at.metric}["Episodes"] == "3"
+    assert page_text.figures(at)["Episodes"] == "3"
     at = app(run=runs["root"]["path"] + "/run-a")
-    assert not at.error and {m.label: m.value for m in at.metric}["Episodes"] == "5"
+    assert not at.error and page_text.figures(at)["Episodes"] == "5"
 
 
 def test_urls_and_globs_open_when_the_setting_allows_them(runs, app, exposed, monkeypatch):
     monkeypatch.setenv(access.ALLOW_URLS_ENV, "1")
     at = app(run="run-a/*.json")
-    assert not at.error and {m.label: m.value for m in at.metric}["Episodes"] == "5"
+    assert not at.error and page_text.figures(at)["Episodes"] == "5"
     assert "reaches outside" in _refusal(app(run="../*/*.json"))
     assert "local file URL" in _refusal(app(run="file://" + runs["root"]["path"] + "/run-a"))
 
 
 def test_a_local_server_opens_any_location(runs, app, tmp_path):
     at = app(run=runs["root"]["path"] + "/run-a/*.json")
-    assert not at.error and {m.label: m.value for m in at.metric}["Episodes"] == "5"
+    assert not at.error and page_text.figures(at)["Episodes"] == "5"
 
 
 def test_the_address_decides_what_is_local():
@@ -107,4 +107,4 @@ def test_a_run_cut_short_opens_with_what_was_found_and_says_so(runs, app, monkey
     assert not at.exception
     warnings = [page_text.shown(w.value) for w in at.warning]
     assert any("listing is incomplete" in w and "ARES_VIEWER_WALK_MAX_ENTRIES" in w for w in warnings)
-    assert {m.label: m.value for m in at.metric}["Episodes"] == "2"
+    assert page_text.figures(at)["Episodes"] == "2"

@@ -15,7 +15,7 @@ def runs(tmp_path, monkeypatch):
 
 
 def metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    return page_text.figures(at)
 
 
 def test_mixed_folder_lists_every_format(runs, app):

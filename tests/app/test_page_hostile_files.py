@@ -18,7 +18,7 @@ def hostile(runs, tmp_path):
 def test_overview_lists_each_hostile_file_with_its_reason(hostile, app):
     at = app(run="hostile")
     assert not at.exception
-    shown = {m.label: m.value for m in at.metric}
+    shown = page_text.figures(at)
     assert shown["Unreadable files"] == "4"
     assert any("4 file(s) could not be read" in e.label for e in at.expander)
     text = page_text.of(at)

@@ -12,7 +12,7 @@ from testdata import synthetic
 
 
 def metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    return page_text.figures(at)
 
 
 def test_opens_on_the_first_run_with_its_figures(runs, app):
@@ -172,5 +172,4 @@ def test_a_run_folder_made_after_the_runs_were_listed_opens_at_once(runs, app):
     at = app(run="run-new")
     assert not at.exception
     assert not [e for e in at.error if "no such" in e.value.lower()]
-    (episodes,) = [m for m in at.metric if m.label == "Episodes"]
-    assert episodes.value == "1"
+    assert page_text.figures(at)["Episodes"] == "1"

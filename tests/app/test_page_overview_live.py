@@ -9,7 +9,7 @@ from benchmarks import bench_scale
 
 
 def _episodes(at) -> str:
-    return {m.label: m.value for m in at.metric}["Episodes"]
+    return page_text.figures(at)["Episodes"]
 
 
 def test_following_a_growing_run(tmp_path, monkeypatch, app):

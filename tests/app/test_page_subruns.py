@@ -46,7 +46,7 @@ def test_the_overview_of_a_folder_of_runs_has_a_run_column_and_opens_each_run(ba
 def test_one_run_of_the_folder_alone(batch, app):
     at = app(None, run=f"{batch}::{RERUN}")
     assert not at.exception
-    metrics = {m.label: m.value for m in at.metric}
+    metrics = page_text.figures(at)
     assert metrics["Episodes"] == "2" and metrics["Success rate"] == "50%"
     assert f"One of the 2 runs of this folder: `{RERUN}`" in page_text.of(at)
     assert _links(at)["All runs of the folder"]["run"] == [batch]
@@ -74,7 +74,7 @@ def test_a_run_folder_alone_applies_its_reports_or_says_where_it_looked(tmp_path
     shutil.copytree(BATCH, tmp_path / "batch")
     monkeypatch.setenv("ARES_VIEWER_RUNS", str(output))
     at = app(None, run=RERUN)
-    assert {m.label: m.value for m in at.metric}["Success rate"] == "50%"  # the report two folders up
+    assert page_text.figures(at)["Success rate"] == "50%"  # the report two folders up
     for report in (tmp_path / "batch").glob("*.json"):
         report.unlink()
     alone = app(None, run=DEV)
@@ -87,9 +87,9 @@ def test_one_run_of_a_folder_outside_the_runs_folder_is_refused_on_an_exposed_se
     shutil.copytree(BATCH, outside)
     at = app(None, run=f"{outside}::{RERUN}")
     assert any("reachable from other machines" in e.value for e in at.error), [e.value for e in at.error]
-    assert not at.get("metric")
+    assert not page_text.figures(at)
     inside = app(None, run=f"{batch}::{RERUN}")  # a run of a folder under the runs folder opens
-    assert {m.label: m.value for m in inside.metric}["Episodes"] == "2"
+    assert page_text.figures(inside)["Episodes"] == "2"
 
 
 def test_compare_offers_the_folders_other_runs_beside_this_one(batch, app):

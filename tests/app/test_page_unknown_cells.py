@@ -57,7 +57,7 @@ def test_the_overview_table_shows_unknown_tokens_and_cost_as_the_dash_never_0(mi
         # Still a column of numbers: the grid sorts it by value (not as text), unknowns together at one end.
         assert pd.api.types.is_numeric_dtype(rows[column]), column
     # The headline says what the table's dashes mean.
-    assert "2 episodes record none" in " ".join(str(m.help) for m in at.main.metric)
+    assert "2 episodes record none" in " ".join(page_text.figure_helps(at).values())
 
 
 @pytest.fixture

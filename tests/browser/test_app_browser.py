@@ -40,7 +40,8 @@ def failed_episode(run: ares_viewer.Run) -> str:
 
 
 def metric(page, label: str):
-    return page.locator('[data-testid="stMetric"]', has_text=label).locator('[data-testid="stMetricValue"]')
+    """The value of the Overview's headline figure ``label`` (``blocks.figures``: label above, value below)."""
+    return page.locator(f'[data-ares-figure="{label}"] > div:nth-child(2)')
 
 
 def step_caption(page):
@@ -65,6 +66,8 @@ def test_overview_to_failed_episode_keyboard_deep_link_and_compare(page, app_url
     page.goto(app_url)
     expect(metric(page, "Episodes")).to_have_text(str(stats["episodes"]))
     expect(metric(page, "Success rate")).to_have_text(f"{stats['success_rate']:.0%}")
+    # how it is computed, shown when the pointer rests on the figure
+    expect(page.locator('[data-ares-figure="Success rate"]')).to_have_attribute("title", re.compile("judged on"))
     expect(page.locator(".ares-chart")).to_have_count(4)
     expect(page.locator(".js-plotly-plot")).to_have_count(0)  # drawn on the server: no Plotly on the page
 

@@ -10,33 +10,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-import urllib.parse
-from collections.abc import Callable
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 import ares_viewer
-from ares_viewer.analysis import behaviours, inspect_metrics, plots, svg_plots
-from ares_viewer.base.cache import BoundedCache
+from ares_viewer.analysis import behaviours, inspect_metrics, plots
 from ares_viewer.model import render
 from ares_viewer.runs.index import live, queries, subruns
 from ares_viewer_app.data import loaders
-from ares_viewer_app.panels import choosers, flag_panel, review_panel, tables
+from ares_viewer_app.panels import blocks, choosers, flag_panel, review_panel, tables
 from ares_viewer_app.routing import pages, state
 from ares_viewer_app.text import escape, readable
+from ares_viewer_app.views.overview import charts
 
 _TABLE_COLUMNS = ["task_name", "outcome", "total_reward", "num_actions", "duration_s", "total_cost",
                   "prompt_tokens", "generated_tokens", "nonzero_returncodes", "context_rewrites", "why",
                   "labels", "format", "episode_id"]
 # Columns of training-log formats (Tinker), shown first when the run has them.
 _TRAINING_COLUMNS = ["iteration", "split", "group_idx", "traj_idx"]
-# Columns the per-episode plots need (the sample they draw).
-_SAMPLED = ("episode_id", "task_name", "outcome", "total_reward", "num_actions", "start_time", "iteration", "split",
-            "group")
-# Episodes the clickable plots draw: all of a small run, an even sample of a large one.
-_POINTS = 1000
 # Values a filter offers to pick from (the "Contains" filter finds the others).
 _CHOICES = 1000
 # The table's headers (and the names "Sort by" offers) of columns not shown by their own name.
@@ -60,25 +52,25 @@ _MEAN_HELP = "Mean over the episodes that have a reward (recorded in the file or
 
 def headline(run) -> None:
     stats = run.stats()
-    # The tokens' "prompt / generated" pair needs about twice a number's width (eleven characters at most).
-    cols = st.columns([1, 1, 1, 1, 1, 1.8, 1.2])
-    cols[0].metric("Episodes", stats["episodes"])
     unscored = stats["unscored"]
-    cols[1].metric("Success rate", readable.fmt(stats["success_rate"], ".0%"), help=_SUCCESS_HELP)
-    cols[2].metric("Mean reward", readable.fmt(stats["mean_reward"]), help=_MEAN_HELP)
-    cols[3].metric("Mean actions", readable.fmt(stats["mean_actions"], ".1f"))
     unknown = stats.get("unknown", {})
-    cols[4].metric("Cost", render.cost_text(stats["total_cost"], 2),
-                   help=_unknown_note(unknown.get("total_cost", 0), "a cost") or None)
     prompt, generated = stats["prompt_tokens"], stats["generated_tokens"]
-    shown = ("unknown" if prompt is None and generated is None
-             else f"{readable.compact(prompt)} / {readable.compact(generated)}")
-    cols[5].metric("Tokens (prompt / gen.)", shown,
-                   help=f"{readable.fmt(prompt, ',')} prompt / {readable.fmt(generated, ',')} generated tokens"
-                   + _unknown_note(max(unknown.get("prompt_tokens", 0), unknown.get("generated_tokens", 0)),
-                                   "token counts"))
-    cols[6].metric("Unreadable files", stats["errors"],
-                   help="Files that should hold episodes but could not be read: listed below with the reason")
+    tokens = ("unknown" if prompt is None and generated is None
+              else f"{readable.compact(prompt)} / {readable.compact(generated)}")
+    helps = {"Success rate": _SUCCESS_HELP, "Mean reward": _MEAN_HELP,
+             "Cost": _unknown_note(unknown.get("total_cost", 0), "a cost").strip(),
+             "Tokens (prompt / gen.)": f"{readable.fmt(prompt, ',')} prompt / {readable.fmt(generated, ',')} "
+             "generated tokens" + _unknown_note(max(unknown.get("prompt_tokens", 0),
+                                                    unknown.get("generated_tokens", 0)), "token counts"),
+             "Unreadable files": "Files that should hold episodes but could not be read: listed below with the reason"}
+    # One element, not seven st.metric in seven columns (#46); the tokens' "prompt / generated" pair needs about twice
+    # a number's width (eleven characters at most).
+    blocks.figures([("Episodes", f"{stats['episodes']}"), ("Success rate", readable.fmt(stats["success_rate"], ".0%")),
+                    ("Mean reward", readable.fmt(stats["mean_reward"])),
+                    ("Mean actions", readable.fmt(stats["mean_actions"], ".1f")),
+                    ("Cost", render.cost_text(stats["total_cost"], 2)), ("Tokens (prompt / gen.)", tokens),
+                    ("Unreadable files", f"{stats['errors']}")],
+                   helps=helps, grow={"Tokens (prompt / gen.)": 1.8, "Unreadable files": 1.2})
     st.markdown("Outcomes: " + " ".join(f"{readable.outcome_badge(o)} {n}" for o, n in stats["outcomes"].items()))
     st.caption(f"Success rate: episodes with a reward above 0 among the {stats['judged']} scored ones the agent can "
                "be judged on (the failures of the infrastructure are left out; a failure without a reward counts as "
@@ -118,70 +110,6 @@ def producer_metrics(run) -> None:
                    "samples.")
         tables.table(metrics, hide_index=True,
                      column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
-
-
-# The charts, per state of a run's index and view parameters (their points link to the episodes with them): building a
-# Plotly figure (its validation) was most of the page's script time (0.8 of 1.6 s in a profile of an 11-episode run),
-# paid again by every new tab; the SVG charts cost less, and are kept the same way.
-_FIGURES: BoundedCache[Any] = BoundedCache(maxsize=64)
-
-
-def figure(run: ares_viewer.Run, name: str, make: Callable[[], Any]) -> Any:
-    """What ``make`` builds for chart ``name`` of ``run``, built once per state of its index and view parameters (a
-    chart's links carry them)."""
-    return _FIGURES.get_or_compute((run.location, run.table.key, name, urllib.parse.urlencode(state.params())), make)
-
-
-def _open_link(episode_id: str) -> str:
-    """The Episode page at the first action of ``episode_id``, as ``choosers.go_to_episode`` opens it."""
-    return state.link("episode", episode=episode_id, step=1)
-
-
-def _chart(where, run: ares_viewer.Run, name: str, make: Callable[[], svg_plots.Chart]) -> None:
-    """Chart ``name`` (``overview.<name>`` on the page), drawn as SVG on the server and shown as HTML: an image
-    under links and tooltips, no chart library in the browser (#46)."""
-    where.html(figure(run, name, lambda: svg_plots.html(make(), f"overview.{name}")))
-
-
-def charts(run) -> None:
-    """The reward charts, from aggregate queries: a chart never gets more than a few thousand marks; a point that
-    is an episode links to it."""
-    asked = run.queries
-    left, right = st.columns(2)
-    stats = run.stats()
-    unscored, rewarded = stats["unscored"], stats["rewarded"]
-    failed = stats["episodes"] - rewarded - unscored  # failures without a reward: "–" in the table
-    if not rewarded:  # every reward figure would be empty: say why instead of drawing empty axes
-        infra = stats["infrastructure_failures"]
-        why = [f"{unscored:,} finished without anyone scoring them"] if unscored else []
-        if failed:
-            why.append(f"{failed:,} failed without a reward" + (
-                f" ({infra:,} of them failures of the infrastructure)" if infra else ""))
-        st.info("No reward plots: no episode of this run has a reward (" + "; ".join(why or ["none yet"]) + "). "
-                "The failure groups below say why they failed.", icon=":material/bar_chart_off:")
-        return
-    _chart(left, run, "dist", lambda: svg_plots.reward_histogram(asked.reward_histogram(), unscored, failed))
-    _chart(right, run, "tasks", lambda: svg_plots.success_by_task(*asked.per_task()))
-    episodes = asked.sample(_POINTS, columns=_SAMPLED)  # every episode of a small run, an even sample of a large one
-    sampled = len(episodes) < len(run)
-    _chart(left, run, "time", lambda: svg_plots.reward_bands(asked.reward_bands()) if sampled
-           else svg_plots.reward_over_time(episodes, link=_open_link))
-    _chart(right, run, "actions", lambda: svg_plots.reward_vs_actions(episodes, link=_open_link))
-    if "iteration" in asked.columns and episodes["iteration"].notna().any():
-        _chart(st, run, "iterations", lambda: svg_plots.iteration_bands(asked.per_iteration(), width=1000)
-               if sampled else svg_plots.reward_over_iterations(episodes, link=_open_link, width=1000))
-    if unscored or failed:
-        without = unscored + failed
-        st.caption(f"The reward plots show the {rewarded:,} episodes with a reward; the {without:,} without one (“–” "
-                   f"in the table, left out of the mean reward) {'is' if without == 1 else 'are'} left out of the "
-                   "reward axes: counted in the distribution's title, on their own “no reward” band in the "
-                   "per-episode plots.")
-    if sampled:
-        st.caption(f"{len(run):,} episodes: curves show the mean and 10–90% band per bin, and the reward-vs-actions "
-                   f"plot shows {len(episodes):,} episodes picked evenly over the run. Click a point to open it; "
-                   "hover over a mark for its figures.")
-    else:
-        st.caption("Click a point to open its episode; hover over a mark for its figures.")
 
 
 def _reward_range(low: float, high: float, raw: str) -> tuple[float, float]:
@@ -369,7 +297,7 @@ def body(run, following: bool) -> None:
         st.caption(f"{len(run.pending)} file(s) still being written (cut off at their end): read again when they "
                    "change, reported if they stop changing like this. " +
                    ", ".join(escape.code(e.path) for e in run.pending[:5]))
-    charts(run)
+    charts.charts(run)
     picked_reason = failure_summary(run)
     st.subheader("Episodes")
     table(run, picked_reason)

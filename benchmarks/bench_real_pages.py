@@ -167,6 +167,39 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
             ("next step with j, to drawn and idle", min(t for t, _ in nexts), 0.3, None)]
 
 
+def bound_figures(env: dict[str, str], work: pathlib.Path, repeat: int, steps: int = 115,
+                  repo: pathlib.Path = chromium.REPO) -> list[tuple]:
+    """The bound of the Episode page in a new tab: a page of its elements at the middle step of a ``steps``-step
+    episode, in its layout, with fixed content, no run read and no component (``bench_targets.like_episode``), at
+    ``/p`` of a two-page app, opened in new tabs as the Episode page is (``new_tabs``)."""
+    script = work / "like_episode.py"
+    script.write_text(bench_targets.like_episode(steps))
+    entry = work / "like_paths.py"
+    entry.write_text(bench_targets.at_path(script))
+    marker = "[data-ares-step='1']"
+    with chromium.served_page(env, work / "bound.log", script=str(entry), repo=repo) as (page, url):
+        chromium.shown(page, url + "/p", marker)
+        warm = new_tabs(_tabs(page), url + "/p", repeat, marker)
+    return [(f"{BOUND}: websocket open", min(o for _, _, o in warm), None, None),
+            (f"{BOUND}: content", min(t[0] for t, _, _ in warm), None, None),
+            (f"{BOUND}: idle", min(t[1] for t, _, _ in warm), None, min(c for _, c, _ in warm))]
+
+
+BOUND = "bound: the Episode page's elements, new tab"
+_EPISODE = "Episode page, 115-step episode, new tab"
+
+
+def against_bound(rows: list[tuple]) -> str:
+    """The Episode page's new-tab figures as ratios to the bound page's, measured in the same run."""
+    found = {name: (seconds, cpu) for name, seconds, _, cpu in rows}
+    if f"{BOUND}: idle" not in found or f"{_EPISODE}: idle" not in found:
+        return ""
+    (content, _), (idle, cpu) = found[f"{_EPISODE}: content"], found[f"{_EPISODE}: idle"]
+    (b_content, _), (b_idle, b_cpu) = found[f"{BOUND}: content"], found[f"{BOUND}: idle"]
+    return (f"{'Episode page / its bound, new tab':<58} content {content / b_content:5.2f}x, idle "
+            f"{idle / b_idle:5.2f}x, Chromium CPU {cpu / b_cpu:5.2f}x")
+
+
 def from_episode(page, url: str, run: str, ids: tuple[str, str]) -> tuple[float, float]:
     """Compare of ``ids`` as a user reaches it: the Episode page of the first, settled, then its "Compare with ..."
     link (the best other attempt at the task, which must be the second), followed within the app."""
@@ -370,6 +403,7 @@ def _figures(env: dict[str, str], work: pathlib.Path, real: str | None, repeat: 
              repo: pathlib.Path) -> list[tuple]:
     rows: list[tuple] = []
     if only in (None, "pages"):
+        rows += bound_figures(env, work, repeat, repo=repo)
         rows += page_figures(env, work, real, repeat, repo=repo)
     if only in (None, "compare"):
         rows += compare_figures(env, work, ("attempt-1/acme__widgets-4127", "attempt-2/acme__widgets-4127"),
@@ -431,6 +465,9 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
             _, then, _, then_cpu = old_rows[n]
             line += f"   {_cells(then, then_cpu, base.of(name))} {seconds / then:5.2f}x"
         print(f"{line}   {verdict}")
+    for label, figures in (("now", rows), *(((f"before ({before})", old_rows),) if old_rows else ())):
+        if against_bound(figures):
+            print(against_bound(figures).replace("new tab", f"new tab, {label}", 1))
     shutil.rmtree(work, ignore_errors=True)
     if old:
         shutil.rmtree(old, ignore_errors=True)

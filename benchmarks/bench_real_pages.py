@@ -8,6 +8,11 @@ and the public real run in ``../shared/real-runs/`` where it is present. Timed, 
 - the Episode page of the 115-step episode at its middle step in a new tab (a new Streamlit session in a window
   whose tabs share an HTTP cache; the episode parsed by the first), to its step drawn (content) and to Streamlit
   idle; the first, cold open too (the server's parse, the window's empty HTTP cache);
+- the bound of that page in a new tab: a page of the same elements in the same layout (59 element containers, 30
+  vertical blocks, 22 columns, 2 expanders, a form, as the Episode page draws the 115-step episode's middle step),
+  with fixed content, no run read and no component (``bench_targets.like_episode``), opened in new tabs the same
+  way; the Episode page's new-tab figures are printed also as ratios to it (what a Streamlit page of that many
+  elements costs in a new tab here, whatever its code does);
 - the next step with ``j``, from the key press to the next step drawn and idle;
 - the Overview of ``small-a`` (11 episodes) and of the public real run: to its figures (content), to every chart
   drawn (its SVG image decoded; Plotly's SVG in each chart of an app from before #46's SVG charts) and to idle;
@@ -268,9 +273,29 @@ def profiles(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path, only
             chromium.shown(page, url, "[data-ares-step='1']")
         print(browser_profile.write(folder, "floor page", record), flush=True)
     if only in (None, "pages"):
+        _profile_bound(env, work, folder)
         _profile_pages(env, work, folder)
     if only in (None, "compare"):
         _profile_compare(env, work, folder)
+
+
+def _profile_bound(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:
+    """``profiles`` of the Episode page's bound (``bound_figures``) in a new tab."""
+    from benchmarks import browser_profile
+
+    script, entry = work / "like_episode.py", work / "like_paths.py"
+    script.write_text(bench_targets.like_episode(115))
+    entry.write_text(bench_targets.at_path(script))
+    with chromium.served_page(env, work / "bound-profile.log", script=str(entry)) as (page, url):
+        window = _tabs(page)
+        for _ in range(2):  # the window's HTTP cache filled
+            tab = _tab(window)
+            chromium.shown(tab, url + "/p", "[data-ares-step='1']")
+            tab.close()
+        tab = _tab(window)
+        with browser_profile.recorded(tab) as record:
+            chromium.shown(tab, url + "/p", "[data-ares-step='1']")
+        print(browser_profile.write(folder, "bound of the Episode page, new tab, to idle", record), flush=True)
 
 
 def _profile_pages(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:

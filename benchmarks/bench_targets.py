@@ -18,10 +18,11 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
 - the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat); and the
   floor at a page's path: the same element as the page at ``/p`` of a two-page app. Both are served as the app is
   (``ares_viewer_app.serving.served``: the page names its server, so a link to a path asks no ``/p/_stcore/health``);
-- the floor of the Episode page's elements: a page of the kinds and number of elements the Episode page draws (its
-  pickers, buttons, slider, toggles, a 200-row step list and timeline as plain HTML, the step's texts, the review
-  form) with fixed content, at ``/p``, to its step marker (last, as on the page) and to idle: a lower bound of the
-  Episode page's content in this server and browser;
+- the floor of the Episode page's elements: a page of the elements the Episode page draws at a middle step, in its
+  layout (``like_episode``: its pickers, buttons, slider, toggles, a step list and timeline of the episode's steps
+  as plain HTML, the step's texts, the review form, its columns and expanders) with fixed content, at ``/p``, to its
+  step marker (last, as on the page) and to idle: a lower bound of the Episode page's content in this server and
+  browser (``bench_real_pages`` opens it in a new tab);
 - Inspect AI's time to open one sample of the same episode (``read_eval_log_sample``) from a ``.eval`` log written by
   Inspect's own writer, where ``inspect-ai`` is installed.
 
@@ -329,7 +330,7 @@ def main() -> None:
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
         ("floor at a page's path (/p), idle", min(i for _, i in floor_path), "the same page, opened at a path"),
         ("floor of the Episode page's elements (/p): marker", min(c for c, _ in like),
-         "its widgets and 53 elements, fixed content"),
+         "its 59 elements in its layout, fixed content"),
         ("floor of the Episode page's elements (/p): idle", min(i for _, i in like), "no run read, no component"),
         (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
         (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "its current row, as the page recorded it"),

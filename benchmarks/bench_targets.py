@@ -73,8 +73,9 @@ _PLOT = ".ares-timeline svg"
 _LIKE_EPISODE = """
 import base64
 import streamlit as st
+st.set_page_config(layout="wide")  # as the app's
 steps = {steps}
-text = lambda n, k: "<pre>" + ("output line %d " % k) * (n // 14) + "</pre>"
+text = lambda n, k: '<pre style="white-space:pre-wrap">' + ("output line %d " % k) * (n // 14) + "</pre>"
 rows = "".join(f"<tr><td>{{k}}</td><td>{{'action' if k else 'first'}}</td><td>{{k % 3}}</td>"
                f"<td>grep -n foo src/f{{k}}.py</td><td></td></tr>" for k in range(steps + 1))
 bars = "".join(f'<rect x="{{k * 8}}" y="{{40 - k % 37}}" width="7" height="{{k % 37 + 1}}"/>' for k in range(steps + 1))
@@ -99,8 +100,8 @@ look = st.columns([1, 5])
 look[0].caption("Worth a look")
 for k in (3, 113, 115):
     look[1].button(f"step {{k}}: failed command (rc 1)", key=f"look{{k}}", type="tertiary")
-st.html("<div>" + "key script " * 330 + "</div>")
-st.html("<div>" + "copy script " * 100 + "</div>")
+st.html("<div hidden>" + "key script " * 330 + "</div>")  # the page's two scripts: shown as nothing
+st.html("<div hidden>" + "copy script " * 100 + "</div>")
 with st.container():
     bar = st.columns(5)
     bar[0].segmented_control("View", ["Step", "Transcript"], default="Step", key="view")
@@ -113,7 +114,7 @@ with st.container():
         pair[0].button(":material/keyboard_double_arrow_left:", key="prev_failed")
         pair[1].button(":material/keyboard_double_arrow_right:", key="next_failed")
         with st.container(key="steplist"):
-            st.html(f"<table>{{rows}}</table>")
+            st.html(f'<div style="max-height:640px;overflow-y:auto"><table>{{rows}}</table></div>')
     with right:
         for column, name in zip(st.columns(4), ("First", "Prev", "Next", "Last")):
             column.button(name, icon=":material/chevron_right:", key=name)

@@ -311,6 +311,7 @@ def main() -> None:
             page.wait_for_function(chromium.IDLE)
             idle = time.perf_counter() - start
             page.wait_for_function(_TIMELINE, arg=mid)
+            chromium.wait(page, _STEP_LIST, visible=False)  # a loaded machine can draw it after the timeline
             seen = chromium.first_seen(page)
             return content, time.perf_counter() - start, idle, seen["step view"], seen["step list"], shown
 

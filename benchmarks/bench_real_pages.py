@@ -8,6 +8,11 @@ and the public real run in ``../shared/real-runs/`` where it is present. Timed, 
 - the Episode page of the 115-step episode at its middle step in a new tab (a new Streamlit session in a window
   whose tabs share an HTTP cache; the episode parsed by the first), to its step drawn (content) and to Streamlit
   idle; the first, cold open too (the server's parse, the window's empty HTTP cache);
+- the bound of that page in a new tab: a page of the same elements in the same layout (59 element containers, 30
+  vertical blocks, 22 columns, 2 expanders, a form, as the Episode page draws the 115-step episode's middle step),
+  with fixed content, no run read and no component (``bench_targets.like_episode``), opened in new tabs of the
+  same window in turn with the Episode page's; the Episode page's new-tab figures are printed also as ratios to it
+  (what a Streamlit page of that many elements costs in a new tab here, whatever its code does);
 - the next step with ``j``, from the key press to the next step drawn and idle;
 - the Overview of ``small-a`` (11 episodes) and of the public real run: to its figures (content), to every chart
   drawn (its SVG image decoded; Plotly's SVG in each chart of an app from before #46's SVG charts) and to idle;
@@ -28,6 +33,7 @@ and reuse them; writing them takes a minute or more on a quiet machine).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -37,6 +43,7 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+from collections.abc import Iterator
 
 from benchmarks import bench_targets, chromium
 
@@ -119,13 +126,22 @@ def _opened(tab) -> float:
 def new_tabs(window, link: str, repeat: int, selector: str | None = None, *, text: str | None = None) -> list:
     """``link`` opened in ``repeat`` new tabs of ``window`` (after one more that fills the window's HTTP cache, not
     counted): for each, ``((content, idle), Chromium CPU seconds, websocket opened)``."""
-    timed = []
+    return in_turn(window, [(link, selector, text)], repeat)[0]
+
+
+def in_turn(window, pages: list[tuple[str, str | None, str | None]], repeat: int) -> list[list]:
+    """Each of ``pages`` (link, CSS selector, text: as ``chromium.shown`` takes them) opened in a new tab of
+    ``window``, one after the other, ``repeat`` times (after a first round that fills the window's HTTP cache, not
+    counted): what ``new_tabs`` returns, for each page. Pages measured in turn share the machine's load."""
+    timed: list[list] = [[] for _ in pages]
     for _ in range(repeat + 1):
-        tab = _tab(window)
-        took, cpu = _with_cpu(tab, lambda tab=tab: chromium.shown(tab, link, selector, text=text))
-        timed.append((took, cpu, _opened(tab)))
-        tab.close()
-    return timed[1:]
+        for figures, (link, selector, text) in zip(timed, pages, strict=True):
+            tab = _tab(window)
+            took, cpu = _with_cpu(tab, lambda tab=tab, link=link, selector=selector, text=text:
+                                  chromium.shown(tab, link, selector, text=text))
+            figures.append((took, cpu, _opened(tab)))
+            tab.close()
+    return [figures[1:] for figures in timed]
 
 
 def _cpu(page) -> float:
@@ -144,9 +160,10 @@ def _with_cpu(page, measure):
     return result, _cpu(page) - before
 
 
-def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> list[tuple]:
+def episode_figures(page, url: str, episode: str, steps: int, repeat: int, bound: str | None = None) -> list[tuple]:
     """The Episode page of ``episode`` at its middle step in a new tab (cold once, then best of ``repeat``), and
-    ``j``."""
+    ``j``; with ``bound`` (the URL of ``bound_served``), the bound page in new tabs of the same window, in turn with
+    the Episode page's."""
     mid = steps // 2
     link = f"{url}/episode?run=long&episode={episode}&step={mid}"
     marker = f"[data-ares-step='{mid}']"
@@ -154,17 +171,53 @@ def episode_figures(page, url: str, episode: str, steps: int, repeat: int) -> li
     tab = _tab(window)  # the first open: the server parses the episode, the window's HTTP cache is empty
     cold = _with_cpu(tab, lambda: chromium.shown(tab, link, marker))
     tab.close()
-    warm = new_tabs(window, link, repeat, marker)
+    warm, *beside = in_turn(window, [(link, marker, None), *([(f"{bound}/p", _BOUND_MARKER, None)] if bound else [])],
+                            repeat)
     nexts = [_with_cpu(page, lambda: bench_targets.next_step(page, link, mid)) for _ in range(repeat)]
     # (next_step settles the page before it presses j: its CPU is that of the whole measurement, an upper bound)
     name = f"Episode page, {steps}-step episode, new tab"
     cpu = min(c for _, c, _ in warm)
-    return [(f"{name}, first open: content", cold[0][0], None, None),
-            (f"{name}, first open: idle", cold[0][1], None, cold[1]),
+    rows = [(f"{name}, first open: content", cold[0][0], None, None),
+            (f"{name}, first open: idle", cold[0][1], None, cold[1])]
+    for timed in beside:
+        rows += [(f"{BOUND}: websocket open", min(o for _, _, o in timed), None, None),
+                 (f"{BOUND}: content", min(t[0] for t, _, _ in timed), None, None),
+                 (f"{BOUND}: idle", min(t[1] for t, _, _ in timed), None, min(c for _, c, _ in timed))]
+    return [*rows,
             (f"{name}: websocket open", min(o for _, _, o in warm), None, None),
             (f"{name}: content", min(t[0] for t, _, _ in warm), 0.5, None),
             (f"{name}: idle", min(t[1] for t, _, _ in warm), 1.0, cpu),
             ("next step with j, to drawn and idle", min(t for t, _ in nexts), 0.3, None)]
+
+
+@contextlib.contextmanager
+def bound_served(env: dict[str, str], work: pathlib.Path, steps: int = 115,
+                 repo: pathlib.Path = chromium.REPO) -> Iterator[str]:
+    """The URL of a server of the Episode page's bound: a page of its elements at the middle step of a
+    ``steps``-step episode, in its layout, with fixed content, no run read and no component
+    (``bench_targets.like_episode``), at ``/p`` (its step marker ``_BOUND_MARKER``) of a two-page app."""
+    script = work / "like_episode.py"
+    script.write_text(bench_targets.like_episode(steps))
+    entry = work / "like_paths.py"
+    entry.write_text(bench_targets.at_path(script))
+    with chromium.served(env, work / "bound.log", script=str(entry), repo=repo) as url:
+        yield url
+
+
+BOUND = "bound: the Episode page's elements, new tab"
+_BOUND_MARKER = "[data-ares-step='1']"
+_EPISODE = "Episode page, 115-step episode, new tab"
+
+
+def against_bound(rows: list[tuple]) -> str:
+    """The Episode page's new-tab figures as ratios to the bound page's, measured in turn in the same window."""
+    found = {name: (seconds, cpu) for name, seconds, _, cpu in rows}
+    if f"{BOUND}: idle" not in found or f"{_EPISODE}: idle" not in found:
+        return ""
+    (content, _), (idle, cpu) = found[f"{_EPISODE}: content"], found[f"{_EPISODE}: idle"]
+    (b_content, _), (b_idle, b_cpu) = found[f"{BOUND}: content"], found[f"{BOUND}: idle"]
+    return (f"{'Episode page / its bound, new tab':<58} content {content / b_content:5.2f}x, idle "
+            f"{idle / b_idle:5.2f}x, Chromium CPU {cpu / b_cpu:5.2f}x")
 
 
 def from_episode(page, url: str, run: str, ids: tuple[str, str]) -> tuple[float, float]:
@@ -204,9 +257,11 @@ def page_figures(env: dict[str, str], work: pathlib.Path, real: str | None, repe
                  repo: pathlib.Path = chromium.REPO) -> list[tuple]:
     """Episode page, ``j``, the overviews and Compare runs, on one server."""
     rows = []
-    with chromium.served_page(env, work / "pages.log", repo=repo) as (page, url):
+    with chromium.served_page(env, work / "pages.log", repo=repo) as (page, url), \
+            bound_served(env, work, repo=repo) as bound:
         chromium.shown(page, f"{url}/?run=small-a", _METRIC)  # the server's imports, once
-        rows += episode_figures(page, url, "long/acme__parser-2210", 115, repeat)
+        chromium.shown(page, f"{bound}/p", _BOUND_MARKER)  # its first run
+        rows += episode_figures(page, url, "long/acme__parser-2210", 115, repeat, bound)
         for run, charts in (("small-a", 4), *(((real, 2),) if real else ())):  # small-a: its four reward charts
             timed = [_with_cpu(page, lambda run=run, charts=charts: timed_charts(page, f"{url}/?run={run}", charts,
                                                                                   _METRIC)) for _ in range(repeat)]
@@ -235,9 +290,26 @@ def profiles(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path, only
             chromium.shown(page, url, "[data-ares-step='1']")
         print(browser_profile.write(folder, "floor page", record), flush=True)
     if only in (None, "pages"):
+        _profile_bound(env, work, folder)
         _profile_pages(env, work, folder)
     if only in (None, "compare"):
         _profile_compare(env, work, folder)
+
+
+def _profile_bound(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:
+    """``profiles`` of the Episode page's bound (``bound_figures``) in a new tab."""
+    from benchmarks import browser_profile
+
+    with bound_served(env, work) as url, chromium.served_page(env, work / "bound-profile.log") as (page, _):
+        window = _tabs(page)
+        for _ in range(2):  # the window's HTTP cache filled
+            tab = _tab(window)
+            chromium.shown(tab, url + "/p", _BOUND_MARKER)
+            tab.close()
+        tab = _tab(window)
+        with browser_profile.recorded(tab) as record:
+            chromium.shown(tab, url + "/p", _BOUND_MARKER)
+        print(browser_profile.write(folder, "bound of the Episode page, new tab, to idle", record), flush=True)
 
 
 def _profile_pages(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:
@@ -431,6 +503,9 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
             _, then, _, then_cpu = old_rows[n]
             line += f"   {_cells(then, then_cpu, base.of(name))} {seconds / then:5.2f}x"
         print(f"{line}   {verdict}")
+    for label, figures in (("now", rows), *(((f"before ({before})", old_rows),) if old_rows else ())):
+        if against_bound(figures):
+            print(against_bound(figures).replace("new tab", f"new tab, {label}", 1))
     shutil.rmtree(work, ignore_errors=True)
     if old:
         shutil.rmtree(old, ignore_errors=True)

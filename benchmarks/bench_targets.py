@@ -18,10 +18,11 @@ indexes them, serves the app (this checkout) and drives Debian's Chromium throug
 - the floor: a Streamlit page of one element, served and drawn the same way (what no page here can beat); and the
   floor at a page's path: the same element as the page at ``/p`` of a two-page app. Both are served as the app is
   (``ares_viewer_app.serving.served``: the page names its server, so a link to a path asks no ``/p/_stcore/health``);
-- the floor of the Episode page's elements: a page of the kinds and number of elements the Episode page draws (its
-  pickers, buttons, slider, toggles, a 200-row step list and timeline as plain HTML, the step's texts, the review
-  form) with fixed content, at ``/p``, to its step marker (last, as on the page) and to idle: a lower bound of the
-  Episode page's content in this server and browser;
+- the floor of the Episode page's elements: a page of the elements the Episode page draws at a middle step, in its
+  layout (``like_episode``: its pickers, buttons, slider, toggles, a step list and timeline of the episode's steps
+  as plain HTML, the step's texts, the review form, its columns and expanders) with fixed content, at ``/p``, to its
+  step marker (last, as on the page) and to idle: a lower bound of the Episode page's content in this server and
+  browser (``bench_real_pages`` opens it in a new tab);
 - Inspect AI's time to open one sample of the same episode (``read_eval_log_sample``) from a ``.eval`` log written by
   Inspect's own writer, where ``inspect-ai`` is installed.
 
@@ -62,47 +63,102 @@ _STEP_LIST = ".ares-steps tr.current"
 _PLOT = ".ares-timeline svg"
 
 
-# A lower bound of the Episode page: the kinds and number of elements it draws at a step of a 200-step episode (53
-# element containers: pickers, navigation buttons, slider, toggles, a 200-row step list and a 200-step timeline,
-# the step's texts, the review form), every one with fixed content, no run read, the step list and timeline as
-# plain HTML rather than components (lighter than the page's), and the step marker last, as on the page.
+# A lower bound of the Episode page: the elements it draws at the middle step of an episode of ``steps`` steps, in
+# its order and its layout (the same element containers, columns, expanders and form; 59 element containers and 30
+# vertical blocks at step 57 of the real 115-step episode of ``bench_real_pages``, as the page draws them): the
+# sidebar's pickers, the episode picker, the header, its closed submission expander, "Worth a look", the find bar,
+# the step list, navigation, slider, the step's texts, diff toggles, the review form, the timeline and its still
+# picture, the closed decisive-step expander. Every one has fixed content and no run is read; the step list and
+# the timeline are plain HTML rather than components (lighter than the page's), the step marker last, as on the page.
 _LIKE_EPISODE = """
+import base64
 import streamlit as st
-rows = "".join(f"<tr><td>{k}</td><td>{'action' if k else 'first'}</td><td>{k % 3}</td><td>grep -n foo src/f{k}.py</td>"
-               "<td></td></tr>" for k in range(200))
-bars = "".join(f'<rect x="{k * 6}" y="{40 - k % 37}" width="5" height="{k % 37 + 1}"/>' for k in range(200))
-st.markdown("#### calc__calc-3 · failed")
-st.html('<div class="figures">' + "".join(f"<span><b>{k * 7}</b> figure {k}</span>" for k in range(6)) + "</div>")
-st.selectbox("Episode", [f"episode-{k:04d} · calc__calc-3 · 0.0" for k in range(200)], key="pick")
-for column, name in zip(st.columns(4), ("First", "Prev", "Next", "Last")):
-    column.button(name, icon=":material/chevron_right:", key=name)
-st.slider("Step", 0, 199, 100, key="slider", label_visibility="collapsed")
-top = st.columns([3, 2])
-top[0].toggle("Failed steps only", key="failed")
-pair = top[1].columns(2)
-pair[0].button(":material/keyboard_double_arrow_left:", key="prev_failed")
-pair[1].button(":material/keyboard_double_arrow_right:", key="next_failed")
-st.html(f"<table>{rows}</table>")
-st.html(f'<svg width="1200" height="80">{bars}</svg>')
-st.segmented_control("View", ["Step", "Transcript"], default="Step", key="view")
-st.caption("step 100 (MID) · action · rc 1")
-for k in range(8):
-    st.markdown(f"**user** · {k * 40} chars")
-    st.html(f"<pre>{'output line ' * 40}</pre>")
-st.toggle("Response diff", key="diff")
-st.radio("Response diff against", ["previous step", "another episode"], horizontal=True, key="against")
-st.toggle("Full context", key="full")
-st.toggle("System prompt", key="system")
-st.checkbox("Labelled only", key="labelled")
-st.markdown("#### Review notes")
-for name in ("Your name", "Label", "File (optional)", "Line", "Tag"):
-    st.text_input(name, key=name)
-st.text_area("Note", key="note")
-st.selectbox("Kind", ["note", "label"], key="kind")
-for k in range(4):
-    st.button(f"Action {k}", key=f"action{k}")
-st.html('<div data-ares-step="1"></div>')
+st.set_page_config(layout="wide")  # as the app's
+steps = {steps}
+text = lambda n, k: '<pre style="white-space:pre-wrap">' + ("output line %d " % k) * (n // 14) + "</pre>"
+rows = "".join(f"<tr><td>{{k}}</td><td>{{'action' if k else 'first'}}</td><td>{{k % 3}}</td>"
+               f"<td>grep -n foo src/f{{k}}.py</td><td></td></tr>" for k in range(steps + 1))
+bars = "".join(f'<rect x="{{k * 8}}" y="{{40 - k % 37}}" width="7" height="{{k % 37 + 1}}"/>' for k in range(steps + 1))
+svg = f'<svg width="1000" height="262">{{bars}}</svg>'
+with st.sidebar:
+    st.selectbox("Run", ["long", "small-a"], key="run")
+    st.selectbox("Open", ["folder", "file"], key="open")
+    st.button("Reload the run", key="reload")
+    st.markdown("115 episodes · 2 tasks")
+pick = st.columns(3)
+pick[0].selectbox("Episode", [f"episode-{{k:04d}} · calc__calc-3 · 0.0" for k in range(steps)], key="pick")
+pick[1].text_input("Find episodes", key="find_episodes")
+pick[2].toggle("Unsolved", key="unsolved")
+st.markdown("### calc__calc-3 :green-badge[completed] :green-badge[solved]")
+st.html('<div class="figures">' + "".join(f"<span><b>{{k * 7}}</b> figure {{k}}</span>" for k in range(6)) + "</div>")
+st.caption("`long/calc__calc-3` · runs/long/calc__calc-3.traj.json · format mini-swe-agent · exit status Submitted")
+st.markdown("**SWE-bench evaluation** :green-badge[resolved] reward 1, from `report.json`")
+with st.expander("Submission (985 lines)"):
+    st.html(text(2800, 0))
+    st.button("Show all 41,379 characters", key="submission_all")
+look = st.columns([1, 5])
+look[0].caption("Worth a look")
+for k in (3, 113, 115):
+    look[1].button(f"step {{k}}: failed command (rc 1)", key=f"look{{k}}", type="tertiary")
+st.html("<div hidden>" + "key script " * 330 + "</div>")  # the page's two scripts: shown as nothing
+st.html("<div hidden>" + "copy script " * 100 + "</div>")
+with st.container():
+    bar = st.columns(5)
+    bar[0].segmented_control("View", ["Step", "Transcript"], default="Step", key="view")
+    bar[1].text_input("Find in this episode", key="find")
+    left, right = st.columns(2)
+    with left:
+        top = st.columns([3, 2])
+        top[0].toggle("Failed steps only", key="failed")
+        pair = top[1].columns(2)
+        pair[0].button(":material/keyboard_double_arrow_left:", key="prev_failed")
+        pair[1].button(":material/keyboard_double_arrow_right:", key="next_failed")
+        with st.container(key="steplist"):
+            st.html(f'<div style="max-height:640px;overflow-y:auto"><table>{{rows}}</table></div>')
+    with right:
+        for column, name in zip(st.columns(4), ("First", "Prev", "Next", "Last")):
+            column.button(name, icon=":material/chevron_right:", key=name)
+        st.slider("Step", 0, steps, steps // 2, key="slider", label_visibility="collapsed")
+        st.caption(f"step {{steps // 2}} (MID) · 19.6 s · 13,000 prompt / 150 generated tokens · context 113 messages")
+        st.markdown("**Response**")
+        st.html(text(800, 1))
+        st.html(text(1000, 2))
+        st.markdown("**Output** return code 1")
+        st.html(text(1100, 3))
+        st.caption("No filesystem snapshots were recorded for this episode.")
+        st.markdown("**Prompt**: new since the previous call")
+        st.caption("111 kept, 2 new, 0 dropped, 0 rewritten")
+        st.markdown("**message 112** · assistant · 148 chars")
+        st.html(text(800, 4))
+        st.html(text(700, 5))
+        st.markdown("**message 113** · tool · 1,826 chars")
+        st.html(text(1900, 6))
+        st.button("Show all 1,826 characters", key="message_all", type="tertiary")
+        st.toggle("Response diff", value=True, key="diff")
+        st.radio("Response diff against", ["previous step", "another episode"], horizontal=True, key="against")
+        st.html(text(950, 7))
+        st.toggle("Full context (113 messages)", key="full")
+        st.toggle("System prompt", key="system")
+        st.markdown("#### Review notes")
+        st.text_input("Your name", key="name")
+        with st.form("review"):
+            fields = st.columns(2)
+            fields[0].text_input("Label", key="label")
+            fields[0].text_input("File (optional)", key="file")
+            fields[1].text_area("Note", key="note")
+            st.form_submit_button("Add to step")
+    with st.container(key="timeline_box"):
+        st.html(f'<img src="data:image/svg+xml;base64,{{base64.b64encode(svg.encode()).decode()}}" width="1000">')
+        st.html(svg)
+    st.html('<div data-ares-step="1"></div>')
+with st.expander("Decisive step"):
+    pass
 """
+
+
+def like_episode(steps: int) -> str:
+    """The script of the Episode page's elements (``_LIKE_EPISODE``) for an episode of ``steps`` steps."""
+    return _LIKE_EPISODE.format(steps=steps)
 
 
 def _served(script: str) -> str:
@@ -112,6 +168,12 @@ def _served(script: str) -> str:
             f"if __name__ == '__main__':\n    {script}\n"
             "else:\n    from ares_viewer_app.serving import served\n"
             "    app = st.App(__file__, middleware=served.middleware())\n")
+
+
+def at_path(script: pathlib.Path) -> str:
+    """An entry file (``_served``) of a two-page app whose page at ``/p`` runs ``script``."""
+    return _served("st.navigation([st.Page(lambda: None, title='home', default=True), "
+                   f"st.Page({str(script)!r}, url_path='p')]).run()")
 
 
 def write_pair(folder: pathlib.Path, actions: int, output_chars: int) -> tuple[str, str]:
@@ -213,9 +275,7 @@ def main() -> None:
 
     # the least a Streamlit page costs: one marker element, nothing else; and the same page, at /p of a two-page app
     floor_script = _written(work / "floor.py", _served("st.html('<div data-ares-step=\"1\"></div>')"))
-    paths_script = _written(work / "paths.py", _served(
-        "st.navigation([st.Page(lambda: None, title='home', default=True), "
-        f"st.Page({str(floor_script)!r}, url_path='p')]).run()"))
+    paths_script = _written(work / "paths.py", at_path(floor_script))
 
     def floor_times(script: pathlib.Path, path: str) -> list[tuple[float, float]]:
         """The floor page served from ``script`` and opened at ``path``: a first visit, then ``--repeat`` timed."""
@@ -224,10 +284,8 @@ def main() -> None:
             return [chromium.shown(page, url + path, "[data-ares-step='1']") for _ in range(args.repeat)]
 
     # the Episode page's kinds of elements, at /p of a two-page app
-    like_script = _written(work / "like_episode.py", _LIKE_EPISODE)
-    like_paths = _written(work / "like_paths.py", _served(
-        "st.navigation([st.Page(lambda: None, title='home', default=True), "
-        f"st.Page({str(like_script)!r}, url_path='p')]).run()"))
+    like_script = _written(work / "like_episode.py", like_episode(args.actions))
+    like_paths = _written(work / "like_paths.py", at_path(like_script))
     floor, floor_path = floor_times(floor_script, ""), floor_times(paths_script, "/p")
     like = floor_times(like_paths, "/p")
     compare = []
@@ -253,6 +311,7 @@ def main() -> None:
             page.wait_for_function(chromium.IDLE)
             idle = time.perf_counter() - start
             page.wait_for_function(_TIMELINE, arg=mid)
+            chromium.wait(page, _STEP_LIST, visible=False)  # a loaded machine can draw it after the timeline
             seen = chromium.first_seen(page)
             return content, time.perf_counter() - start, idle, seen["step view"], seen["step list"], shown
 
@@ -273,7 +332,7 @@ def main() -> None:
         ("floor: a one-element Streamlit page, idle", min(i for _, i in floor), "no app, same server and browser"),
         ("floor at a page's path (/p), idle", min(i for _, i in floor_path), "the same page, opened at a path"),
         ("floor of the Episode page's elements (/p): marker", min(c for c, _ in like),
-         "its widgets and 53 elements, fixed content"),
+         "its 59 elements in its layout, fixed content"),
         ("floor of the Episode page's elements (/p): idle", min(i for _, i in like), "no run read, no component"),
         (f"Episode page step {mid}, warm: step view in DOM", t_view_dom, "what the page recorded itself"),
         (f"Episode page step {mid}, warm: step list in DOM", t_list_dom, "its current row, as the page recorded it"),

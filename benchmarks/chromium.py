@@ -34,10 +34,7 @@ def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 
     checkout unless another is named, on ``PYTHONPATH``)."""
     from playwright.sync_api import sync_playwright
 
-    script = script or str(repo / "app" / "main.py")
-    env = {**env, "PYTHONPATH": str(repo)}
-    with (open(log_path, "w+b") as log, app_server.served(env, log, script=script, repo=repo) as (url, _),
-          sync_playwright() as p):
+    with served(env, log_path, script=script, repo=repo) as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": width, "height": height})
         page.set_default_timeout(300_000)
@@ -45,6 +42,17 @@ def served_page(env: Mapping[str, str], log_path: pathlib.Path, *, width: int = 
             yield page, url
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def served(env: Mapping[str, str], log_path: pathlib.Path, *, script: str | None = None,
+           repo: pathlib.Path = REPO) -> Iterator[str]:
+    """The URL of the app (or another Streamlit ``script``) served with ``env`` (``repo`` on ``PYTHONPATH``), with no
+    browser: beside a ``served_page``'s, to open pages of both in one browser."""
+    script = script or str(repo / "app" / "main.py")
+    env = {**env, "PYTHONPATH": str(repo)}
+    with open(log_path, "w+b") as log, app_server.served(env, log, script=script, repo=repo) as (url, _):
+        yield url
 
 
 # Whether a CSS selector's element is on the page (``visible``: and shown), or a text matching a regular expression

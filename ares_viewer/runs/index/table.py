@@ -56,7 +56,7 @@ class EpisodeTable:
 
     def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "",
                  sub_run: str | None = None) -> None:
-        self.con = duckdb.connect()
+        self.con = store.database()
         self.key = next(_KEYS)
         self._lock = threading.Lock()
         parts = target.live_parts(entries)

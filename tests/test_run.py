@@ -350,6 +350,21 @@ def test_a_number_out_of_the_index_range_is_its_files_error(tmp_path):
     assert all("prompt_tokens" in e.reason and "out of the range" in e.reason for e in run.errors)
 
 
+def test_a_count_beyond_53_bits_within_64_is_kept_exactly(tmp_path):
+    """orjson's strict integers (53 bits) only tell the index to look at each row of the batch: the count is kept."""
+    from ares_viewer import formats
+
+    paths = synthetic.write_run(tmp_path / "run", 3, actions=3)
+    doc = json.loads(pathlib.Path(paths[1]).read_text())
+    doc["steps"][1]["action"]["usage"]["prompt_tokens"] = 2**60 + 1
+    pathlib.Path(paths[1]).write_text(json.dumps(doc))
+    (expected,) = formats.summarize_file(paths[1], pathlib.Path(paths[1]).read_bytes()).rows
+    run = ares_viewer.open_run(tmp_path / "run")
+    assert not run.errors and len(run.episodes) == 3
+    kept = run.episodes.set_index("path")["prompt_tokens"]
+    assert expected["prompt_tokens"] > 2**60 and int(kept[paths[1]]) == expected["prompt_tokens"]
+
+
 def test_the_cli_names_a_file_with_a_number_out_of_range_without_a_traceback(tmp_path):
     import subprocess
 

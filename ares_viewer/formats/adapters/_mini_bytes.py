@@ -5,7 +5,7 @@ and of each message's ``extra``. msgspec decodes a line into the ``Trajectory`` 
 declare are skipped without building Python objects, and each message's content is kept as its JSON text (``Raw``),
 decoded only where the row reads it. That costs less CPU than ``orjson.loads`` of the line (146k instructions
 against 269k for a benchmark trajectory of 12 messages), but the row built from the structs in Python
-(``mini_swe_agent._plain_row``, 89k) and the index's work per row after it leave the cold index at 2.1 to 2.5
+(``mini_swe_agent._plain_row``, 89k) and the index's work after it leave the cold index at 1.9 to 2.1
 times orjson's CPU (issue #46; figures and what was tried in docs/index.md, "Limits known today").
 
 The structs are strict where the ordinary path is lenient: a value of another JSON type than the one declared (an

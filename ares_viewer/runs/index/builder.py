@@ -1,7 +1,7 @@
 """Building a run's index: the files that are new or changed are summarized into new partitions.
 
 Files are read in batches. Whoever summarized a batch (a worker process when the run is large enough for that
-to pay) writes its rows as JSON Lines beside the partitions, and this process makes partitions of them with
+to pay) writes its rows as a JSON array beside the partitions, and this process makes partitions of them with
 DuckDB, batches together up to ``_PART_ROWS`` rows: rows never travel through a pipe, a run has few partitions,
 and indexing imports neither pyarrow nor pandas (half of a small run's cold index time once). Tinker and
 Ray runner JSON Lines files go through DuckDB's JSON reader (``_fast_tinker``, ``_fast_ray``), one batch per
@@ -49,6 +49,11 @@ def summarize(path: str) -> formats.FileResult:
 
     A row the index cannot hold (a number out of its range) is left out, with an error naming its field.
     """
+    return _fitted(_read(path))
+
+
+def _read(path: str) -> formats.FileResult:
+    """``summarize`` but for the rows the index cannot hold: left in (``_fitted`` takes them out)."""
     try:
         result = formats.summarize_file(path, sources.read_bytes(path))
     except OSError as exc:
@@ -61,6 +66,11 @@ def summarize(path: str) -> formats.FileResult:
     if result.trial is not None:  # a harbor trial: the failing tests its verifier's output names, kept with it
         result = dataclasses.replace(result, trial=harbor.with_test_output(result.trial, sources.test_output(
             result.trial)))
+    return result
+
+
+def _fitted(result: formats.FileResult) -> formats.FileResult:
+    """A file's result without the rows the index cannot hold (``store.unfit``), each an error naming its field."""
     unfit = [(row, reason) for row in result.rows if (reason := store.unfit(row)) is not None]
     if not unfit:
         return result
@@ -87,16 +97,29 @@ def entry_for(file: sources.SourceFile, result: formats.FileResult, part: str | 
 def _staged_batch(folder: str, files: Sequence[sources.SourceFile]
                   ) -> tuple[list[store.FileEntry], store.Staged | None]:
     """Summarize files the ordinary way and stage their rows as one partition (``store.Store.stage``): their
-    manifest entries, and the rows to commit (None when the files hold none)."""
-    results = [summarize(f.path) for f in files]
+    manifest entries, and the rows to commit (None when the files hold none). The rows are looked at by
+    ``store.unfit`` one by one only when a look at the batch's in bulk finds one that may not fit
+    (``store.Store.stage_fitting``: a pass over each value of each row cost as much as staging them)."""
+    results = [_read(f.path) for f in files]
+    target = store.Store(folder)
+    rows, seqs = _rows(results)
+    staged = target.stage_fitting(rows, seqs) if rows else None
+    if rows and staged is None:
+        results = [_fitted(r) for r in results]
+        rows, seqs = _rows(results)
+        staged = target.stage(rows, seqs) if rows else None
+    part = staged.name if staged else None
+    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)], staged
+
+
+def _rows(results: Sequence[formats.FileResult]) -> tuple[list[model.EpisodeRow], list[int]]:
+    """The rows of these files' results, and each one's place in its file."""
     rows: list[model.EpisodeRow] = []
     seqs: list[int] = []
     for result in results:
         rows.extend(result.rows)
         seqs.extend(range(len(result.rows)))
-    staged = store.Store(folder).stage(rows, seqs) if rows else None
-    part = staged.name if staged else None
-    return [entry_for(f, r, part, len(r.rows)) for f, r in zip(files, results, strict=True)], staged
+    return rows, seqs
 
 
 def summarize_batch(files: Sequence[sources.SourceFile], target: store.Store) -> list[store.FileEntry]:
@@ -128,7 +151,7 @@ def _commit(target: store.Store, entries: list[store.FileEntry], group: list[sto
 
 def _pool_context() -> multiprocessing.context.BaseContext:
     # fork starts workers at once and never re-imports the caller's __main__ (a notebook, a Streamlit script,
-    # a script without a main guard); the workers only read files, parse and write their rows as JSON Lines
+    # a script without a main guard); the workers only read files, parse and write their rows as JSON
     # (``store.Store.stage``).
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")

@@ -56,7 +56,7 @@ class EpisodeTable:
 
     def __init__(self, target: store.Store, entries: Mapping[str, store.FileEntry], location: str = "",
                  sub_run: str | None = None) -> None:
-        self.con = duckdb.connect()
+        self.con = store.database()
         self.key = next(_KEYS)
         self._lock = threading.Lock()
         parts = target.live_parts(entries)
@@ -112,15 +112,18 @@ class EpisodeTable:
 
     def _unscored_notes(self, nearby: subruns.Nearby) -> list[tuple[str, str]]:
         """For each mini-swe-agent run folder no report names whose trajectories keep no reward: where the run
-        looked for its report."""
-        notes = []
-        for folder, places in nearby.looked.items():
-            count = self.con.execute(
-                f"SELECT count(*) FROM episodes WHERE total_reward IS NULL AND starts_with(path, ?) "
-                f"AND ({subruns.folder_sql()}) = ?", [folder + "/", folder]).fetchone()
-            if count and count[0]:
-                notes.append((folder, subruns.unscored_note(folder, places, int(count[0]))))
-        return notes
+        looked for its report. One query counts them for every such folder, each file's run folder worked out once
+        (a query a folder, each row's run folder worked out, took 7 to 10 ms each for 2,000 rows)."""
+        folders = list(nearby.looked)
+        if not folders:
+            return []
+        counts = dict(self.con.execute(
+            f"SELECT folder, sum(n) FROM (SELECT path, ({subruns.folder_sql()}) AS folder, n FROM (SELECT path, "
+            "format, count(*) AS n FROM episodes WHERE total_reward IS NULL GROUP BY path, format)) "
+            "WHERE folder IN (SELECT unnest(?::VARCHAR[])) AND starts_with(path, folder || '/') GROUP BY folder",
+            [folders]).fetchall())
+        return [(folder, subruns.unscored_note(folder, places, int(counts[folder])))
+                for folder, places in nearby.looked.items() if counts.get(folder)]
 
     def _create_view(self, overrides: store.Columns | None, renamed: store.Columns | None, with_verdict: bool,
                      hidden: store.Columns | None = None) -> None:

@@ -19,7 +19,6 @@ import pathlib
 import shutil
 import statistics
 import tempfile
-import time
 
 from benchmarks import bench_real_pages, browser_profile, chromium
 
@@ -30,18 +29,9 @@ def _load(tab, link: str) -> tuple[float, ...]:
     """Seconds to the figures, to the four charts drawn, to idle, Chromium's CPU seconds meanwhile and the renderer
     main thread's (traced: its tasks' thread time, whatever else runs on the machine)."""
     session = tab.context.new_cdp_session(tab)
-    trace: list[dict] = []
-    done: list[bool] = []
-    session.on("Tracing.dataCollected", lambda event: trace.extend(event["value"]))
-    session.on("Tracing.tracingComplete", lambda _: done.append(True))
-    session.send("Tracing.start", {"categories": "devtools.timeline,disabled-by-default-devtools.timeline",
-                                   "transferMode": "ReportEvents"})
-    times, cpu = bench_real_pages._with_cpu(
-        tab, lambda: bench_real_pages.timed_charts(tab, link, 4, bench_real_pages._METRIC))
-    session.send("Tracing.end")
-    deadline = time.perf_counter() + 30
-    while not done and time.perf_counter() < deadline:
-        tab.wait_for_timeout(20)
+    with browser_profile.traced(tab, session, ["devtools.timeline", "disabled-by-default-devtools.timeline"]) as trace:
+        times, cpu = bench_real_pages._with_cpu(
+            tab, lambda: bench_real_pages.timed_charts(tab, link, 4, bench_real_pages._METRIC))
     session.detach()
     main = browser_profile.main_thread_kinds(trace)["main thread busy (all tasks, CPU)"] / 1000
     return (*times, cpu, main)

@@ -78,15 +78,29 @@ _DOM = """() => ({
 
 
 @contextlib.contextmanager
+def traced(page, session, categories: list[str]) -> Iterator[list[dict]]:
+    """The trace events of ``categories`` (a timeline trace of the ``with`` block, through the page's DevTools
+    ``session``), in the list yielded once the block has ended."""
+    trace: list[dict] = []
+    done: list[bool] = []
+    session.on("Tracing.dataCollected", lambda event: trace.extend(event["value"]))
+    session.on("Tracing.tracingComplete", lambda _: done.append(True))
+    session.send("Tracing.start", {"categories": ",".join(categories), "transferMode": "ReportEvents"})
+    try:
+        yield trace
+    finally:
+        session.send("Tracing.end")
+        deadline = time.perf_counter() + 30
+        while not done and time.perf_counter() < deadline:
+            page.wait_for_timeout(20)
+
+
+@contextlib.contextmanager
 def recorded(page) -> Iterator[Recording]:
     """Record what the page does inside the ``with`` block (a navigation, a key press and its waits)."""
     record = Recording()
     session = page.context.new_cdp_session(page)
     browser_session = page.context.browser.new_browser_cdp_session()
-    trace: list[dict] = []
-    done: list[bool] = []
-    session.on("Tracing.dataCollected", lambda event: trace.extend(event["value"]))
-    session.on("Tracing.tracingComplete", lambda _: done.append(True))
 
     def frame(payload) -> None:
         size = len(payload)
@@ -100,22 +114,20 @@ def recorded(page) -> Iterator[Recording]:
     page.on("websocket", socket)
     session.send("Profiler.enable")
     session.send("Profiler.setSamplingInterval", {"interval": 200})
-    session.send("Tracing.start", {"categories": ",".join(_TRACE_CATEGORIES), "transferMode": "ReportEvents"})
-    before = _cpu_times(browser_session)
-    session.send("Profiler.start")
-    start = time.perf_counter()
     try:
-        yield record
-    finally:
-        record.wall = time.perf_counter() - start
-        record.profile = session.send("Profiler.stop")["profile"]
-        after = _cpu_times(browser_session)
-        record.cpu = {name: after[name] - before.get(name, 0.0) for name in after}
-        session.send("Tracing.end")
-        deadline = time.perf_counter() + 30
-        while not done and time.perf_counter() < deadline:
-            page.wait_for_timeout(50)
+        with traced(page, session, _TRACE_CATEGORIES) as trace:
+            before = _cpu_times(browser_session)
+            session.send("Profiler.start")
+            start = time.perf_counter()
+            try:
+                yield record
+            finally:
+                record.wall = time.perf_counter() - start
+                record.profile = session.send("Profiler.stop")["profile"]
+                after = _cpu_times(browser_session)
+                record.cpu = {name: after[name] - before.get(name, 0.0) for name in after}
         record.events = trace
+    finally:
         page.remove_listener("websocket", socket)
         with contextlib.suppress(Exception):
             record.dom = page.evaluate(_DOM)

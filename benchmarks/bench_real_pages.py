@@ -297,7 +297,7 @@ def profiles(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path, only
 
 
 def _profile_bound(env: dict[str, str], work: pathlib.Path, folder: pathlib.Path) -> None:
-    """``profiles`` of the Episode page's bound (``bound_figures``) in a new tab."""
+    """``profiles`` of the Episode page's bound (``bound_served``) in a new tab."""
     from benchmarks import browser_profile
 
     with bound_served(env, work) as url, chromium.served_page(env, work / "bound-profile.log") as (page, _):
@@ -504,8 +504,8 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
             line += f"   {_cells(then, then_cpu, base.of(name))} {seconds / then:5.2f}x"
         print(f"{line}   {verdict}")
     for label, figures in (("now", rows), *(((f"before ({before})", old_rows),) if old_rows else ())):
-        if against_bound(figures):
-            print(against_bound(figures).replace("new tab", f"new tab, {label}", 1))
+        if said := against_bound(figures):
+            print(said.replace("new tab", f"new tab, {label}", 1))
     shutil.rmtree(work, ignore_errors=True)
     if old:
         shutil.rmtree(old, ignore_errors=True)

@@ -420,6 +420,42 @@ def _search_planted(recorded: types.SimpleNamespace, cache: pathlib.Path, env: d
 _EARLY_FIXTURES = {"interp_run": ("interp_run",), "planted": ("planted_suite", "searched_planted_suite")}
 
 
+# Fixtures that tests of several modules share and that must not run twice at once: under pytest-xdist, the tests
+# that use one of them run on one worker. The session fixtures' work is costly and so done once; the tests that
+# start a local Ray cluster run one at a time (two local clusters on one machine at once lost a branch's containers).
+_SHARED_FIXTURES = {"planted": ("planted_suite", "searched_planted_suite"), "interp": ("interp_run",),
+                    "mini-swe-agent": ("mini_swe_agent_runs",), "big-run": ("big_run",), "ray": ("ray_available",)}
+
+
+def _group(item) -> str:
+    """The xdist group of ``item``: the shared session fixture it uses, else its module."""
+    names = set(getattr(item, "fixturenames", ()))
+    for group, fixtures in _SHARED_FIXTURES.items():
+        if names.intersection(fixtures):
+            return group
+    return item.nodeid.split("::", 1)[0]
+
+
+# The most workers ``-n auto`` starts: each may hold a Streamlit server, Chromium, a Ray cluster or ARES at once.
+_MOST_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (``pyproject.toml``'s addopts): one worker per core, at most ``_MOST_WORKERS``."""
+    return max(1, min(os.cpu_count() or 1, _MOST_WORKERS))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``-n``, with ``--dist loadgroup``), each module's tests run on one worker (its module
+    fixtures, Docker sessions and servers are made once), and so do the tests that share a fixture of
+    ``_SHARED_FIXTURES``."""
+    if not hasattr(config, "workerinput"):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
 def _first_needs(items) -> list[str]:
     """The ``_EARLY_FIXTURES`` jobs some of ``items`` need, by the first item that needs each."""
     first: dict[str, int] = {}
@@ -437,10 +473,12 @@ def _early(request, tmp_path_factory):
     test that needs them: ``interp_run`` (ARES recording activations, ~30 s) and the planted suite
     (``planted_suite`` and ``searched_planted_suite``: ARES recording four episodes, then the run-wide search, ~80
     s), so that they run beside the first tests (the app's, on one core) instead of holding up the first test that
-    asks. Those fixtures wait for the same work and give the same values; a failure (no venv, no engine, a failed
-    recording or search) is raised there, in that test, as before. Futures by name; those not started are absent
-    and their fixtures do the work themselves."""
-    jobs = _first_needs(request.session.items)
+    asks (not under pytest-xdist: there the other workers go on meanwhile). Those fixtures wait for the same work
+    and give the same values; a failure (no venv, no engine, a failed recording or search) is raised there, in that
+    test, as before. Futures by name; those not started are absent and their fixtures do the work themselves."""
+    # Under pytest-xdist, every worker collects every test and cannot know which it will run: the fixtures do their
+    # own work, on the one worker their group runs on, beside the other workers.
+    jobs = [] if hasattr(request.config, "workerinput") else _first_needs(request.session.items)
     if not jobs:
         yield {}
         return

@@ -222,7 +222,8 @@ def sniff(doc: object) -> bool:
     if isinstance(doc, zipped.Member):
         names = doc.archive.names()
         return any(h in names for h in _HEADERS) and any(n.startswith(_SAMPLES) or n == _SUMMARIES for n in names)
-    return isinstance(doc, Mapping) and isinstance(doc.get("eval"), Mapping) and ("samples" in doc or "version" in doc)
+    return (isinstance(doc, chat.MAPPINGS) and isinstance(doc.get("eval"), chat.MAPPINGS)
+            and ("samples" in doc or "version" in doc))
 
 
 def misnamed(path: str) -> str | None:
@@ -245,7 +246,7 @@ def _header(archive: zipped.Archive) -> EvalLog:
         for name in _HEADERS:
             if name in names:
                 found = _json(zipped.Member(archive, name, 0))
-                return cast(EvalLog, found) if isinstance(found, Mapping) else EvalLog()
+                return cast(EvalLog, found) if isinstance(found, chat.MAPPINGS) else EvalLog()
         return EvalLog()
 
     return cast(EvalLog, archive.memo((NAME, "header"), read))
@@ -294,14 +295,14 @@ def score_value(value: object) -> float | None:
 
 
 def _eval(doc: object) -> EvalSpec:
-    spec = cast(EvalLog, doc).get("eval") if isinstance(doc, Mapping) else None
-    return cast(EvalSpec, spec) if isinstance(spec, Mapping) else EvalSpec()
+    spec = cast(EvalLog, doc).get("eval") if isinstance(doc, chat.MAPPINGS) else None
+    return cast(EvalSpec, spec) if isinstance(spec, chat.MAPPINGS) else EvalSpec()
 
 
 def _first_score(scores: object) -> tuple[str, Score] | None:
-    if isinstance(scores, Mapping):
+    if isinstance(scores, chat.MAPPINGS):
         for name, score in scores.items():
-            if isinstance(score, Mapping):
+            if isinstance(score, chat.MAPPINGS):
                 return str(name), cast(Score, score)
     return None
 
@@ -317,8 +318,10 @@ def _outcome(sample: Sample) -> model.Outcome:
 def summarize(doc: object, path: str, record: int | None = None) -> list[EpisodeRow]:
     """The rows of the episodes ``parse`` reads from the record: a ``.eval`` log's row is its sample parsed, never
     its summary (``summaries.json`` counts turns, not the agent's actions, and a whole sample's usage, the
-    scorers' calls included), so a row and its Episode page say the same."""
-    return [EpisodeRow(**{**e.summary(), "warnings": list(e.warnings)}) for e in parse(doc, path, record)]
+    scorers' calls included), so a row and its Episode page say the same. The sample's message pool is left out (a
+    row needs its context links, not their messages)."""
+    return [EpisodeRow(**{**e.summary(), "warnings": list(e.warnings)})
+            for e in _episodes(doc, path, record, messages=False)]
 
 
 def parse(doc: object, path: str, record: int | None = None) -> list[model.Episode]:
@@ -328,20 +331,25 @@ def parse(doc: object, path: str, record: int | None = None) -> list[model.Episo
     Raises:
         FormatError: when the record cannot be a sample (or a JSON log's samples are not a list).
     """
+    return _episodes(doc, path, record, messages=True)
+
+
+def _episodes(doc: object, path: str, record: int | None, *, messages: bool) -> list[model.Episode]:
+    """``parse``'s episodes, with their message pools when ``messages`` (else empty: ``summarize``)."""
     if isinstance(doc, zipped.Member):
         key = _sample_key(doc.name)
         if key is None:
             return []
         sample = _json(doc)
-        if not isinstance(sample, Mapping):
+        if not isinstance(sample, chat.MAPPINGS):
             raise chat.FormatError(f"{doc.name}: a JSON {type(sample).__name__}, not a sample")
-        return [_sample_episode(cast(Sample, sample), _eval(_header(doc.archive)), path, key)]
+        return [_sample_episode(cast(Sample, sample), _eval(_header(doc.archive)), path, key, messages=messages)]
     samples = cast(EvalLog, doc).get("samples") or []  # ``sniff`` said it is a mapping
     if not isinstance(samples, list):
         raise chat.FormatError(f"'samples' is a {type(samples).__name__}, expected a list of samples")
-    read = [cast(Sample, s) for s in samples if isinstance(s, Mapping)]
-    return [_sample_episode(s, _eval(doc), path, (str(s.get("id")), chat.integer(s.get("epoch")) or 1))
-            for s in read]
+    read = [cast(Sample, s) for s in samples if isinstance(s, chat.MAPPINGS)]
+    return [_sample_episode(s, _eval(doc), path, (str(s.get("id")), chat.integer(s.get("epoch")) or 1),
+                            messages=messages) for s in read]
 
 
 def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str, Any]]:
@@ -359,15 +367,15 @@ def log_metrics(path: str, data: bytes, max_member_bytes: int) -> list[dict[str,
             doc, where = orjson.loads(data), name
     except (ValueError, RecursionError):
         return []
-    results = cast(EvalResults, jsondecode.object_at(doc, "results") if isinstance(doc, Mapping) else {})
+    results = cast(EvalResults, jsondecode.object_at(doc, "results") if isinstance(doc, chat.MAPPINGS) else {})
     scores = results.get("scores")
     spec = _eval(doc)
     found = []
     for n, item in enumerate(scores if isinstance(scores, list) else ()):
         score = cast(EvalScore, item)
-        metrics = score.get("metrics") if isinstance(item, Mapping) else None
-        for metric, entry in (metrics.items() if isinstance(metrics, Mapping) else ()):
-            value = cast(EvalMetric, entry).get("value") if isinstance(entry, Mapping) else None
+        metrics = score.get("metrics") if isinstance(item, chat.MAPPINGS) else None
+        for metric, entry in (metrics.items() if isinstance(metrics, chat.MAPPINGS) else ()):
+            value = cast(EvalMetric, entry).get("value") if isinstance(entry, chat.MAPPINGS) else None
             found.append({
                 "log": name, "task": spec.get("task"), "model": spec.get("model"), "scorer": score.get("name"),
                 "metric": str(metric), "value": value if isinstance(value, int | float) else None,
@@ -387,7 +395,7 @@ def _resolve(value: object, attachments: Mapping[str, object]) -> object:
         return value
     if kind is list or isinstance(value, list):
         return [_resolve(v, attachments) for v in cast(list[object], value)]
-    if kind is dict or isinstance(value, Mapping):
+    if kind is dict or isinstance(value, chat.MAPPINGS):
         return {k: _resolve(v, attachments) for k, v in cast(Mapping[str, object], value).items()}
     return value
 
@@ -409,7 +417,7 @@ def _resolved(sample: Sample, attachments: Mapping[str, object]) -> Sample:
     events = sample.get("events")
     if isinstance(events, list):
         out["events"] = [{k: v if k in _LATER else _resolve(v, attachments) for k, v in e.items()}
-                         if isinstance(e, Mapping) and e.get("event") in _READ_EVENTS else e for e in events]
+                         if isinstance(e, chat.MAPPINGS) and e.get("event") in _READ_EVENTS else e for e in events]
     return cast(Sample, out)
 
 
@@ -419,7 +427,7 @@ def _parts(content: object) -> tuple[str, str]:
         return chat.text(content), ""
     text, reasoning = [], []
     for item in content:
-        if not isinstance(item, Mapping):
+        if not isinstance(item, chat.MAPPINGS):
             continue
         part = cast(ContentPart, item)
         if part.get("type") == "reasoning":
@@ -435,16 +443,16 @@ def _parts(content: object) -> tuple[str, str]:
 
 def _message(raw: object) -> dict[str, Any]:
     """An Inspect ChatMessage as the OpenAI-style dict ``chat`` reads (its own id left out)."""
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, chat.MAPPINGS):
         return {"role": "unknown", "content": chat.text(raw)}
     said = cast(ChatMessage, raw)
     text, _ = _parts(said.get("content"))
     found = said.get("error")
-    error = cast(ErrorRecord, found) if isinstance(found, Mapping) else None
+    error = cast(ErrorRecord, found) if isinstance(found, chat.MAPPINGS) else None
     if error is not None and (reason := error.get("message")):
         text = f"{text}\n{error.get('type', 'error')}: {reason}".strip()
     message: dict[str, Any] = {"role": str(said.get("role", "unknown")), "content": text}
-    records = [cast(ToolCallRecord, c) for c in _each(said.get("tool_calls")) if isinstance(c, Mapping)]
+    records = [cast(ToolCallRecord, c) for c in _each(said.get("tool_calls")) if isinstance(c, chat.MAPPINGS)]
     calls = [{"id": c.get("id"), "function": {"name": str(c.get("function", "")), "arguments": c.get("arguments")}}
              for c in records]
     if calls:
@@ -477,7 +485,7 @@ class _Converted:
         return self._before[1]
 
     def __call__(self, raw: object, *, resolve: bool = False) -> dict[str, Any]:
-        named = raw.get("id") if isinstance(raw, Mapping) else None
+        named = raw.get("id") if isinstance(raw, chat.MAPPINGS) else None
         key = ("id", named) if isinstance(named, str) else ("object", id(raw))  # the raw is kept: its id stays its
         found = self._done.get(key)
         if found is not None and (found[0] is raw or found[0] == raw):
@@ -500,11 +508,11 @@ def _scoring(span: object, spans: Mapping[object, Event]) -> bool:
 
 def _calls(sample: Sample) -> list[tuple[list[Any], ChatMessage, Event | None]]:
     """Each model call as (its input messages, its response message, its model event or None)."""
-    events = [cast(Event, e) for e in _each(sample.get("events")) if isinstance(e, Mapping)]
+    events = [cast(Event, e) for e in _each(sample.get("events")) if isinstance(e, chat.MAPPINGS)]
     spans = {e.get("id"): e for e in events if e.get("event") == "span_begin"}
     events = [e for e in events if e.get("event") == "model" and not _scoring(e.get("span_id"), spans)]
     data = sample.get("events_data")
-    pool = (cast(EventsData, data) or EventsData()).get("messages") if isinstance(data, Mapping) else []
+    pool = (cast(EventsData, data) or EventsData()).get("messages") if isinstance(data, chat.MAPPINGS) else []
     pool = pool if isinstance(pool, list) else []
     calls: list[tuple[list[Any], ChatMessage, Event | None]] = []
     for event in events:
@@ -512,26 +520,27 @@ def _calls(sample: Sample) -> list[tuple[list[Any], ChatMessage, Event | None]]:
         for start, end in _each(event.get("input_refs")):
             given = [*given, *pool[start:end]]
         output = event.get("output")
-        choices = cast(ModelOutput, output).get("choices") if isinstance(output, Mapping) else None
-        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        choices = cast(ModelOutput, output).get("choices") if isinstance(output, chat.MAPPINGS) else None
+        if isinstance(choices, list) and choices and isinstance(choices[0], chat.MAPPINGS):
             calls.append((given, cast(ChatMessage, cast(Choice, choices[0]).get("message") or {}), event))
     if calls:
         return calls
     messages: Any = sample.get("messages") or []  # sliced as a list: a value of another type raises
     return [(messages[:n], cast(ChatMessage, m), None) for n, m in enumerate(messages)
-            if isinstance(m, Mapping) and m.get("role") == "assistant"]
+            if isinstance(m, chat.MAPPINGS) and m.get("role") == "assistant"]
 
 
-def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, int]) -> model.Episode:
+def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, int], *,
+                    messages: bool = True) -> model.Episode:
     attachments = jsondecode.object_at(sample, "attachments")
     if attachments:
         sample = _resolved(sample, attachments)
     warnings: list[str] = []
     tool_events = {e.get("id"): e for e in (cast(Event, r) for r in _each(sample.get("events"))
-                                            if isinstance(r, Mapping)) if e.get("event") == "tool"}
+                                            if isinstance(r, chat.MAPPINGS)) if e.get("event") == "tool"}
     tool_messages = {m.get("tool_call_id"): m for m in (cast(ChatMessage, r) for r in _each(sample.get("messages"))
-                                                        if isinstance(r, Mapping)) if m.get("role") == "tool"}
-    contexts = chat.ContextBuilder()
+                                                        if isinstance(r, chat.MAPPINGS)) if m.get("role") == "tool"}
+    contexts = chat.ContextBuilder(messages=messages)
     system_prompt = None
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
     calls = _calls(sample)
@@ -550,7 +559,7 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
             tool = tool_events.get(call.call_id)
             if tool is not None:
                 found = tool.get("error")
-                error = cast(ErrorRecord, found) if isinstance(found, Mapping) else None
+                error = cast(ErrorRecord, found) if isinstance(found, chat.MAPPINGS) else None
                 results.append(chat.text(tool.get("result")) + (f"\n{error.get('message')}" if error else ""))
                 command_time += chat.number(tool.get("working_time"), "tool working_time", warnings) or 0.0
                 if error or tool.get("failed"):
@@ -615,7 +624,7 @@ def _metadata(sample: Sample, spec: EvalSpec, key: tuple[str, int],
                                   "rationale": score.get("explanation"), "metadata": score.get("metadata")}
     error = sample.get("error")
     if error:
-        record = cast(ErrorRecord, error) if isinstance(error, Mapping) else None
+        record = cast(ErrorRecord, error) if isinstance(error, chat.MAPPINGS) else None
         metadata["error"] = record.get("message") if record is not None else str(error)
         if record is not None and (traceback := record.get("traceback")):
             metadata["traceback"] = traceback

@@ -423,8 +423,8 @@ _EARLY_FIXTURES = {"interp_run": ("interp_run",), "planted": ("planted_suite", "
 # Fixtures that tests of several modules share and that must not run twice at once: under pytest-xdist, the tests
 # that use one of them run on one worker. The session fixtures' work is costly and so done once; the tests that
 # start a local Ray cluster run one at a time (two local clusters on one machine at once lost a branch's containers).
-_SHARED_FIXTURES = {"planted": ("planted_suite", "searched_planted_suite"), "interp": ("interp_run",),
-                    "mini-swe-agent": ("mini_swe_agent_runs",), "big-run": ("big_run",), "ray": ("ray_available",)}
+_SHARED_FIXTURES = {**_EARLY_FIXTURES, "mini-swe-agent": ("mini_swe_agent_runs",), "big-run": ("big_run",),
+                    "ray": ("ray_available",)}
 
 
 def _group(item) -> str:

@@ -427,6 +427,11 @@ _SHARED_FIXTURES = {**_EARLY_FIXTURES, "mini-swe-agent": ("mini_swe_agent_runs",
                     "ray": ("ray_available",)}
 
 
+def _xdist_worker(config) -> bool:
+    """Whether this process is a pytest-xdist worker."""
+    return hasattr(config, "workerinput")
+
+
 def _group(item) -> str:
     """The xdist group of ``item``: the shared session fixture it uses, else its module."""
     names = set(getattr(item, "fixturenames", ()))
@@ -450,7 +455,7 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``-n``, with ``--dist loadgroup``), each module's tests run on one worker (its module
     fixtures, Docker sessions and servers are made once), and so do the tests that share a fixture of
     ``_SHARED_FIXTURES``."""
-    if not hasattr(config, "workerinput"):
+    if not _xdist_worker(config):
         return
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
@@ -478,7 +483,7 @@ def _early(request, tmp_path_factory):
     test, as before. Futures by name; those not started are absent and their fixtures do the work themselves."""
     # Under pytest-xdist, every worker collects every test and cannot know which it will run: the fixtures do their
     # own work, on the one worker their group runs on, beside the other workers.
-    jobs = [] if hasattr(request.config, "workerinput") else _first_needs(request.session.items)
+    jobs = [] if _xdist_worker(request.config) else _first_needs(request.session.items)
     if not jobs:
         yield {}
         return

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 from ares_viewer import model
 from ares_viewer.base import agent_text
 
-# ``isinstance(value, MAPPINGS)`` is ``isinstance(value, MAPPINGS)``, quick for the dicts a JSON reader gives: the
+# ``isinstance(value, MAPPINGS)`` is ``isinstance(value, Mapping)``, quick for the dicts a JSON reader gives: the
 # exact type is checked first, where ``Mapping`` alone asks its ABC (about ten times the cost, and adapters ask
 # it of every value of every message).
 MAPPINGS = (dict, Mapping)

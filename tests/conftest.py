@@ -433,12 +433,15 @@ def _xdist_worker(config) -> bool:
 
 
 def _group(item) -> str:
-    """The xdist group of ``item``: the shared session fixture it uses, else its module."""
+    """The xdist group of ``item``: the shared session fixture it uses, else ``browser`` for a browser test (they
+    share one app server per worker, and run in the order of a one-process run: in another order, a flag picker
+    once failed to appear), else its module."""
     names = set(getattr(item, "fixturenames", ()))
     for group, fixtures in _SHARED_FIXTURES.items():
         if names.intersection(fixtures):
             return group
-    return item.nodeid.split("::", 1)[0]
+    module = item.nodeid.split("::", 1)[0]
+    return "browser" if module.startswith("tests/browser/") else module
 
 
 # The most workers ``-n auto`` starts: each may hold a Streamlit server, Chromium, a Ray cluster or ARES at once.

@@ -422,7 +422,9 @@ _EARLY_FIXTURES = {"interp_run": ("interp_run",), "planted": ("planted_suite", "
 
 # Fixtures that tests of several modules share and that must not run twice at once: under pytest-xdist, the tests
 # that use one of them run on one worker. The session fixtures' work is costly and so done once; the tests that
-# start a local Ray cluster run one at a time (two local clusters on one machine at once lost a branch's containers).
+# start a local Ray cluster run one at a time. (A branch once lost its containers with the Ray modules side by side;
+# the likely cause was an app test's cleanup, which removed every new sandbox of the parent episode whoever made it,
+# and now leaves the test modules' own sessions alone: ``app_sandboxes``. The grouping costs little and stays.)
 _SHARED_FIXTURES = {**_EARLY_FIXTURES, "mini-swe-agent": ("mini_swe_agent_runs",), "big-run": ("big_run",),
                     "ray": ("ray_available",)}
 

@@ -17,6 +17,7 @@ import tarfile
 import time
 import uuid
 
+import app_sandboxes
 import pytest
 
 from ares_viewer import model, sandbox, snapshots
@@ -226,6 +227,4 @@ def test_the_sandbox_page_restores_and_replays_a_boundary_snapshot(engine, bound
         assert "7 reproduced" in " ".join(md.value for md in at.markdown)
         assert "**Filesystem** step 7 (restored from step 0)" in " ".join(md.value for md in at.markdown)
     finally:
-        for info in sandbox.list_sandboxes(engine, role=sandbox.ROLE):
-            if info.episode_id == SOLVED and info.created_at >= began:
-                engine.api.remove_container(info.container_id, force=True)
+        app_sandboxes.remove_app_sandboxes(engine, SOLVED, began)

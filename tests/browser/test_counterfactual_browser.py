@@ -12,12 +12,12 @@ import json
 import re
 import time
 
+import app_sandboxes
 import chat_server
 import pytest
 from conftest import serve_app
 from playwright.sync_api import expect
 
-from ares_viewer import sandbox
 from ares_viewer.runs.run import load_episode
 
 pytestmark = pytest.mark.browser
@@ -33,9 +33,7 @@ def sandboxes_removed(docker_client):
     """Remove any sandbox of the parent made during the test, whatever happens in the browser."""
     began = time.time() - 1
     yield
-    for info in sandbox.list_sandboxes(docker_client, role=sandbox.ROLE):
-        if info.episode_id == WRONG_FIX and info.created_at >= began:
-            docker_client.api.remove_container(info.container_id, force=True)
+    app_sandboxes.remove_app_sandboxes(docker_client, WRONG_FIX, began)
 
 
 def _metric(page, label: str):

@@ -9,6 +9,7 @@ import pathlib
 import re
 import time
 
+import app_sandboxes
 import pytest
 from conftest import fill_settled
 from playwright.sync_api import expect
@@ -31,9 +32,7 @@ def started_after(docker_client):
     """Remove any sandbox of the replayed episode made during the test, whatever happens in the browser."""
     began = time.time() - 1
     yield began
-    for info in sandbox.list_sandboxes(docker_client, role=sandbox.ROLE):
-        if info.episode_id == SOLVED and info.created_at >= began:
-            docker_client.api.remove_container(info.container_id, force=True)
+    app_sandboxes.remove_app_sandboxes(docker_client, SOLVED, began)
 
 
 def _metric(page, label: str):

@@ -72,13 +72,19 @@ def test_a_message_changed_in_the_middle_of_the_context_is_a_rewrite():
     _same_as_parsed(fast.rows[0], ordinary.episodes[0])
 
 
-@pytest.mark.parametrize("layout", ["compact", "indent4", "ascii_off"])
+def _preamble_first(doc: dict) -> bytes:
+    """The writer's layout with 100 KB of metadata before the steps: its first context opens too far in."""
+    return json.dumps({"metadata": {"notes": ["x" * 1000] * 100}, **doc}, indent=2).encode()
+
+
+@pytest.mark.parametrize("layout", ["compact", "indent4", "ascii_off", "preamble"])
 def test_other_layouts_read_the_ordinary_way_with_the_same_row(layout):
     doc = synthetic.episode_dict(actions=5, seed=3)
     doc["steps"][2]["observation"]["messages"][0]["content"] += " – ünïcode ]\n        ] text"
     data = {"compact": lambda d: json.dumps(d).encode(),
             "indent4": lambda d: json.dumps(d, indent=4).encode(),
-            "ascii_off": lambda d: json.dumps(d, indent=2, ensure_ascii=False).encode()}[layout](doc)
+            "ascii_off": lambda d: json.dumps(d, indent=2, ensure_ascii=False).encode(),
+            "preamble": _preamble_first}[layout](doc)
     assert (ares.split_contexts(data) is None) == (layout != "ascii_off")
     fast, ordinary = _rows("e.json", data)
     _same_as_parsed(fast.rows[0], ordinary.episodes[0])

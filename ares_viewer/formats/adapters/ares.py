@@ -256,6 +256,11 @@ _ELEMENT = b"\n          {"  # a message object of a context list starts here
 # What a set-aside context list is replaced with in the rest of the document (a JSON string).
 RAW_CONTEXT = "\x00raw context"
 _RAW_CONTEXT_JSON = b'"\\u0000raw context"'
+# How far into a file its first context list must open for the fast path: a step's observation comes a few hundred
+# bytes in (after the episode's few scalar fields and the first step's index and type). Another format's file
+# written with indent=2 (a mini-swe-agent trajectory) is not searched to its end for one it never holds; an ARES file
+# with more before its steps is read the ordinary way.
+_FIRST_CONTEXT_WITHIN = 1 << 14
 
 
 class RawContext:
@@ -321,7 +326,7 @@ def _loads(data: bytes | memoryview) -> list[object]:
 def split_contexts(data: bytes) -> tuple[bytes, list[RawContext]] | None:
     """The document with every step's context list replaced by ``RAW_CONTEXT``, and those lists (places in
     ``data``) in order; None when the file is not in ARES's indent=2 layout (then it is read the ordinary way)."""
-    if not data.startswith(b'{\n  "'):
+    if not data.startswith(b'{\n  "') or data.find(_CONTEXT_OPEN, 0, _FIRST_CONTEXT_WITHIN) < 0:
         return None
     pieces: list[bytes] = []
     contexts: list[RawContext] = []

@@ -5,7 +5,8 @@
     python3 -m benchmarks.bench_cores --formats tinker,ares --workers 1,2,4
 
 For each format (ARES episode files, Tinker JSON Lines rollouts, Ray runner JSON Lines, mini-swe-agent JSON Lines,
-one Inspect ``.eval`` log written by Inspect's own writer, and the real run in ``../shared/real-runs/``), prints:
+one Inspect ``.eval`` log written by Inspect's own writer, and copies of the real run in ``../shared/real-runs/``),
+prints:
 
 - single-core ``read + orjson.loads`` of the same files (each line of a JSON Lines file, each member of an ``.eval``):
   its CPU seconds, the parse's ceiling;
@@ -41,7 +42,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 REAL_RUNS = next((p / "shared" / "real-runs" for p in (REPO.parent, REPO.parent.parent)
                   if (p / "shared" / "real-runs").is_dir()), REPO.parent / "shared" / "real-runs")
 # Sizes that index in seconds here; multiplied by --scale.
-SIZES = {"ares": 1_000, "tinker": 200_000, "ray": 40_000, "mini": 10_000, "inspect": 300}
+# ``real``: copies of the real run(s), so that the cost per episode shows rather than the fixed costs.
+SIZES = {"ares": 1_000, "tinker": 200_000, "ray": 40_000, "mini": 10_000, "inspect": 300, "real": 60}
 
 # The cold index in a fresh process, with the per-batch work timed: ``builder._staged_batch`` (the ordinary path,
 # in worker processes when there are several: each appends its CPU and peak RSS to a file) and
@@ -134,7 +136,7 @@ def data_files(folder: pathlib.Path) -> list[pathlib.Path]:
 
 
 def generate(fmt: str, count: int, folder: pathlib.Path) -> str:
-    """Write ``count`` episodes of ``fmt`` into ``folder`` (the real run: link it); what was written."""
+    """Write ``count`` episodes of ``fmt`` into ``folder`` (the real run: ``count`` copies); what was written."""
     from benchmarks import bench_index, bench_scale
 
     if fmt == "ares":
@@ -152,10 +154,24 @@ def generate(fmt: str, count: int, folder: pathlib.Path) -> str:
         if samples is None:
             return ""
         return f"one .eval of {len(samples):,} samples (Inspect's writer)"
-    if not REAL_RUNS.is_dir():
+    return _copies_of_real_runs(count, folder)
+
+
+def _copies_of_real_runs(count: int, folder: pathlib.Path) -> str:
+    """``count`` copies of the real run(s), each run's output folders renamed per copy (``deepseek_chat_dev-007``):
+    a trajectory's id names its output folder, so the copies are distinct episodes of the same tasks."""
+    files = [p for p in REAL_RUNS.rglob("*") if p.is_file()] if REAL_RUNS.is_dir() else []
+    if not files:
         return ""
-    shutil.copytree(REAL_RUNS, folder, dirs_exist_ok=True)
-    return f"the real run(s) in {REAL_RUNS}"
+    for copy in range(count):
+        for path in files:
+            parts = path.relative_to(REAL_RUNS).parts
+            where = ((parts[0], f"{parts[1]}-{copy:03d}", *parts[2:]) if len(parts) > 2
+                     else (f"copy-{copy:03d}", *parts))
+            target = folder.joinpath(*where)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    return f"{count} copies of the real run(s) in {REAL_RUNS}"
 
 
 def _worker_figures(found: dict) -> str:

@@ -149,6 +149,16 @@ def fill_settled(page, box, text: str) -> None:
     raise AssertionError(f"the page kept dropping the text typed into {box}")
 
 
+def enter_settled(page, box, text: str) -> None:
+    """Type ``text`` into ``box`` as ``fill_settled`` does and press Enter, then wait for the rerun that sends it
+    to be drawn. Its status widget may show only after a moment: a key pressed before then met the page mid-run
+    (a label's digit key once did nothing at all)."""
+    fill_settled(page, box, text)
+    box.press("Enter")
+    page.wait_for_timeout(300)  # time for the rerun to show its status widget
+    _wait_idle(page)
+
+
 def open_expander(page, label: str) -> None:
     """Open the expander whose title holds ``label``, or leave it open. A click on its title toggles it, so the
     click is sent only while the expander shows closed, once it is drawn and the page is idle; and it is checked

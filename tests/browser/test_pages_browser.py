@@ -7,7 +7,7 @@ import re
 import urllib.parse
 
 import pytest
-from conftest import settled_box
+from conftest import enter_settled, settled_box
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -89,9 +89,7 @@ def test_the_reviewer_is_remembered_across_reloads(page, app_url, sample_run, wa
     name = page.get_by_role("textbox", name="Your name")
     expect(name).to_have_value("")
     wait_idle(page)
-    name.fill("Ada Lovelace")
-    name.press("Enter")
-    wait_idle(page)
+    enter_settled(page, name, "Ada Lovelace")
     page.wait_for_function("() => document.cookie.includes('ares_viewer_reviewer=Ada%20Lovelace')")
     page.reload()
     expect(page.get_by_role("textbox", name="Your name")).to_have_value("Ada Lovelace")

@@ -11,7 +11,7 @@ import pathlib
 import re
 
 import pytest
-from conftest import fill_settled, open_expander
+from conftest import enter_settled, fill_settled, open_expander
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -31,9 +31,7 @@ def open_as(browser, url: str, name: str, wait_idle):
     page.set_default_timeout(30_000)
     page.goto(url)
     expect(page.get_by_role("heading", name="Queues")).to_be_visible()
-    fill_settled(page, page.get_by_role("textbox", name="Your name"), name)
-    page.get_by_role("textbox", name="Your name").press("Enter")
-    wait_idle(page)
+    enter_settled(page, page.get_by_role("textbox", name="Your name"), name)
     return context, page
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import fill_settled
+from conftest import enter_settled, fill_settled
 from playwright.sync_api import expect
 
 import ares_viewer
@@ -75,10 +75,7 @@ def _label_step_in_the_step_view(page, wait_idle, link: str, k: int) -> None:
     page.goto(link)
     expect(step_caption(page)).to_contain_text(f"step {k} (")
     wait_idle(page)  # an input sent while the first run still draws may be lost
-    author = page.get_by_role("textbox", name="Your name")
-    author.fill("Ada")
-    author.press("Enter")
-    wait_idle(page)
+    enter_settled(page, page.get_by_role("textbox", name="Your name"), "Ada")
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name=f"Add to step {k}"))
     # The name's rerun may still be coming: it would redraw the form and drop what was typed.
     note = "rewrites tests/test_core.py so the failing assertion passes"
@@ -143,11 +140,8 @@ def test_a_key_picks_one_of_the_runs_labels(page, app_url, runs_root, tmp_path_f
     pills = page.locator(".st-key-review-add_labels")
     expect(pills).to_be_visible()
     expect(pills.get_by_text(re.compile("keys? 1"))).to_be_visible()
-    author = page.get_by_role("textbox", name="Your name")
     wait_idle(page)
-    author.fill("Ada")
-    author.press("Enter")
-    wait_idle(page)
+    enter_settled(page, page.get_by_role("textbox", name="Your name"), "Ada")
     page.evaluate("document.activeElement && document.activeElement.blur()")  # keys outside any text box
     page.keyboard.press("1")
     expect(pills.get_by_role("radio", name="aaa first label")).to_have_attribute("aria-checked", "true")
@@ -171,10 +165,7 @@ def test_enter_in_the_label_box_does_not_file_the_label_before_the_note(page, ap
     page.goto(f"{app_url}/episode?run={name}&episode={episode_id}&step=1")
     expect(step_caption(page)).to_contain_text("step 1 (")
     wait_idle(page)
-    author = page.get_by_role("textbox", name="Your name")
-    author.fill("Ada")
-    author.press("Enter")
-    wait_idle(page)
+    enter_settled(page, page.get_by_role("textbox", name="Your name"), "Ada")
     form = page.locator('[data-testid="stForm"]', has=page.get_by_role("button", name="Add to step 1"))
     form.get_by_role("textbox", name="Label").fill("loops on ls")
     form.get_by_role("textbox", name="Label").press("Enter")  # before: filed "loops on ls" as a note of its own

@@ -42,7 +42,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 REAL_RUNS = next((p / "shared" / "real-runs" for p in (REPO.parent, REPO.parent.parent)
                   if (p / "shared" / "real-runs").is_dir()), REPO.parent / "shared" / "real-runs")
 # Sizes that index in seconds here; multiplied by --scale.
-# ``real``: copies of the real run(s), so that the cost per episode shows rather than the fixed costs.
+# ``real``: copies of the real run's trajectories, so that the cost per episode shows rather than the fixed costs.
 SIZES = {"ares": 1_000, "tinker": 200_000, "ray": 40_000, "mini": 10_000, "inspect": 300, "real": 60}
 
 # The cold index in a fresh process, with the per-batch work timed: ``builder._staged_batch`` (the ordinary path,
@@ -158,20 +158,22 @@ def generate(fmt: str, count: int, folder: pathlib.Path) -> str:
 
 
 def _copies_of_real_runs(count: int, folder: pathlib.Path) -> str:
-    """``count`` copies of the real run(s), each run's output folders renamed per copy (``deepseek_chat_dev-007``):
-    a trajectory's id names its output folder, so the copies are distinct episodes of the same tasks."""
+    """``count`` copies of the real run(s)' trajectories, each under an instance name of its own in the same run
+    folder (``{output}/{instance}-007/{instance}-007.traj.json``, as mini-swe-agent's run-batch names them): one
+    run of ``count`` times the episodes; the run's other files once."""
     files = [p for p in REAL_RUNS.rglob("*") if p.is_file()] if REAL_RUNS.is_dir() else []
     if not files:
         return ""
-    for copy in range(count):
-        for path in files:
-            parts = path.relative_to(REAL_RUNS).parts
-            where = ((parts[0], f"{parts[1]}-{copy:03d}", *parts[2:]) if len(parts) > 2
-                     else (f"copy-{copy:03d}", *parts))
+    for path in files:
+        parts = path.relative_to(REAL_RUNS).parts
+        instance = parts[-2] if len(parts) > 1 and path.name == f"{parts[-2]}.traj.json" else None
+        for copy in range(count) if instance else [None]:
+            where = parts if copy is None else (*parts[:-2], f"{instance}-{copy:03d}",
+                                                f"{instance}-{copy:03d}.traj.json")
             target = folder.joinpath(*where)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-    return f"{count} copies of the real run(s) in {REAL_RUNS}"
+    return f"the real run in {REAL_RUNS}, each trajectory {count} times"
 
 
 def _worker_figures(found: dict) -> str:

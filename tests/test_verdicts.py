@@ -136,6 +136,21 @@ def test_two_runs_in_one_folder_take_their_own_reports(tmp_path):
     assert _rewards(ares_viewer.open_run(tmp_path / "output" / "run-a")) == {"run-a/django__django-11099": 1.0}
 
 
+def test_a_report_naming_no_run_inside_one_run_scores_that_run_alone(tmp_path):
+    """A report that names no run, kept inside one run's folder, is that run's: its sibling in the same output
+    folder stays unscored. Before, an absolute path's run folder began with three slashes and the report's with
+    two, so the report climbed to the output folder and scored both runs."""
+    for run_id in ("run-a", "run-b"):
+        _mini(tmp_path / "output", run_id, "django__django-11099")
+    (tmp_path / "output" / "run-a" / "report.json").write_text(json.dumps(fx.harness_report(
+        resolved=["django__django-11099"])))
+    run = ares_viewer.open_run(tmp_path)
+    assert _rewards(run) == {"run-a/django__django-11099": 1.0, "run-b/django__django-11099": None}
+    assert not [m for _, m in run.warnings if "applied by location" in m]
+    assert verdicts.run_folder("/data/output/run-a/x/x.traj.json", "x") == "/data/output/run-a"
+    assert verdicts.run_folder("/data/output/run-a/x.traj.json", "x") == "/data/output/run-a"
+
+
 def test_per_instance_harness_reports_count(tmp_path):
     _mini(tmp_path / "output", "run-7", "django__django-11099")
     _mini(tmp_path / "output", "run-7", "astropy__astropy-12907")

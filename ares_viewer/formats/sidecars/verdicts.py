@@ -147,8 +147,16 @@ def _parts(path: str) -> tuple[str, ...]:
     return locations.Location.of(path).pure(backslashes=True).parts
 
 
+def _joined(parts: tuple[str, ...]) -> str:
+    """``parts`` of a path (``_parts``) as one path again, its root (``/``) kept once: ``PurePosixPath``'s text."""
+    if not parts:
+        return ""
+    root = parts[0] if parts[0].startswith("/") else ""
+    return root + "/".join(parts[1:] if root else parts)
+
+
 def _parent(path: str) -> str:
-    return "/".join(_parts(path)[:-1])
+    return _joined(_parts(path)[:-1])
 
 
 def run_ids(path: str) -> set[str]:
@@ -166,9 +174,10 @@ def run_ids(path: str) -> set[str]:
 
 
 def run_folder(path: str, instance: str) -> str:
-    """The run folder of a trajectory: ``{run}/{instance}/{instance}.traj.json`` or ``{run}/{instance}.traj.json``."""
-    parent = _parent(path)
-    return _parent(parent) if pathlib.PurePosixPath(parent).name == instance else parent
+    """The run folder of a trajectory: ``{run}/{instance}/{instance}.traj.json`` or ``{run}/{instance}.traj.json``
+    (its path read once: an index asks it of every trajectory)."""
+    folders = _parts(path)[:-1]
+    return _joined(folders[:-1] if folders and folders[-1] == instance else folders)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -286,12 +295,13 @@ def _merged(reports: Mapping[str, Mapping[str, str]], paths: list[str], notes: l
     return {k: v for k, v in merged.items() if k not in disputed}
 
 
-def reward_for(row_format: str, task_name: Any, reward: Any, path: str, verdicts: Verdicts
-               ) -> tuple[float, str, str] | None:
-    """``(reward, verdict, report path)`` for an episode that records no reward and has a verdict, else None."""
+def reward_for(row_format: str, task_name: Any, reward: Any, path: str, verdicts: Verdicts, *,
+               folder: str | None = None) -> tuple[float, str, str] | None:
+    """``(reward, verdict, report path)`` for an episode that records no reward and has a verdict, else None
+    (``folder``: its ``run_folder``, when the caller has it)."""
     if row_format not in APPLIES_TO or reward is not None or not isinstance(task_name, str):
         return None
-    known = verdicts.verdict(run_folder(path, task_name), task_name)
+    known = verdicts.verdict(run_folder(path, task_name) if folder is None else folder, task_name)
     if known is None:
         return None
     return REWARDS[known[0]], known[0], known[1]

@@ -161,10 +161,12 @@ def overrides(con: duckdb.DuckDBPyConnection, reports: Mapping[str, Mapping[str,
     if reports:
         formats = sorted(verdicts.APPLIES_TO)
         rows = _rows(con, "format IN (SELECT unnest(?)) AND task_name IS NOT NULL", [formats])
-        joined = verdicts.join(reports, (verdicts.run_folder(r["path"], r["task_name"]) for r in rows))
+        folders = [verdicts.run_folder(r["path"], r["task_name"]) for r in rows]
+        joined = verdicts.join(reports, folders)
         reader = verdicts.Reader()
-        for row in rows:
-            given = verdicts.reward_for(row["format"], row["task_name"], row["total_reward"], row["path"], joined)
+        for row, folder in zip(rows, folders, strict=True):
+            given = verdicts.reward_for(row["format"], row["task_name"], row["total_reward"], row["path"], joined,
+                                        folder=folder)
             if given is not None:
                 row["total_reward"] = given[0]
                 row["verdict"] = verdicts.source(given[1], given[2], given[0])

@@ -46,6 +46,7 @@ import urllib.parse
 from collections.abc import Iterator
 
 from benchmarks import bench_targets, chromium
+from testdata import app_server
 
 _METRIC = "[data-testid=\"stMetric\"], [data-ares-figure]"
 _ALIGNED = "aligned (rows|steps)"  # Compare's caption over its aligned table
@@ -57,8 +58,8 @@ _CHARTS = """(n) => {
   const drawn = [...document.querySelectorAll('.ares-chart img')];
   return plotly.length + drawn.length >= n && plotly.every(c => c.querySelector('.main-svg') !== null)
     && drawn.every(i => i.complete && i.naturalWidth > 0)
-    && !document.querySelector('[data-testid="stStatusWidget"]');
-}"""
+    && IDLE_EXPRESSION;
+}""".replace("IDLE_EXPRESSION", app_server.IDLE_EXPRESSION)
 
 
 def runs_in(folder: pathlib.Path | None) -> pathlib.Path:

@@ -14,7 +14,7 @@ from testdata import app_server
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+IDLE = app_server.IDLE  # the script has finished running
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:

@@ -16,6 +16,19 @@ from typing import BinaryIO
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
+# A page whose Streamlit script has finished running, as a JavaScript expression: the app root's own state of the
+# script (``initial`` before the first run, then ``running``, ``rerunRequested``, ``notRunning``) and connection,
+# and no status widget. The status widget alone says nothing for a run's first half second: Streamlit shows it only
+# once a run has taken 500 ms, so a check of it alone passed in the middle of a run, and a test then acted on a
+# page about to be redrawn (a click or a key lost, a grid counted before the last one was drawn).
+IDLE_EXPRESSION = """(() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app !== null && app.dataset.testScriptState === 'notRunning'
+    && app.dataset.testConnectionState === 'CONNECTED'
+    && !document.querySelector('[data-testid="stStatusWidget"]');
+})()"""
+IDLE = f"() => {IDLE_EXPRESSION}"
+
 
 class AppStartError(RuntimeError):
     """The server exited or did not answer its health check in time (the message ends with its log)."""

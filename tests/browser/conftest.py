@@ -116,8 +116,11 @@ def _goto(goto, url: str, **kwargs):
 
 
 def _wait_idle(page) -> None:
-    """Wait until Streamlit has finished running the script: its "Running…" status widget is gone."""
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+    """Wait until Streamlit has finished running the script (``app_server.IDLE``). A run that an action just
+    started reaches the page a moment later, from the server: that moment is waited first, as Streamlit's own
+    browser tests do."""
+    page.wait_for_timeout(200)
+    page.wait_for_function(app_server.IDLE)
 
 
 def settled_box(page, locator) -> dict:

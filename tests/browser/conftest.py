@@ -140,12 +140,12 @@ def settled_box(page, locator) -> dict:
 
 def fill_settled(page, box, text: str) -> None:
     """Type ``text`` into ``box`` once the page has settled: a rerun the last click started (a tab change reruns
-    the page) redraws the box and drops what was typed, and may not have shown its status yet; so the text is
+    the page) redraws the box and drops what was typed, and may not have reached the page yet; so the text is
     typed again until it is still there once the page is idle."""
     for _ in range(10):
         _wait_idle(page)
         box.fill(text)
-        page.wait_for_timeout(300)  # time for a pending rerun to show its status widget
+        page.wait_for_timeout(300)  # time for a pending rerun to reach the page
         _wait_idle(page)
         if box.input_value() == text:
             return
@@ -154,11 +154,11 @@ def fill_settled(page, box, text: str) -> None:
 
 def enter_settled(page, box, text: str) -> None:
     """Type ``text`` into ``box`` as ``fill_settled`` does and press Enter, then wait for the rerun that sends it
-    to be drawn. Its status widget may show only after a moment: a key pressed before then met the page mid-run
+    to be drawn. The rerun reaches the page only after a moment: a key pressed before then met the page mid-run
     (a label's digit key once did nothing at all)."""
     fill_settled(page, box, text)
     box.press("Enter")
-    page.wait_for_timeout(300)  # time for the rerun to show its status widget
+    page.wait_for_timeout(300)  # time for the rerun to reach the page
     _wait_idle(page)
 
 
@@ -173,7 +173,7 @@ def open_expander(page, label: str) -> None:
         _wait_idle(page)
         if not details.evaluate(is_open):
             details.locator("summary").click()
-        page.wait_for_timeout(300)  # time for a pending rerun to show its status widget
+        page.wait_for_timeout(300)  # time for a pending rerun to reach the page
         _wait_idle(page)
         if details.evaluate(is_open):
             return

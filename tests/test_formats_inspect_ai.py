@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import io
 import shutil
@@ -243,6 +244,56 @@ def test_texts_inspect_moved_into_attachments_read_as_written(tmp_path):
     assert not any("attachment://" in text for text in texts)
     hits = list(search.hits(run, "file-11.txt", fields=["output"]))
     assert {hit.episode_id.rsplit("/", 2)[-2] for hit in hits} >= {"loop"}
+
+
+def _sample_with_references() -> tuple[dict, dict]:
+    attachments = {"a": 'the listing\n"quoted"', 'a" once': "WRONG", "tab\tname": "tabbed", "num": 5}
+    sample = {
+        "id": "s", "input": "attachment://a",
+        "messages": [{"role": "user", "content": "attachment://a"},
+                     {"role": "tool", "content": 'said "attachment://a" once'},  # quoted inside a text: no reference
+                     {"role": "user", "content": "attachment://tab\tname"},
+                     {"role": "user", "content": ["attachment://missing", "attachment://num", 1.5, None, True]}],
+        "metadata": {"attachment://a": "a key is no reference"},
+        "events": [{"event": "model", "input": [{"role": "user", "content": "attachment://a"}],
+                    "output": {"choices": [{"message": {"role": "assistant", "content": "attachment://a"}}]},
+                    "call": {"request": "attachment://a"}},
+                   {"event": "info", "data": "attachment://a"}],
+        "attachments": attachments,
+    }
+    return sample, attachments
+
+
+def test_attachments_resolved_in_the_json_text_as_a_walk_of_the_values_resolves_them():
+    """A sample orjson decoded for its reading has its references resolved in its JSON text (a third of reading a
+    sample once): exactly where the walk of its values resolves them. A whole string value only (never an
+    object's key, never a reference quoted inside a text, even one naming an attachment), its name's escapes read;
+    a missing or non-text attachment's reference left; the keys reading never looks at left."""
+    sample, attachments = _sample_with_references()
+    walked = inspect_ai._resolved(copy.deepcopy(sample), attachments)
+    in_text = inspect_ai._resolved(copy.deepcopy(sample), attachments, own=True)
+    assert in_text == walked and list(in_text) == list(walked)
+    listing = attachments["a"]
+    assert [m["content"] for m in in_text["messages"][:3]] == [listing, 'said "attachment://a" once', "tabbed"]
+    assert in_text["messages"][3]["content"] == ["attachment://missing", "attachment://num", 1.5, None, True]
+    assert in_text["input"] == listing and in_text["metadata"] == {"attachment://a": "a key is no reference"}
+    model_event, info = in_text["events"]
+    assert model_event["output"]["choices"][0]["message"]["content"] == listing
+    assert model_event["call"] == {"request": "attachment://a"}  # the provider's raw call: never read
+    assert model_event["input"][0]["content"] == "attachment://a"  # resolved a message at a time as converted
+    assert info["data"] == "attachment://a"
+
+
+def test_a_sample_repeating_a_large_attachment_is_resolved_without_copying_it():
+    """Resolving in the JSON text copies each reference's text; a sample whose references would make it many
+    times larger (a 1 MB attachment named 200 times) is resolved by the walk instead, whose texts are shared."""
+    big = "x" * (1 << 20)
+    sample = {"id": "s", "messages": [{"role": "tool", "content": "attachment://big"} for _ in range(200)],
+              "attachments": {"big": big}}
+    assert inspect_ai._resolved_text([sample["messages"]], sample["attachments"]) is None
+    resolved = inspect_ai._resolved(sample, sample["attachments"], own=True)
+    contents = [m["content"] for m in resolved["messages"]]
+    assert all(c is big for c in contents)
 
 
 def test_a_real_logs_attachments_read_as_their_texts_in_every_step(installed, tmp_path):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict, cast
 
@@ -343,7 +344,8 @@ def _episodes(doc: object, path: str, record: int | None, *, messages: bool) -> 
         sample = _json(doc)
         if not isinstance(sample, chat.MAPPINGS):
             raise chat.FormatError(f"{doc.name}: a JSON {type(sample).__name__}, not a sample")
-        return [_sample_episode(cast(Sample, sample), _eval(_header(doc.archive)), path, key, messages=messages)]
+        return [_sample_episode(cast(Sample, sample), _eval(_header(doc.archive)), path, key, messages=messages,
+                                own=True)]
     samples = cast(EvalLog, doc).get("samples") or []  # ``sniff`` said it is a mapping
     if not isinstance(samples, list):
         raise chat.FormatError(f"'samples' is a {type(samples).__name__}, expected a list of samples")
@@ -413,15 +415,75 @@ _READ_EVENTS = frozenset({"model", "tool", "span_begin"})
 _RESOLVED_KEYS = frozenset(Event.__optional_keys__) - {"input", "input_refs"}
 
 
-def _resolved(sample: Sample, attachments: Mapping[str, object]) -> Sample:
+def _resolved(sample: Sample, attachments: Mapping[str, object], *, own: bool = False) -> Sample:
     """``sample`` with its attachments resolved wherever its reading looks (``_APART``, ``_READ_EVENTS``,
-    ``_RESOLVED_KEYS``)."""
-    out: dict[str, Any] = {k: v if k in _APART else _resolve(v, attachments) for k, v in sample.items()}
+    ``_RESOLVED_KEYS``). ``own``: orjson decoded the sample for this reading alone, so it is resolved in its JSON
+    text (``_resolved_text``) and updated in place; else (a JSON log's samples, which Python's reader may have
+    decoded: a ``NaN`` stays NaN) a copy is resolved by a walk of its values (``_resolve``)."""
     events = sample.get("events")
+    read = [e for e in events if isinstance(e, dict) and e.get("event") in _READ_EVENTS
+            ] if own and isinstance(events, list) else []
+    if own:
+        top = {k: v for k, v in sample.items() if k not in _APART}
+        parts = [{k: v for k, v in e.items() if k in _RESOLVED_KEYS} for e in read]
+        found = _resolved_text([top, parts], attachments)
+        if found is not None:
+            sample.update(found[0])
+            for event, part in zip(read, found[1], strict=True):
+                event.update(part)
+            return sample
+    out: dict[str, Any] = {k: v if k in _APART else _resolve(v, attachments) for k, v in sample.items()}
     if isinstance(events, list):
         out["events"] = [{k: _resolve(v, attachments) if k in _RESOLVED_KEYS else v for k, v in e.items()}
                          if isinstance(e, chat.MAPPINGS) and e.get("event") in _READ_EVENTS else e for e in events]
     return cast(Sample, out)
+
+
+# A reference as orjson writes it: a whole string (its escapes kept) that is no object's key (a key is followed by
+# ``:``; orjson writes no blanks). Where it starts is checked apart (``_VALUE_AFTER``): a pattern that starts with a
+# look behind is tried at every byte, one that starts with text only where the text is.
+_REFERENCE = re.compile(rb'"attachment://((?:[^"\\]|\\.)*)"(?!:)')
+# The bytes after which a value starts in orjson's text (a quote inside a string is escaped: after a backslash).
+_VALUE_AFTER = frozenset(b"[,:")
+# What resolving may add to a sample's text, at most, as a multiple of its size (plus this many bytes): a sample that
+# repeats a large attachment in many places is resolved by ``_resolve`` instead, whose texts are shared, not copied.
+_GROWTH, _GROWTH_FLOOR = 4, 1 << 24
+
+
+def _resolved_text(value: object, attachments: Mapping[str, object]) -> Any:
+    """``value`` (as orjson decoded it) with its ``attachment://`` references replaced by the attachments' texts,
+    as ``_resolve`` replaces them: in its JSON text, by one encoding and one decoding in C rather than a visit of
+    each value in Python (a third of a sample's reading). None when it does not apply: a value orjson cannot
+    write, or texts that would grow past ``_GROWTH``."""
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return None
+    if b"attachment://" not in text:
+        return value
+    most = len(text) * _GROWTH + _GROWTH_FLOOR
+    encoded: dict[bytes, bytes | None] = {}
+    pieces, done, size = [], 0, len(text)
+    for match in _REFERENCE.finditer(text):
+        if text[match.start() - 1] not in _VALUE_AFTER:  # never the first byte: the text is a list or an object
+            continue
+        key = match.group(1)
+        if key not in encoded:
+            found = attachments.get(orjson.loads(b'"' + key + b'"'))
+            encoded[key] = orjson.dumps(found) if isinstance(found, str) else None
+        replacement = encoded[key]
+        if replacement is None:
+            continue
+        size += len(replacement) - (match.end() - match.start())
+        if size > most:
+            return None
+        pieces += [text[done:match.start()], replacement]
+        done = match.end()
+    pieces.append(text[done:])
+    try:
+        return orjson.loads(b"".join(pieces))
+    except orjson.JSONDecodeError:  # not expected: the pieces are orjson's own
+        return None
 
 
 def _parts(content: object) -> tuple[str, str]:
@@ -534,10 +596,11 @@ def _calls(sample: Sample) -> list[tuple[list[Any], ChatMessage, Event | None]]:
 
 
 def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, int], *,
-                    messages: bool = True) -> model.Episode:
+                    messages: bool = True, own: bool = False) -> model.Episode:
+    """The sample's episode; ``own``: orjson decoded the sample for this reading alone (``_resolved``)."""
     attachments = jsondecode.object_at(sample, "attachments")
     if attachments:
-        sample = _resolved(sample, attachments)
+        sample = _resolved(sample, attachments, own=own)
     warnings: list[str] = []
     tool_events = {e.get("id"): e for e in (cast(Event, r) for r in _each(sample.get("events"))
                                             if isinstance(r, chat.MAPPINGS)) if e.get("event") == "tool"}

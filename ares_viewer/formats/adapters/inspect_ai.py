@@ -23,7 +23,7 @@ makes it errored, ``limit`` truncated.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -262,7 +262,13 @@ def _sample_key(name: str) -> tuple[str, int] | None:
 
 
 def _key_id(path: str, sample: str, epoch: int) -> str:
-    return f"{locations.Location.of(path).name.rsplit('.', 1)[0]}/{sample}/epoch{epoch}"
+    return f"{_stem(path)}/{sample}/epoch{epoch}"
+
+
+@functools.lru_cache(maxsize=64)
+def _stem(path: str) -> str:
+    """A log's file name without its suffix (asked once per sample: a log's samples share it)."""
+    return locations.Location.of(path).name.rsplit(".", 1)[0]
 
 
 def episode_id(doc: object, path: str, record: int | None = None) -> str | None:
@@ -275,7 +281,7 @@ def episode_id(doc: object, path: str, record: int | None = None) -> str | None:
 
 def _member_ids(archive: zipped.Archive, path: str) -> dict[str, str]:
     """The episode id of each sample member of the archive, by member name."""
-    stem = locations.Location.of(path).name.rsplit(".", 1)[0]
+    stem = _stem(path)
     return {name: f"{stem}/{key[0]}/epoch{key[1]}" for name in archive.names()
             if (key := _sample_key(name)) is not None}
 
@@ -611,6 +617,8 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
     steps = [model.Step(index=0, kind=model.StepKind.FIRST)]
     calls = _calls(sample)
     converted = _Converted(attachments)
+    first = _first_score(sample.get("scores"))
+    reward = score_value(first[1].get("value")) if first else None  # the last step's
     last: list[Any] = []
     for n, (given, response, event) in enumerate(calls, start=1):
         system, rest = chat.split_system(converted.given(given))
@@ -646,7 +654,7 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
             cost=chat.number(usage.get("total_cost"), f"model call {n}: total_cost", warnings),
             model_time=chat.number(output.get("time"), f"model call {n}: time", warnings),
             command_time=command_time if results else None,
-            reasoning=reasoning, failure=failure,
+            reasoning=reasoning, failure=failure, reward=reward if n == len(calls) else None,
             **base.step_fields(said["content"], tools, result, n - 1, contexts.links,
                                extra={"stop_reason": choices[0].get("stop_reason")} if choices else None),
         ))
@@ -654,10 +662,6 @@ def _sample_episode(sample: Sample, spec: EvalSpec, path: str, key: tuple[str, i
     _, final = chat.split_system(final)
     if contexts.links and len(final) > len(last):
         contexts.add(final)  # the conversation after the last call: the last step's observation
-    first = _first_score(sample.get("scores"))
-    reward = score_value(first[1].get("value")) if first else None
-    if reward is not None and len(steps) > 1:
-        steps[-1] = dataclasses.replace(steps[-1], reward=reward)
     metadata = _metadata(sample, spec, key, first)
     if all(step.cost is None for step in steps):
         metadata["total_cost"] = None  # no model call records a cost (mock and local models): unknown, not $0

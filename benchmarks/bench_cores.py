@@ -5,7 +5,8 @@
     python3 -m benchmarks.bench_cores --formats tinker,ares --workers 1,2,4
 
 For each format (ARES episode files, Tinker JSON Lines rollouts, Ray runner JSON Lines, mini-swe-agent JSON Lines,
-one Inspect ``.eval`` log written by Inspect's own writer, and copies of the real run in ``../shared/real-runs/``),
+one Inspect ``.eval`` log written by Inspect's own writer, copies of a log Inspect's ``eval()`` writes
+(``inspect-eval``), and copies of the real run in ``../shared/real-runs/``),
 prints:
 
 - single-core ``read + orjson.loads`` of the same files (each line of a JSON Lines file, each member of an ``.eval``):
@@ -43,7 +44,9 @@ REAL_RUNS = next((p / "shared" / "real-runs" for p in (REPO.parent, REPO.parent.
                   if (p / "shared" / "real-runs").is_dir()), REPO.parent / "shared" / "real-runs")
 # Sizes that index in seconds here; multiplied by --scale.
 # ``real``: copies of the real run's trajectories, so that the cost per episode shows rather than the fixed costs.
-SIZES = {"ares": 1_000, "tinker": 200_000, "ray": 40_000, "mini": 10_000, "inspect": 300, "real": 60}
+# ``inspect-eval``: samples, as copies of one 100-sample log that Inspect's ``eval()`` writes.
+SIZES = {"ares": 1_000, "tinker": 200_000, "ray": 40_000, "mini": 10_000, "inspect": 300, "inspect-eval": 4_000,
+         "real": 60}
 
 # The cold index in a fresh process, with the per-batch work timed: ``builder._staged_batch`` (the ordinary path,
 # in worker processes when there are several: each appends its CPU and peak RSS to a file) and
@@ -154,7 +157,33 @@ def generate(fmt: str, count: int, folder: pathlib.Path) -> str:
         if samples is None:
             return ""
         return f"one .eval of {len(samples):,} samples (Inspect's writer)"
+    if fmt == "inspect-eval":
+        return _copies_of_an_eval_log(count, folder)
     return _copies_of_real_runs(count, folder)
+
+
+# The samples of the log ``_copies_of_an_eval_log`` has Inspect write: each kind of ``inspect_logs.SAMPLES`` 20 times.
+_EVAL_COPIES = 20
+
+
+def _copies_of_an_eval_log(count: int, folder: pathlib.Path) -> str:
+    """Copies of one log that Inspect's own ``eval()`` writes (``testdata.inspect_logs``: its mock model calling a
+    tool, the tool's listings of 30 more files moved into attachments, a sample that errors, one ended by its
+    message limit, a model-graded scorer), as many as hold ``count`` samples, each under a name of its own. Inspect's
+    ``bench_cores`` log above holds messages alone (no events, no attachments), and at its size its index is mostly
+    fixed costs."""
+    try:
+        from testdata import inspect_logs
+    except ImportError:
+        return ""
+    written = inspect_logs.write_logs(folder.parent / "inspect-eval-written", "eval", copies=_EVAL_COPIES, files=30)
+    per_log = _EVAL_COPIES * len(inspect_logs.SAMPLES)
+    folder.mkdir(parents=True, exist_ok=True)
+    logs = max(1, -(-count // per_log))
+    for n in range(logs):
+        shutil.copyfile(written, folder / f"log-{n:03d}.eval")
+    shutil.rmtree(written.parent, ignore_errors=True)
+    return f"{logs} copies of one {per_log}-sample log written by Inspect's eval()"
 
 
 def _copies_of_real_runs(count: int, folder: pathlib.Path) -> str:
@@ -219,7 +248,7 @@ def report(fmt: str, what: str, folder: pathlib.Path, workers: list[int], scratc
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--formats", default="ares,tinker,ray,mini,inspect,real")
+    parser.add_argument("--formats", default="ares,tinker,ray,mini,inspect,inspect-eval,real")
     parser.add_argument("--workers", default="1,2", help="worker counts, comma-separated")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the sizes (" + ", ".join(
         f"{k} {v:,}" for k, v in SIZES.items()) + ")")

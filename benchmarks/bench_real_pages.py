@@ -22,9 +22,10 @@ and the public real run in ``../shared/real-runs/`` where it is present. Timed, 
 - Compare runs, ``small-a`` against ``small-b``, to its charts drawn and to idle;
 - the floor: a one-element Streamlit page served the same way (what no page can beat), followed in the same tab and
   in a new tab; and when a new tab's websocket to the server opened (nothing a page sends can show before it:
-  until then a new tab loads and runs Streamlit's own scripts). Every figure is printed also as a ratio to the
-  floor of its kind (a figure in a new tab to the new tab's), which holds across machines and loads better than
-  seconds do; a page in a new tab prints when its websocket opened too.
+  until then a new tab loads and runs Streamlit's own scripts); and a fragment of one button and the marker rerun
+  by the button's click, as ``j`` reruns the Episode page's step panes. Every figure is printed also as a ratio to
+  the floor of its kind (a figure in a new tab to the new tab's, ``j`` to the rerun's), which holds across machines
+  and loads better than seconds do; a page in a new tab prints when its websocket opened too.
 
 Run: ``python3 -m benchmarks.bench_real_pages [--runs DIR] [--repeat 3]`` (``--runs``: keep the written runs there
 and reuse them; writing them takes a minute or more on a quiet machine).
@@ -382,11 +383,37 @@ class Floor:
     new_tab: tuple[float, float]
     opened: float
     by_link: tuple[float, float]
+    rerun: tuple[float, float]
+    """A fragment of one button and the marker rerun by the button's click, as ``j`` reruns the Episode page's
+    step panes (its script clicks the step's button): to the next marker and idle."""
 
     def of(self, figure: str) -> tuple[float, float]:
         """The floor ``figure`` is measured against: the new tab's for a figure in a new tab, the link's for one
-        reached by a link."""
-        return self.new_tab if "new tab" in figure else self.by_link if "by its link" in figure else self.same_tab
+        reached by a link, the fragment's rerun for ``j``."""
+        if "new tab" in figure:
+            return self.new_tab
+        return self.by_link if "by its link" in figure else self.rerun if "with j" in figure else self.same_tab
+
+
+# The rerun floor's page: a fragment whose button's click (its callback) moves the marker on by one.
+_RERUN_FLOOR = ("st.fragment(lambda: (st.button('next', key='next', on_click=lambda: st.session_state.update("
+                "n=st.session_state.get('n', 1) + 1)), st.html(f\"<div data-ares-step='{st.session_state.get('n', 1)}'>"
+                "</div>\")))()")
+
+
+def _reruns(page, repeat: int) -> list[tuple[float, float]]:
+    """The rerun floor: seconds from the button's click (by script, as ``j``'s) to the next marker drawn and idle,
+    and Chromium's CPU seconds meanwhile; ``repeat`` times, after one untimed."""
+    timed = []
+    for n in range(1, repeat + 2):
+        def clicked(n: int = n) -> float:
+            start = time.perf_counter()
+            page.evaluate("document.querySelector('.st-key-next button').click()")
+            chromium.wait(page, f"[data-ares-step='{n + 1}']", visible=False)
+            page.wait_for_function(chromium.IDLE)
+            return time.perf_counter() - start
+        timed.append(_with_cpu(page, clicked))
+    return timed[1:]
 
 
 def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> Floor:
@@ -409,9 +436,15 @@ def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> Floor:
             chromium.shown(page, url, text="to the floor page")
             linked.append(chromium.followed(page, "^to the floor page$", marker))
     best = min(linked[1:])
+    rerun_script = work / "floor_rerun.py"
+    rerun_script.write_text(bench_targets._served(_RERUN_FLOOR))
+    with chromium.served_page(env, work / "floor_rerun.log", script=str(rerun_script)) as (page, url):
+        chromium.shown(page, url, marker)
+        page.wait_for_function(chromium.IDLE)
+        reruns = _reruns(page, repeat)
     return Floor((min(t[1] for t, _ in timed), min(c for _, c in timed)),
                  (min(t[1] for t, _, _ in tabs), min(c for _, c, _ in tabs)), min(o for _, _, o in tabs),
-                 (best[1], float("nan")))
+                 (best[1], float("nan")), (min(t for t, _ in reruns), min(c for _, c in reruns)))
 
 
 def checkout(rev: str) -> pathlib.Path:
@@ -496,6 +529,8 @@ def measure(runs_dir: pathlib.Path | None, real_run: pathlib.Path, repeat: int, 
           f"{end_floor.opened:7.3f} s")
     print(f"{'floor, by a link of another page (first, last)':<58} {base.by_link[0]:7.3f} s {'':33}   "
           f"{end_floor.by_link[0]:7.3f} s")
+    print(f"{'floor, a fragment rerun by its button (first, last)':<58} "
+          f"{_cells(*base.rerun, base.rerun)}   {_cells(*end_floor.rerun, base.rerun)}")
     print(f"{'figure':<58} {'now':^44}" + (f"   {'before (' + before + ')':^44} now/before" if before else ""))
     for n, (name, seconds, target, cpu) in enumerate(rows):
         verdict = "" if target is None else f"target <= {target:g} s: {'ok' if seconds <= target else 'MISSED'}"

@@ -24,6 +24,7 @@ PURE_MEMOS = {
     "ares_viewer/analysis/shell_commands.py:_words",
     "ares_viewer/base/jsonbytes.py:_every_char",
     "ares_viewer/base/jsonbytes.py:same_ignoring_case",
+    "ares_viewer/formats/adapters/inspect_ai.py:_stem",
     "ares_viewer/formats/adapters/mini_swe_agent.py:_instance",
     "ares_viewer/formats/adapters/mini_swe_agent.py:_base_id",
     "ares_viewer/formats/adapters/tinker.py:_location",

@@ -427,9 +427,9 @@ def _resolved(sample: Sample, attachments: Mapping[str, object], *, own: bool = 
     text (``_resolved_text``) and updated in place; else (a JSON log's samples, which Python's reader may have
     decoded: a ``NaN`` stays NaN) a copy is resolved by a walk of its values (``_resolve``)."""
     events = sample.get("events")
-    read = [e for e in events if isinstance(e, dict) and e.get("event") in _READ_EVENTS
-            ] if own and isinstance(events, list) else []
     if own:
+        read = [e for e in events if isinstance(e, dict) and e.get("event") in _READ_EVENTS
+                ] if isinstance(events, list) else []
         top = {k: v for k, v in sample.items() if k not in _APART}
         parts = [{k: v for k, v in e.items() if k in _RESOLVED_KEYS} for e in read]
         found = _resolved_text([top, parts], attachments)

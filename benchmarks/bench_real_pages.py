@@ -439,8 +439,7 @@ def floor(env: dict[str, str], work: pathlib.Path, repeat: int) -> Floor:
     rerun_script = work / "floor_rerun.py"
     rerun_script.write_text(bench_targets._served(_RERUN_FLOOR))
     with chromium.served_page(env, work / "floor_rerun.log", script=str(rerun_script)) as (page, url):
-        chromium.shown(page, url, marker)
-        page.wait_for_function(chromium.IDLE)
+        chromium.shown(page, url, marker)  # to idle
         reruns = _reruns(page, repeat)
     return Floor((min(t[1] for t, _ in timed), min(c for _, c in timed)),
                  (min(t[1] for t, _, _ in tabs), min(c for _, c, _ in tabs)), min(o for _, _, o in tabs),
